@@ -1,0 +1,278 @@
+package event
+
+import "encoding/json"
+
+// Session events.
+const (
+	// SessionCreated is the first event of every session. Data: [SessionCreatedData].
+	SessionCreated Type = "session.created"
+	// SessionUpdated records a change of title, model or metadata. Data: [SessionUpdatedData].
+	SessionUpdated Type = "session.updated"
+	// SessionDeleted marks a session as deleted. Data: {}.
+	SessionDeleted Type = "session.deleted"
+)
+
+// Run lifecycle events.
+const (
+	// RunQueued records admission of a run. Data: [RunQueuedData].
+	RunQueued Type = "run.queued"
+	// RunStarted records that the run began executing. Data: [RunStartedData].
+	RunStarted Type = "run.started"
+	// RunCompleted ends a run that reached a final answer. Data: [RunEndedData].
+	RunCompleted Type = "run.completed"
+	// RunFailed ends a run that failed. Data: [RunEndedData] with Error set.
+	RunFailed Type = "run.failed"
+	// RunCancelled ends a run that was cancelled. Data: [RunEndedData].
+	RunCancelled Type = "run.cancelled"
+	// RunInterrupted ends a run that the host found active after a crash. Data: [RunEndedData].
+	RunInterrupted Type = "run.interrupted"
+)
+
+// Model output and transcript events.
+const (
+	// MessageUser is user input that starts a run. Data: [MessageUserData].
+	MessageUser Type = "message.user"
+	// MessageDelta is streamed assistant text, coalesced. Data: [DeltaData].
+	MessageDelta Type = "message.delta"
+	// ReasoningDelta is streamed reasoning text, coalesced. Data: [DeltaData].
+	ReasoningDelta Type = "reasoning.delta"
+	// MessageCompleted is the assistant message of one step, whole. Data: [MessageCompletedData].
+	MessageCompleted Type = "message.completed"
+	// StepStarted marks the start of a model call. Data: [StepData].
+	StepStarted Type = "step.started"
+	// ToolCallStarted records a tool call the model asked for. Data: [ToolCallStartedData].
+	ToolCallStarted Type = "tool.call.started"
+	// ToolCallCompleted records a tool call's result. Data: [ToolCallCompletedData].
+	ToolCallCompleted Type = "tool.call.completed"
+	// Usage records the tokens of one step. Data: [UsageData].
+	Usage Type = "usage"
+	// ModelRetry records a retried model request. Data: [ModelRetryData].
+	ModelRetry Type = "model.retry"
+)
+
+// Steering events.
+const (
+	// SteerAccepted records input injected into an active run. Data: [SteerData].
+	SteerAccepted Type = "steer.accepted"
+	// SteerConsumed records that the model saw a steer. Data: [SteerData].
+	SteerConsumed Type = "steer.consumed"
+	// SteerDropped records a steer that the run ended before consuming. Data: [SteerData].
+	SteerDropped Type = "steer.dropped"
+)
+
+// Part is one piece of message content. Only text is defined today; Type
+// leaves room for images and files.
+type Part struct {
+	Type string `json:"type"` // "text"
+	Text string `json:"text,omitempty"`
+}
+
+// TokenUsage counts tokens. Zero fields mean the provider did not report them.
+type TokenUsage struct {
+	InputTokens      int64 `json:"inputTokens"`
+	OutputTokens     int64 `json:"outputTokens"`
+	CacheReadTokens  int64 `json:"cacheReadTokens,omitempty"`
+	CacheWriteTokens int64 `json:"cacheWriteTokens,omitempty"`
+	ReasoningTokens  int64 `json:"reasoningTokens,omitempty"`
+}
+
+// Add adds o to u.
+func (u *TokenUsage) Add(o TokenUsage) {
+	u.InputTokens += o.InputTokens
+	u.OutputTokens += o.OutputTokens
+	u.CacheReadTokens += o.CacheReadTokens
+	u.CacheWriteTokens += o.CacheWriteTokens
+	u.ReasoningTokens += o.ReasoningTokens
+}
+
+// Error is the typed error carried by failure events.
+type Error struct {
+	// Kind is a stable machine-readable category, e.g. "max_steps", "model", "interrupted".
+	Kind string `json:"kind"`
+	// Message is for people.
+	Message string `json:"message"`
+	// Retryable reports whether the same request may succeed later.
+	Retryable bool `json:"retryable,omitempty"`
+}
+
+// SessionCreatedData is the data of [SessionCreated].
+type SessionCreatedData struct {
+	Mounts   []Mount           `json:"mounts,omitempty"`
+	Title    string            `json:"title,omitempty"`
+	Model    string            `json:"model,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// SessionUpdatedData is the data of [SessionUpdated]; nil fields are unchanged.
+type SessionUpdatedData struct {
+	Title *string `json:"title,omitempty"`
+	Model *string `json:"model,omitempty"`
+}
+
+// RunQueuedData is the data of [RunQueued].
+type RunQueuedData struct {
+	Model    string `json:"model"`
+	MaxSteps int    `json:"maxSteps,omitempty"`
+	Input    []Part `json:"input"`
+}
+
+// RunStartedData is the data of [RunStarted].
+type RunStartedData struct {
+	Model string `json:"model"`
+}
+
+// RunEndedData is the data of the run's terminal event.
+type RunEndedData struct {
+	Steps  int        `json:"steps"`
+	Usage  TokenUsage `json:"usage"`
+	Error  *Error     `json:"error,omitempty"`
+	Reason string     `json:"reason,omitempty"`
+}
+
+// MessageUserData is the data of [MessageUser].
+type MessageUserData struct {
+	Content []Part `json:"content"`
+}
+
+// DeltaData is the data of [MessageDelta] and [ReasoningDelta].
+type DeltaData struct {
+	Step int    `json:"step"`
+	Text string `json:"text"`
+}
+
+// StepData is the data of [StepStarted].
+type StepData struct {
+	Step int `json:"step"`
+}
+
+// ToolCall is a model's request to call a tool.
+type ToolCall struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Arguments is the JSON text the model produced; it may be invalid.
+	Arguments string `json:"arguments"`
+}
+
+// MessageCompletedData is the data of [MessageCompleted]: the assistant
+// message of one step as the next model request must replay it.
+type MessageCompletedData struct {
+	Step         int        `json:"step"`
+	Text         string     `json:"text,omitempty"`
+	Reasoning    string     `json:"reasoning,omitempty"`
+	ToolCalls    []ToolCall `json:"toolCalls,omitempty"`
+	FinishReason string     `json:"finishReason,omitempty"`
+	// ProviderState is opaque provider data that must be sent back verbatim
+	// (e.g. encrypted reasoning, thinking signatures).
+	ProviderState json.RawMessage `json:"providerState,omitempty"`
+}
+
+// ToolCallStartedData is the data of [ToolCallStarted].
+type ToolCallStartedData struct {
+	Step int `json:"step"`
+	ToolCall
+}
+
+// ToolCallCompletedData is the data of [ToolCallCompleted].
+type ToolCallCompletedData struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Output string `json:"output"`
+	// IsError reports whether Output describes a failure the model should see.
+	IsError bool `json:"isError,omitempty"`
+	// Truncated reports whether Output was cut to the result budget.
+	Truncated  bool  `json:"truncated,omitempty"`
+	DurationMs int64 `json:"durationMs"`
+}
+
+// UsageData is the data of [Usage].
+type UsageData struct {
+	Step  int        `json:"step"`
+	Usage TokenUsage `json:"usage"`
+}
+
+// ModelRetryData is the data of [ModelRetry].
+type ModelRetryData struct {
+	Step    int    `json:"step"`
+	Attempt int    `json:"attempt"`
+	DelayMs int64  `json:"delayMs"`
+	Error   string `json:"error"`
+}
+
+// SteerData is the data of the steer events.
+type SteerData struct {
+	SteerID string `json:"steerId"`
+	Input   []Part `json:"input,omitempty"`
+	Step    int    `json:"step,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// Text returns the concatenated text of parts.
+func Text(parts []Part) string {
+	if len(parts) == 1 {
+		return parts[0].Text
+	}
+	var s string
+	for _, p := range parts {
+		s += p.Text
+	}
+	return s
+}
+
+// TextParts wraps s as a single text part.
+func TextParts(s string) []Part { return []Part{{Type: "text", Text: s}} }
+
+// Mount events.
+const (
+	// MountAdded records a mount attached to a session. Data: [MountChangeData].
+	MountAdded Type = "mount.added"
+	// MountRemoved records a mount detached from a session. Data: [MountChangeData].
+	MountRemoved Type = "mount.removed"
+	// MountInfo records the whole binding at the start of each run. Data: [Binding].
+	MountInfo Type = "mount.info"
+)
+
+// Mount modes.
+const (
+	ModeReadOnly  = "ro"
+	ModeReadWrite = "rw"
+)
+
+// Mount kinds.
+const (
+	// KindLocal is a host directory.
+	KindLocal = "local"
+	// KindScratch is a private directory owned by the session and removed with it.
+	KindScratch = "scratch"
+)
+
+// Mount is a directory attached to a session; the agent sees it at
+// /environment/<ID>.
+type Mount struct {
+	// ID is a slug unique within the session.
+	ID string `json:"id"`
+	// Kind is KindLocal or KindScratch.
+	Kind string `json:"kind"`
+	// Path is the host directory. For scratch mounts the host fills it in.
+	Path string `json:"path,omitempty"`
+	// Mode is ModeReadOnly or ModeReadWrite.
+	Mode string `json:"mode"`
+	// Default marks the mount relative paths resolve in.
+	Default bool `json:"default,omitempty"`
+	// DefaultForShell marks the read-write mount shells start in.
+	DefaultForShell bool              `json:"defaultForShell,omitempty"`
+	Metadata        map[string]string `json:"metadata,omitempty"`
+}
+
+// Binding is a session's set of mounts at one version.
+type Binding struct {
+	BindingVersion int64   `json:"bindingVersion"`
+	Mounts         []Mount `json:"mounts"`
+}
+
+// MountChangeData is the data of [MountAdded] and [MountRemoved].
+type MountChangeData struct {
+	OperationID    string  `json:"operationId,omitempty"`
+	Mount          Mount   `json:"mount"`
+	BindingVersion int64   `json:"bindingVersion"`
+	Mounts         []Mount `json:"mounts"`
+}
