@@ -37,8 +37,13 @@ type Call struct {
 
 // Result is what the model sees.
 type Result struct {
-	Output  string `json:"output"`
-	IsError bool   `json:"isError,omitempty"`
+	// Output is the text shown to the model.
+	Output string `json:"output"`
+	// IsError marks a failed call; the model sees Output as the error.
+	IsError bool `json:"isError,omitempty"`
+	// Truncated reports that [Registry.Call] cut Output to its result
+	// budget; Output then ends with a note saying how to read the rest.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // Tool is a capability offered to the model. Call must honour ctx: when it

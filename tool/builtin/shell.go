@@ -1,0 +1,260 @@
+package builtin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"weft.dev/weft/env"
+	"weft.dev/weft/tool"
+)
+
+func (t *tools) shellDesc() string {
+	return fmt.Sprintf("Run a shell command (%s -c) in the foreground and return its combined stdout and stderr and its exit code. "+
+		"It starts in the shell mount's directory unless cwd names another directory in a read-write mount. "+
+		"timeout is in seconds (default %d, at most %d); on timeout the command and everything it started are killed. "+
+		"Background jobs (cmd &) do not outlive the call; output beyond %d bytes keeps its beginning and end.",
+		t.opts.Shell, int(t.opts.ShellTimeout.Seconds()), int(t.opts.ShellMaxTimeout.Seconds()), t.opts.ShellOutputCap)
+}
+
+type shellArgs struct {
+	Command string `json:"command" jsonschema:"the shell command line"`
+	Timeout int    `json:"timeout,omitempty" jsonschema:"timeout in seconds (see the tool description for the default and maximum)"`
+	Cwd     string `json:"cwd,omitempty" jsonschema:"the working directory, in a read-write mount (default: the shell mount's root)"`
+}
+
+// shell runs a command in its own process group.
+//
+// The environment is an allow-list, not the host's: PATH (Options.ShellPath),
+// HOME (the working directory), LANG=C.UTF-8, TERM=dumb, then
+// Options.ShellEnv. Stdin is empty. The working directory is resolved
+// through the binding for Write, then [env.Path.HostDir]: the command
+// itself is not confined by the resolver (that is a sandbox's job).
+//
+// When the command ends, times out or ctx is cancelled, the whole group
+// gets SIGTERM, then SIGKILL after Options.ShellKillGrace; the call
+// returns only after the shell has been reaped. A non-zero exit is
+// reported in the output, not as an error result; a timeout or a failure
+// to start is an error result.
+func (t *tools) shell(ctx context.Context, call *tool.Call, in shellArgs) (tool.Result, error) {
+	if strings.TrimSpace(in.Command) == "" {
+		return tool.Result{}, errors.New("command is empty")
+	}
+	timeout := t.opts.ShellTimeout
+	switch {
+	case in.Timeout < 0:
+		return tool.Result{}, errors.New("timeout must not be negative")
+	case in.Timeout > 0:
+		timeout = min(time.Duration(in.Timeout)*time.Second, t.opts.ShellMaxTimeout)
+	}
+	if _, ok := call.Env.ShellMount(); !ok {
+		return tool.Result{}, errors.New("no read-write mount is available for shell commands")
+	}
+	var dir *env.Path
+	var err error
+	if in.Cwd != "" {
+		dir, err = call.Env.Resolve(in.Cwd, env.Write)
+	} else {
+		dir, err = call.Env.ShellDir()
+	}
+	if err != nil {
+		return tool.Result{}, err
+	}
+	hostDir, err := dir.HostDir()
+	if err != nil {
+		return tool.Result{}, err
+	}
+
+	out := &capWriter{cap: t.opts.ShellOutputCap}
+	code, status, err := t.runShell(ctx, in.Command, hostDir, timeout, out)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	text := out.String()
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	res := tool.Result{Output: text}
+	switch status {
+	case exited:
+		res.Output += fmt.Sprintf("[exit code %d]", code)
+	case timedOut:
+		res.Output += fmt.Sprintf("[timed out after %v; the command and its children were killed]", timeout)
+		res.IsError = true
+	case cancelled:
+		res.Output += "[cancelled; the command and its children were killed]"
+		res.IsError = true
+	}
+	return res, nil
+}
+
+type runStatus int
+
+const (
+	exited runStatus = iota
+	timedOut
+	cancelled
+)
+
+// runShell runs command and returns its exit code (-1 when killed by a
+// signal) and how it ended. It returns after the shell has been reaped and
+// the output pipe drained (or abandoned after the grace period, if a
+// process that left the group still holds it).
+func (t *tools) runShell(ctx context.Context, command, dir string, timeout time.Duration, out io.Writer) (int, runStatus, error) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return 0, 0, fmt.Errorf("shell: %w", err)
+	}
+	defer pr.Close()
+	cmd := &exec.Cmd{
+		Path:        t.opts.Shell,
+		Args:        []string{"sh", "-c", command},
+		Dir:         dir,
+		Env:         t.shellEnv(dir),
+		Stdout:      pw,
+		Stderr:      pw,
+		SysProcAttr: newGroupAttr(),
+	}
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		return 0, 0, fmt.Errorf("shell: starting %s: %w", t.opts.Shell, err)
+	}
+
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		io.Copy(out, pr)
+	}()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	status := exited
+	var werr error
+	select {
+	case werr = <-waited:
+	case <-timer.C:
+		status = timedOut
+	case <-ctx.Done():
+		status = cancelled
+	}
+	if status != exited {
+		signalGroup(cmd.Process, syscall.SIGTERM)
+		grace := time.NewTimer(t.opts.ShellKillGrace)
+		select {
+		case werr = <-waited:
+			grace.Stop()
+		case <-grace.C:
+			signalGroup(cmd.Process, syscall.SIGKILL)
+			werr = <-waited
+		}
+	}
+	// Whatever is left in the group (background jobs, or children that
+	// ignored SIGTERM) does not outlive the call.
+	signalGroup(cmd.Process, syscall.SIGKILL)
+
+	// The pipe closes when the last holder exits; a process that left the
+	// group could hold it forever, so stop reading after the grace period.
+	pr.SetReadDeadline(time.Now().Add(t.opts.ShellKillGrace))
+	<-copied
+
+	code := -1
+	if cmd.ProcessState != nil {
+		code = cmd.ProcessState.ExitCode()
+	}
+	var ee *exec.ExitError
+	if werr != nil && !errors.As(werr, &ee) {
+		return 0, 0, fmt.Errorf("shell: %w", werr)
+	}
+	return code, status, nil
+}
+
+func (t *tools) shellEnv(dir string) []string {
+	e := []string{
+		"PATH=" + t.opts.ShellPath,
+		"HOME=" + dir,
+		"LANG=C.UTF-8",
+		"TERM=dumb",
+	}
+	return append(e, t.opts.ShellEnv...)
+}
+
+// capWriter keeps the first and last cap/2 bytes written and counts the
+// rest. Safe for concurrent use.
+type capWriter struct {
+	mu    sync.Mutex
+	cap   int
+	head  []byte
+	tail  []byte // ring buffer of the last cap-cap/2 bytes
+	start int    // index of the oldest byte in tail, once it is full
+	total int64
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := len(p)
+	w.total += int64(n)
+	if room := w.cap/2 - len(w.head); room > 0 {
+		k := min(room, len(p))
+		w.head = append(w.head, p[:k]...)
+		p = p[k:]
+	}
+	tailCap := w.cap - w.cap/2
+	for len(p) > 0 {
+		if len(w.tail) < tailCap {
+			k := min(tailCap-len(w.tail), len(p))
+			w.tail = append(w.tail, p[:k]...)
+			p = p[k:]
+			continue
+		}
+		if len(p) >= tailCap {
+			copy(w.tail, p[len(p)-tailCap:])
+			w.start = 0
+			break
+		}
+		k := copy(w.tail[w.start:], p)
+		w.start = (w.start + k) % tailCap
+		p = p[k:]
+	}
+	return n, nil
+}
+
+// String returns the kept output, with a notice in place of what was
+// dropped, cut at UTF-8 boundaries.
+func (w *capWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	tail := append(append([]byte(nil), w.tail[w.start:]...), w.tail[:w.start]...)
+	dropped := w.total - int64(len(w.head)) - int64(len(tail))
+	if dropped == 0 {
+		return string(w.head) + string(tail)
+	}
+	head := w.head
+	for len(head) > 0 && !utf8.FullRune(head[lastRuneStart(head):]) {
+		head = head[:lastRuneStart(head)]
+	}
+	for len(tail) > 0 && !utf8.RuneStart(tail[0]) {
+		tail = tail[1:]
+	}
+	return fmt.Sprintf("%s\n[... output truncated: %d bytes dropped of %d; redirect to a file and read it with read_file or grep ...]\n%s",
+		head, dropped, w.total, tail)
+}
+
+func lastRuneStart(b []byte) int {
+	i := len(b) - 1
+	for i > 0 && !utf8.RuneStart(b[i]) {
+		i--
+	}
+	return max(i, 0)
+}

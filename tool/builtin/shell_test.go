@@ -1,0 +1,172 @@
+package builtin_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"weft.dev/weft/event"
+	"weft.dev/weft/tool"
+	"weft.dev/weft/tool/builtin"
+)
+
+// alive reports whether pid is a live process (zombies count as dead: they
+// only wait to be reaped by whoever adopted them).
+func alive(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// pid (comm) S ...: the state follows the last ')'.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+var pidRE = regexp.MustCompile(`pid=(\d+)`)
+
+// pids returns the pids a command printed as pid=N.
+func pids(t *testing.T, out string) []int {
+	t.Helper()
+	var ps []int
+	for _, m := range pidRE.FindAllStringSubmatch(out, -1) {
+		n, _ := strconv.Atoi(m[1])
+		ps = append(ps, n)
+	}
+	return ps
+}
+
+func checkDead(t *testing.T, ps []int, want int) {
+	t.Helper()
+	if len(ps) != want {
+		t.Fatalf("got pids %v, want %d", ps, want)
+	}
+	// SIGKILL is delivered asynchronously; give the kernel a moment.
+	deadline := time.Now().Add(2 * time.Second)
+	for _, p := range ps {
+		for alive(p) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if alive(p) {
+			t.Errorf("process %d survived", p)
+		}
+	}
+}
+
+func TestShell(t *testing.T) {
+	f := newFixture(t, builtin.Options{})
+	res := f.call("shell", m{"command": "cat a.txt; echo err >&2; exit 3"})
+	check(t, res, false, "one\ntwo\nthree\nerr\n[exit code 3]")
+	res = f.call("shell", m{"command": "pwd; echo $HOME; echo $TERM; env | sort | cut -d= -f1 | tr '\\n' ' '"})
+	real, _ := filepath.EvalSymlinks(f.work)
+	check(t, res, false, real+"\n"+real+"\ndumb\n", "[exit code 0]")
+	if strings.Contains(res.Output, "GOPATH") || strings.Contains(res.Output, "USER ") {
+		t.Errorf("host environment leaked:\n%s", res.Output)
+	}
+	check(t, f.call("shell", m{"command": "pwd", "cwd": "src/util"}), false, filepath.Join(real, "src", "util")+"\n")
+	check(t, f.call("shell", m{"command": "pwd", "cwd": "/environment/docs"}), true, `read-only mount "docs"`)
+	check(t, f.call("shell", m{"command": "pwd", "cwd": "../"}), true, `outside mount "work"`)
+	check(t, f.call("shell", m{"command": "pwd", "cwd": "a.txt"}), true, "not a directory")
+	check(t, f.call("shell", m{"command": "  "}), true, "command is empty")
+	check(t, f.call("shell", m{"command": "true", "timeout": -1}), true, "negative")
+
+	// A symlinked cwd that leads out of the mount is refused.
+	os.Symlink("..", filepath.Join(f.work, "up"))
+	check(t, f.call("shell", m{"command": "pwd", "cwd": "up"}), true, "outside mount")
+}
+
+func TestShellNeedsRWMount(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, builtin.Options{}, event.Mount{ID: "ro", Kind: event.KindLocal, Path: dir, Mode: event.ModeReadOnly})
+	check(t, f.call("shell", m{"command": "true"}), true, "no read-write mount")
+	raw, _ := json.Marshal(m{"command": "true"})
+	res := f.r.Call(t.Context(), "shell", &tool.Call{Arguments: raw}, tool.CallOptions{})
+	check(t, res, true, "no read-write mount")
+}
+
+func TestShellTimeoutKillsGroup(t *testing.T) {
+	f := newFixture(t, builtin.Options{ShellKillGrace: 300 * time.Millisecond})
+	// The shell, a background sleep, and a nested shell that ignores
+	// SIGTERM (so SIGKILL is needed) all must die.
+	cmd := `echo pid=$$; sleep 100 & echo pid=$!; sh -c 'trap "" TERM; echo pid=$$; sleep 100; sleep 100' & sleep 100`
+	start := time.Now()
+	res := f.call("shell", m{"command": cmd, "timeout": 1})
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %v", d)
+	}
+	check(t, res, true, "[timed out after 1s; the command and its children were killed]")
+	checkDead(t, pids(t, res.Output), 3)
+}
+
+func TestShellSpecCommand(t *testing.T) {
+	f := newFixture(t, builtin.Options{ShellKillGrace: 200 * time.Millisecond})
+	// The brief's case: sh -c 'sleep 100 & sleep 100' as the command.
+	res := f.call("shell", m{"command": `sh -c 'echo pid=$$; sleep 100 & echo pid=$!; sleep 100'`, "timeout": 1})
+	check(t, res, true, "timed out")
+	checkDead(t, pids(t, res.Output), 2)
+}
+
+func TestShellBackgroundJobsDoNotOutliveCall(t *testing.T) {
+	f := newFixture(t, builtin.Options{ShellKillGrace: 200 * time.Millisecond})
+	res := f.call("shell", m{"command": `sleep 100 & echo pid=$!`})
+	check(t, res, false, "[exit code 0]")
+	checkDead(t, pids(t, res.Output), 1)
+}
+
+func TestShellCancel(t *testing.T) {
+	f := newFixture(t, builtin.Options{ShellKillGrace: 200 * time.Millisecond})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	marker := filepath.Join(f.work, "started")
+	raw, _ := json.Marshal(m{"command": `echo pid=$$ > started.tmp; sleep 100 & echo pid=$! >> started.tmp; mv started.tmp started; wait`})
+	done := make(chan tool.Result)
+	go func() {
+		done <- f.r.Call(ctx, "shell", &tool.Call{Arguments: raw, Env: f.b}, tool.CallOptions{})
+	}()
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	var res tool.Result
+	select {
+	case res = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("cancel did not stop the command")
+	}
+	if !res.IsError || res.Output != "cancelled" {
+		t.Errorf("got %+v", res)
+	}
+	data, _ := os.ReadFile(marker)
+	checkDead(t, pids(t, string(data)), 2)
+}
+
+func TestShellOutputCap(t *testing.T) {
+	f := newFixture(t, builtin.Options{ShellOutputCap: 1000})
+	res := f.call("shell", m{"command": `echo BEGIN; i=0; while [ $i -lt 2000 ]; do echo "line $i é€"; i=$((i+1)); done; echo END`})
+	check(t, res, false, "BEGIN\n", "END\n[exit code 0]", "output truncated: ", " bytes dropped of ")
+	if len(res.Output) > 1300 {
+		t.Errorf("output is %d bytes", len(res.Output))
+	}
+	// Registry timeout also stops the shell.
+	raw, _ := json.Marshal(m{"command": "sleep 100"})
+	start := time.Now()
+	r := f.r.Call(t.Context(), "shell", &tool.Call{Arguments: raw, Env: f.b}, tool.CallOptions{Timeout: 200 * time.Millisecond})
+	if !r.IsError || !strings.Contains(r.Output, "timed out after 200ms") || time.Since(start) > 5*time.Second {
+		t.Errorf("registry timeout: %+v after %v", r, time.Since(start))
+	}
+}
+
+func TestReadFileFirstLineOverBudget(t *testing.T) {
+	f := newFixture(t, builtin.Options{ReadMaxBytes: 1000})
+	f.write(filepath.Join(f.work, "wide.txt"), strings.Repeat("x", 5000)+"\nshort\n")
+	check(t, f.call("read_file", m{"path": "wide.txt"}), false, "     1\txxx", "line cut", "     2\tshort")
+}

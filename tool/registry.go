@@ -1,0 +1,295 @@
+package tool
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// DefaultResultBudget is the output budget of [Registry.Call] when
+// [CallOptions.ResultBudget] is zero.
+const DefaultResultBudget = 64 << 10
+
+// maxNameLen is the longest tool name providers accept.
+const maxNameLen = 64
+
+// CallOptions are the per-call settings of [Registry.Call]. The zero value
+// means no timeout beyond ctx and the default result budget.
+type CallOptions struct {
+	// Timeout bounds the tool's run; zero means no timeout beyond ctx. On
+	// timeout the tool's ctx is cancelled and the result says it timed out.
+	Timeout time.Duration
+	// ResultBudget is the most bytes of Output the model sees; longer
+	// output is cut at a UTF-8 boundary and ends with a note. Zero means
+	// [DefaultResultBudget].
+	ResultBudget int
+	// Logger receives the stack of a tool that panicked; nil means silent.
+	Logger *slog.Logger
+}
+
+// Registry is the set of tools offered to the model, and the one place a
+// tool call is executed ([Registry.Call]). The zero Registry is not usable;
+// call [NewRegistry]. A Registry is safe for concurrent use.
+type Registry struct {
+	mu    sync.RWMutex
+	tools map[string]*entry
+}
+
+type entry struct {
+	tool   Tool
+	spec   Spec
+	schema *jsonschema.Resolved
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{tools: make(map[string]*entry)}
+}
+
+// Add registers t under its spec's name. It fails if the name is taken or
+// invalid (1 to 64 of [a-zA-Z0-9_-], what providers accept) or if the
+// input schema is not a JSON Schema object that resolves.
+func (r *Registry) Add(t Tool) error {
+	if t == nil {
+		return errors.New("tool: Add(nil)")
+	}
+	spec := t.Spec()
+	if err := checkName(spec.Name); err != nil {
+		return err
+	}
+	var schema *jsonschema.Resolved
+	if pv, ok := t.(prevalidated); ok {
+		schema = pv.resolved()
+	} else {
+		var err error
+		if schema, err = resolveSchema(spec.InputSchema); err != nil {
+			return fmt.Errorf("tool %q: %w", spec.Name, err)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.tools[spec.Name]; dup {
+		return fmt.Errorf("tool %q: already registered", spec.Name)
+	}
+	r.tools[spec.Name] = &entry{tool: t, spec: spec, schema: schema}
+	return nil
+}
+
+func checkName(name string) error {
+	if name == "" || len(name) > maxNameLen {
+		return fmt.Errorf("tool: name %q must be 1 to %d characters", name, maxNameLen)
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("tool: name %q may hold only [a-zA-Z0-9_-]", name)
+		}
+	}
+	return nil
+}
+
+func resolveSchema(raw json.RawMessage) (*jsonschema.Resolved, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, errors.New("no input schema")
+	}
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, fmt.Errorf("input schema: %w", err)
+	}
+	if s.Type != "object" {
+		return nil, fmt.Errorf("input schema has type %q, want \"object\"", s.Type)
+	}
+	rs, err := s.Resolve(nil)
+	if err != nil {
+		return nil, fmt.Errorf("input schema: %w", err)
+	}
+	return rs, nil
+}
+
+// Lookup returns the tool registered under name.
+func (r *Registry) Lookup(name string) (Tool, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	e, ok := r.tools[name]
+	if !ok {
+		return nil, false
+	}
+	return e.tool, true
+}
+
+// Specs returns the specs of every tool, sorted by name.
+func (r *Registry) Specs() []Spec {
+	r.mu.RLock()
+	specs := make([]Spec, 0, len(r.tools))
+	for _, e := range r.tools {
+		specs = append(specs, e.spec)
+	}
+	r.mu.RUnlock()
+	slices.SortFunc(specs, func(a, b Spec) int { return strings.Compare(a.Name, b.Name) })
+	return specs
+}
+
+func (r *Registry) names() string {
+	specs := r.Specs()
+	if len(specs) == 0 {
+		return "none"
+	}
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// Call runs the tool name with call and returns what the model sees. It is
+// the one place a tool call is executed. Call never panics and reports
+// every problem of the call as an error result, never as a Go error:
+//
+//   - an unknown tool names the available tools;
+//   - arguments that are not JSON quote the parse error; empty arguments
+//     are taken as {};
+//   - arguments that fail the tool's schema name the failing field;
+//   - a tool that panics, returns an error, or outlives opts.Timeout
+//     (the result then says it timed out) gives an error result;
+//   - when ctx is cancelled the result is "cancelled";
+//   - output longer than the budget is cut at a UTF-8 boundary, Truncated
+//     is set and a note says how to read the rest. Invalid UTF-8 is
+//     replaced with U+FFFD.
+//
+// Call runs the tool on the calling goroutine and returns when it returns:
+// a tool must honour ctx (see [Tool]). call may be nil; Call does not
+// modify it. Safe for concurrent use.
+func (r *Registry) Call(ctx context.Context, name string, call *Call, opts CallOptions) Result {
+	budget := opts.ResultBudget
+	if budget <= 0 {
+		budget = DefaultResultBudget
+	}
+	r.mu.RLock()
+	e := r.tools[name]
+	r.mu.RUnlock()
+	if e == nil {
+		return errorResult(fmt.Sprintf("unknown tool %q; available tools: %s", name, r.names()), budget)
+	}
+	if ctx.Err() != nil {
+		return Result{Output: "cancelled", IsError: true}
+	}
+	c := Call{}
+	if call != nil {
+		c = *call
+	}
+	args, msg := validateArgs(e.schema, c.Arguments)
+	if msg != "" {
+		return errorResult(fmt.Sprintf("tool %q: %s", name, msg), budget)
+	}
+	c.Arguments = args
+
+	tctx := ctx
+	if opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		tctx, cancel = context.WithTimeout(ctx, opts.Timeout)
+		defer cancel()
+	}
+	res, err := run(tctx, e.tool, &c, name, opts.Logger)
+	switch {
+	case ctx.Err() != nil:
+		return Result{Output: "cancelled", IsError: true}
+	case opts.Timeout > 0 && errors.Is(tctx.Err(), context.DeadlineExceeded):
+		out := fmt.Sprintf("tool %q timed out after %v", name, opts.Timeout)
+		switch {
+		case res.Output != "":
+			out += "\n" + res.Output
+		case err != nil && !errors.Is(err, context.DeadlineExceeded):
+			out += "\n" + err.Error()
+		}
+		res = Result{Output: out, IsError: true}
+	case err != nil:
+		res = Result{Output: err.Error(), IsError: true}
+	}
+	return truncate(res, budget)
+}
+
+// validateArgs parses and validates raw arguments. It returns the
+// arguments to pass on ({} for empty) or a message for the model.
+func validateArgs(schema *jsonschema.Resolved, raw json.RawMessage) (json.RawMessage, string) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, fmt.Sprintf("arguments are not valid JSON: %v", err)
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, fmt.Sprintf("arguments must be a JSON object, not %s", jsonKind(v))
+	}
+	if schema != nil {
+		if err := schema.Validate(v); err != nil {
+			return nil, "invalid arguments: " + strings.TrimPrefix(err.Error(), "validating root: ")
+		}
+	}
+	return raw, ""
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// run calls the tool, turning a panic into an error.
+func run(ctx context.Context, t Tool, c *Call, name string, log *slog.Logger) (res Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if log != nil {
+				log.Error("tool panicked", "tool", name, "call", c.ID, "panic", p, "stack", string(debug.Stack()))
+			}
+			res, err = Result{}, fmt.Errorf("tool %q failed: internal error (panic: %v)", name, p)
+		}
+	}()
+	if pv, ok := t.(prevalidated); ok {
+		return pv.callValidated(ctx, c)
+	}
+	return t.Call(ctx, c)
+}
+
+func errorResult(msg string, budget int) Result {
+	return truncate(Result{Output: msg, IsError: true}, budget)
+}
+
+// truncate enforces the budget on res.Output.
+func truncate(res Result, budget int) Result {
+	if !utf8.ValidString(res.Output) {
+		res.Output = strings.ToValidUTF8(res.Output, "\uFFFD")
+	}
+	n := len(res.Output)
+	if n <= budget {
+		return res
+	}
+	note := fmt.Sprintf("\n[truncated: %d bytes in all, the first %%d shown; call read_file with offset/limit, or narrow the command, path or pattern]", n)
+	keep := max(budget-len(note)-8, 0)
+	for keep > 0 && !utf8.RuneStart(res.Output[keep]) {
+		keep--
+	}
+	res.Output = res.Output[:keep] + fmt.Sprintf(note, keep)
+	res.Truncated = true
+	return res
+}

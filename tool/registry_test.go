@@ -1,0 +1,186 @@
+package tool_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/goleak"
+	"weft.dev/weft/tool"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type echoIn struct {
+	Text  string `json:"text" jsonschema:"what to echo"`
+	Times int    `json:"times,omitempty" jsonschema:"how many times"`
+}
+
+func newRegistry(t *testing.T) *tool.Registry {
+	t.Helper()
+	r := tool.NewRegistry()
+	add := func(tl tool.Tool, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Add(tl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(tool.Func("echo", "Echo text.", func(ctx context.Context, c *tool.Call, in echoIn) (tool.Result, error) {
+		return tool.Result{Output: strings.Repeat(in.Text, max(in.Times, 1))}, nil
+	}))
+	add(tool.Func("fail", "Fail.", func(ctx context.Context, c *tool.Call, in struct{}) (tool.Result, error) {
+		return tool.Result{}, errors.New("it broke")
+	}))
+	add(tool.Func("panic", "Panic.", func(ctx context.Context, c *tool.Call, in struct{}) (tool.Result, error) {
+		panic("boom")
+	}))
+	add(tool.Func("sleep", "Sleep until cancelled.", func(ctx context.Context, c *tool.Call, in struct{}) (tool.Result, error) {
+		<-ctx.Done()
+		return tool.Result{Output: "partial"}, ctx.Err()
+	}))
+	return r
+}
+
+func TestRegistryCall(t *testing.T) {
+	r := newRegistry(t)
+	tests := []struct {
+		name, tool, args string
+		opts             tool.CallOptions
+		isErr            bool
+		want             string // substring
+	}{
+		{"ok", "echo", `{"text":"hi","times":2}`, tool.CallOptions{}, false, "hihi"},
+		{"unknown", "nope", `{}`, tool.CallOptions{}, true, `unknown tool "nope"; available tools: echo, fail, panic, sleep`},
+		{"bad json", "echo", `{"text":`, tool.CallOptions{}, true, "not valid JSON: unexpected end of JSON input"},
+		{"not object", "echo", `[1]`, tool.CallOptions{}, true, "must be a JSON object, not an array"},
+		{"missing field", "echo", `{}`, tool.CallOptions{}, true, `missing properties: ["text"]`},
+		{"wrong type", "echo", `{"text":3}`, tool.CallOptions{}, true, "/properties/text"},
+		{"extra field", "echo", `{"text":"a","loud":true}`, tool.CallOptions{}, true, `additional properties ["loud"]`},
+		{"float for int", "echo", `{"text":"a","times":1.5}`, tool.CallOptions{}, true, "/properties/times"},
+		{"empty args", "fail", ``, tool.CallOptions{}, true, "it broke"},
+		{"panic", "panic", `{}`, tool.CallOptions{}, true, "panic: boom"},
+		{"timeout", "sleep", `{}`, tool.CallOptions{Timeout: 20 * time.Millisecond}, true, "timed out after 20ms\npartial"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := r.Call(t.Context(), tc.tool, &tool.Call{Arguments: json.RawMessage(tc.args)}, tc.opts)
+			if res.IsError != tc.isErr || !strings.Contains(res.Output, tc.want) {
+				t.Errorf("got %+v, want isError=%v containing %q", res, tc.isErr, tc.want)
+			}
+		})
+	}
+}
+
+func TestRegistryCancel(t *testing.T) {
+	r := newRegistry(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { time.Sleep(10 * time.Millisecond); cancel() }()
+	res := r.Call(ctx, "sleep", nil, tool.CallOptions{Timeout: time.Minute})
+	if !res.IsError || res.Output != "cancelled" {
+		t.Errorf("got %+v", res)
+	}
+	res = r.Call(ctx, "echo", &tool.Call{Arguments: json.RawMessage(`{"text":"x"}`)}, tool.CallOptions{})
+	if !res.IsError || res.Output != "cancelled" {
+		t.Errorf("already cancelled: %+v", res)
+	}
+}
+
+func TestRegistryTruncate(t *testing.T) {
+	r := newRegistry(t)
+	for _, budget := range []int{0, 300, 1000, 1001, 1002, 1003} {
+		// "é" is two bytes, "€" three: cuts land inside runes.
+		args := `{"text":"aé€","times":100000}`
+		res := r.Call(t.Context(), "echo", &tool.Call{Arguments: json.RawMessage(args)}, tool.CallOptions{ResultBudget: budget})
+		limit := budget
+		if limit == 0 {
+			limit = tool.DefaultResultBudget
+		}
+		if !res.Truncated || len(res.Output) > limit || !utf8.ValidString(res.Output) {
+			t.Errorf("budget %d: truncated=%v len=%d valid=%v", budget, res.Truncated, len(res.Output), utf8.ValidString(res.Output))
+		}
+		if !strings.Contains(res.Output, "[truncated: 600000 bytes in all") || !strings.Contains(res.Output, "read_file with offset/limit") {
+			t.Errorf("budget %d: note missing: %q", budget, res.Output[max(0, len(res.Output)-200):])
+		}
+	}
+	res := r.Call(t.Context(), "echo", &tool.Call{Arguments: json.RawMessage(`{"text":"short"}`)}, tool.CallOptions{ResultBudget: 10})
+	if res.Truncated || res.Output != "short" {
+		t.Errorf("short: %+v", res)
+	}
+}
+
+func TestRegistryAdd(t *testing.T) {
+	r := newRegistry(t)
+	dup, _ := tool.Func("echo", "again", func(context.Context, *tool.Call, struct{}) (tool.Result, error) { return tool.Result{}, nil })
+	if err := r.Add(dup); err == nil {
+		t.Error("duplicate name accepted")
+	}
+	if _, err := tool.Func("bad name", "", func(context.Context, *tool.Call, struct{}) (tool.Result, error) { return tool.Result{}, nil }); err == nil {
+		t.Error("bad name accepted")
+	}
+	if _, err := tool.Func("str", "", func(context.Context, *tool.Call, string) (tool.Result, error) { return tool.Result{}, nil }); err == nil {
+		t.Error("non-object input accepted")
+	}
+	if err := r.Add(rawTool{schema: `{"type":"string"}`}); err == nil {
+		t.Error("non-object schema accepted")
+	}
+	if err := r.Add(rawTool{schema: ``}); err == nil {
+		t.Error("missing schema accepted")
+	}
+	if _, ok := r.Lookup("echo"); !ok {
+		t.Error("Lookup(echo) failed")
+	}
+	var names []string
+	for _, s := range r.Specs() {
+		names = append(names, s.Name)
+	}
+	if strings.Join(names, ",") != "echo,fail,panic,sleep" {
+		t.Errorf("Specs = %v", names)
+	}
+}
+
+// rawTool is a Tool with a hand-written schema, validated by the registry.
+type rawTool struct{ schema string }
+
+func (t rawTool) Spec() tool.Spec {
+	return tool.Spec{Name: "raw", Description: "raw", InputSchema: json.RawMessage(t.schema)}
+}
+
+func (rawTool) Call(ctx context.Context, c *tool.Call) (tool.Result, error) {
+	return tool.Result{Output: string(c.Arguments)}, nil
+}
+
+func TestRegistryRawTool(t *testing.T) {
+	r := tool.NewRegistry()
+	if err := r.Add(rawTool{schema: `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`}); err != nil {
+		t.Fatal(err)
+	}
+	if res := r.Call(t.Context(), "raw", &tool.Call{Arguments: json.RawMessage(`{"n":"x"}`)}, tool.CallOptions{}); !res.IsError || !strings.Contains(res.Output, "/properties/n") {
+		t.Errorf("got %+v", res)
+	}
+	if res := r.Call(t.Context(), "raw", &tool.Call{Arguments: json.RawMessage(`{"n":1}`)}, tool.CallOptions{}); res.IsError || res.Output != `{"n":1}` {
+		t.Errorf("got %+v", res)
+	}
+}
+
+func TestFuncDirectCallValidates(t *testing.T) {
+	tl, err := tool.Func("echo", "Echo.", func(ctx context.Context, c *tool.Call, in echoIn) (tool.Result, error) {
+		return tool.Result{Output: in.Text}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tl.Call(t.Context(), &tool.Call{Arguments: json.RawMessage(`{"text":1}`)}); err == nil {
+		t.Error("direct call skipped validation")
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(tl.Spec().InputSchema, &schema); err != nil || schema["additionalProperties"] != false {
+		t.Errorf("schema %s, %v", tl.Spec().InputSchema, err)
+	}
+}
