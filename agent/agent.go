@@ -1,0 +1,415 @@
+// Package agent is weft's agent loop: it turns a model, a tool registry and
+// a transcript into events. One call to [Execute] is one run: steps of one
+// model call plus the tool calls it asked for, run in parallel, until the
+// model gives a final answer, the step limit is reached, something fails,
+// or the run's context is cancelled.
+//
+// Every event goes through a [Log], which makes it durable before anyone
+// sees it. Whatever ends the run, every tool call that started gets a
+// closing result and the run's terminal event is its last event, so the
+// transcript is valid for the next run.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"weft.dev/weft/env"
+	"weft.dev/weft/event"
+	"weft.dev/weft/llm"
+	"weft.dev/weft/tool"
+)
+
+// Log is where a run's events go. Append returns once the events are
+// durable; Delta hands over streamed text that the log coalesces.
+// internal/journal.Journal implements it.
+type Log interface {
+	Append(ctx context.Context, events ...event.Event) ([]event.Event, error)
+	Delta(ctx context.Context, runID string, t event.Type, step int, text string) error
+}
+
+// Steer is input injected into an active run.
+type Steer struct {
+	ID    string
+	Input []event.Part
+}
+
+// Inbox delivers steering to a run. Implementations are safe for
+// concurrent use: the host adds steers while the loop takes them.
+type Inbox interface {
+	// Take removes and returns the steers waiting now.
+	Take() []Steer
+	// TakeOrClose removes and returns the waiting steers or, when there
+	// are none, closes the inbox so that later steers are refused; the
+	// loop calls it when the model gave its final answer.
+	TakeOrClose() []Steer
+	// Close closes the inbox and returns the steers that were never taken.
+	Close() []Steer
+}
+
+// RetryPolicy governs retries of a model request that failed before any
+// output arrived. Zero fields take the documented defaults.
+type RetryPolicy struct {
+	// MaxAttempts counts the first attempt; zero means 5, 1 disables retries.
+	MaxAttempts int
+	// BaseDelay is the first backoff; zero means 500 ms. Each retry doubles it, with full jitter.
+	BaseDelay time.Duration
+	// MaxDelay caps one backoff; zero means 30 s.
+	MaxDelay time.Duration
+	// MaxRetryAfter caps a server's Retry-After; zero means 60 s.
+	MaxRetryAfter time.Duration
+}
+
+// Config is the fixed part of a run. Zero fields take the documented defaults.
+type Config struct {
+	// Provider streams model output. Required.
+	Provider llm.Provider
+	// Model is the provider's model name. Required.
+	Model string
+	// Tools are offered to the model; nil means none.
+	Tools *tool.Registry
+	// System is the system prompt; empty means a default that describes the mounts.
+	System string
+	// MaxSteps caps model calls per run; zero means 50.
+	MaxSteps int
+	// MaxTokens caps output tokens per step; zero means the provider's default.
+	MaxTokens int
+	// ToolTimeout caps one tool call; zero means 10 minutes.
+	ToolTimeout time.Duration
+	// ResultBudget caps a tool result in bytes; zero means 64 KiB.
+	ResultBudget int
+	// Retry governs model retries.
+	Retry RetryPolicy
+	// Logger receives diagnostics. Nil means silent.
+	Logger *slog.Logger
+}
+
+// Run is one run to execute.
+type Run struct {
+	ID        string
+	SessionID string
+	// ModelName is the "provider:model" name recorded in run.started.
+	ModelName string
+	// Input is the user input that starts the run.
+	Input []event.Part
+	// History is the transcript before this run (see [Transcript]).
+	History []llm.Message
+	// Env returns the session's mounts for each tool call; nil means none.
+	Env func() *env.Binding
+	// Inbox delivers steering; nil means none.
+	Inbox Inbox
+	// MaxSteps overrides Config.MaxSteps when positive.
+	MaxSteps int
+}
+
+// Outcome is how a run ended; it mirrors the run's terminal event.
+type Outcome struct {
+	// Type is the terminal event type.
+	Type  event.Type
+	Steps int
+	Usage event.TokenUsage
+	Error *event.Error
+	// Text is the final answer, for a completed run.
+	Text string
+}
+
+// Error kinds of failed runs.
+const (
+	KindMaxSteps = "max_steps"
+	KindModel    = "model"
+	KindLog      = "log"
+)
+
+// Execute runs r to its end and returns how it ended. It writes run.started,
+// message.user, then the steps, and exactly one terminal event, which is the
+// run's last. A cancelled ctx ends the run as cancelled: the model stream is
+// closed, running tools are cancelled (their process groups killed), every
+// started tool call is closed with an error result, steers not yet consumed
+// are dropped, and run.cancelled is written. Execute returns an error only
+// when the log itself fails, in which case the terminal event may be missing
+// and the host's recovery closes the run.
+func Execute(ctx context.Context, cfg Config, log Log, r Run) (Outcome, error) {
+	if cfg.MaxSteps <= 0 {
+		cfg.MaxSteps = 50
+	}
+	if r.MaxSteps > 0 {
+		cfg.MaxSteps = r.MaxSteps
+	}
+	if cfg.ToolTimeout <= 0 {
+		cfg.ToolTimeout = 10 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	l := &loop{cfg: cfg, log: log, run: r}
+	return l.execute(ctx)
+}
+
+type loop struct {
+	cfg   Config
+	log   Log
+	run   Run
+	usage event.TokenUsage
+	steps int
+}
+
+func (l *loop) emit(ctx context.Context, t event.Type, data any) error {
+	e, err := event.New(l.run.ID, t, data)
+	if err != nil {
+		return err
+	}
+	_, err = l.log.Append(ctx, e)
+	return err
+}
+
+func (l *loop) emitMany(ctx context.Context, evs []event.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	_, err := l.log.Append(ctx, evs...)
+	return err
+}
+
+func (l *loop) execute(ctx context.Context) (Outcome, error) {
+	start := []event.Event{}
+	for _, x := range []struct {
+		t event.Type
+		v any
+	}{
+		{event.RunStarted, event.RunStartedData{Model: l.run.ModelName}},
+		{event.MessageUser, event.MessageUserData{Content: l.run.Input}},
+	} {
+		e, err := event.New(l.run.ID, x.t, x.v)
+		if err != nil {
+			return Outcome{}, err
+		}
+		start = append(start, e)
+	}
+	var binding *env.Binding
+	if l.run.Env != nil {
+		binding = l.run.Env()
+	}
+	if binding != nil {
+		e, err := event.New(l.run.ID, event.MountInfo, event.Binding{BindingVersion: binding.Version(), Mounts: binding.Mounts()})
+		if err != nil {
+			return Outcome{}, err
+		}
+		start = append(start, e)
+	}
+	if err := l.emitMany(ctx, start); err != nil {
+		return l.end(ctx, err)
+	}
+	system := l.cfg.System
+	if system == "" {
+		system = DefaultSystem(binding)
+	}
+	msgs := append(append([]llm.Message(nil), l.run.History...), llm.Message{Role: llm.RoleUser, Content: event.Text(l.run.Input)})
+	var tools []llm.ToolSpec
+	if l.cfg.Tools != nil {
+		for _, s := range l.cfg.Tools.Specs() {
+			tools = append(tools, llm.ToolSpec{Name: s.Name, Description: s.Description, InputSchema: s.InputSchema})
+		}
+	}
+	var final string
+	for {
+		// Step boundary: steering enters here.
+		if l.run.Inbox != nil {
+			m, err := l.consume(ctx, l.run.Inbox.Take())
+			if err != nil {
+				return l.end(ctx, err)
+			}
+			msgs = append(msgs, m...)
+		}
+		if l.steps >= l.cfg.MaxSteps {
+			return l.end(ctx, &runError{kind: KindMaxSteps, msg: fmt.Sprintf("the run reached its limit of %d steps", l.cfg.MaxSteps)})
+		}
+		l.steps++
+		if err := l.emit(ctx, event.StepStarted, event.StepData{Step: l.steps}); err != nil {
+			return l.end(ctx, err)
+		}
+		req := &llm.Request{Model: l.cfg.Model, System: system, Messages: msgs, Tools: tools, MaxTokens: l.cfg.MaxTokens}
+		out, err := l.stream(ctx, req)
+		if err != nil {
+			return l.end(ctx, err)
+		}
+		msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Content: out.Text, Reasoning: out.Reasoning, ToolCalls: out.ToolCalls, ProviderState: out.ProviderState})
+		if len(out.ToolCalls) == 0 {
+			final = out.Text
+			if l.run.Inbox != nil {
+				// A steer that arrived during the final answer gets one more step.
+				steers := l.run.Inbox.TakeOrClose()
+				if len(steers) > 0 {
+					m, err := l.consume(ctx, steers)
+					if err != nil {
+						return l.end(ctx, err)
+					}
+					msgs = append(msgs, m...)
+					continue
+				}
+			}
+			o, err := l.end(ctx, nil)
+			o.Text = final
+			return o, err
+		}
+		results, err := l.callTools(ctx, out.ToolCalls)
+		msgs = append(msgs, results...)
+		if err != nil {
+			return l.end(ctx, err)
+		}
+		if ctx.Err() != nil {
+			return l.end(ctx, ctx.Err())
+		}
+	}
+}
+
+// consume writes steer.consumed for steers and returns them as user
+// messages. The step they enter is the next one.
+func (l *loop) consume(ctx context.Context, steers []Steer) ([]llm.Message, error) {
+	if len(steers) == 0 {
+		return nil, nil
+	}
+	evs := make([]event.Event, 0, len(steers))
+	msgs := make([]llm.Message, 0, len(steers))
+	for _, s := range steers {
+		e, err := event.New(l.run.ID, event.SteerConsumed, event.SteerData{SteerID: s.ID, Input: s.Input, Step: l.steps + 1})
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, e)
+		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: event.Text(s.Input)})
+	}
+	return msgs, l.emitMany(ctx, evs)
+}
+
+// runError is a failure that ends the run as failed with a kind.
+type runError struct {
+	kind      string
+	msg       string
+	retryable bool
+}
+
+func (e *runError) Error() string { return e.kind + ": " + e.msg }
+
+// end writes the run's terminal event for cause (nil: completed) and
+// closes the inbox, dropping steers that were never consumed.
+func (l *loop) end(ctx context.Context, cause error) (Outcome, error) {
+	o := Outcome{Steps: l.steps, Usage: l.usage}
+	var reason string
+	switch {
+	case cause == nil:
+		o.Type = event.RunCompleted
+	case ctx.Err() != nil && (errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded) || errors.Is(cause, ctx.Err())):
+		o.Type = event.RunCancelled
+		reason = cancelReason(ctx)
+	default:
+		o.Type = event.RunFailed
+		var re *runError
+		var le *llm.Error
+		switch {
+		case errors.As(cause, &re):
+			o.Error = &event.Error{Kind: re.kind, Message: re.msg, Retryable: re.retryable}
+		case errors.As(cause, &le):
+			o.Error = &event.Error{Kind: KindModel, Message: le.Error(), Retryable: le.Retryable}
+		default:
+			o.Error = &event.Error{Kind: KindLog, Message: cause.Error()}
+		}
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var evs []event.Event
+	if l.run.Inbox != nil {
+		why := "the run ended before the steer was consumed"
+		if o.Type == event.RunCancelled {
+			why = "the run was cancelled before the steer was consumed"
+		} else if o.Type == event.RunFailed {
+			why = "the run failed before the steer was consumed"
+		}
+		for _, s := range l.run.Inbox.Close() {
+			e, err := event.New(l.run.ID, event.SteerDropped, event.SteerData{SteerID: s.ID, Input: s.Input, Reason: why})
+			if err != nil {
+				return o, err
+			}
+			evs = append(evs, e)
+		}
+	}
+	e, err := event.New(l.run.ID, o.Type, event.RunEndedData{Steps: o.Steps, Usage: o.Usage, Error: o.Error, Reason: reason})
+	if err != nil {
+		return o, err
+	}
+	evs = append(evs, e)
+	if err := l.emitMany(wctx, evs); err != nil {
+		return o, fmt.Errorf("run %s: write %s: %w", l.run.ID, o.Type, err)
+	}
+	return o, nil
+}
+
+// cancelReason is the reason recorded in run.cancelled: the cause given to
+// context.WithCancelCause by whoever cancelled the run, if any.
+func cancelReason(ctx context.Context) string {
+	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+		return c.Error()
+	}
+	return "cancelled"
+}
+
+// DefaultSystem is the system prompt used when Config.System is empty: it
+// tells the model where its files are.
+func DefaultSystem(b *env.Binding) string {
+	var sb strings.Builder
+	sb.WriteString("You are a capable software agent working through tools. ")
+	if b == nil || len(b.Mounts()) == 0 {
+		sb.WriteString("No directories are mounted.")
+		return sb.String()
+	}
+	sb.WriteString("Your files live in mounted directories:\n")
+	for _, m := range b.Mounts() {
+		fmt.Fprintf(&sb, "- /environment/%s (%s", m.ID, map[string]string{event.ModeReadOnly: "read-only", event.ModeReadWrite: "read-write"}[m.Mode])
+		if m.Default {
+			sb.WriteString(", default: relative paths resolve here")
+		}
+		if m.DefaultForShell {
+			sb.WriteString(", shell commands start here")
+		}
+		sb.WriteString(")\n")
+	}
+	sb.WriteString("File tools take /environment/... paths or paths relative to the default mount. " +
+		"Shell commands see the mounts at their host directories:\n")
+	for _, m := range b.Mounts() {
+		fmt.Fprintf(&sb, "- /environment/%s is %s in the shell\n", m.ID, m.Path)
+	}
+	sb.WriteString("Paths outside these mounts are not reachable.")
+	return sb.String()
+}
+
+// backoff returns the delay before retry number attempt (1-based): full
+// jitter over an exponentially growing cap, or the server's Retry-After.
+func (p RetryPolicy) backoff(attempt int, retryAfter time.Duration) time.Duration {
+	if retryAfter > 0 {
+		return min(retryAfter, p.MaxRetryAfter)
+	}
+	d := p.BaseDelay << (attempt - 1)
+	if d <= 0 || d > p.MaxDelay {
+		d = p.MaxDelay
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+func (p *RetryPolicy) defaults() {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = 5
+	}
+	if p.BaseDelay <= 0 {
+		p.BaseDelay = 500 * time.Millisecond
+	}
+	if p.MaxDelay <= 0 {
+		p.MaxDelay = 30 * time.Second
+	}
+	if p.MaxRetryAfter <= 0 {
+		p.MaxRetryAfter = 60 * time.Second
+	}
+}

@@ -1,0 +1,552 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"weft.dev/weft/agent"
+	"weft.dev/weft/env"
+	"weft.dev/weft/event"
+	"weft.dev/weft/internal/journal"
+	"weft.dev/weft/llm"
+	"weft.dev/weft/llm/scripted"
+	"weft.dev/weft/store"
+	"weft.dev/weft/store/memory"
+	"weft.dev/weft/tool"
+	"weft.dev/weft/tool/builtin"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fixture is a session with a journal, a mounted temp dir and the builtin tools.
+type fixture struct {
+	t    *testing.T
+	st   store.Store
+	j    *journal.Journal
+	dir  string
+	b    *env.Binding
+	reg  *tool.Registry
+	runs int
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	st := memory.New()
+	mounts := []event.Mount{{ID: "work", Kind: event.KindLocal, Path: dir, Mode: event.ModeReadWrite, Default: true, DefaultForShell: true}}
+	j, err := journal.Create(context.Background(), journal.Config{Store: st, CoalesceWindow: time.Millisecond}, "ses_t", event.SessionCreatedData{Mounts: mounts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := env.NewBinding(1, mounts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := tool.NewRegistry()
+	if err := builtin.Register(reg, builtin.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, st: st, j: j, dir: dir, b: b, reg: reg}
+	t.Cleanup(func() { j.Close(); b.Close() })
+	return f
+}
+
+func script(t *testing.T, s string) *scripted.Provider {
+	t.Helper()
+	p, err := scripted.Parse("test.json", []byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// run executes one run with cfg (Provider must be set) and returns its outcome and events.
+func (f *fixture) run(ctx context.Context, cfg agent.Config, input string, inbox agent.Inbox) (agent.Outcome, []event.Event) {
+	f.t.Helper()
+	f.runs++
+	runID := "run_" + string(rune('a'+f.runs))
+	if cfg.Tools == nil {
+		cfg.Tools = f.reg
+	}
+	if cfg.Model == "" {
+		cfg.Model = "m"
+	}
+	cfg.Retry.BaseDelay = time.Millisecond
+	q, _ := event.New(runID, event.RunQueued, event.RunQueuedData{Model: "scripted:test"})
+	if _, err := f.j.Append(ctx, q); err != nil {
+		f.t.Fatal(err)
+	}
+	history := f.transcript()
+	out, err := agent.Execute(ctx, cfg, f.j, agent.Run{
+		ID: runID, SessionID: "ses_t", ModelName: "scripted:test", Input: event.TextParts(input),
+		History: history, Env: func() *env.Binding { return f.b }, Inbox: inbox,
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := f.j.Flush(context.Background()); err != nil {
+		f.t.Fatal(err)
+	}
+	evs, err := f.st.Read(context.Background(), store.ReadParams{SessionID: "ses_t", RunID: runID, Limit: 1000})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if last := evs[len(evs)-1]; !event.IsTerminalRun(last.Type) {
+		f.t.Fatalf("last event of the run is %s, not terminal", last.Type)
+	}
+	return out, evs
+}
+
+func (f *fixture) transcript() []llm.Message {
+	evs, err := f.st.Read(context.Background(), store.ReadParams{SessionID: "ses_t", Limit: 1000, Types: agent.TranscriptTypes()})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	msgs, err := agent.Transcript(evs)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return msgs
+}
+
+func types(evs []event.Event) []event.Type {
+	var out []event.Type
+	for _, e := range evs {
+		if e.Type != event.MessageDelta {
+			out = append(out, e.Type)
+		}
+	}
+	return out
+}
+
+func find[T any](t *testing.T, evs []event.Event, typ event.Type) []T {
+	t.Helper()
+	var out []T
+	for _, e := range evs {
+		if e.Type == typ {
+			var v T
+			if err := e.Decode(&v); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func TestTextAndToolRun(t *testing.T) {
+	f := newFixture(t)
+	p := script(t, `{"steps":[
+		{"text":"writing","toolCalls":[{"name":"write_file","arguments":{"path":"a.txt","content":"{{input}}"}}]},
+		{"text":"done: {{input}}"}]}`)
+	out, evs := f.run(context.Background(), agent.Config{Provider: p}, "hello world", nil)
+	if out.Type != event.RunCompleted || out.Steps != 2 {
+		t.Fatalf("outcome %+v", out)
+	}
+	b, err := os.ReadFile(filepath.Join(f.dir, "a.txt"))
+	if err != nil || string(b) != "hello world" {
+		t.Fatalf("file: %q %v", b, err)
+	}
+	var text strings.Builder
+	for _, d := range find[event.DeltaData](t, evs, event.MessageDelta) {
+		if d.Step == 2 {
+			text.WriteString(d.Text)
+		}
+	}
+	if text.String() != "done: hello world" || out.Text != "done: hello world" {
+		t.Fatalf("streamed %q, final %q", text.String(), out.Text)
+	}
+	want := []event.Type{event.RunStarted, event.MessageUser, event.MountInfo, event.StepStarted, event.MessageCompleted, event.Usage,
+		event.ToolCallStarted, event.ToolCallCompleted, event.StepStarted, event.MessageCompleted, event.Usage, event.RunCompleted}
+	if got := types(evs[1:]); !equalTypes(got, want) {
+		t.Fatalf("events\n got %v\nwant %v", got, want)
+	}
+	if out.Usage.InputTokens == 0 || out.Usage.OutputTokens == 0 {
+		t.Fatalf("usage not accounted: %+v", out.Usage)
+	}
+	r, _ := f.j.Run(evs[0].RunID)
+	if r.Status != store.RunCompleted || r.Usage != out.Usage || r.Steps != 2 {
+		t.Fatalf("run record %+v", r)
+	}
+}
+
+func equalTypes(a, b []event.Type) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// barrierTool blocks until n calls are running at once, proving parallelism.
+func barrierTool(t *testing.T, n int) tool.Tool {
+	var mu sync.Mutex
+	arrived := 0
+	all := make(chan struct{})
+	tl, err := tool.Func("barrier", "waits for its siblings", func(ctx context.Context, c *tool.Call, in struct {
+		Name string `json:"name"`
+	}) (tool.Result, error) {
+		mu.Lock()
+		arrived++
+		if arrived == n {
+			close(all)
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+			return tool.Result{Output: "hi " + in.Name}, nil
+		case <-time.After(5 * time.Second):
+			return tool.Result{}, errors.New("siblings never arrived: calls are not parallel")
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tl
+}
+
+func TestParallelToolsResultsInModelOrder(t *testing.T) {
+	f := newFixture(t)
+	reg := tool.NewRegistry()
+	reg.Add(barrierTool(t, 3))
+	p := script(t, `{"steps":[
+		{"toolCalls":[{"name":"barrier","arguments":{"name":"a"}},{"name":"barrier","arguments":{"name":"b"}},{"name":"barrier","arguments":{"name":"c"}}]},
+		{"text":"ok"}]}`)
+	out, _ := f.run(context.Background(), agent.Config{Provider: p, Tools: reg}, "go", nil)
+	if out.Type != event.RunCompleted {
+		t.Fatalf("outcome %+v", out)
+	}
+	msgs := f.transcript()
+	var got []string
+	for _, m := range msgs {
+		if m.Role == llm.RoleTool {
+			if m.IsError {
+				t.Fatalf("tool error: %s", m.Content)
+			}
+			got = append(got, m.Content)
+		}
+	}
+	if strings.Join(got, ",") != "hi a,hi b,hi c" {
+		t.Fatalf("results %v are not in the model's order", got)
+	}
+}
+
+func TestBadToolCallsBecomeErrorResults(t *testing.T) {
+	f := newFixture(t)
+	p := script(t, `{"steps":[
+		{"toolCalls":[{"name":"no_such_tool","arguments":{}},{"name":"read_file","arguments":"{\"path\": broken"},{"name":"read_file","arguments":{"nope":1}}]},
+		{"text":"recovered"}]}`)
+	out, evs := f.run(context.Background(), agent.Config{Provider: p}, "go", nil)
+	if out.Type != event.RunCompleted {
+		t.Fatalf("outcome %+v", out)
+	}
+	res := find[event.ToolCallCompletedData](t, evs, event.ToolCallCompleted)
+	if len(res) != 3 {
+		t.Fatalf("%d results", len(res))
+	}
+	for _, r := range res {
+		if !r.IsError {
+			t.Errorf("%s: not an error result: %s", r.Name, r.Output)
+		}
+	}
+	if !strings.Contains(res[0].Output, "read_file") {
+		t.Errorf("unknown-tool result does not list the tools: %s", res[0].Output)
+	}
+}
+
+func TestMaxSteps(t *testing.T) {
+	f := newFixture(t)
+	p := script(t, `{"loop":true,"steps":[{"toolCalls":[{"name":"list_dir","arguments":{"path":"."}}]}]}`)
+	out, _ := f.run(context.Background(), agent.Config{Provider: p, MaxSteps: 3}, "loop forever", nil)
+	if out.Type != event.RunFailed || out.Error.Kind != agent.KindMaxSteps || out.Steps != 3 {
+		t.Fatalf("outcome %+v", out)
+	}
+	// The transcript stays valid: every call answered.
+	assertValidTranscript(t, f.transcript())
+}
+
+func assertValidTranscript(t *testing.T, msgs []llm.Message) {
+	t.Helper()
+	open := map[string]bool{}
+	for _, m := range msgs {
+		switch m.Role {
+		case llm.RoleAssistant:
+			if len(open) > 0 {
+				t.Fatalf("assistant message while calls %v are unanswered", open)
+			}
+			for _, c := range m.ToolCalls {
+				open[c.ID] = true
+			}
+		case llm.RoleTool:
+			if !open[m.ToolCallID] {
+				t.Fatalf("result for unknown call %s", m.ToolCallID)
+			}
+			delete(open, m.ToolCallID)
+		case llm.RoleUser:
+			if len(open) > 0 {
+				t.Fatalf("user message while calls %v are unanswered", open)
+			}
+		}
+	}
+	if len(open) > 0 {
+		t.Fatalf("calls %v never answered", open)
+	}
+}
+
+func TestCancelDuringToolKillsItAndClosesCalls(t *testing.T) {
+	f := newFixture(t)
+	pidFile := filepath.Join(f.dir, "pids")
+	p := script(t, `{"steps":[{"toolCalls":[
+		{"name":"shell","arguments":{"command":"sh -c 'sleep 300 & echo $! > pids; sleep 300'"}},
+		{"name":"write_file","arguments":{"path":"x.txt","content":"x"}}]},{"text":"never"}]}`)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	go func() {
+		for {
+			if b, err := os.ReadFile(pidFile); err == nil && len(b) > 0 {
+				time.Sleep(50 * time.Millisecond)
+				cancel(errors.New("user pressed stop"))
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	out, evs := f.run(ctx, agent.Config{Provider: p}, "go", nil)
+	if out.Type != event.RunCancelled {
+		t.Fatalf("outcome %+v", out)
+	}
+	ended := find[event.RunEndedData](t, evs, event.RunCancelled)
+	if ended[0].Reason != "user pressed stop" {
+		t.Fatalf("reason %q", ended[0].Reason)
+	}
+	res := find[event.ToolCallCompletedData](t, evs, event.ToolCallCompleted)
+	if len(res) != 2 {
+		t.Fatalf("%d results for 2 started calls", len(res))
+	}
+	b, _ := os.ReadFile(pidFile)
+	var pid int
+	json.Unmarshal([]byte(strings.TrimSpace(string(b))), &pid)
+	if pid > 0 && alive(pid) {
+		t.Fatalf("background child %d of the cancelled shell survived", pid)
+	}
+	// The next run's request is valid.
+	p2 := script(t, `{"loop":true,"steps":[{"text":"fine"}]}`)
+	out2, _ := f.run(context.Background(), agent.Config{Provider: p2}, "again", nil)
+	if out2.Type != event.RunCompleted {
+		t.Fatalf("next run: %+v", out2)
+	}
+	assertValidTranscript(t, f.transcript())
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	// State is the field after the parenthesised command; Z is a zombie.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+func TestCancelDuringStream(t *testing.T) {
+	f := newFixture(t)
+	p := script(t, `{"steps":[{"text":"`+strings.Repeat("word ", 200)+`","delayMs":5}]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	out, evs := f.run(ctx, agent.Config{Provider: p}, "go", nil)
+	if out.Type != event.RunCancelled {
+		t.Fatalf("outcome %+v", out)
+	}
+	if len(find[event.DeltaData](t, evs, event.MessageDelta)) == 0 {
+		t.Fatal("no text streamed before the cancel")
+	}
+}
+
+func TestRetriesBeforeOutput(t *testing.T) {
+	f := newFixture(t)
+	p := script(t, `{"steps":[{"error":{"kind":"rate_limited","status":429,"times":2,"retryAfterMs":2},"text":"finally"}]}`)
+	out, evs := f.run(context.Background(), agent.Config{Provider: p}, "go", nil)
+	if out.Type != event.RunCompleted || out.Text != "finally" {
+		t.Fatalf("outcome %+v", out)
+	}
+	retries := find[event.ModelRetryData](t, evs, event.ModelRetry)
+	if len(retries) != 2 || retries[0].DelayMs != 2 {
+		t.Fatalf("retries %+v", retries)
+	}
+}
+
+func TestNoRetryAfterOutputBegan(t *testing.T) {
+	f := newFixture(t)
+	p := script(t, `{"steps":[{"error":{"kind":"stream_cut","afterTokens":2,"times":1},"text":"one two three four"}]}`)
+	out, _ := f.run(context.Background(), agent.Config{Provider: p}, "go", nil)
+	if out.Type != event.RunFailed || out.Error.Kind != agent.KindModel || !out.Error.Retryable {
+		t.Fatalf("outcome %+v", out)
+	}
+}
+
+func TestNonRetryableModelErrorFails(t *testing.T) {
+	f := newFixture(t)
+	p := script(t, `{"steps":[{"error":{"kind":"auth","status":401}}]}`)
+	out, _ := f.run(context.Background(), agent.Config{Provider: p}, "go", nil)
+	if out.Type != event.RunFailed || out.Error.Kind != agent.KindModel || out.Error.Retryable {
+		t.Fatalf("outcome %+v", out)
+	}
+}
+
+// testInbox is a minimal agent.Inbox.
+type testInbox struct {
+	mu     sync.Mutex
+	steers []agent.Steer
+	closed bool
+	// onTake is called (once) on the first Take, to inject a steer mid-run.
+	onTake func()
+}
+
+func (b *testInbox) add(s agent.Steer) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.steers = append(b.steers, s)
+	return true
+}
+
+func (b *testInbox) Take() []agent.Steer {
+	b.mu.Lock()
+	f := b.onTake
+	b.onTake = nil
+	b.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.steers
+	b.steers = nil
+	return out
+}
+
+func (b *testInbox) TakeOrClose() []agent.Steer {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.steers
+	b.steers = nil
+	if len(out) == 0 {
+		b.closed = true
+	}
+	return out
+}
+
+func (b *testInbox) Close() []agent.Steer {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.steers
+	b.steers, b.closed = nil, true
+	return out
+}
+
+func TestSteerConsumedAtStepBoundary(t *testing.T) {
+	f := newFixture(t)
+	p := script(t, `{"steps":[
+		{"toolCalls":[{"name":"list_dir","arguments":{"path":"."}}]},
+		{"text":"echo: {{input}}"}]}`)
+	in := &testInbox{}
+	calls := 0
+	in.onTake = func() {}
+	// Inject a steer after the first step's tools by wrapping Take.
+	wrapped := &steerAfter{testInbox: in, after: 2, steer: agent.Steer{ID: "steer_1", Input: event.TextParts("use tabs")}, calls: &calls}
+	out, evs := f.run(context.Background(), agent.Config{Provider: p}, "start", wrapped)
+	if out.Type != event.RunCompleted || out.Text != "echo: use tabs" {
+		t.Fatalf("outcome %+v", out)
+	}
+	c := find[event.SteerData](t, evs, event.SteerConsumed)
+	if len(c) != 1 || c[0].SteerID != "steer_1" || c[0].Step != 2 {
+		t.Fatalf("consumed %+v", c)
+	}
+}
+
+// steerAfter adds a steer on the after-th Take.
+type steerAfter struct {
+	*testInbox
+	after int
+	steer agent.Steer
+	calls *int
+}
+
+func (s *steerAfter) Take() []agent.Steer {
+	*s.calls++
+	if *s.calls == s.after {
+		s.add(s.steer)
+	}
+	return s.testInbox.Take()
+}
+
+func TestSteerDuringFinalAnswerGetsOneMoreStep(t *testing.T) {
+	f := newFixture(t)
+	p := script(t, `{"loop":true,"steps":[{"text":"answer to {{input}}"}]}`)
+	in := &testInbox{}
+	var once sync.Once
+	si := &finalSteer{testInbox: in, once: &once}
+	out, evs := f.run(context.Background(), agent.Config{Provider: p}, "first", si)
+	if out.Type != event.RunCompleted || out.Steps != 2 || out.Text != "answer to late input" {
+		t.Fatalf("outcome %+v", out)
+	}
+	if len(find[event.SteerData](t, evs, event.SteerDropped)) != 0 {
+		t.Fatal("steer dropped")
+	}
+}
+
+// finalSteer adds a steer just before the loop's TakeOrClose.
+type finalSteer struct {
+	*testInbox
+	once *sync.Once
+}
+
+func (s *finalSteer) TakeOrClose() []agent.Steer {
+	s.once.Do(func() { s.add(agent.Steer{ID: "late", Input: event.TextParts("late input")}) })
+	return s.testInbox.TakeOrClose()
+}
+
+func TestSteerDroppedOnCancel(t *testing.T) {
+	f := newFixture(t)
+	p := script(t, `{"steps":[{"text":"`+strings.Repeat("slow ", 100)+`","delayMs":5}]}`)
+	in := &testInbox{}
+	in.add(agent.Steer{ID: "s1", Input: event.TextParts("x")})
+	// The first Take happens before step 1, so add a second steer after it.
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		in.add(agent.Steer{ID: "s2", Input: event.TextParts("y")})
+		cancel()
+	}()
+	out, evs := f.run(ctx, agent.Config{Provider: p}, "go", in)
+	if out.Type != event.RunCancelled {
+		t.Fatalf("outcome %+v", out)
+	}
+	d := find[event.SteerData](t, evs, event.SteerDropped)
+	if len(d) != 1 || d[0].SteerID != "s2" || d[0].Reason == "" {
+		t.Fatalf("dropped %+v", d)
+	}
+	if evs[len(evs)-1].Type != event.RunCancelled {
+		t.Fatal("run.cancelled is not the last event")
+	}
+}

@@ -1,0 +1,252 @@
+// Package journal is the single writer of one session's log. It assigns
+// sequence numbers, folds every event into the session's projection, groups
+// concurrent appends into one store transaction (group commit), coalesces
+// streamed deltas, and fans committed events out to subscribers: nothing is
+// published before it is durable.
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"weft.dev/weft/event"
+	"weft.dev/weft/store"
+)
+
+// ErrClosed reports use of a closed journal.
+var ErrClosed = errors.New("journal closed")
+
+// Config configures a [Journal]. Zero fields take the documented defaults.
+type Config struct {
+	// Store holds the log. Required.
+	Store store.Store
+	// CoalesceWindow is how long a delta event may collect text before it is
+	// committed. Zero means 50 ms.
+	CoalesceWindow time.Duration
+	// CoalesceBytes is the most text one delta event collects. Zero means 16 KiB.
+	CoalesceBytes int
+	// MaxBatch caps the events of one transaction. Zero means 1024.
+	MaxBatch int
+	// Now returns the time stamped on events. Nil means time.Now.
+	Now func() time.Time
+	// Logger receives write failures. Nil means silent.
+	Logger *slog.Logger
+}
+
+// Journal owns one session's log. All methods are safe for concurrent use;
+// appends are applied in the order the journal receives them. Close stops
+// its goroutine and ends every subscription.
+type Journal struct {
+	cfg       Config
+	sessionID string
+	reqs      chan request
+	quit      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+
+	mu   sync.Mutex // guards proj snapshot fields, subs, err and last
+	proj *store.Projection
+	subs map[*subscriber]struct{}
+	err  error // sticky write failure
+	last int64 // seq of the last committed event
+}
+
+type request struct {
+	events   []event.Event
+	receipts []store.Receipt
+	// delta is set for a coalescible delta instead of events.
+	delta *delta
+	done  chan result // nil for deltas
+}
+
+// delta is streamed text waiting to become one event.
+type delta struct {
+	runID string
+	typ   event.Type
+	step  int
+	text  []byte
+}
+
+type result struct {
+	events []event.Event
+	err    error
+}
+
+func (c *Config) defaults() {
+	if c.CoalesceWindow <= 0 {
+		c.CoalesceWindow = 50 * time.Millisecond
+	}
+	if c.CoalesceBytes <= 0 {
+		c.CoalesceBytes = 16 << 10
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 1024
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Create appends session.created for a new session with the given id,
+// together with receipts, and returns its journal.
+func Create(ctx context.Context, cfg Config, sessionID string, data event.SessionCreatedData, receipts ...store.Receipt) (*Journal, error) {
+	cfg.defaults()
+	j := newJournal(cfg, sessionID, store.NewProjection(store.Session{}, nil))
+	e, err := event.New("", event.SessionCreated, data)
+	if err != nil {
+		j.Close()
+		return nil, err
+	}
+	if _, err := j.AppendReceipts(ctx, receipts, e); err != nil {
+		j.Close()
+		return nil, fmt.Errorf("create session %s: %w", sessionID, err)
+	}
+	return j, nil
+}
+
+// Open returns the journal of an existing session, loading its projection.
+// The caller must be the session's only writer (see package lease).
+func Open(ctx context.Context, cfg Config, sessionID string) (*Journal, error) {
+	cfg.defaults()
+	proj, err := load(ctx, cfg.Store, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return newJournal(cfg, sessionID, proj), nil
+}
+
+func load(ctx context.Context, st store.Store, sessionID string) (*store.Projection, error) {
+	s, err := st.Session(ctx, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("open session %s: %w", sessionID, err)
+	}
+	runs, err := st.Runs(ctx, store.ListRunsParams{SessionID: sessionID, Limit: 1 << 30})
+	if err != nil {
+		return nil, fmt.Errorf("open session %s: runs: %w", sessionID, err)
+	}
+	return store.NewProjection(s, runs), nil
+}
+
+func newJournal(cfg Config, sessionID string, proj *store.Projection) *Journal {
+	j := &Journal{
+		cfg:       cfg,
+		sessionID: sessionID,
+		reqs:      make(chan request, 256),
+		quit:      make(chan struct{}),
+		done:      make(chan struct{}),
+		proj:      proj,
+		subs:      make(map[*subscriber]struct{}),
+		last:      proj.Session.LastSeq,
+	}
+	go j.loop()
+	return j
+}
+
+// SessionID returns the session the journal writes.
+func (j *Journal) SessionID() string { return j.sessionID }
+
+// Session returns the session's projected record as of the last commit.
+func (j *Journal) Session() store.Session {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.proj.Session
+}
+
+// Run returns a run's projected record as of the last commit.
+func (j *Journal) Run(id string) (store.Run, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.proj.Run(id)
+}
+
+// LastSeq returns the seq of the last committed event.
+func (j *Journal) LastSeq() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.last
+}
+
+// Err returns the write failure that stopped the journal, if any.
+func (j *Journal) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.err
+}
+
+// Append commits events (SessionID, Seq and Time are assigned) after any
+// pending delta, and returns them as stored. It returns once they are
+// durable. Concurrent appends share transactions.
+func (j *Journal) Append(ctx context.Context, events ...event.Event) ([]event.Event, error) {
+	r := request{events: events, done: make(chan result, 1)}
+	return j.send(ctx, r)
+}
+
+// AppendReceipts is Append that also stores idempotency receipts in the
+// same transaction as the events, so a mutation and its receipt are durable
+// together or not at all.
+func (j *Journal) AppendReceipts(ctx context.Context, receipts []store.Receipt, events ...event.Event) ([]event.Event, error) {
+	r := request{events: events, receipts: receipts, done: make(chan result, 1)}
+	return j.send(ctx, r)
+}
+
+// Flush returns once every delta handed to the journal before it is durable.
+func (j *Journal) Flush(ctx context.Context) error {
+	_, err := j.send(ctx, request{done: make(chan result, 1)})
+	return err
+}
+
+func (j *Journal) send(ctx context.Context, r request) ([]event.Event, error) {
+	if err := j.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case j.reqs <- r:
+	case <-j.quit:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case res := <-r.done:
+		return res.events, res.err
+	case <-ctx.Done():
+		// The append may still commit; the caller learns of it from the log.
+		return nil, ctx.Err()
+	}
+}
+
+// Delta hands streamed text to the journal. Consecutive deltas of the same
+// run, type and step are coalesced into one event of at most
+// Config.CoalesceBytes, committed within Config.CoalesceWindow; no text is
+// dropped. Delta returns before the text is durable (see Flush).
+func (j *Journal) Delta(ctx context.Context, runID string, t event.Type, step int, text string) error {
+	if text == "" {
+		return nil
+	}
+	if err := j.Err(); err != nil {
+		return err
+	}
+	select {
+	case j.reqs <- request{delta: &delta{runID: runID, typ: t, step: step, text: []byte(text)}}:
+		return nil
+	case <-j.quit:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops the writer after committing what it was handed, and ends
+// every subscription. It is safe to call more than once.
+func (j *Journal) Close() error {
+	j.closeOnce.Do(func() { close(j.quit) })
+	<-j.done
+	return nil
+}

@@ -1,0 +1,161 @@
+package journal
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"weft.dev/weft/event"
+	"weft.dev/weft/store"
+)
+
+// waiter is an Append or Flush waiting for the commit of its events,
+// batch[start:end].
+type waiter struct {
+	done       chan result
+	start, end int
+}
+
+// loop is the journal's writer goroutine: it owns the pending delta and the
+// batch being built, and is the only caller of Store.Append for the session.
+func (j *Journal) loop() {
+	defer close(j.done)
+	var (
+		pend    *delta
+		timer   = time.NewTimer(time.Hour)
+		batch    []event.Event
+		receipts []store.Receipt
+		waiters  []waiter
+	)
+	timer.Stop()
+	seal := func() {
+		if pend == nil {
+			return
+		}
+		timer.Stop()
+		b, _ := json.Marshal(event.DeltaData{Step: pend.step, Text: string(pend.text)})
+		batch = append(batch, event.Event{RunID: pend.runID, Type: pend.typ, Data: b})
+		pend = nil
+	}
+	handle := func(r request) {
+		if d := r.delta; d != nil {
+			if pend != nil && (pend.runID != d.runID || pend.typ != d.typ || pend.step != d.step ||
+				len(pend.text)+len(d.text) > j.cfg.CoalesceBytes) {
+				seal()
+			}
+			if pend == nil {
+				pend = d
+				timer.Reset(j.cfg.CoalesceWindow)
+			} else {
+				pend.text = append(pend.text, d.text...)
+			}
+			if len(pend.text) >= j.cfg.CoalesceBytes {
+				seal()
+			}
+			return
+		}
+		seal()
+		start := len(batch)
+		batch = append(batch, r.events...)
+		receipts = append(receipts, r.receipts...)
+		waiters = append(waiters, waiter{done: r.done, start: start, end: len(batch)})
+	}
+	commit := func() {
+		if len(batch) == 0 && len(waiters) == 0 {
+			return
+		}
+		err := j.commit(batch, receipts)
+		for _, w := range waiters {
+			if err != nil {
+				w.done <- result{err: err}
+			} else {
+				w.done <- result{events: batch[w.start:w.end:w.end]}
+			}
+		}
+		batch, receipts, waiters = nil, nil, nil
+	}
+	for {
+		select {
+		case r := <-j.reqs:
+			handle(r)
+		case <-timer.C:
+			seal()
+		case <-j.quit:
+			for {
+				select {
+				case r := <-j.reqs:
+					handle(r)
+					continue
+				default:
+				}
+				break
+			}
+			seal()
+			commit()
+			j.closeSubs(ErrClosed)
+			return
+		}
+		// Group commit: take whatever else is already waiting.
+	drain:
+		for len(batch) < j.cfg.MaxBatch {
+			select {
+			case r := <-j.reqs:
+				handle(r)
+			default:
+				break drain
+			}
+		}
+		commit()
+	}
+}
+
+// commit sequences, projects and stores batch, then publishes it. A failure
+// is sticky: the journal refuses further writes, and the projection is
+// reloaded from the store so that it matches what is durable.
+func (j *Journal) commit(batch []event.Event, receipts []store.Receipt) error {
+	if err := j.Err(); err != nil {
+		return err
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	now := j.cfg.Now().UTC()
+	j.mu.Lock()
+	seq := j.last
+	var applyErr error
+	for i := range batch {
+		seq++
+		batch[i].Seq, batch[i].SessionID, batch[i].Time = seq, j.sessionID, now
+		if batch[i].Data == nil {
+			batch[i].Data = json.RawMessage("{}")
+		}
+		if applyErr = j.proj.Apply(batch[i]); applyErr != nil {
+			break
+		}
+	}
+	sess, runs := j.proj.Flush()
+	j.mu.Unlock()
+
+	err := applyErr
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = j.cfg.Store.Append(ctx, store.Batch{SessionID: j.sessionID, Events: batch, Session: sess, Runs: runs, Receipts: receipts})
+		cancel()
+	}
+	if err != nil {
+		j.cfg.Logger.Error("journal commit failed", "session", j.sessionID, "seq", j.last+1, "err", err)
+		proj, lerr := load(context.Background(), j.cfg.Store, j.sessionID)
+		j.mu.Lock()
+		if lerr == nil {
+			j.proj = proj
+		}
+		j.err = err
+		j.mu.Unlock()
+		return err
+	}
+	j.mu.Lock()
+	j.last = seq
+	j.publish(batch)
+	j.mu.Unlock()
+	return nil
+}
