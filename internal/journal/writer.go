@@ -21,8 +21,8 @@ type waiter struct {
 func (j *Journal) loop() {
 	defer close(j.done)
 	var (
-		pend    *delta
-		timer   = time.NewTimer(time.Hour)
+		pend     *delta
+		timer    = time.NewTimer(time.Hour)
 		batch    []event.Event
 		receipts []store.Receipt
 		waiters  []waiter

@@ -7,10 +7,6 @@ import (
 	"syscall"
 )
 
-// newGroupAttr puts the shell in a process group of its own, whose id is
-// its pid.
-func newGroupAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
-
 // signalGroup sends sig to every process in p's group. A group that is
 // already gone is not an error.
 func signalGroup(p *os.Process, sig syscall.Signal) {

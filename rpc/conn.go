@@ -1,0 +1,489 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"weft.dev/weft/internal/jsonrpc"
+)
+
+// Errors returned by [Conn.Notify].
+var (
+	// ErrNoPush means the connection cannot carry server-to-client
+	// notifications: plain HTTP POST. Use WebSocket or stdio.
+	ErrNoPush = errors.New("rpc: notifications need a WebSocket or stdio connection, not HTTP POST")
+	// ErrNotifyOverflow means the connection's outbound notification queue
+	// is full; the notification was not queued. Subscriptions should end
+	// with reason overflow and the client resume from its cursor.
+	ErrNotifyOverflow = errors.New("rpc: outbound notification queue full")
+	// ErrConnClosed means the connection has stopped writing.
+	ErrConnClosed = errors.New("rpc: connection closed")
+)
+
+// Transport names of [Conn.Transport].
+const (
+	TransportStdio     = "stdio"
+	TransportHTTP      = "http"
+	TransportWebSocket = "websocket"
+)
+
+type connKey struct{}
+
+// ConnFrom returns the connection a handler's request arrived on, or nil
+// if ctx did not come from this package.
+func ConnFrom(ctx context.Context) *Conn {
+	c, _ := ctx.Value(connKey{}).(*Conn)
+	return c
+}
+
+// outFrame is one queued outbound frame.
+type outFrame struct {
+	b     []byte
+	notif bool
+}
+
+// Conn is one client connection: a stdio pair, a WebSocket, or (with no
+// push) a single HTTP POST. Handlers reach it with [ConnFrom].
+//
+// All methods are safe for concurrent use. The server owns the Conn; it
+// ends when the peer disconnects (or, on stdio, when input ends and the
+// in-flight requests have been answered), when the serving ctx is done, or
+// on [Server.Close].
+type Conn struct {
+	s         *Server
+	id        string
+	transport string
+	stream    jsonrpc.Stream // nil for HTTP
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	done     chan struct{}
+	doneOnce sync.Once
+
+	sem      chan struct{}
+	handlers sync.WaitGroup
+
+	out         chan outFrame
+	notifQueued atomic.Int64
+	stopWriting chan struct{}
+	writerDone  chan struct{}
+
+	mu          sync.Mutex
+	cleanups    []func()
+	cleanupsRan bool
+}
+
+// ID returns a server-unique identifier for the connection, for logs.
+func (c *Conn) ID() string { return c.id }
+
+// Transport returns [TransportStdio], [TransportHTTP] or
+// [TransportWebSocket].
+func (c *Conn) Transport() string { return c.transport }
+
+// Done returns a channel closed when the connection stops accepting
+// requests (peer gone, input ended, or server closing). Subscriptions
+// select on it to end.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// OnClose registers f to run once the connection has ended and every
+// in-flight handler has returned. Cleanups run in reverse order of
+// registration, in the server's goroutine; a panic in one is logged and
+// does not stop the others. If the connection has already ended, f runs
+// at once in the caller's goroutine.
+func (c *Conn) OnClose(f func()) {
+	c.mu.Lock()
+	if !c.cleanupsRan {
+		c.cleanups = append(c.cleanups, f)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	c.runCleanup(f)
+}
+
+// Notify queues a JSON-RPC notification {method, params} to the client
+// and returns without waiting for it to be written. It never blocks: it
+// returns [ErrNotifyOverflow] when the bounded queue is full,
+// [ErrConnClosed] after the connection has stopped writing, [ErrNoPush] on
+// HTTP POST, or an error wrapping the encoding failure of params. ctx is
+// checked for cancellation only. Notifications and responses on one
+// connection are written in the order they were queued.
+func (c *Conn) Notify(ctx context.Context, method string, params any) error {
+	if c.stream == nil {
+		return ErrNoPush
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("rpc: notify %s: %w", method, err)
+	}
+	select {
+	case <-c.writerDone:
+		return ErrConnClosed
+	default:
+	}
+	var raw json.RawMessage
+	if params != nil {
+		b, err := json.Marshal(params)
+		if err != nil {
+			return fmt.Errorf("rpc: notify %s: encode params: %w", method, err)
+		}
+		raw = b
+	}
+	if c.notifQueued.Add(1) > int64(c.s.cfg.NotifyQueue) {
+		c.notifQueued.Add(-1)
+		return fmt.Errorf("rpc: notify %s on conn %s: %w", method, c.id, ErrNotifyOverflow)
+	}
+	select {
+	case c.out <- outFrame{b: jsonrpc.AppendRequest(nil, nil, method, raw), notif: true}:
+		return nil
+	default:
+		c.notifQueued.Add(-1)
+		return fmt.Errorf("rpc: notify %s on conn %s: %w", method, c.id, ErrNotifyOverflow)
+	}
+}
+
+func (s *Server) newConn(parent context.Context, transport string, stream jsonrpc.Stream) *Conn {
+	ctx, cancel := context.WithCancel(parent)
+	c := &Conn{
+		s: s, transport: transport, stream: stream,
+		cancel: cancel,
+		done:   make(chan struct{}),
+		sem:    make(chan struct{}, s.cfg.MaxConcurrentPerConn),
+	}
+	c.ctx = context.WithValue(ctx, connKey{}, c)
+	if stream != nil {
+		c.out = make(chan outFrame, s.cfg.NotifyQueue+s.cfg.MaxConcurrentPerConn+16)
+		c.stopWriting = make(chan struct{})
+		c.writerDone = make(chan struct{})
+	}
+	return c
+}
+
+func (c *Conn) markDone() { c.doneOnce.Do(func() { close(c.done) }) }
+
+// send queues a response frame, blocking (backpressure) until there is
+// room or the writer has stopped.
+func (c *Conn) send(b []byte) {
+	select {
+	case c.out <- outFrame{b: b}:
+	case <-c.writerDone:
+	}
+}
+
+// writeLoop is the connection's only writer. It exits after stopWriting
+// is closed and the queue drained, or on a write error.
+func (c *Conn) writeLoop() {
+	defer close(c.writerDone)
+	write := func(f outFrame) bool {
+		if f.notif {
+			c.notifQueued.Add(-1)
+		}
+		if c.ctx.Err() != nil {
+			return false // cancelled: nobody is waiting for more output
+		}
+		if err := c.stream.Write(c.ctx, f.b); err != nil {
+			c.s.log.Debug("rpc: write failed; closing connection", "conn", c.id, "err", err)
+			c.cancel()
+			return false
+		}
+		return true
+	}
+	for {
+		select {
+		case f := <-c.out:
+			if !write(f) {
+				return
+			}
+		case <-c.stopWriting:
+			for {
+				select {
+				case f := <-c.out:
+					if !write(f) {
+						return
+					}
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// serve reads and dispatches frames until the stream ends, then shuts the
+// connection down in order: stop reading, wait for handlers, run cleanups,
+// flush and stop the writer, close the stream. It returns nil when the
+// peer finished cleanly.
+func (c *Conn) serve() error {
+	go c.writeLoop()
+	closed := make(chan struct{})
+	stop := context.AfterFunc(c.ctx, func() {
+		defer close(closed)
+		c.markDone()
+		_ = c.stream.Close() // unblock a pending read
+	})
+
+	var readErr error
+	for {
+		frame, err := c.stream.Read(c.ctx)
+		if errors.Is(err, jsonrpc.ErrTooLarge) {
+			e := Errorf(KindTooLarge, "frame exceeds %d bytes", c.s.cfg.MaxFrameBytes).With("limit", c.s.cfg.MaxFrameBytes)
+			c.send(jsonrpc.AppendError(nil, nil, encodeError(e)))
+			continue
+		}
+		if err != nil {
+			readErr = err
+			break
+		}
+		c.handleFrame(frame, c.send)
+	}
+	// A half-closed stdio stream lets in-flight requests finish and be
+	// answered; any other end of input means nobody is listening.
+	halfClosed := errors.Is(readErr, io.EOF) && c.transport == TransportStdio
+	if !halfClosed {
+		c.cancel()
+	}
+	c.markDone()
+	c.handlers.Wait()
+	c.finish()
+	close(c.stopWriting)
+	<-c.writerDone
+	if !stop() {
+		<-closed // the AfterFunc ran or is running: wait for it
+	}
+	c.cancel()
+	_ = c.stream.Close()
+	if errors.Is(readErr, io.EOF) {
+		return nil
+	}
+	return fmt.Errorf("rpc: conn %s: %w", c.id, readErr)
+}
+
+// finish runs the cleanups once.
+func (c *Conn) finish() {
+	c.mu.Lock()
+	fs := c.cleanups
+	c.cleanups = nil
+	c.cleanupsRan = true
+	c.mu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		c.runCleanup(fs[i])
+	}
+}
+
+func (c *Conn) runCleanup(f func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.s.log.Error("rpc: panic in OnClose cleanup", "conn", c.id, "panic", fmt.Sprint(p))
+		}
+	}()
+	f()
+}
+
+// handleFrame decodes one frame and starts its requests. emit is called at
+// most once, possibly from another goroutine, with the frame's response
+// (a single response or a batch array); never for notifications only.
+func (c *Conn) handleFrame(frame []byte, emit func([]byte)) {
+	items, batch, derr := jsonrpc.DecodeFrame(frame)
+	if derr != nil {
+		kind := KindInvalidRequest
+		if derr.Code == jsonrpc.CodeParseError {
+			kind = KindParse
+		}
+		emit(jsonrpc.AppendError(nil, nil, encodeError(NewError(kind, derr.Message))))
+		return
+	}
+	if !batch {
+		it := items[0]
+		if it.Err != nil {
+			emit(jsonrpc.AppendError(nil, it.ID, encodeError(NewError(KindInvalidRequest, it.Err.Message))))
+			return
+		}
+		c.start(it.Request, func(b []byte) {
+			if b != nil {
+				emit(b)
+			}
+		})
+		return
+	}
+	results := make([][]byte, len(items))
+	var wg sync.WaitGroup
+	for i, it := range items {
+		if it.Err != nil {
+			results[i] = jsonrpc.AppendError(nil, it.ID, encodeError(NewError(KindInvalidRequest, it.Err.Message)))
+			continue
+		}
+		wg.Add(1)
+		c.start(it.Request, func(b []byte) {
+			results[i] = b
+			wg.Done()
+		})
+	}
+	c.handlers.Add(1)
+	go func() {
+		defer c.handlers.Done()
+		wg.Wait()
+		var out [][]byte
+		for _, r := range results {
+			if r != nil {
+				out = append(out, r)
+			}
+		}
+		if len(out) > 0 {
+			emit(jsonrpc.AppendBatch(nil, out))
+		}
+	}()
+}
+
+// start runs req in its own goroutine, bounded by the connection's
+// concurrency limit, and calls deliver exactly once with the encoded
+// response (nil for a notification).
+func (c *Conn) start(req *jsonrpc.Request, deliver func([]byte)) {
+	if req.IsNotification() {
+		// Notifications get no overloaded answer; they wait for a slot.
+		select {
+		case c.sem <- struct{}{}:
+		case <-c.ctx.Done():
+			deliver(nil)
+			return
+		}
+	} else {
+		select {
+		case c.sem <- struct{}{}:
+		default:
+			e := Errorf(KindOverloaded, "too many concurrent requests on this connection (limit %d)", cap(c.sem)).
+				With("limit", cap(c.sem))
+			deliver(jsonrpc.AppendError(nil, req.ID, encodeError(e)))
+			return
+		}
+	}
+	c.handlers.Add(1)
+	go func() {
+		defer c.handlers.Done()
+		defer func() { <-c.sem }()
+		hooks := &replyHooks{}
+		result, e := c.s.dispatch(context.WithValue(c.ctx, replyKey{}, hooks), req)
+		if req.IsNotification() {
+			if e != nil {
+				c.s.log.Debug("rpc: notification failed", "method", req.Method, "conn", c.id, "err", e)
+			}
+			deliver(nil)
+			return
+		}
+		if e != nil {
+			deliver(jsonrpc.AppendError(nil, req.ID, encodeError(e)))
+			return
+		}
+		deliver(jsonrpc.AppendResult(nil, req.ID, result))
+		for _, f := range hooks.fns {
+			f()
+		}
+	}()
+}
+
+type replyKey struct{}
+
+// replyHooks collects the functions a handler asked to run after its
+// successful response was queued.
+type replyHooks struct{ fns []func() }
+
+// AfterReply arranges for f to run once the handler's successful response
+// has been queued on its connection, so that notifications f sends follow
+// the response (a subscription's first events follow its subscriptionId).
+// f does not run when the handler fails or the request is a notification.
+// Inside a batch, the batch's response may still be written after f's
+// notifications. It reports false when ctx is not a handler's context.
+func AfterReply(ctx context.Context, f func()) bool {
+	h, ok := ctx.Value(replyKey{}).(*replyHooks)
+	if !ok {
+		return false
+	}
+	h.fns = append(h.fns, f)
+	return true
+}
+
+// NotifyWait is Notify that waits for room in the connection's queue
+// instead of failing with [ErrNotifyOverflow]: a subscription uses it to
+// apply backpressure and decides itself when a client is too slow. It
+// returns ctx's error, [ErrConnClosed] or [ErrNoPush].
+func (c *Conn) NotifyWait(ctx context.Context, method string, params any) error {
+	if c.stream == nil {
+		return ErrNoPush
+	}
+	var raw json.RawMessage
+	if params != nil {
+		b, err := json.Marshal(params)
+		if err != nil {
+			return fmt.Errorf("rpc: notify %s: encode params: %w", method, err)
+		}
+		raw = b
+	}
+	c.notifQueued.Add(1)
+	select {
+	case c.out <- outFrame{b: jsonrpc.AppendRequest(nil, nil, method, raw), notif: true}:
+		return nil
+	case <-c.writerDone:
+		c.notifQueued.Add(-1)
+		return ErrConnClosed
+	case <-ctx.Done():
+		c.notifQueued.Add(-1)
+		return fmt.Errorf("rpc: notify %s: %w", method, ctx.Err())
+	}
+}
+
+// acquireConn reserves a connection slot; it fails when the server is at
+// MaxConns or closed.
+func (s *Server) acquireConn() bool {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	if s.closed || s.nconns >= s.cfg.MaxConns {
+		return false
+	}
+	s.nconns++
+	s.connWG.Add(1)
+	return true
+}
+
+// track registers c so that Close can cancel it and assigns its id.
+func (s *Server) track(c *Conn) bool {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	s.nextConn++
+	c.id = strconv.FormatUint(s.nextConn, 10)
+	if s.closed {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) releaseConn(c *Conn) {
+	s.connMu.Lock()
+	if c != nil {
+		delete(s.conns, c)
+	}
+	s.nconns--
+	s.connMu.Unlock()
+	s.connWG.Done()
+}
+
+// Close ends every connection: it cancels their contexts (and so their
+// handlers), refuses new connections and waits until every connection
+// the server is serving has finished. It returns nil; calling it again is
+// harmless. Close does not stop an http.Server; shut that down first so
+// no new requests arrive.
+func (s *Server) Close() error {
+	s.connMu.Lock()
+	s.closed = true
+	for c := range s.conns {
+		c.cancel()
+	}
+	s.connMu.Unlock()
+	s.connWG.Wait()
+	return nil
+}

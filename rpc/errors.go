@@ -1,0 +1,270 @@
+package rpc
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+
+	"weft.dev/weft/internal/jsonrpc"
+)
+
+// Kind names a class of error on the wire. It is carried in every error
+// response as error.data.kind so that clients branch on a stable string
+// rather than on a message.
+type Kind string
+
+// The kinds of DESIGN §4, each with its code in the table below.
+const (
+	KindParse                  Kind = "parse"
+	KindInvalidRequest         Kind = "invalid_request"
+	KindTooLarge               Kind = "too_large"
+	KindMethodNotFound         Kind = "method_not_found"
+	KindInvalidParams          Kind = "invalid_params"
+	KindInternal               Kind = "internal"
+	KindOverloaded             Kind = "overloaded"
+	KindNotFound               Kind = "not_found"
+	KindAlreadyExists          Kind = "already_exists"
+	KindIdempotencyConflict    Kind = "idempotency_conflict"
+	KindRunConflict            Kind = "run_conflict"
+	KindCursorInvalid          Kind = "cursor_invalid"
+	KindUnauthorized           Kind = "unauthorized"
+	KindEnvironmentUnavailable Kind = "environment_unavailable"
+)
+
+// The JSON-RPC error codes of DESIGN §4.
+const (
+	CodeParse                  = jsonrpc.CodeParseError     // -32700
+	CodeInvalidRequest         = jsonrpc.CodeInvalidRequest // -32600, also used by KindTooLarge
+	CodeMethodNotFound         = jsonrpc.CodeMethodNotFound // -32601
+	CodeInvalidParams          = jsonrpc.CodeInvalidParams  // -32602
+	CodeInternal               = jsonrpc.CodeInternalError  // -32603
+	CodeOverloaded             = -32001
+	CodeNotFound               = -32010
+	CodeAlreadyExists          = -32011
+	CodeIdempotencyConflict    = -32012
+	CodeRunConflict            = -32013
+	CodeCursorInvalid          = -32016
+	CodeUnauthorized           = -32017
+	CodeEnvironmentUnavailable = -32031
+)
+
+// tableEntry is one row of the error table.
+type tableEntry struct {
+	code      int
+	retryable bool
+}
+
+// lookup is the one mapping from kind to code and default retryability
+// (a switch rather than a map so that no package state exists to mutate).
+func lookup(kind Kind) (tableEntry, bool) {
+	switch kind {
+	case KindParse:
+		return tableEntry{CodeParse, false}, true
+	case KindInvalidRequest, KindTooLarge:
+		return tableEntry{CodeInvalidRequest, false}, true
+	case KindMethodNotFound:
+		return tableEntry{CodeMethodNotFound, false}, true
+	case KindInvalidParams:
+		return tableEntry{CodeInvalidParams, false}, true
+	case KindInternal:
+		return tableEntry{CodeInternal, false}, true
+	case KindOverloaded:
+		return tableEntry{CodeOverloaded, true}, true
+	case KindNotFound:
+		return tableEntry{CodeNotFound, false}, true
+	case KindAlreadyExists:
+		return tableEntry{CodeAlreadyExists, false}, true
+	case KindIdempotencyConflict:
+		return tableEntry{CodeIdempotencyConflict, false}, true
+	case KindRunConflict:
+		return tableEntry{CodeRunConflict, false}, true
+	case KindCursorInvalid:
+		return tableEntry{CodeCursorInvalid, false}, true
+	case KindUnauthorized:
+		return tableEntry{CodeUnauthorized, false}, true
+	case KindEnvironmentUnavailable:
+		return tableEntry{CodeEnvironmentUnavailable, false}, true
+	}
+	return tableEntry{}, false
+}
+
+// Kinds returns every kind in the error table, in code order.
+func Kinds() []Kind {
+	return []Kind{
+		KindParse, KindInvalidRequest, KindTooLarge, KindMethodNotFound, KindInvalidParams,
+		KindInternal, KindOverloaded, KindNotFound, KindAlreadyExists, KindIdempotencyConflict,
+		KindRunConflict, KindCursorInvalid, KindUnauthorized, KindEnvironmentUnavailable,
+	}
+}
+
+// CodeOf returns the JSON-RPC code for kind and whether kind is in the
+// table.
+func CodeOf(kind Kind) (int, bool) {
+	e, ok := lookup(kind)
+	return e.code, ok
+}
+
+// KindOf returns the kind for a code. For -32600, shared by
+// [KindInvalidRequest] and [KindTooLarge], it returns KindInvalidRequest.
+// Unknown codes map to [KindInternal] and false.
+func KindOf(code int) (Kind, bool) {
+	for _, k := range Kinds() {
+		if e, _ := lookup(k); e.code == code {
+			return k, true
+		}
+	}
+	return KindInternal, false
+}
+
+// Error is a JSON-RPC error as sent on the wire. On the wire it is
+// {"code": Code, "message": Message, "data": {"kind": Kind, "retryable":
+// Retryable, ...Data}}; the keys "kind" and "retryable" in Data are
+// ignored in favour of the fields.
+//
+// Handlers return an *Error (possibly wrapped) to choose the response
+// exactly; other errors go through [Config.MapError] or become an opaque
+// internal error. Clients receive *Error for every error response. An Error
+// is not safe for concurrent mutation; treat it as immutable once returned.
+type Error struct {
+	Code      int
+	Kind      Kind
+	Message   string
+	Retryable bool
+	Data      map[string]any
+}
+
+// NewError returns an Error of the given kind, with the code and default
+// retryability from the table. An unknown kind yields an internal error
+// carrying msg.
+func NewError(kind Kind, msg string) *Error {
+	e, ok := lookup(kind)
+	if !ok {
+		return &Error{Code: CodeInternal, Kind: KindInternal, Message: msg}
+	}
+	return &Error{Code: e.code, Kind: kind, Message: msg, Retryable: e.retryable}
+}
+
+// Errorf is [NewError] with a formatted message. It never wraps an error
+// (format errors with %v), so no internal error value rides along.
+func Errorf(kind Kind, format string, args ...any) *Error {
+	return NewError(kind, fmt.Sprintf(format, args...))
+}
+
+// With returns a copy of e with key set to v in Data. It is convenient for
+// details such as {"sessionId": id}.
+func (e *Error) With(key string, v any) *Error {
+	c := *e
+	c.Data = maps.Clone(e.Data)
+	if c.Data == nil {
+		c.Data = map[string]any{}
+	}
+	c.Data[key] = v
+	return &c
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	return fmt.Sprintf("rpc error %d (%s): %s", e.Code, e.Kind, e.Message)
+}
+
+// Is reports whether target is an *Error of the same kind (and the same
+// code, when target's code is set), so that
+// errors.Is(err, rpc.NewError(rpc.KindNotFound, "")) works.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	if !ok {
+		return false
+	}
+	if t.Kind != "" && t.Kind != e.Kind {
+		return false
+	}
+	return t.Code == 0 || t.Code == e.Code
+}
+
+// normalize fills a missing code or kind from the table.
+func (e *Error) normalize() *Error {
+	if e.Code != 0 && e.Kind != "" {
+		return e
+	}
+	c := *e
+	switch {
+	case c.Kind == "" && c.Code == 0:
+		c.Kind, c.Code = KindInternal, CodeInternal
+	case c.Kind == "":
+		c.Kind, _ = KindOf(c.Code)
+	default:
+		code, ok := CodeOf(c.Kind)
+		if !ok {
+			code = CodeInternal
+		}
+		c.Code = code
+	}
+	return &c
+}
+
+// MarshalJSON encodes e as a JSON-RPC error object.
+func (e *Error) MarshalJSON() ([]byte, error) {
+	n := e.normalize()
+	data := make(map[string]any, len(n.Data)+2)
+	maps.Copy(data, n.Data)
+	data["kind"] = n.Kind
+	data["retryable"] = n.Retryable
+	b, err := json.Marshal(struct {
+		Code    int            `json:"code"`
+		Message string         `json:"message"`
+		Data    map[string]any `json:"data"`
+	}{n.Code, n.Message, data})
+	if err != nil {
+		return nil, fmt.Errorf("rpc: marshal error data: %w", err)
+	}
+	return b, nil
+}
+
+// UnmarshalJSON decodes a JSON-RPC error object. A missing data.kind is
+// derived from the code; data.kind and data.retryable are moved into the
+// fields and the remaining data members into Data.
+func (e *Error) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Code    *int            `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return fmt.Errorf("rpc: decode error object: %w", err)
+	}
+	if w.Code == nil {
+		return errors.New("rpc: decode error object: missing code")
+	}
+	*e = Error{Code: *w.Code, Message: w.Message}
+	var data map[string]any
+	if len(w.Data) > 0 && json.Unmarshal(w.Data, &data) == nil {
+		if k, ok := data["kind"].(string); ok {
+			e.Kind = Kind(k)
+		}
+		if r, ok := data["retryable"].(bool); ok {
+			e.Retryable = r
+		}
+		delete(data, "kind")
+		delete(data, "retryable")
+		if len(data) > 0 {
+			e.Data = data
+		}
+	} else if len(w.Data) > 0 && string(w.Data) != "null" {
+		e.Data = map[string]any{"value": json.RawMessage(w.Data)}
+	}
+	if e.Kind == "" {
+		e.Kind, _ = KindOf(e.Code)
+	}
+	return nil
+}
+
+// encodeError marshals e; it cannot fail for Data of plain JSON values and
+// falls back to an internal error otherwise.
+func encodeError(e *Error) []byte {
+	b, err := e.MarshalJSON()
+	if err != nil {
+		b, _ = NewError(KindInternal, "internal error").MarshalJSON()
+	}
+	return b
+}

@@ -1,0 +1,375 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"weft.dev/weft/internal/jsonrpc"
+)
+
+// Defaults for zero [Config] fields.
+const (
+	DefaultMaxFrameBytes        = 8 << 20
+	DefaultMaxConcurrentPerConn = 64
+	DefaultMaxConns             = 256
+	DefaultNotifyQueue          = 256
+	DefaultProtocolVersion      = "2026-01-01"
+)
+
+// Info names a program on either end of a connection, as exchanged by
+// initialize.
+type Info struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+}
+
+// Config configures a [Server]. The zero value is usable: each zero field
+// means the default stated on it. NewServer copies the Config; later
+// changes to the caller's value have no effect.
+type Config struct {
+	// Logger receives request failures (with the request id and method),
+	// panics and transport errors. Nil means silent.
+	Logger *slog.Logger
+
+	// MaxFrameBytes bounds one inbound frame: a stdio line, an HTTP body or
+	// a WebSocket message. Larger frames are answered with -32600 kind
+	// too_large. Zero means DefaultMaxFrameBytes (8 MiB).
+	MaxFrameBytes int64
+
+	// MaxConcurrentPerConn bounds the requests running at once on one
+	// connection (each batch element counts); a request beyond it is
+	// answered with -32001 kind overloaded, retryable. Zero means
+	// DefaultMaxConcurrentPerConn.
+	MaxConcurrentPerConn int
+
+	// MaxConns bounds concurrent connections across transports: WebSocket
+	// and stdio connections and in-flight HTTP POSTs. Beyond it HTTP
+	// answers 503 with an overloaded error. Zero means DefaultMaxConns.
+	MaxConns int
+
+	// NotifyQueue bounds the outbound notifications queued on one
+	// connection; when full, [Conn.Notify] fails with [ErrNotifyOverflow].
+	// Zero means DefaultNotifyQueue.
+	NotifyQueue int
+
+	// ServerInfo is returned by initialize.
+	ServerInfo Info
+
+	// ProtocolVersion is returned by initialize and in the discovery
+	// document. Empty means DefaultProtocolVersion.
+	ProtocolVersion string
+
+	// AllowedOrigins lists extra Origin host patterns (path.Match syntax, as
+	// in coder/websocket's AcceptOptions.OriginPatterns) allowed to open
+	// WebSockets or POST from a browser. The request's own host is always
+	// allowed; requests without an Origin header (non-browser clients) are
+	// always allowed.
+	AllowedOrigins []string
+
+	// Token, when non-empty, makes [Server.Handler] require it on /rpc and
+	// /rpc/ws through [RequireToken]. /healthz stays open. Empty means no
+	// authentication (only sensible on loopback; the host enforces that).
+	Token string
+
+	// MapError maps errors returned by handlers that are not already an
+	// *Error (for example the host's sentinels) to wire errors. Returning
+	// nil means "not mine": the error becomes an opaque -32603 and is
+	// logged with the request id. Nil means no mapping. It is called
+	// concurrently.
+	MapError func(error) *Error
+}
+
+// Server is a JSON-RPC 2.0 server: a method table plus transports
+// ([Server.ServeStdio], [Server.Handler]).
+//
+// Methods are added with [Register] and events with [RegisterEvent]; both
+// are safe to call concurrently with serving, though hosts normally
+// register everything first. [Server.Close] ends every connection.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.RWMutex
+	methods map[string]*method
+	events  map[string]*eventInfo
+	docJSON []byte // cached discovery document; nil when stale
+
+	connMu   sync.Mutex
+	conns    map[*Conn]struct{}
+	nconns   int // live conns plus in-flight HTTP POSTs
+	closed   bool
+	connWG   sync.WaitGroup
+	nextConn uint64
+}
+
+// NewServer returns a Server configured by cfg, with the built-in methods
+// initialize and rpc.discover registered.
+func NewServer(cfg Config) *Server {
+	if cfg.MaxFrameBytes <= 0 {
+		cfg.MaxFrameBytes = DefaultMaxFrameBytes
+	}
+	if cfg.MaxConcurrentPerConn <= 0 {
+		cfg.MaxConcurrentPerConn = DefaultMaxConcurrentPerConn
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.NotifyQueue <= 0 {
+		cfg.NotifyQueue = DefaultNotifyQueue
+	}
+	if cfg.ProtocolVersion == "" {
+		cfg.ProtocolVersion = DefaultProtocolVersion
+	}
+	cfg.AllowedOrigins = slices.Clone(cfg.AllowedOrigins)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		cfg:     cfg,
+		log:     log,
+		methods: map[string]*method{},
+		events:  map[string]*eventInfo{},
+		conns:   map[*Conn]struct{}{},
+	}
+	s.registerBuiltins()
+	return s
+}
+
+// method is one entry of the method table.
+type method struct {
+	name, doc    string
+	params       reflect.Type
+	result       reflect.Type
+	paramsSchema *jsonschema.Schema
+	resultSchema *jsonschema.Schema
+	known        map[string]bool // exact top-level names when params is a struct
+	required     []string
+	call         func(ctx context.Context, params json.RawMessage) (any, error)
+}
+
+// Register adds method to s, handled by h with params decoded into a fresh
+// *P and the result *R encoded as the response result (a nil *R encodes as
+// the zero R).
+//
+// Params must be a JSON object. They are decoded strictly: unknown fields
+// are rejected with -32602 naming the field (top-level names match
+// exactly; nested names follow encoding/json), required fields (those
+// without omitempty/omitzero) must be present, and absent params mean {}
+// only when P has no required fields. The JSON Schemas of P and R, inferred
+// with jsonschema-go, feed rpc.discover; doc becomes the method's
+// description.
+//
+// Register panics on programmer error at setup: an empty or duplicate
+// method name, a name starting with "rpc." (reserved), or types for which
+// no JSON Schema can be inferred. h is called concurrently, in its own
+// goroutine per request, with a ctx that carries the [Conn] ([ConnFrom])
+// and is cancelled when the connection ends. Errors from h are sent as
+// described on [Config.MapError]; a panic in h becomes an internal error.
+func Register[P, R any](s *Server, method, doc string, h func(ctx context.Context, p *P) (*R, error)) {
+	if strings.HasPrefix(method, "rpc.") {
+		panic(fmt.Sprintf("rpc: Register(%q): the rpc. prefix is reserved", method))
+	}
+	s.add(newMethod(method, doc, h))
+}
+
+func newMethod[P, R any](name, doc string, h func(ctx context.Context, p *P) (*R, error)) *method {
+	if name == "" {
+		panic("rpc: Register: empty method name")
+	}
+	ps, err := jsonschema.For[P](nil)
+	if err != nil {
+		panic(fmt.Sprintf("rpc: Register(%q): params schema: %v", name, err))
+	}
+	rs, err := jsonschema.For[R](nil)
+	if err != nil {
+		panic(fmt.Sprintf("rpc: Register(%q): result schema: %v", name, err))
+	}
+	m := &method{
+		name: name, doc: doc,
+		params: reflect.TypeFor[P](), result: reflect.TypeFor[R](),
+		paramsSchema: ps, resultSchema: rs,
+		required: slices.Clone(ps.Required),
+	}
+	pt := m.params
+	for pt.Kind() == reflect.Pointer {
+		pt = pt.Elem()
+	}
+	if pt.Kind() == reflect.Struct {
+		m.known = map[string]bool{}
+		for k := range ps.Properties {
+			m.known[k] = true
+		}
+	}
+	m.call = func(ctx context.Context, raw json.RawMessage) (any, error) {
+		p := new(P)
+		if err := m.decodeParams(raw, p); err != nil {
+			return nil, err
+		}
+		r, err := h(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if r == nil {
+			r = new(R)
+		}
+		return r, nil
+	}
+	return m
+}
+
+func (s *Server) add(m *method) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.methods[m.name]; dup {
+		panic(fmt.Sprintf("rpc: Register(%q): method already registered", m.name))
+	}
+	s.methods[m.name] = m
+	s.docJSON = nil
+}
+
+func (s *Server) lookup(name string) *method {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.methods[name]
+}
+
+// decodeParams decodes raw into p strictly, returning an invalid_params
+// *Error on any failure.
+func (m *method) decodeParams(raw json.RawMessage, p any) error {
+	raw = bytes.TrimSpace(raw)
+	if raw == nil {
+		if len(m.required) > 0 {
+			return Errorf(KindInvalidParams, "missing params; required: %s", strings.Join(m.required, ", ")).
+				With("required", m.required)
+		}
+		raw = []byte("{}")
+	}
+	if len(raw) == 0 || raw[0] != '{' {
+		return NewError(KindInvalidParams, "params must be a JSON object")
+	}
+	if m.known != nil {
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &members); err != nil {
+			return NewError(KindInvalidParams, "params must be a JSON object")
+		}
+		var unknown []string
+		for k := range members {
+			if !m.known[k] {
+				unknown = append(unknown, k)
+			}
+		}
+		if len(unknown) > 0 {
+			slices.Sort(unknown)
+			return Errorf(KindInvalidParams, "unknown field %s", strconv.Quote(unknown[0])).With("field", unknown[0])
+		}
+		for _, r := range m.required {
+			if _, ok := members[r]; !ok {
+				return Errorf(KindInvalidParams, "missing required field %s", strconv.Quote(r)).With("field", r)
+			}
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(p); err != nil {
+		return paramsError(err)
+	}
+	return nil
+}
+
+// paramsError turns a decoding error into an invalid_params error without
+// Go type names.
+func paramsError(err error) *Error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		e := Errorf(KindInvalidParams, "field %s: cannot use JSON %s here (want %s)", strconv.Quote(te.Field), te.Value, jsonKind(te.Type))
+		return e.With("field", te.Field)
+	}
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		field, uerr := strconv.Unquote(name)
+		if uerr != nil {
+			field = name
+		}
+		return Errorf(KindInvalidParams, "unknown field %s", strconv.Quote(field)).With("field", field)
+	}
+	return Errorf(KindInvalidParams, "invalid params: %s", strings.TrimPrefix(msg, "json: "))
+}
+
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "value"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Map, reflect.Struct:
+		return "object"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	}
+	return "value"
+}
+
+// toError maps a handler error to a wire error, logging what it hides.
+func (s *Server) toError(err error, method string, id json.RawMessage) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.normalize()
+	}
+	if s.cfg.MapError != nil {
+		if m := s.cfg.MapError(err); m != nil {
+			return m.normalize()
+		}
+	}
+	s.log.Error("rpc: internal error", "method", method, "id", string(id), "err", err)
+	return NewError(KindInternal, "internal error")
+}
+
+// dispatch runs one valid request and returns the encoded result or error
+// object. It recovers panics from the handler.
+func (s *Server) dispatch(ctx context.Context, req *jsonrpc.Request) (result []byte, errObj *Error) {
+	m := s.lookup(req.Method)
+	if m == nil {
+		return nil, Errorf(KindMethodNotFound, "method not found: %s", strconv.Quote(req.Method)).With("method", req.Method)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("rpc: handler panic", "method", req.Method, "id", string(req.ID), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			result, errObj = nil, NewError(KindInternal, "internal error")
+		}
+	}()
+	r, err := m.call(ctx, req.Params)
+	if err != nil {
+		return nil, s.toError(err, req.Method, req.ID)
+	}
+	if raw, ok := r.(json.RawMessage); ok {
+		return raw, nil
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, s.toError(fmt.Errorf("rpc: encode result of %s: %w", req.Method, err), req.Method, req.ID)
+	}
+	return b, nil
+}

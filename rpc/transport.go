@@ -1,0 +1,191 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/coder/websocket"
+
+	"weft.dev/weft/internal/jsonrpc"
+)
+
+// ErrTooManyConns is returned by [Server.ServeStdio] when the server is at
+// [Config.MaxConns] or closed.
+var ErrTooManyConns = errors.New("rpc: too many connections")
+
+// ServeStdio serves one connection of newline-delimited JSON: one frame per
+// line read from r, one frame per line written to w (w carries frames
+// only). Requests run concurrently; responses and notifications are written
+// by one writer.
+//
+// It returns nil when r reaches EOF, after every in-flight request has been
+// answered; ctx.Err() when ctx is done (handlers are cancelled); or an error
+// wrapping a read failure. When ctx is done, ServeStdio closes r if it is
+// an io.Closer to unblock the read; otherwise it returns only once the
+// pending read returns. Likewise it waits for a write in progress to
+// return, so the peer must keep reading w. It never closes w.
+func (s *Server) ServeStdio(ctx context.Context, r io.Reader, w io.Writer) error {
+	if !s.acquireConn() {
+		return ErrTooManyConns
+	}
+	stream := jsonrpc.NewLineStream(r, writeOnly{w}, s.cfg.MaxFrameBytes)
+	c := s.newConn(ctx, TransportStdio, stream)
+	defer s.releaseConn(c)
+	if !s.track(c) {
+		return ErrTooManyConns
+	}
+	err := c.serve()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// writeOnly hides w's Close so the stream never closes it.
+type writeOnly struct{ w io.Writer }
+
+func (w writeOnly) Write(p []byte) (int, error) { return w.w.Write(p) }
+
+// Handler returns the HTTP handler for the server's routes:
+//
+//	POST /rpc      one JSON-RPC message or batch per request body (no push)
+//	GET  /rpc/ws   WebSocket, one JSON-RPC message per text message, with notifications
+//	GET  /healthz  200 {"ok":true}, never authenticated
+//
+// When [Config.Token] is set, /rpc and /rpc/ws are wrapped with
+// [RequireToken]. Browser requests (those with an Origin header) must come
+// from the request's own host or from [Config.AllowedOrigins], else 403.
+// The host may mount the handler inside its own mux; each call returns a
+// new handler over the same server. Safe for concurrent use.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	post := http.Handler(http.HandlerFunc(s.servePOST))
+	ws := http.Handler(http.HandlerFunc(s.serveWebSocket))
+	if s.cfg.Token != "" {
+		post = RequireToken(s.cfg.Token, post)
+		ws = RequireToken(s.cfg.Token, ws)
+	}
+	mux.Handle("POST /rpc", post)
+	mux.Handle("GET /rpc/ws", ws)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`+"\n")
+	})
+	return mux
+}
+
+// writeHTTPError writes a JSON-RPC error response (id null) with the
+// given HTTP status.
+func writeHTTPError(w http.ResponseWriter, status int, e *Error) {
+	w.Header().Set("Content-Type", "application/json")
+	if e.Kind == KindOverloaded {
+		w.Header().Set("Retry-After", "1")
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(append(jsonrpc.AppendError(nil, nil, encodeError(e)), '\n'))
+}
+
+func (s *Server) servePOST(w http.ResponseWriter, r *http.Request) {
+	if err := s.checkOrigin(r); err != nil {
+		writeHTTPError(w, http.StatusForbidden, NewError(KindUnauthorized, err.Error()))
+		return
+	}
+	if !s.acquireConn() {
+		writeHTTPError(w, http.StatusServiceUnavailable, Errorf(KindOverloaded, "too many connections (limit %d)", s.cfg.MaxConns))
+		return
+	}
+	c := s.newConn(r.Context(), TransportHTTP, nil)
+	defer s.releaseConn(c)
+	if !s.track(c) {
+		writeHTTPError(w, http.StatusServiceUnavailable, NewError(KindOverloaded, "server closing"))
+		return
+	}
+	defer c.cancel()
+	stop := context.AfterFunc(c.ctx, c.markDone)
+	defer stop()
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxFrameBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeHTTPError(w, http.StatusRequestEntityTooLarge,
+				Errorf(KindTooLarge, "frame exceeds %d bytes", s.cfg.MaxFrameBytes).With("limit", s.cfg.MaxFrameBytes))
+			return
+		}
+		s.log.Debug("rpc: read request body", "conn", c.id, "err", err)
+		writeHTTPError(w, http.StatusBadRequest, NewError(KindInvalidRequest, "cannot read request body"))
+		return
+	}
+	var out []byte
+	c.handleFrame(body, func(b []byte) { out = b })
+	c.handlers.Wait()
+	c.markDone()
+	c.finish()
+	if out == nil {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)+1))
+	_, _ = w.Write(append(out, '\n'))
+}
+
+func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
+	if err := s.checkOrigin(r); err != nil {
+		writeHTTPError(w, http.StatusForbidden, NewError(KindUnauthorized, err.Error()))
+		return
+	}
+	if !s.acquireConn() {
+		writeHTTPError(w, http.StatusServiceUnavailable, Errorf(KindOverloaded, "too many connections (limit %d)", s.cfg.MaxConns))
+		return
+	}
+	var c *Conn
+	defer func() { s.releaseConn(c) }()
+	wc, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.cfg.AllowedOrigins})
+	if err != nil {
+		s.log.Debug("rpc: websocket accept", "err", err)
+		return // Accept has written the response
+	}
+	// The request's context must not be used after Accept; keep its values.
+	c = s.newConn(context.WithoutCancel(r.Context()), TransportWebSocket, jsonrpc.NewWSStream(wc, s.cfg.MaxFrameBytes))
+	if !s.track(c) {
+		_ = wc.Close(websocket.StatusTryAgainLater, "server closing")
+		return
+	}
+	if err := c.serve(); err != nil {
+		s.log.Debug("rpc: websocket connection ended", "conn", c.id, "err", err)
+	}
+}
+
+// checkOrigin applies the browser Origin rule: no Origin header (not a
+// browser), the request's own host, or a pattern of AllowedOrigins. The
+// rule matches coder/websocket's Accept so both transports agree.
+func (s *Server) checkOrigin(r *http.Request) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("origin %q is not a valid URL with a host", origin)
+	}
+	if strings.EqualFold(r.Host, u.Host) {
+		return nil
+	}
+	for _, pat := range s.cfg.AllowedOrigins {
+		target := u.Host
+		if strings.Contains(pat, "://") {
+			target = u.Scheme + "://" + u.Host
+		}
+		if ok, _ := path.Match(strings.ToLower(pat), strings.ToLower(target)); ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("origin %q is not allowed", u.Host)
+}
