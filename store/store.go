@@ -28,6 +28,11 @@ var (
 	ErrInvalid = errors.New("invalid batch")
 	// ErrClosed reports use of a closed store.
 	ErrClosed = errors.New("store closed")
+	// ErrReceiptExists reports an append whose batch carries a receipt for a
+	// (key, method) that is already stored (or twice in the batch). Nothing
+	// of the batch is written; the caller reads the stored receipt with
+	// [Store.Receipt] and replays or rejects it.
+	ErrReceiptExists = errors.New("receipt exists")
 )
 
 // Store is durable storage for sessions. All methods are safe for

@@ -1,0 +1,297 @@
+// Package client is the Go client of a weft host: typed calls for every
+// host method over WebSocket, HTTP or stdio, subscriptions as iterators,
+// and a follower that reconnects by itself and resumes from its cursor.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"weft.dev/weft/event"
+	"weft.dev/weft/host"
+	jrpc "weft.dev/weft/internal/jsonrpc/client"
+	"weft.dev/weft/rpc"
+)
+
+// Options configure a connection. Zero fields take the defaults.
+type Options struct {
+	// Token is the host's bearer token.
+	Token string
+	// Logger receives diagnostics; nil means silent.
+	Logger *slog.Logger
+	// SubscriptionBuffer is how many events one subscription may hold
+	// unread before it ends with ErrLagged; zero means 4096.
+	SubscriptionBuffer int
+}
+
+// ErrLagged ends a subscription whose consumer fell behind; resume after
+// the last cursor.
+var ErrLagged = errors.New("client: subscription fell behind; resume from the cursor")
+
+// Client is a connection to a host. Its methods are safe for concurrent
+// use. Close it to release the connection and its goroutine.
+type Client struct {
+	c    *jrpc.Client
+	opts Options
+	wg   sync.WaitGroup
+
+	mu    sync.Mutex
+	subs  map[string]*sub
+	early map[string][]jrpc.Notification
+}
+
+type sub struct {
+	ch     chan jrpc.Notification
+	lagged bool
+}
+
+// Dial connects to the host at addr over WebSocket. addr is host:port,
+// or a ws://, wss://, http:// or https:// URL (the /rpc/ws path is added
+// when missing).
+func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
+	u := addr
+	switch {
+	case strings.HasPrefix(u, "http://"):
+		u = "ws://" + strings.TrimPrefix(u, "http://")
+	case strings.HasPrefix(u, "https://"):
+		u = "wss://" + strings.TrimPrefix(u, "https://")
+	case !strings.HasPrefix(u, "ws://") && !strings.HasPrefix(u, "wss://"):
+		u = "ws://" + u
+	}
+	if !strings.HasSuffix(u, "/rpc/ws") {
+		u = strings.TrimSuffix(u, "/") + "/rpc/ws"
+	}
+	c, err := jrpc.DialWebSocket(ctx, u, jrpc.Config{Token: opts.Token, Logger: opts.Logger, NotifyBuffer: 8192})
+	if err != nil {
+		return nil, fmt.Errorf("connect to weft host %s: %w", addr, err)
+	}
+	return newClient(c, opts), nil
+}
+
+// NewStdio speaks to a host over a pair of pipes, e.g. the stdin and
+// stdout of a `weft rpc` subprocess. Close closes both.
+func NewStdio(r io.ReadCloser, w io.WriteCloser, opts Options) *Client {
+	return newClient(jrpc.NewStdio(r, w, jrpc.Config{Logger: opts.Logger, NotifyBuffer: 8192}), opts)
+}
+
+func newClient(c *jrpc.Client, opts Options) *Client {
+	if opts.SubscriptionBuffer <= 0 {
+		opts.SubscriptionBuffer = 4096
+	}
+	cl := &Client{c: c, opts: opts, subs: map[string]*sub{}, early: map[string][]jrpc.Notification{}}
+	cl.wg.Go(cl.dispatch)
+	return cl
+}
+
+// dispatch routes notifications to their subscriptions.
+func (c *Client) dispatch() {
+	for n, err := range c.c.Notifications(context.Background()) {
+		if err != nil {
+			break
+		}
+		var head struct {
+			SubscriptionID string `json:"subscriptionId"`
+		}
+		if json.Unmarshal(n.Params, &head) != nil || head.SubscriptionID == "" {
+			continue
+		}
+		c.mu.Lock()
+		if s, ok := c.subs[head.SubscriptionID]; ok {
+			c.deliver(head.SubscriptionID, s, n)
+		} else if len(c.early[head.SubscriptionID]) < c.opts.SubscriptionBuffer {
+			// The response naming the subscription may not be read yet.
+			c.early[head.SubscriptionID] = append(c.early[head.SubscriptionID], n)
+		}
+		c.mu.Unlock()
+	}
+	c.mu.Lock()
+	for id, s := range c.subs {
+		close(s.ch)
+		delete(c.subs, id)
+	}
+	c.mu.Unlock()
+}
+
+// deliver hands n to s without blocking; called with c.mu held.
+func (c *Client) deliver(id string, s *sub, n jrpc.Notification) {
+	select {
+	case s.ch <- n:
+	default:
+		s.lagged = true
+		close(s.ch)
+		delete(c.subs, id)
+	}
+}
+
+// Close ends the connection and waits for the client's goroutine.
+func (c *Client) Close() error {
+	err := c.c.Close()
+	c.wg.Wait()
+	return err
+}
+
+// Done is closed when the connection ends.
+func (c *Client) Done() <-chan struct{} { return c.c.Done() }
+
+// Call calls any method; result may be nil. Error responses are *rpc.Error.
+func (c *Client) Call(ctx context.Context, method string, params, result any) error {
+	return c.c.Call(ctx, method, params, result)
+}
+
+func call[R any](ctx context.Context, c *Client, method string, params any) (*R, error) {
+	var r R
+	if err := c.c.Call(ctx, method, params, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// CreateSession calls session/create.
+func (c *Client) CreateSession(ctx context.Context, p host.CreateSessionParams) (*host.SessionResult, error) {
+	return call[host.SessionResult](ctx, c, "session/create", p)
+}
+
+// GetSession calls session/get.
+func (c *Client) GetSession(ctx context.Context, id string) (*host.SessionResult, error) {
+	return call[host.SessionResult](ctx, c, "session/get", rpc.SessionGetParams{SessionID: id})
+}
+
+// ListSessions calls session/list.
+func (c *Client) ListSessions(ctx context.Context, p host.ListSessionsParams) (*host.ListSessionsResult, error) {
+	return call[host.ListSessionsResult](ctx, c, "session/list", p)
+}
+
+// DeleteSession calls session/delete.
+func (c *Client) DeleteSession(ctx context.Context, p host.SessionIDParams) (*host.DeleteResult, error) {
+	return call[host.DeleteResult](ctx, c, "session/delete", p)
+}
+
+// StartRun calls run/start.
+func (c *Client) StartRun(ctx context.Context, p host.StartRunParams) (*host.RunResult, error) {
+	return call[host.RunResult](ctx, c, "run/start", p)
+}
+
+// GetRun calls run/get.
+func (c *Client) GetRun(ctx context.Context, runID string) (*host.RunResult, error) {
+	return call[host.RunResult](ctx, c, "run/get", host.RunIDParams{RunID: runID})
+}
+
+// ListRuns calls run/list.
+func (c *Client) ListRuns(ctx context.Context, p host.ListRunsParams) (*host.ListRunsResult, error) {
+	return call[host.ListRunsResult](ctx, c, "run/list", p)
+}
+
+// WaitRun calls run/wait.
+func (c *Client) WaitRun(ctx context.Context, p host.WaitRunParams) (*host.WaitRunResult, error) {
+	return call[host.WaitRunResult](ctx, c, "run/wait", p)
+}
+
+// SteerRun calls run/steer.
+func (c *Client) SteerRun(ctx context.Context, p host.SteerParams) (*host.SteerReceipt, error) {
+	return call[host.SteerReceipt](ctx, c, "run/steer", p)
+}
+
+// CancelRun calls run/cancel.
+func (c *Client) CancelRun(ctx context.Context, p host.CancelParams) (*host.RunResult, error) {
+	return call[host.RunResult](ctx, c, "run/cancel", p)
+}
+
+// ReadEvents calls events/read.
+func (c *Client) ReadEvents(ctx context.Context, p host.ReadEventsParams) (*host.ReadEventsResult, error) {
+	return call[host.ReadEventsResult](ctx, c, "events/read", p)
+}
+
+// Subscribe calls events/subscribe and returns the events as a
+// single-use iterator: the replay after p.After, then the live tail. It
+// ends with ErrLagged when the consumer falls behind, an error carrying
+// the host's reason when the host ends the subscription, or ctx's error;
+// breaking out of the loop unsubscribes.
+func (c *Client) Subscribe(ctx context.Context, p rpc.SubscribeParams) (iter.Seq2[event.Event, error], error) {
+	var res rpc.SubscribeResult
+	if err := c.c.Call(ctx, "events/subscribe", p, &res); err != nil {
+		return nil, err
+	}
+	s := &sub{ch: make(chan jrpc.Notification, c.opts.SubscriptionBuffer)}
+	c.mu.Lock()
+	early := c.early[res.SubscriptionID]
+	delete(c.early, res.SubscriptionID)
+	c.subs[res.SubscriptionID] = s
+	for _, n := range early {
+		c.deliver(res.SubscriptionID, s, n)
+	}
+	c.mu.Unlock()
+	id := res.SubscriptionID
+	return func(yield func(event.Event, error) bool) {
+		defer func() {
+			c.mu.Lock()
+			_, live := c.subs[id]
+			delete(c.subs, id)
+			c.mu.Unlock()
+			if live {
+				uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5e9)
+				c.c.Call(uctx, "events/unsubscribe", rpc.UnsubscribeParams{SubscriptionID: id}, nil)
+				cancel()
+			}
+		}()
+		for {
+			select {
+			case n, ok := <-s.ch:
+				if !ok {
+					c.mu.Lock()
+					lagged := s.lagged
+					c.mu.Unlock()
+					if lagged {
+						yield(event.Event{}, ErrLagged)
+					} else {
+						yield(event.Event{}, fmt.Errorf("client: connection closed: %w", jrpc.ErrClosed))
+					}
+					return
+				}
+				switch n.Method {
+				case rpc.MethodEvent:
+					var en rpc.EventNotification
+					if err := json.Unmarshal(n.Params, &en); err != nil {
+						yield(event.Event{}, fmt.Errorf("client: bad %s: %w", n.Method, err))
+						return
+					}
+					if !yield(en.Event, nil) {
+						return
+					}
+				case rpc.MethodClosed:
+					var cn rpc.ClosedNotification
+					json.Unmarshal(n.Params, &cn)
+					c.mu.Lock()
+					delete(c.subs, id)
+					c.mu.Unlock()
+					if cn.Reason == rpc.ReasonOverflow {
+						yield(event.Event{}, ErrLagged)
+					} else {
+						yield(event.Event{}, &ClosedError{Reason: cn.Reason, Cursor: cn.Cursor, Message: cn.Message})
+					}
+					return
+				}
+			case <-ctx.Done():
+				yield(event.Event{}, ctx.Err())
+				return
+			}
+		}
+	}, nil
+}
+
+// ClosedError reports a subscription the host ended.
+type ClosedError struct {
+	Reason  string
+	Cursor  int64
+	Message string
+}
+
+func (e *ClosedError) Error() string {
+	return fmt.Sprintf("subscription closed by the host (%s) at cursor %d: %s", e.Reason, e.Cursor, e.Message)
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"weft.dev/weft/store"
+)
+
+type eventsCmd struct {
+	Session string `arg:"" help:"The session ID."`
+	After   int64  `help:"Print events after this seq (a cursor)." placeholder:"N"`
+	Follow  bool   `short:"f" help:"Keep printing events as other processes write them, until interrupted."`
+	JSON    bool   `name:"json" help:"Print every event as one JSON line, exactly as stored."`
+	RunID   string `name:"run" help:"Print only this run's events." placeholder:"RUN"`
+}
+
+func (c *eventsCmd) Run(ctx context.Context, a *app) error {
+	cfg, _, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	st, path, err := a.openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	last, err := st.LastSeq(ctx, c.Session)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("session %s not found in %s (see `weft sessions`)", c.Session, path)
+	} else if err != nil {
+		return err
+	}
+	if c.After < 0 || c.After > last {
+		return usageErr("--after %d: the session's last seq is %d", c.After, last)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-a.interrupts:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	cursor := c.After
+	// Polling the WAL database is cheap: a read that finds nothing new
+	// touches one index page.
+	const idle = 50 * time.Millisecond
+	for {
+		page, err := st.Read(ctx, store.ReadParams{SessionID: c.Session, After: cursor, Limit: 1000, RunID: c.RunID})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		for _, e := range page {
+			if c.JSON {
+				b, _ := json.Marshal(e)
+				fmt.Fprintf(a.stdout, "%s\n", b)
+			} else {
+				fmt.Fprintf(a.stdout, "%6d %s %-20s %s\n", e.Seq, e.Time.Local().Format("15:04:05.000"), e.Type, summary(e))
+			}
+			cursor = e.Seq
+		}
+		if len(page) == 1000 {
+			continue
+		}
+		if !c.Follow {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(idle):
+		}
+	}
+}
+
+type sessionsCmd struct {
+	JSON  bool `name:"json" help:"Print each session as one JSON line."`
+	Limit int  `default:"50" help:"Most sessions to list."`
+}
+
+func (c *sessionsCmd) Run(ctx context.Context, a *app) error {
+	cfg, _, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	st, _, err := a.openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ss, err := st.Sessions(ctx, store.ListSessionsParams{Limit: c.Limit})
+	if err != nil {
+		return err
+	}
+	for _, s := range ss {
+		if c.JSON {
+			b, _ := json.Marshal(s)
+			fmt.Fprintf(a.stdout, "%s\n", b)
+			continue
+		}
+		active := ""
+		if s.ActiveRunID != "" {
+			active = " active:" + s.ActiveRunID
+		}
+		fmt.Fprintf(a.stdout, "%s  %s  %5d events  %-28s %s%s\n", s.ID, s.UpdatedAt.Local().Format("2006-01-02 15:04"), s.LastSeq, s.Model, clip(s.Title, 50), active)
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+// Command weft is the command line of weft, a durable runtime host for LLM
+// agents: run an agent, list sessions, read and follow their event logs.
+//
+// See docs/cli.md for the reference.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/alecthomas/kong"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "0.1.0-dev"
+
+// Exit codes.
+const (
+	exitOK        = 0
+	exitFailed    = 1
+	exitUsage     = 2
+	exitCancelled = 130
+)
+
+// cli is the command tree.
+type cli struct {
+	Store string `help:"Store DSN: a SQLite file path or sqlite:PATH (default $XDG_DATA_HOME/weft/weft.db)." env:"WEFT_STORE" placeholder:"DSN"`
+	Host  string `help:"Address of a weft host (default 127.0.0.1:7878)." env:"WEFT_HOST" placeholder:"ADDR"`
+
+	Run      runCmd      `cmd:"" help:"Run an agent: stream its answer, record every event."`
+	Sessions sessionsCmd `cmd:"" help:"List sessions."`
+	Events   eventsCmd   `cmd:"" help:"Print a session's events; --follow keeps printing as they are written."`
+	Serve    serveCmd    `cmd:"" help:"Serve the host: JSON-RPC over HTTP and WebSocket, SSE."`
+	RPC      rpcCmd      `cmd:"" name:"rpc" help:"Serve JSON-RPC on stdin/stdout (NDJSON)."`
+	Attach   attachCmd   `cmd:"" help:"Replay and follow a session or a run from the host; reconnects by itself."`
+	Steer    steerCmd    `cmd:"" help:"Inject input into an active run."`
+	Cancel   cancelCmd   `cmd:"" help:"Cancel a run."`
+	Status   statusCmd   `cmd:"" help:"Show a run."`
+	Version  versionCmd  `cmd:"" help:"Print the version."`
+}
+
+// app carries what every command needs: the streams and the environment.
+type app struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// interrupts delivers SIGINT/SIGTERM; the run command cancels on the
+	// first and exits at once on the second.
+	interrupts <-chan os.Signal
+	storeDSN   string
+	host       string
+}
+
+// exitError carries an exit code out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageErr(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+func main() {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, interrupts: sigs}
+	os.Exit(a.main(context.Background(), os.Args[1:]))
+}
+
+// main parses args and runs the command, returning the exit code.
+func (a *app) main(ctx context.Context, args []string) int {
+	var c cli
+	parser, err := kong.New(&c,
+		kong.Name("weft"),
+		kong.Description("weft: a durable runtime host for LLM agents."),
+		kong.Writers(a.stdout, a.stderr),
+		kong.Exit(func(code int) { panic(exitPanic(code)) }),
+		kong.UsageOnError(),
+		kong.BindTo(ctx, (*context.Context)(nil)),
+	)
+	if err != nil {
+		fmt.Fprintln(a.stderr, "weft:", err)
+		return exitFailed
+	}
+	code, done := func() (code int, done bool) {
+		defer func() {
+			if r := recover(); r != nil {
+				if p, ok := r.(exitPanic); ok {
+					code, done = int(p), true
+					return
+				}
+				panic(r)
+			}
+		}()
+		kctx, err := parser.Parse(args)
+		if err != nil {
+			fmt.Fprintln(a.stderr, "weft:", err)
+			return exitUsage, true
+		}
+		a.storeDSN, a.host = c.Store, c.Host
+		if err := kctx.Run(a); err != nil {
+			var ee *exitError
+			if errors.As(err, &ee) {
+				if ee.err != nil {
+					fmt.Fprintln(a.stderr, "weft:", ee.err)
+				}
+				return ee.code, true
+			}
+			fmt.Fprintln(a.stderr, "weft:", err)
+			return exitFailed, true
+		}
+		return exitOK, true
+	}()
+	if !done {
+		return exitFailed
+	}
+	return code
+}
+
+// exitPanic carries kong's exit (after --help) out of Parse.
+type exitPanic int
+
+type versionCmd struct{}
+
+func (versionCmd) Run(a *app) error {
+	fmt.Fprintln(a.stdout, "weft", version)
+	return nil
+}

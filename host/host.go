@@ -1,0 +1,246 @@
+// Package host coordinates sessions for many clients at once: it admits
+// runs under a busy policy, executes them in the background, delivers
+// steering and cancellation, makes every mutation idempotent, and fans
+// committed events out to subscribers.
+//
+// Each loaded session has one owner inside the host: a session value whose
+// mutex serialises its commands and whose journal is the single writer of
+// its log. Runs execute in goroutines owned by the host; Close cancels them
+// and waits.
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+	"time"
+
+	"weft.dev/weft/env"
+	"weft.dev/weft/event"
+	"weft.dev/weft/internal/journal"
+	"weft.dev/weft/internal/lease"
+	"weft.dev/weft/internal/reconcile"
+	"weft.dev/weft/llm"
+	"weft.dev/weft/store"
+	"weft.dev/weft/tool"
+)
+
+// Model is a resolved model.
+type Model struct {
+	// Name is the "provider:model" name recorded on runs.
+	Name     string
+	Provider llm.Provider
+	// Model is the provider's own model name.
+	Model     string
+	MaxTokens int
+}
+
+// Config configures a [Host]. Zero fields take the documented defaults.
+type Config struct {
+	// Store holds every session. Required. The host does not close it.
+	Store store.Store
+	// ResolveModel turns a model name into a model. Required.
+	ResolveModel func(name string) (*Model, error)
+	// DefaultModel is used when neither the run nor its session names one.
+	DefaultModel string
+	// Tools are offered to every run; nil means none.
+	Tools *tool.Registry
+	// LockDir holds the session leases that keep other processes from
+	// writing a session the host owns; empty means no leases (an in-memory
+	// store, or a store no other process opens).
+	LockDir string
+	// MaxSteps caps a run's steps unless the run says otherwise; zero means 50.
+	MaxSteps int
+	// ReceiptTTL is how long idempotency receipts are kept; zero means 24 h.
+	ReceiptTTL time.Duration
+	// SubscriberBuffer is how many events a subscriber may fall behind by
+	// before it is closed with reason overflow; zero means 4096.
+	SubscriberBuffer int
+	// Journal tunes the session writers; its Store field is ignored.
+	Journal journal.Config
+	// Logger receives diagnostics; nil means silent.
+	Logger *slog.Logger
+	// ScratchDir holds the directories of scratch mounts; empty refuses them.
+	ScratchDir string
+	// NewID makes IDs with a prefix; nil means random time-ordered IDs.
+	NewID func(prefix string) string
+}
+
+// Host is a running coordinator. Its methods are safe for concurrent use.
+type Host struct {
+	cfg    Config
+	ctx    context.Context // parent of every run; cancelled by Close
+	cancel context.CancelFunc
+	runs   sync.WaitGroup
+
+	mu       sync.Mutex
+	sessions map[string]*session
+	closed   bool
+
+	keyLocks [64]sync.Mutex // striped by idempotency key
+	seed     maphash.Seed
+}
+
+// New starts a host over cfg.Store. It first reconciles every session that
+// a crash left with an active run: those runs end as interrupted.
+func New(ctx context.Context, cfg Config) (*Host, error) {
+	if cfg.Store == nil || cfg.ResolveModel == nil {
+		return nil, errors.New("host: Config.Store and Config.ResolveModel are required")
+	}
+	if cfg.MaxSteps <= 0 {
+		cfg.MaxSteps = 50
+	}
+	if cfg.ReceiptTTL <= 0 {
+		cfg.ReceiptTTL = 24 * time.Hour
+	}
+	if cfg.SubscriberBuffer <= 0 {
+		cfg.SubscriberBuffer = 4096
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = newID
+	}
+	cfg.Journal.Store = cfg.Store
+	if cfg.Journal.Logger == nil {
+		cfg.Journal.Logger = cfg.Logger
+	}
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	h := &Host{cfg: cfg, ctx: hctx, cancel: cancel, sessions: map[string]*session{}, seed: maphash.MakeSeed()}
+	if err := h.recover(ctx); err != nil {
+		h.Close()
+		return nil, err
+	}
+	if _, err := cfg.Store.PruneReceipts(ctx, time.Now().Add(-cfg.ReceiptTTL)); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("host: prune receipts: %w", err)
+	}
+	return h, nil
+}
+
+// recover closes the runs a crash left open.
+func (h *Host) recover(ctx context.Context) error {
+	before := ""
+	for {
+		page, err := h.cfg.Store.Sessions(ctx, store.ListSessionsParams{Before: before, Limit: 500})
+		if err != nil {
+			return fmt.Errorf("host: recover: %w", err)
+		}
+		for _, s := range page {
+			if s.ActiveRunID == "" {
+				continue
+			}
+			if _, err := h.session(ctx, s.ID); err != nil {
+				if errors.Is(err, lease.ErrHeld) {
+					h.cfg.Logger.Warn("session owned by another process; not recovered", "session", s.ID)
+					continue
+				}
+				return fmt.Errorf("host: recover session %s: %w", s.ID, err)
+			}
+		}
+		if len(page) < 500 {
+			return nil
+		}
+		before = page[len(page)-1].ID
+	}
+}
+
+// Close cancels every active run, waits for the runs to write their
+// terminal events, and releases the sessions. It is safe to call twice.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	h.mu.Unlock()
+	h.cancel()
+	h.runs.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, s := range h.sessions {
+		s.close()
+		delete(h.sessions, id)
+	}
+	return nil
+}
+
+// session returns the loaded session, loading it (lease, journal,
+// reconciliation) on first use.
+func (h *Host) session(ctx context.Context, id string) (*session, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrClosed
+	}
+	if s, ok := h.sessions[id]; ok {
+		return s, nil
+	}
+	rec, err := h.cfg.Store.Session(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || err == nil && rec.Deleted {
+		return nil, errf(ErrNotFound, map[string]any{"sessionId": id}, "session %s not found", id)
+	} else if err != nil {
+		return nil, err
+	}
+	s, err := h.load(ctx, id, nil)
+	if err != nil {
+		return nil, err
+	}
+	h.sessions[id] = s
+	return s, nil
+}
+
+// load takes the session's lease and opens (or, with created set, creates)
+// its journal, then reconciles what a crash left open.
+func (h *Host) load(ctx context.Context, id string, created *event.SessionCreatedData, receipts ...store.Receipt) (*session, error) {
+	var ls *lease.Lease
+	if h.cfg.LockDir != "" {
+		var err error
+		if ls, err = lease.Acquire(h.cfg.LockDir, id); err != nil {
+			if errors.Is(err, lease.ErrHeld) {
+				return nil, errf(ErrRunConflict, map[string]any{"sessionId": id}, "session %s: %v", id, err)
+			}
+			return nil, err
+		}
+	}
+	var (
+		j   *journal.Journal
+		err error
+	)
+	if created != nil {
+		j, err = journal.Create(ctx, h.cfg.Journal, id, *created, receipts...)
+	} else {
+		j, err = journal.Open(ctx, h.cfg.Journal, id)
+	}
+	if err != nil {
+		ls.Release()
+		return nil, err
+	}
+	if created == nil {
+		if _, err := reconcile.Session(ctx, h.cfg.Store, j, id); err != nil {
+			j.Close()
+			ls.Release()
+			return nil, err
+		}
+	}
+	return &session{h: h, id: id, j: j, lease: ls, done: map[string]chan struct{}{}}, nil
+}
+
+// keyLock returns the lock that serialises mutations with one idempotency key.
+func (h *Host) keyLock(key string) *sync.Mutex {
+	return &h.keyLocks[maphash.String(h.seed, key)%uint64(len(h.keyLocks))]
+}
+
+// binding opens the session's mounts for a run.
+func binding(s store.Session) (*env.Binding, error) {
+	b, err := env.NewBinding(s.Binding.BindingVersion, s.Binding.Mounts)
+	if err != nil {
+		return nil, errf(ErrEnvUnavailable, map[string]any{"sessionId": s.ID}, "session %s: mounts: %v", s.ID, err)
+	}
+	return b, nil
+}

@@ -1,0 +1,433 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"weft.dev/weft/event"
+	"weft.dev/weft/host"
+	"weft.dev/weft/llm/scripted"
+	"weft.dev/weft/store"
+	"weft.dev/weft/store/memory"
+	"weft.dev/weft/tool"
+	"weft.dev/weft/tool/builtin"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// scripts the tests use, by model name.
+var scripts = map[string]string{
+	"fast":   `{"loop":true,"steps":[{"text":"answer to {{input}}"}]}`,
+	"slow":   `{"loop":true,"steps":[{"text":"` + strings.Repeat("tok ", 400) + `{{input}}","delayMs":2}]}`,
+	"tool":   `{"loop":true,"steps":[{"toolCalls":[{"name":"shell","arguments":{"command":"sleep 30"}}]},{"text":"done"}]}`,
+	"steps":  `{"loop":true,"steps":[{"toolCalls":[{"name":"list_dir","arguments":{"path":"."}}],"delayMs":1},{"text":"echo {{input}}","delayMs":1}]}`,
+	"broken": `{"steps":[{"error":{"kind":"auth","status":401}}]}`,
+}
+
+func newHost(t *testing.T) (*host.Host, store.Store) {
+	t.Helper()
+	st := memory.New()
+	reg := tool.NewRegistry()
+	if err := builtin.Register(reg, builtin.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(context.Background(), host.Config{
+		Store: st, Tools: reg, DefaultModel: "scripted:fast",
+		Journal: journalFast(),
+		ResolveModel: func(name string) (*host.Model, error) {
+			key := strings.TrimPrefix(name, "scripted:")
+			src, ok := scripts[key]
+			if !ok {
+				return nil, fmt.Errorf("unknown model %q", name)
+			}
+			p, err := scripted.Parse(key+".json", []byte(src))
+			if err != nil {
+				return nil, err
+			}
+			return &host.Model{Name: name, Provider: p, Model: key}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h, st
+}
+
+func session(t *testing.T, h *host.Host, model string) string {
+	t.Helper()
+	s, err := h.CreateSession(context.Background(), host.CreateSessionParams{Model: model, Mounts: []event.Mount{{ID: "work", Path: t.TempDir()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.ID
+}
+
+func start(t *testing.T, h *host.Host, p host.StartRunParams) *host.RunResult {
+	t.Helper()
+	r, err := h.StartRun(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func wait(t *testing.T, h *host.Host, runID string) store.Run {
+	t.Helper()
+	w, err := h.WaitRun(context.Background(), host.WaitRunParams{RunID: runID, TimeoutMs: 20000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.TimedOut {
+		t.Fatalf("run %s still %s", runID, w.Run.Status)
+	}
+	return w.Run
+}
+
+func input(s string) host.Input { return host.Input(event.TextParts(s)) }
+
+func TestRunCompletes(t *testing.T) {
+	h, _ := newHost(t)
+	sid := session(t, h, "scripted:fast")
+	r := start(t, h, host.StartRunParams{SessionID: sid, Input: input("hi")})
+	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+		t.Fatalf("status %s", got.Status)
+	}
+	evs, err := h.ReadEvents(context.Background(), host.ReadEventsParams{SessionID: sid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs.Events[0].Seq != 1 || evs.HasMore || evs.NextCursor != evs.Events[len(evs.Events)-1].Seq {
+		t.Fatalf("page %+v", evs)
+	}
+}
+
+func TestBusyPolicies(t *testing.T) {
+	h, _ := newHost(t)
+	ctx := context.Background()
+	sid := session(t, h, "scripted:slow")
+	first := start(t, h, host.StartRunParams{SessionID: sid, Input: input("one")})
+
+	_, err := h.StartRun(ctx, host.StartRunParams{SessionID: sid, Input: input("two")})
+	var he *host.Error
+	if !errors.Is(err, host.ErrRunConflict) || !errors.As(err, &he) || he.Data["activeRunId"] != first.ID {
+		t.Fatalf("reject: %v", err)
+	}
+
+	queued := start(t, h, host.StartRunParams{SessionID: sid, Input: input("three"), Busy: host.BusyQueue})
+	if queued.Status != store.RunQueued {
+		t.Fatalf("queued run is %s", queued.Status)
+	}
+	steered := start(t, h, host.StartRunParams{SessionID: sid, Input: input("four"), Busy: host.BusySteer})
+	if steered.Steer == nil || steered.ID != first.ID || steered.Steer.Status != "accepted" {
+		t.Fatalf("steer: %+v", steered)
+	}
+	if got := wait(t, h, first.ID); got.Status != store.RunCompleted {
+		t.Fatalf("first: %s", got.Status)
+	}
+	if got := wait(t, h, queued.ID); got.Status != store.RunCompleted || got.StartedAt == nil {
+		t.Fatalf("queued: %+v", got)
+	}
+
+	// interrupt cancels the active run and starts the new one.
+	a := start(t, h, host.StartRunParams{SessionID: sid, Input: input("five")})
+	b := start(t, h, host.StartRunParams{SessionID: sid, Input: input("six"), Busy: host.BusyInterrupt})
+	if got := wait(t, h, a.ID); got.Status != store.RunCancelled {
+		t.Fatalf("interrupted run: %s %+v", got.Status, got.Error)
+	}
+	if got := wait(t, h, b.ID); got.Status != store.RunCompleted {
+		t.Fatalf("interrupting run: %s", got.Status)
+	}
+	// Queued runs start in order.
+	runs, _ := h.ListRuns(ctx, host.ListRunsParams{SessionID: sid})
+	for i := 1; i < len(runs.Runs); i++ {
+		if runs.Runs[i].StartedAt != nil && runs.Runs[i-1].StartedAt != nil && runs.Runs[i].StartedAt.Before(*runs.Runs[i-1].StartedAt) && runs.Runs[i].ID != b.ID {
+			t.Fatalf("runs started out of order: %+v", runs.Runs)
+		}
+	}
+}
+
+func TestSteerConsumedAndErrors(t *testing.T) {
+	h, _ := newHost(t)
+	ctx := context.Background()
+	sid := session(t, h, "scripted:slow")
+	r := start(t, h, host.StartRunParams{SessionID: sid, Input: input("one")})
+	rc, err := h.SteerRun(ctx, host.SteerParams{RunID: r.ID, Input: input("more"), IdempotencyKey: "k1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := h.SteerRun(ctx, host.SteerParams{RunID: r.ID, Input: input("more"), IdempotencyKey: "k1"})
+	if err != nil || !again.Replayed || again.SteerID != rc.SteerID || again.EventCursor != rc.EventCursor {
+		t.Fatalf("replayed steer: %+v %v (first %+v)", again, err, rc)
+	}
+	if _, err := h.SteerRun(ctx, host.SteerParams{RunID: r.ID, Input: input("other"), IdempotencyKey: "k1"}); !errors.Is(err, host.ErrIdempotencyConflict) {
+		t.Fatalf("conflicting steer: %v", err)
+	}
+	if _, err := h.SteerRun(ctx, host.SteerParams{RunID: r.ID, ExpectedRunID: "run_other", Input: input("x")}); !errors.Is(err, host.ErrRunConflict) {
+		t.Fatalf("wrong expected run: %v", err)
+	}
+	wait(t, h, r.ID)
+	_, err = h.SteerRun(ctx, host.SteerParams{RunID: r.ID, Input: input("late")})
+	var he *host.Error
+	if !errors.As(err, &he) || !errors.Is(err, host.ErrRunConflict) || he.Data["status"] != store.RunCompleted {
+		t.Fatalf("steer after end: %v", err)
+	}
+	evs, _ := h.ReadEvents(ctx, host.ReadEventsParams{SessionID: sid, Limit: 1000})
+	consumed := false
+	for _, e := range evs.Events {
+		if e.Type == event.SteerConsumed {
+			var d event.SteerData
+			e.Decode(&d)
+			consumed = consumed || d.SteerID == rc.SteerID
+		}
+	}
+	if !consumed {
+		t.Fatal("accepted steer never consumed")
+	}
+}
+
+// TestSteerRacesCompletion: a steer either is refused, or is accepted and
+// then consumed; it is never accepted and lost.
+func TestSteerRacesCompletion(t *testing.T) {
+	h, _ := newHost(t)
+	ctx := context.Background()
+	sid := session(t, h, "scripted:fast")
+	for i := range 40 {
+		r := start(t, h, host.StartRunParams{SessionID: sid, Input: input(fmt.Sprint("go ", i))})
+		if i%2 == 0 {
+			time.Sleep(time.Duration(i%5) * 100 * time.Microsecond)
+		}
+		rc, err := h.SteerRun(ctx, host.SteerParams{RunID: r.ID, Input: input("steer")})
+		wait(t, h, r.ID)
+		if err != nil {
+			if !errors.Is(err, host.ErrRunConflict) {
+				t.Fatal(err)
+			}
+			continue
+		}
+		evs, _ := h.ReadEvents(ctx, host.ReadEventsParams{SessionID: sid, RunID: r.ID, Limit: 1000})
+		ok := false
+		for _, e := range evs.Events {
+			if e.Type == event.SteerConsumed || e.Type == event.SteerDropped {
+				var d event.SteerData
+				e.Decode(&d)
+				ok = ok || d.SteerID == rc.SteerID
+			}
+		}
+		if !ok {
+			t.Fatalf("iteration %d: accepted steer %s neither consumed nor dropped", i, rc.SteerID)
+		}
+	}
+}
+
+func TestCancel(t *testing.T) {
+	h, _ := newHost(t)
+	ctx := context.Background()
+	sid := session(t, h, "scripted:tool")
+	r := start(t, h, host.StartRunParams{SessionID: sid, Input: input("run a tool")})
+	// Wait for the tool to start.
+	for {
+		evs, _ := h.ReadEvents(ctx, host.ReadEventsParams{SessionID: sid, RunID: r.ID})
+		if len(evs.Events) > 0 && evs.Events[len(evs.Events)-1].Type == event.ToolCallStarted {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t0 := time.Now()
+	c, err := h.CancelRun(ctx, host.CancelParams{RunID: r.ID, Reason: "stop"})
+	if err != nil || c.Status != store.RunCancelled {
+		t.Fatalf("cancel: %+v %v", c, err)
+	}
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Fatalf("cancel took %v", d)
+	}
+	again, err := h.CancelRun(ctx, host.CancelParams{RunID: r.ID})
+	if err != nil || again.Status != store.RunCancelled {
+		t.Fatalf("cancel of a terminal run: %+v %v", again, err)
+	}
+	evs, _ := h.ReadEvents(ctx, host.ReadEventsParams{SessionID: sid, RunID: r.ID, Limit: 1000})
+	last := evs.Events[len(evs.Events)-1]
+	if last.Type != event.RunCancelled {
+		t.Fatalf("last event %s", last.Type)
+	}
+	// The next run is valid (scripted:fast answers text).
+	r2 := start(t, h, host.StartRunParams{SessionID: sid, Input: input("next"), Model: "scripted:fast"})
+	if got := wait(t, h, r2.ID); got.Status != store.RunCompleted {
+		t.Fatalf("next run: %+v", got)
+	}
+}
+
+func TestCancelQueuedRun(t *testing.T) {
+	h, _ := newHost(t)
+	ctx := context.Background()
+	sid := session(t, h, "scripted:slow")
+	a := start(t, h, host.StartRunParams{SessionID: sid, Input: input("a")})
+	b := start(t, h, host.StartRunParams{SessionID: sid, Input: input("b"), Busy: host.BusyQueue})
+	c, err := h.CancelRun(ctx, host.CancelParams{RunID: b.ID})
+	if err != nil || c.Status != store.RunCancelled {
+		t.Fatalf("%+v %v", c, err)
+	}
+	if got := wait(t, h, a.ID); got.Status != store.RunCompleted {
+		t.Fatal(got.Status)
+	}
+}
+
+func TestIdempotentStartAndCreate(t *testing.T) {
+	h, _ := newHost(t)
+	ctx := context.Background()
+	s1, err := h.CreateSession(ctx, host.CreateSessionParams{Title: "x", IdempotencyKey: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := h.CreateSession(ctx, host.CreateSessionParams{Title: "x", IdempotencyKey: "c1"})
+	if err != nil || s2.ID != s1.ID || !s2.Replayed {
+		t.Fatalf("replayed create: %+v %v", s2, err)
+	}
+	if _, err := h.CreateSession(ctx, host.CreateSessionParams{Title: "y", IdempotencyKey: "c1"}); !errors.Is(err, host.ErrIdempotencyConflict) {
+		t.Fatalf("conflicting create: %v", err)
+	}
+	p := host.StartRunParams{SessionID: s1.ID, Input: input("once"), IdempotencyKey: "r1"}
+	var wg sync.WaitGroup
+	ids := make([]string, 8)
+	for i := range ids {
+		wg.Go(func() {
+			r, err := h.StartRun(ctx, p)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ids[i] = r.ID
+		})
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("concurrent retries made different runs: %v", ids)
+		}
+	}
+	runs, _ := h.ListRuns(ctx, host.ListRunsParams{SessionID: s1.ID})
+	if len(runs.Runs) != 1 {
+		t.Fatalf("%d runs for one key", len(runs.Runs))
+	}
+	p.Input = input("other")
+	if _, err := h.StartRun(ctx, p); !errors.Is(err, host.ErrIdempotencyConflict) {
+		t.Fatalf("same key, other params: %v", err)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	h, _ := newHost(t)
+	ctx := context.Background()
+	sid := session(t, h, "scripted:fast")
+	cases := []struct {
+		name string
+		err  error
+		call func() error
+	}{
+		{"unknown session", host.ErrNotFound, func() error {
+			_, err := h.StartRun(ctx, host.StartRunParams{SessionID: "ses_nope", Input: input("x")})
+			return err
+		}},
+		{"empty input", host.ErrInvalidParams, func() error {
+			_, err := h.StartRun(ctx, host.StartRunParams{SessionID: sid, Input: input(" ")})
+			return err
+		}},
+		{"bad busy", host.ErrInvalidParams, func() error {
+			_, err := h.StartRun(ctx, host.StartRunParams{SessionID: sid, Input: input("x"), Busy: "maybe"})
+			return err
+		}},
+		{"unknown model", host.ErrInvalidParams, func() error {
+			_, err := h.StartRun(ctx, host.StartRunParams{SessionID: sid, Input: input("x"), Model: "nope:x"})
+			return err
+		}},
+		{"unknown run", host.ErrNotFound, func() error {
+			_, err := h.GetRun(ctx, host.RunIDParams{RunID: "run_nope"})
+			return err
+		}},
+		{"cursor ahead", host.ErrCursorInvalid, func() error {
+			_, err := h.ReadEvents(ctx, host.ReadEventsParams{SessionID: sid, After: 999})
+			return err
+		}},
+		{"negative cursor", host.ErrCursorInvalid, func() error {
+			_, err := h.ReadEvents(ctx, host.ReadEventsParams{SessionID: sid, After: -1})
+			return err
+		}},
+		{"subscribe ahead", host.ErrCursorInvalid, func() error {
+			_, err := h.Subscribe(ctx, sid, 999, "")
+			return err
+		}},
+		{"bad mount", host.ErrInvalidParams, func() error {
+			_, err := h.CreateSession(ctx, host.CreateSessionParams{Mounts: []event.Mount{{ID: "Bad Id!", Path: "/tmp"}}})
+			return err
+		}},
+	}
+	for _, c := range cases {
+		if err := c.call(); !errors.Is(err, c.err) {
+			t.Errorf("%s: got %v, want %v", c.name, err, c.err)
+		}
+	}
+}
+
+func TestDeleteSession(t *testing.T) {
+	h, _ := newHost(t)
+	ctx := context.Background()
+	sid := session(t, h, "scripted:slow")
+	r := start(t, h, host.StartRunParams{SessionID: sid, Input: input("a")})
+	if _, err := h.DeleteSession(ctx, host.SessionIDParams{SessionID: sid}); !errors.Is(err, host.ErrRunConflict) {
+		t.Fatalf("delete with an active run: %v", err)
+	}
+	wait(t, h, r.ID)
+	if _, err := h.DeleteSession(ctx, host.SessionIDParams{SessionID: sid}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.GetSession(ctx, sid); !errors.Is(err, host.ErrNotFound) {
+		t.Fatalf("get after delete: %v", err)
+	}
+}
+
+// TestSubscribeSeesTheLog: subscribers attached at random moments of a
+// running session see exactly the log after their cursor.
+func TestSubscribeSeesTheLog(t *testing.T) {
+	h, _ := newHost(t)
+	ctx := context.Background()
+	sid := session(t, h, "scripted:slow")
+	r := start(t, h, host.StartRunParams{SessionID: sid, Input: input("a")})
+	var wg sync.WaitGroup
+	results := make([][]int64, 6)
+	for i := range results {
+		wg.Go(func() {
+			time.Sleep(time.Duration(i) * 15 * time.Millisecond)
+			after := int64(i % 3)
+			seq, err := h.Subscribe(ctx, sid, after, "")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for e, err := range seq {
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				results[i] = append(results[i], e.Seq)
+				if e.RunID == r.ID && event.IsTerminalRun(e.Type) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, got := range results {
+		for k, s := range got {
+			if s != int64(i%3)+int64(k)+1 {
+				t.Fatalf("subscriber %d: got seq %d at %d", i, s, k)
+			}
+		}
+	}
+}

@@ -1,0 +1,225 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"weft.dev/weft/agent"
+	"weft.dev/weft/env"
+	"weft.dev/weft/event"
+	"weft.dev/weft/internal/ids"
+	"weft.dev/weft/internal/journal"
+	"weft.dev/weft/internal/lease"
+	"weft.dev/weft/llm"
+	"weft.dev/weft/store"
+)
+
+func newID(prefix string) string { return ids.New(prefix) }
+
+// session is the host's owner of one session. Its mutex serialises the
+// session's commands; its journal is the single writer of its log.
+type session struct {
+	h     *Host
+	id    string
+	j     *journal.Journal
+	lease *lease.Lease
+
+	mu     sync.Mutex
+	active *activeRun
+	queue  []queuedRun
+	// done holds a channel per non-terminal run, closed when it ends.
+	done map[string]chan struct{}
+}
+
+type activeRun struct {
+	id     string
+	cancel context.CancelCauseFunc
+	inbox  *inbox
+}
+
+type queuedRun struct {
+	id       string
+	model    string
+	maxSteps int
+	input    []event.Part
+}
+
+func (s *session) close() {
+	s.j.Close()
+	s.lease.Release()
+}
+
+// admit appends run.queued for a new run and starts it if the session is
+// idle. Called with s.mu held.
+func (s *session) admit(ctx context.Context, q queuedRun, receipts []store.Receipt, front bool) (store.Run, error) {
+	e, err := event.New(q.id, event.RunQueued, event.RunQueuedData{Model: q.model, MaxSteps: q.maxSteps, Input: q.input})
+	if err != nil {
+		return store.Run{}, err
+	}
+	if _, err := s.j.AppendReceipts(ctx, receipts, e); err != nil {
+		return store.Run{}, err
+	}
+	s.done[q.id] = make(chan struct{})
+	if front {
+		s.queue = append([]queuedRun{q}, s.queue...)
+	} else {
+		s.queue = append(s.queue, q)
+	}
+	if s.active == nil {
+		s.startNext()
+	}
+	r, _ := s.j.Run(q.id)
+	return r, nil
+}
+
+// startNext starts the first queued run. Called with s.mu held and no
+// active run.
+func (s *session) startNext() {
+	if len(s.queue) == 0 || s.h.ctx.Err() != nil {
+		return
+	}
+	q := s.queue[0]
+	s.queue = s.queue[1:]
+	ctx, cancel := context.WithCancelCause(s.h.ctx)
+	a := &activeRun{id: q.id, cancel: cancel, inbox: &inbox{}}
+	s.active = a
+	s.h.runs.Add(1)
+	go func() {
+		defer s.h.runs.Done()
+		defer cancel(nil)
+		s.execute(ctx, q, a)
+		s.mu.Lock()
+		s.active = nil
+		if ch, ok := s.done[q.id]; ok {
+			close(ch)
+			delete(s.done, q.id)
+		}
+		s.startNext()
+		s.mu.Unlock()
+	}()
+}
+
+// execute runs one run to its terminal event. A failure before the agent
+// loop starts (unknown model, unusable mounts) still ends the run.
+func (s *session) execute(ctx context.Context, q queuedRun, a *activeRun) {
+	fail := func(kind, msg string) {
+		a.inbox.Close()
+		e, _ := event.New(q.id, event.RunFailed, event.RunEndedData{Error: &event.Error{Kind: kind, Message: msg}})
+		if ctx.Err() != nil {
+			// Cancelled before the loop began: that is a cancel, not a failure.
+			e, _ = event.New(q.id, event.RunCancelled, event.RunEndedData{Reason: context.Cause(ctx).Error()})
+		}
+		if _, err := s.j.Append(context.WithoutCancel(ctx), e); err != nil {
+			s.h.cfg.Logger.Error("write run.failed", "session", s.id, "run", q.id, "err", err)
+		}
+	}
+	name := q.model
+	sess := s.j.Session()
+	if name == "" {
+		name = sess.Model
+	}
+	if name == "" {
+		name = s.h.cfg.DefaultModel
+	}
+	m, err := s.h.cfg.ResolveModel(name)
+	if err != nil {
+		fail("model", err.Error())
+		return
+	}
+	b, err := binding(sess)
+	if err != nil {
+		fail("environment", err.Error())
+		return
+	}
+	defer b.Close()
+	history, err := s.transcript(ctx)
+	if err != nil {
+		fail("log", err.Error())
+		return
+	}
+	maxSteps := q.maxSteps
+	if maxSteps <= 0 {
+		maxSteps = s.h.cfg.MaxSteps
+	}
+	_, err = agent.Execute(ctx, agent.Config{
+		Provider: m.Provider, Model: m.Model, Tools: s.h.cfg.Tools, MaxSteps: maxSteps,
+		MaxTokens: m.MaxTokens, Logger: s.h.cfg.Logger,
+	}, s.j, agent.Run{
+		ID: q.id, SessionID: s.id, ModelName: m.Name, Input: q.input, History: history,
+		Env: func() *env.Binding { return b }, Inbox: a.inbox,
+	})
+	if err != nil {
+		s.h.cfg.Logger.Error("run ended without its terminal event", "session", s.id, "run", q.id, "err", err)
+	}
+}
+
+// transcript loads the model-visible history of the session.
+func (s *session) transcript(ctx context.Context) ([]llm.Message, error) {
+	var evs []event.Event
+	var after int64
+	for {
+		page, err := s.h.cfg.Store.Read(ctx, store.ReadParams{SessionID: s.id, After: after, Limit: 1000, Types: agent.TranscriptTypes()})
+		if err != nil {
+			return nil, fmt.Errorf("session %s: transcript: %w", s.id, err)
+		}
+		evs = append(evs, page...)
+		if len(page) < 1000 {
+			break
+		}
+		after = page[len(page)-1].Seq
+	}
+	return agent.Transcript(evs)
+}
+
+// inbox is a run's steering inbox (agent.Inbox). Add holds the lock while
+// steer.accepted is committed, so the loop can never consume a steer
+// before its acceptance is durable.
+type inbox struct {
+	mu     sync.Mutex
+	steers []agent.Steer
+	closed bool
+}
+
+func (b *inbox) add(accept func() error, s agent.Steer) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return errInboxClosed
+	}
+	if err := accept(); err != nil {
+		return err
+	}
+	b.steers = append(b.steers, s)
+	return nil
+}
+
+var errInboxClosed = errors.New("the run is finishing")
+
+func (b *inbox) Take() []agent.Steer {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.steers
+	b.steers = nil
+	return out
+}
+
+func (b *inbox) TakeOrClose() []agent.Steer {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.steers
+	b.steers = nil
+	if len(out) == 0 {
+		b.closed = true
+	}
+	return out
+}
+
+func (b *inbox) Close() []agent.Steer {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := b.steers
+	b.steers, b.closed = nil, true
+	return out
+}

@@ -1,0 +1,99 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"weft.dev/weft/llm"
+	"weft.dev/weft/llm/anthropic"
+	"weft.dev/weft/llm/openai"
+	"weft.dev/weft/llm/scripted"
+)
+
+// Providers lists the known provider prefixes.
+func Providers() []string { return []string{"anthropic", "openai", "openai-chat", "scripted"} }
+
+// Resolved is a model ready to use.
+type Resolved struct {
+	// Name is the "provider:model" name recorded on runs.
+	Name     string
+	Provider llm.Provider
+	// Model is the provider's model name.
+	Model     string
+	MaxTokens int
+}
+
+// errNoModel explains how to configure a model.
+const errNoModel = "no model configured: pass -m PROVIDER:MODEL (e.g. -m openai:gpt-5.1, -m anthropic:claude-sonnet-4-5, " +
+	"-m openai-chat:llama3 with OPENAI_BASE_URL, or -m scripted:examples/quickstart.json), set WEFT_MODEL, " +
+	"or set defaultModel in %s"
+
+// Resolve turns a model name — a named model of f, or "provider:model" —
+// into a provider. getenv supplies API keys and base URLs.
+func Resolve(spec string, f File, configPath string, getenv func(string) string) (*Resolved, error) {
+	if spec == "" {
+		return nil, fmt.Errorf(errNoModel, configPath)
+	}
+	m, named := f.Models[spec]
+	if !named {
+		prov, model, ok := strings.Cut(spec, ":")
+		if !ok || model == "" {
+			return nil, fmt.Errorf("model %q: want PROVIDER:MODEL (providers: %s) or a model named in %s", spec, strings.Join(Providers(), ", "), configPath)
+		}
+		m = Model{Provider: prov, Model: model}
+	}
+	r := &Resolved{Name: m.Provider + ":" + m.Model, Model: m.Model, MaxTokens: m.MaxTokens}
+	key := func(def string) (string, error) {
+		v := def
+		if m.APIKeyEnv != "" {
+			v = m.APIKeyEnv
+		}
+		k := getenv(v)
+		if k == "" {
+			return "", fmt.Errorf("model %s: no API key: set %s", r.Name, v)
+		}
+		return k, nil
+	}
+	base := func(def string) string {
+		if m.BaseURL != "" {
+			return m.BaseURL
+		}
+		return getenv(def)
+	}
+	var err error
+	switch m.Provider {
+	case "openai", "openai-chat":
+		baseURL := base("OPENAI_BASE_URL")
+		k, kerr := key("OPENAI_API_KEY")
+		if kerr != nil {
+			// Local OpenAI-compatible servers (Ollama, llama.cpp, vLLM) need no key.
+			if baseURL == "" || m.Provider == "openai" && strings.Contains(baseURL, "api.openai.com") {
+				return nil, kerr
+			}
+			k = "unused"
+		}
+		cfg := openai.Config{APIKey: k, BaseURL: baseURL}
+		if m.Provider == "openai" {
+			r.Provider, err = openai.NewResponses(cfg)
+		} else {
+			r.Provider, err = openai.NewChat(cfg)
+		}
+	case "anthropic":
+		k, kerr := key("ANTHROPIC_API_KEY")
+		if kerr != nil {
+			return nil, kerr
+		}
+		r.Provider, err = anthropic.New(anthropic.Config{APIKey: k, BaseURL: base("ANTHROPIC_BASE_URL")})
+	case "scripted":
+		r.Provider, err = scripted.Load(m.Model)
+	default:
+		known := Providers()
+		sort.Strings(known)
+		return nil, fmt.Errorf("model %q: unknown provider %q (known: %s)", spec, m.Provider, strings.Join(known, ", "))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", r.Name, err)
+	}
+	return r, nil
+}

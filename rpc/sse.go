@@ -1,0 +1,146 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"weft.dev/weft/event"
+	"weft.dev/weft/host"
+)
+
+// SSEOptions tunes the SSE endpoint. Zero fields take the defaults.
+type SSEOptions struct {
+	// Heartbeat is the interval of comment lines that keep proxies from
+	// closing an idle stream; zero means 15 s.
+	Heartbeat time.Duration
+	// RetryMs is the reconnection delay hinted to EventSource; zero means 1000.
+	RetryMs int
+}
+
+// HTTPHandler serves the whole HTTP surface of a host: JSON-RPC on
+// POST /rpc and GET /rpc/ws, GET /healthz, and the SSE endpoint
+// GET /v1/sessions/{id}/events. With a token configured on s, every route
+// but /healthz requires it.
+func HTTPHandler(s *Server, h *host.Host, opts SSEOptions) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", s.Handler())
+	var sse http.Handler = &sseHandler{h: h, opts: opts}
+	if s.cfg.Token != "" {
+		sse = RequireToken(s.cfg.Token, sse)
+	}
+	mux.Handle("GET /v1/sessions/{id}/events", sse)
+	return mux
+}
+
+type sseHandler struct {
+	h    *host.Host
+	opts SSEOptions
+}
+
+// ServeHTTP streams a session's events as Server-Sent Events: each event's
+// id is its seq, so an EventSource that reconnects sends Last-Event-ID and
+// resumes exactly after the last event it saw. The stream ends when the
+// client goes, when it falls too far behind (the client reconnects and
+// resumes), or when the host shuts down.
+func (sh *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	heartbeat := sh.opts.Heartbeat
+	if heartbeat <= 0 {
+		heartbeat = 15 * time.Second
+	}
+	retry := sh.opts.RetryMs
+	if retry <= 0 {
+		retry = 1000
+	}
+	id := r.PathValue("id")
+	var after int64
+	cursor := r.Header.Get("Last-Event-ID")
+	if cursor == "" {
+		cursor = r.URL.Query().Get("after")
+	}
+	if cursor != "" {
+		n, err := strconv.ParseInt(cursor, 10, 64)
+		if err != nil {
+			writeHTTPError(w, http.StatusBadRequest, Errorf(KindCursorInvalid, "cursor %q is not a seq", cursor))
+			return
+		}
+		after = n
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	seq, err := sh.h.Subscribe(ctx, id, after, r.URL.Query().Get("runId"))
+	if err != nil {
+		e := MapHostError(err)
+		if e == nil {
+			e = NewError(KindInternal, "internal error")
+		}
+		status := http.StatusBadRequest
+		if errors.Is(err, host.ErrNotFound) {
+			status = http.StatusNotFound
+		}
+		writeHTTPError(w, status, e)
+		return
+	}
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, "retry: %d\n\n", retry)
+	rc.Flush()
+
+	type item struct {
+		e   event.Event
+		err error
+	}
+	items := make(chan item, 64)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for e, err := range seq {
+			select {
+			case items <- item{e, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	defer wg.Wait()
+	defer cancel()
+	tick := time.NewTicker(heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case it := <-items:
+			if it.err != nil {
+				return // the client reconnects with Last-Event-ID
+			}
+			b, err := json.Marshal(it.e)
+			if err != nil {
+				return
+			}
+			if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", it.e.Seq, b); err != nil {
+				return
+			}
+			// Flush only when nothing else is ready, so bursts share a write.
+			if len(items) == 0 {
+				if rc.Flush() != nil {
+					return
+				}
+			}
+		case <-tick.C:
+			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}

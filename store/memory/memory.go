@@ -1,0 +1,540 @@
+// Package memory is an in-memory [store.Store]: a real implementation with
+// the same semantics as store/sqlite, for examples, tests and embedders that
+// need no durability.
+//
+// Everything lives in maps behind one mutex. Data is copied on the way in and
+// on the way out, so a caller can neither change stored events or records
+// through a slice or map it passed to Append nor through one it got back.
+// Records (sessions, runs) are kept as JSON, exactly as store/sqlite keeps
+// them, so both stores normalise them the same way (for example an empty
+// metadata map comes back nil).
+package memory
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"weft.dev/weft/event"
+	"weft.dev/weft/store"
+)
+
+// Store is an in-memory [store.Store]. The zero value is not usable; call
+// [New]. All methods are safe for concurrent use.
+type Store struct {
+	mu       sync.RWMutex
+	closed   bool
+	logs     map[string][]event.Event // session ID -> events, index seq-1
+	sessions map[string]sessionEntry
+	runs     map[string]runEntry
+	receipts map[receiptKey]store.Receipt
+}
+
+type sessionEntry struct {
+	createdAt time.Time
+	deleted   bool
+	record    []byte // JSON of store.Session
+}
+
+type runEntry struct {
+	sessionID string
+	status    string
+	createdAt time.Time
+	firstSeq  int64
+	record    []byte // JSON of store.Run
+}
+
+type receiptKey struct{ key, method string }
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{
+		logs:     make(map[string][]event.Event),
+		sessions: make(map[string]sessionEntry),
+		runs:     make(map[string]runEntry),
+		receipts: make(map[receiptKey]store.Receipt),
+	}
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Append writes b atomically: all of its events, records and receipts, or
+// nothing. It returns an error wrapping [store.ErrInvalid] for a malformed
+// batch, [store.ErrSeqConflict] if the first seq is not the session's last
+// seq + 1 or the seqs have a gap, [store.ErrReceiptExists] for a receipt
+// whose (key, method) is stored already, and [store.ErrClosed] after Close.
+func (s *Store) Append(ctx context.Context, b store.Batch) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validate(b); err != nil {
+		return err
+	}
+	// Encode everything before taking the lock; nothing below can fail
+	// half-way.
+	events := make([]event.Event, len(b.Events))
+	for i, e := range b.Events {
+		e.Time = e.Time.UTC()
+		e.Data = cloneBytes(e.Data)
+		events[i] = e
+	}
+	var sess *sessionEntry
+	if b.Session != nil {
+		rec := *b.Session
+		normSession(&rec)
+		js, err := json.Marshal(rec)
+		if err != nil {
+			return fmt.Errorf("%w: session %s: encode record: %v", store.ErrInvalid, b.SessionID, err)
+		}
+		sess = &sessionEntry{createdAt: rec.CreatedAt, deleted: rec.Deleted, record: js}
+	}
+	runs := make(map[string]runEntry, len(b.Runs))
+	runOrder := make([]string, 0, len(b.Runs))
+	for _, r := range b.Runs {
+		normRun(&r)
+		js, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("%w: session %s run %s: encode record: %v", store.ErrInvalid, b.SessionID, r.ID, err)
+		}
+		if _, ok := runs[r.ID]; !ok {
+			runOrder = append(runOrder, r.ID)
+		}
+		runs[r.ID] = runEntry{sessionID: r.SessionID, status: r.Status, createdAt: r.CreatedAt, firstSeq: r.FirstSeq, record: js}
+	}
+	receipts := make([]store.Receipt, len(b.Receipts))
+	for i, r := range b.Receipts {
+		receipts[i] = cloneReceipt(r)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	log := s.logs[b.SessionID]
+	last := int64(len(log))
+	if first := b.Events[0].Seq; first != last+1 {
+		return fmt.Errorf("%w: session %s: expected seq %d, got %d", store.ErrSeqConflict, b.SessionID, last+1, first)
+	}
+	for _, id := range runOrder {
+		if old, ok := s.runs[id]; ok && old.sessionID != b.SessionID {
+			return fmt.Errorf("%w: session %s: run %s belongs to session %s", store.ErrInvalid, b.SessionID, id, old.sessionID)
+		}
+	}
+	for _, r := range receipts {
+		if _, ok := s.receipts[receiptKey{r.Key, r.Method}]; ok {
+			return fmt.Errorf("%w: session %s: receipt %s %s", store.ErrReceiptExists, b.SessionID, r.Method, r.Key)
+		}
+	}
+	s.logs[b.SessionID] = append(log, events...)
+	if sess != nil {
+		s.sessions[b.SessionID] = *sess
+	}
+	for _, id := range runOrder {
+		s.runs[id] = runs[id]
+	}
+	for _, r := range receipts {
+		s.receipts[receiptKey{r.Key, r.Method}] = r
+	}
+	return nil
+}
+
+// Read returns up to p.Limit (default 1000) events of p.SessionID with
+// seq > p.After, in seq order, filtered by p.RunID and p.Types. It returns
+// an error wrapping [store.ErrNotFound] for a session without events and
+// [store.ErrClosed] after Close.
+func (s *Store) Read(ctx context.Context, p store.ReadParams) ([]event.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	log, ok := s.logs[p.SessionID]
+	if !ok {
+		return nil, fmt.Errorf("%w: session %s", store.ErrNotFound, p.SessionID)
+	}
+	start := max(p.After, 0)
+	if start >= int64(len(log)) {
+		return []event.Event{}, nil
+	}
+	out := make([]event.Event, 0, min(limit, len(log)-int(start)))
+	for _, e := range log[start:] {
+		if len(out) == limit {
+			break
+		}
+		if p.RunID != "" && e.RunID != p.RunID {
+			continue
+		}
+		if len(p.Types) > 0 && !slices.Contains(p.Types, e.Type) {
+			continue
+		}
+		e.Data = cloneBytes(e.Data)
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// LastSeq returns the seq of the session's last event, or an error wrapping
+// [store.ErrNotFound] or [store.ErrClosed].
+func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return 0, store.ErrClosed
+	}
+	log, ok := s.logs[sessionID]
+	if !ok {
+		return 0, fmt.Errorf("%w: session %s", store.ErrNotFound, sessionID)
+	}
+	return int64(len(log)), nil
+}
+
+// Session returns the session record, deleted or not, or an error wrapping
+// [store.ErrNotFound] or [store.ErrClosed].
+func (s *Store) Session(ctx context.Context, id string) (store.Session, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Session{}, err
+	}
+	s.mu.RLock()
+	e, ok := s.sessions[id]
+	closed := s.closed
+	s.mu.RUnlock()
+	if closed {
+		return store.Session{}, store.ErrClosed
+	}
+	if !ok {
+		return store.Session{}, fmt.Errorf("%w: session %s", store.ErrNotFound, id)
+	}
+	var out store.Session
+	if err := json.Unmarshal(e.record, &out); err != nil {
+		return store.Session{}, fmt.Errorf("session %s: decode record: %w", id, err)
+	}
+	return out, nil
+}
+
+// Sessions lists sessions newest first (by CreatedAt, then ID), at most
+// p.Limit (default 100), starting after the session p.Before. An unknown
+// p.Before returns an error wrapping [store.ErrNotFound].
+func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]store.Session, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	type item struct {
+		id string
+		e  sessionEntry
+	}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return nil, store.ErrClosed
+	}
+	var cursor *item
+	if p.Before != "" {
+		e, ok := s.sessions[p.Before]
+		if !ok {
+			s.mu.RUnlock()
+			return nil, fmt.Errorf("%w: cursor session %s", store.ErrNotFound, p.Before)
+		}
+		cursor = &item{p.Before, e}
+	}
+	items := make([]item, 0, len(s.sessions))
+	for id, e := range s.sessions {
+		if e.deleted && !p.IncludeDeleted {
+			continue
+		}
+		items = append(items, item{id, e})
+	}
+	s.mu.RUnlock()
+
+	newer := func(a, b item) int { // >0 if a sorts after b (is older)
+		if c := b.e.createdAt.Compare(a.e.createdAt); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.id, a.id)
+	}
+	slices.SortFunc(items, newer)
+	if cursor != nil {
+		i, _ := slices.BinarySearchFunc(items, *cursor, func(a, c item) int {
+			if newer(a, c) <= 0 {
+				return -1
+			}
+			return 1
+		})
+		items = items[i:]
+	}
+	items = items[:min(limit, len(items))]
+	out := make([]store.Session, len(items))
+	for i, it := range items {
+		if err := json.Unmarshal(it.e.record, &out[i]); err != nil {
+			return nil, fmt.Errorf("session %s: decode record: %w", it.id, err)
+		}
+	}
+	return out, nil
+}
+
+// Run returns the run record or an error wrapping [store.ErrNotFound] or
+// [store.ErrClosed].
+func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Run{}, err
+	}
+	s.mu.RLock()
+	e, ok := s.runs[id]
+	closed := s.closed
+	s.mu.RUnlock()
+	if closed {
+		return store.Run{}, store.ErrClosed
+	}
+	if !ok {
+		return store.Run{}, fmt.Errorf("%w: run %s", store.ErrNotFound, id)
+	}
+	var out store.Run
+	if err := json.Unmarshal(e.record, &out); err != nil {
+		return store.Run{}, fmt.Errorf("run %s: decode record: %w", id, err)
+	}
+	return out, nil
+}
+
+// Runs lists the runs of p.SessionID (all sessions if empty) whose status is
+// one of p.Statuses (any if empty), oldest first (by CreatedAt, then
+// FirstSeq, then ID), at most p.Limit (default 1000). An unknown session
+// yields an empty list.
+func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	type item struct {
+		id string
+		e  runEntry
+	}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return nil, store.ErrClosed
+	}
+	var items []item
+	for id, e := range s.runs {
+		if p.SessionID != "" && e.sessionID != p.SessionID {
+			continue
+		}
+		if len(p.Statuses) > 0 && !slices.Contains(p.Statuses, e.status) {
+			continue
+		}
+		items = append(items, item{id, e})
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(items, func(a, b item) int {
+		if c := a.e.createdAt.Compare(b.e.createdAt); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.e.firstSeq, b.e.firstSeq); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.id, b.id)
+	})
+	items = items[:min(limit, len(items))]
+	out := make([]store.Run, len(items))
+	for i, it := range items {
+		if err := json.Unmarshal(it.e.record, &out[i]); err != nil {
+			return nil, fmt.Errorf("run %s: decode record: %w", it.id, err)
+		}
+	}
+	return out, nil
+}
+
+// Receipt returns the receipt for (key, method) or an error wrapping
+// [store.ErrNotFound] or [store.ErrClosed].
+func (s *Store) Receipt(ctx context.Context, key, method string) (store.Receipt, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Receipt{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return store.Receipt{}, store.ErrClosed
+	}
+	r, ok := s.receipts[receiptKey{key, method}]
+	if !ok {
+		return store.Receipt{}, fmt.Errorf("%w: receipt %s %s", store.ErrNotFound, method, key)
+	}
+	return cloneReceipt(r), nil
+}
+
+// PutReceipt stores r unless a receipt for (r.Key, r.Method) exists; either
+// way it returns the stored receipt. An empty key or method is
+// [store.ErrInvalid].
+func (s *Store) PutReceipt(ctx context.Context, r store.Receipt) (store.Receipt, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Receipt{}, err
+	}
+	if err := validReceipt(r); err != nil {
+		return store.Receipt{}, err
+	}
+	r = cloneReceipt(r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.Receipt{}, store.ErrClosed
+	}
+	k := receiptKey{r.Key, r.Method}
+	if old, ok := s.receipts[k]; ok {
+		return cloneReceipt(old), nil
+	}
+	s.receipts[k] = r
+	return cloneReceipt(r), nil
+}
+
+// PruneReceipts deletes the receipts created before t and returns how many.
+func (s *Store) PruneReceipts(ctx context.Context, before time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, store.ErrClosed
+	}
+	n := 0
+	for k, r := range s.receipts {
+		if r.CreatedAt.Before(before) {
+			delete(s.receipts, k)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Close drops the store's data. Later calls return [store.ErrClosed]; Close
+// itself may be called more than once.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.logs, s.sessions, s.runs, s.receipts = nil, nil, nil, nil
+	return nil
+}
+
+// validate checks what can be checked without the stored state.
+func validate(b store.Batch) error {
+	if b.SessionID == "" {
+		return fmt.Errorf("%w: batch without session ID", store.ErrInvalid)
+	}
+	if len(b.Events) == 0 {
+		return fmt.Errorf("%w: session %s: batch without events", store.ErrInvalid, b.SessionID)
+	}
+	first := b.Events[0].Seq
+	for i, e := range b.Events {
+		if e.SessionID != b.SessionID {
+			return fmt.Errorf("%w: session %s: event seq %d belongs to session %q", store.ErrInvalid, b.SessionID, e.Seq, e.SessionID)
+		}
+		if e.Type == "" {
+			return fmt.Errorf("%w: session %s: event seq %d has no type", store.ErrInvalid, b.SessionID, e.Seq)
+		}
+		if want := first + int64(i); e.Seq != want {
+			return fmt.Errorf("%w: session %s: expected seq %d, got %d", store.ErrSeqConflict, b.SessionID, want, e.Seq)
+		}
+		if !validTime(e.Time) {
+			return fmt.Errorf("%w: session %s: event seq %d: time %s outside the years 1678..2261", store.ErrInvalid, b.SessionID, e.Seq, e.Time)
+		}
+		if len(e.Data) > 0 && !json.Valid(e.Data) {
+			return fmt.Errorf("%w: session %s: event seq %d: data is not valid JSON", store.ErrInvalid, b.SessionID, e.Seq)
+		}
+	}
+	if b.Session != nil && b.Session.ID != b.SessionID {
+		return fmt.Errorf("%w: session %s: batch carries record of session %q", store.ErrInvalid, b.SessionID, b.Session.ID)
+	}
+	for _, r := range b.Runs {
+		if r.ID == "" || r.SessionID != b.SessionID {
+			return fmt.Errorf("%w: session %s: run %q of session %q", store.ErrInvalid, b.SessionID, r.ID, r.SessionID)
+		}
+	}
+	seen := make(map[receiptKey]bool, len(b.Receipts))
+	for _, r := range b.Receipts {
+		if err := validReceipt(r); err != nil {
+			return fmt.Errorf("session %s: %w", b.SessionID, err)
+		}
+		if r.SessionID != "" && r.SessionID != b.SessionID {
+			return fmt.Errorf("%w: session %s: receipt %s %s of session %q", store.ErrInvalid, b.SessionID, r.Method, r.Key, r.SessionID)
+		}
+		k := receiptKey{r.Key, r.Method}
+		if seen[k] {
+			return fmt.Errorf("%w: session %s: receipt %s %s twice in one batch", store.ErrReceiptExists, b.SessionID, r.Method, r.Key)
+		}
+		seen[k] = true
+	}
+	return nil
+}
+
+func validReceipt(r store.Receipt) error {
+	if r.Key == "" || r.Method == "" {
+		return fmt.Errorf("%w: receipt needs a key and a method (got %q, %q)", store.ErrInvalid, r.Key, r.Method)
+	}
+	if !r.CreatedAt.IsZero() && !validTime(r.CreatedAt) {
+		return fmt.Errorf("%w: receipt %s %s: time %s outside the years 1678..2261", store.ErrInvalid, r.Method, r.Key, r.CreatedAt)
+	}
+	return nil
+}
+
+// validTime reports whether t can be stored as Unix nanoseconds, as
+// store/sqlite stores it; the zero time is allowed and kept as such.
+func validTime(t time.Time) bool {
+	if t.IsZero() {
+		return true
+	}
+	return t.Year() >= 1678 && t.Year() <= 2261
+}
+
+func normSession(s *store.Session) {
+	s.CreatedAt, s.UpdatedAt = s.CreatedAt.UTC(), s.UpdatedAt.UTC()
+}
+
+func normRun(r *store.Run) {
+	r.CreatedAt = r.CreatedAt.UTC()
+	if r.StartedAt != nil {
+		t := r.StartedAt.UTC()
+		r.StartedAt = &t
+	}
+	if r.EndedAt != nil {
+		t := r.EndedAt.UTC()
+		r.EndedAt = &t
+	}
+}
+
+func cloneReceipt(r store.Receipt) store.Receipt {
+	r.Result = cloneBytes(r.Result)
+	r.CreatedAt = r.CreatedAt.UTC()
+	return r
+}
+
+func cloneBytes[T ~[]byte](b T) T {
+	if len(b) == 0 {
+		return nil
+	}
+	return T(bytes.Clone(b))
+}

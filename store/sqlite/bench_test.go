@@ -1,0 +1,157 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	msqlite "modernc.org/sqlite"
+
+	"weft.dev/weft/event"
+	"weft.dev/weft/store"
+	"weft.dev/weft/store/sqlite"
+)
+
+// deltaData is ~200 bytes of JSON, like a coalesced message.delta.
+var deltaData = func() json.RawMessage {
+	b, _ := json.Marshal(event.DeltaData{Step: 3, Text: strings.Repeat("The quick brown fox jumps over the lazy dog. ", 4)[:175]})
+	return b
+}()
+
+// benchOwner builds batches as the session owner does: sequenced events
+// folded into a projection, with the changed records.
+type benchOwner struct {
+	id   string
+	proj *store.Projection
+	now  time.Time
+}
+
+func newBenchOwner(b testing.TB, s store.Store, id string) *benchOwner {
+	o := &benchOwner{id: id, proj: store.NewProjection(store.Session{}, nil), now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	created, _ := event.New("", event.SessionCreated, event.SessionCreatedData{Title: "bench"})
+	queued, _ := event.New("r-"+id, event.RunQueued, event.RunQueuedData{Model: "m"})
+	started, _ := event.New("r-"+id, event.RunStarted, event.RunStartedData{Model: "m"})
+	if err := s.Append(context.Background(), o.batch(b, []event.Event{created, queued, started})); err != nil {
+		b.Fatal(err)
+	}
+	return o
+}
+
+func (o *benchOwner) batch(b testing.TB, evs []event.Event) store.Batch {
+	for i := range evs {
+		o.now = o.now.Add(time.Millisecond)
+		evs[i].SessionID, evs[i].Seq, evs[i].Time = o.id, o.proj.Session.LastSeq+1, o.now
+		if err := o.proj.Apply(evs[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	bt := store.Batch{SessionID: o.id, Events: evs}
+	bt.Session, bt.Runs = o.proj.Flush()
+	return bt
+}
+
+func (o *benchOwner) deltas(b testing.TB, n int) store.Batch {
+	evs := make([]event.Event, n)
+	for i := range evs {
+		evs[i] = event.Event{RunID: "r-" + o.id, Type: event.MessageDelta, Data: deltaData}
+	}
+	return o.batch(b, evs)
+}
+
+// BenchmarkAppend appends batches of message.delta events, with the session
+// and run records the owner's projection produces, through the public API.
+func BenchmarkAppend(b *testing.B) {
+	for _, size := range []int{1, 64} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			s := open(b, sqlite.Config{})
+			o := newBenchOwner(b, s, "bench")
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				bt := o.deltas(b, size)
+				b.StartTimer()
+				if err := s.Append(ctx, bt); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkRawInsert is the floor BenchmarkAppend is measured against: the
+// same events table and pragmas, database/sql directly, one transaction per
+// batch and one prepared single-row INSERT per event, no records.
+func BenchmarkRawInsert(b *testing.B) {
+	for _, size := range []int{1, 64} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "raw.db")
+			q := url.Values{"_pragma": {"busy_timeout(5000)", "journal_mode(WAL)", "synchronous(NORMAL)"}, "_txlock": {"immediate"}}
+			c, err := msqlite.NewConnector((&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			db := sql.OpenDB(c)
+			defer db.Close()
+			db.SetMaxOpenConns(1)
+			if _, err := db.Exec(`CREATE TABLE events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, run_id TEXT NOT NULL DEFAULT '',
+				type TEXT NOT NULL, time INTEGER NOT NULL, data BLOB, PRIMARY KEY (session_id, seq)) WITHOUT ROWID;
+				CREATE INDEX events_by_run ON events (session_id, run_id, seq)`); err != nil {
+				b.Fatal(err)
+			}
+			ins, err := db.Prepare(`INSERT INTO events (session_id, seq, run_id, type, time, data) VALUES (?, ?, ?, ?, ?, ?)`)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ins.Close()
+			seq := int64(0)
+			now := time.Now().UnixNano()
+			b.ReportAllocs()
+			for b.Loop() {
+				tx, err := db.Begin()
+				if err != nil {
+					b.Fatal(err)
+				}
+				st := tx.Stmt(ins)
+				for range size {
+					seq++
+					if _, err := st.Exec("bench", seq, "r-bench", "message.delta", now+seq, []byte(deltaData)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := tx.Commit(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkReadAfterCursor reads 200 events after a cursor in the middle of
+// a 100,000-event session: the time to a client's first event on resume.
+func BenchmarkReadAfterCursor(b *testing.B) {
+	s := open(b, sqlite.Config{})
+	o := newBenchOwner(b, s, "bench")
+	ctx := context.Background()
+	for o.proj.Session.LastSeq < 100_000 {
+		if err := s.Append(ctx, o.deltas(b, min(500, 100_000-int(o.proj.Session.LastSeq)))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		evs, err := s.Read(ctx, store.ReadParams{SessionID: "bench", After: 50_000, Limit: 200})
+		if err != nil || len(evs) != 200 || evs[0].Seq != 50_001 {
+			b.Fatalf("read: %d events, %v", len(evs), err)
+		}
+	}
+	b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N), "ms/read")
+}

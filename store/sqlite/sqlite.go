@@ -1,0 +1,836 @@
+// Package sqlite is the [store.Store] weft uses on one machine: a SQLite
+// database file opened with the pure-Go driver modernc.org/sqlite (no cgo).
+//
+// The database runs in WAL mode. All writes go through one connection (a
+// *sql.DB limited to one open connection, transactions begun IMMEDIATE and
+// serialised by a mutex); reads use a separate pool of read-only
+// connections, so readers never wait for the writer and the writer never
+// waits for readers. Every [Store.Append] is one transaction that checks the
+// session's last seq, inserts the events and upserts the records and
+// receipts of the batch; the primary key (session_id, seq) makes an
+// overwrite impossible even if that check were bypassed.
+//
+// Durability: with the default synchronous=NORMAL a committed append
+// survives a crash of the process (including SIGKILL); after a power loss or
+// an operating-system crash the last transactions may roll back, but the
+// database stays consistent. synchronous=FULL survives power loss too, at
+// the price of an fsync per commit. See [Config.Synchronous].
+//
+// The schema is created and upgraded by numbered migrations embedded in the
+// binary (migrations/NNNN_name.sql, recorded in table schema_version). A
+// database whose schema is newer than the binary's is refused with
+// [ErrNewerSchema].
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"weft.dev/weft/event"
+	"weft.dev/weft/store"
+)
+
+// Config configures [Open]. The zero value of every field but Path selects
+// the default.
+type Config struct {
+	// Path is the database file. It is created (mode 0600) if missing; its
+	// directory must exist. The -wal and -shm files live beside it. Required.
+	Path string
+	// Synchronous is SQLite's synchronous setting: "NORMAL" (the default
+	// when empty) or "FULL". In WAL mode NORMAL loses nothing committed when
+	// the process dies; only a power loss or OS crash can roll back the last
+	// commits. FULL syncs the WAL on every commit and survives power loss.
+	Synchronous string
+	// BusyTimeout is how long a write waits for a lock held by another
+	// process (another weft on the same file) before failing. Zero means
+	// 5s.
+	BusyTimeout time.Duration
+	// ReadConns caps the pool of read connections. Zero means
+	// max(4, GOMAXPROCS).
+	ReadConns int
+	// Logger receives the store's few log lines (open, migrations). Nil
+	// means silent.
+	Logger *slog.Logger
+}
+
+// Store is a [store.Store] on a SQLite file. Create it with [Open]; close it
+// with [Store.Close]. All methods are safe for concurrent use. Writes are
+// serialised inside the process; several processes may open the same file,
+// each write waiting up to [Config.BusyTimeout] for the others.
+type Store struct {
+	path   string
+	busy   time.Duration
+	logger *slog.Logger
+
+	// mu guards closed; every method holds it for reading while it uses
+	// the databases, so Close waits for calls in flight.
+	mu     sync.RWMutex
+	closed bool
+
+	w *sql.DB // one connection: all writes
+	r *sql.DB // read-only pool
+
+	// wmu serialises writers and guards the statements below, which are
+	// prepared on the writer's single connection.
+	wmu          sync.Mutex
+	lastSeqStmt  *sql.Stmt
+	insertEvents [7]*sql.Stmt // [i] inserts 1<<i events
+
+	upsertSession *sql.Stmt
+	fixSession    *sql.Stmt
+	upsertRun     *sql.Stmt
+	fixRun        *sql.Stmt
+	insertReceipt *sql.Stmt
+}
+
+var _ store.Store = (*Store)(nil)
+
+// maxRowsPerInsert is the most events one INSERT statement writes; a batch
+// is written by statements of 64, 32 … 1 rows (its size in binary).
+const maxRowsPerInsert = 64
+
+// Open opens (creating if needed) the database at cfg.Path and brings its
+// schema up to date. Errors name the file and say what is wrong: a
+// directory where the file should be, a missing directory, a file that is
+// not a SQLite database, a database locked by another process for longer
+// than the busy timeout, or a schema newer than this binary
+// ([ErrNewerSchema]).
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("sqlite store: Config.Path is empty")
+	}
+	abs, err := filepath.Abs(cfg.Path)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", cfg.Path, err)
+	}
+	sync := strings.ToUpper(cfg.Synchronous)
+	switch sync {
+	case "":
+		sync = "NORMAL"
+	case "NORMAL", "FULL":
+	default:
+		return nil, fmt.Errorf("store %s: Config.Synchronous %q: want NORMAL or FULL", abs, cfg.Synchronous)
+	}
+	busy := cfg.BusyTimeout
+	if busy <= 0 {
+		busy = 5 * time.Second
+	}
+	readConns := cfg.ReadConns
+	if readConns <= 0 {
+		readConns = max(4, runtime.GOMAXPROCS(0))
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if err := checkFile(abs); err != nil {
+		return nil, err
+	}
+
+	s := &Store{path: abs, busy: busy, logger: logger}
+	busyMS := strconv.FormatInt(busy.Milliseconds(), 10)
+	s.w, err = openDB(abs, url.Values{
+		"_pragma": {"busy_timeout(" + busyMS + ")", "journal_mode(WAL)", "synchronous(" + sync + ")"},
+		"_txlock": {"immediate"},
+	})
+	if err != nil {
+		return nil, s.errorf("open", err)
+	}
+	s.w.SetMaxOpenConns(1)
+	s.w.SetMaxIdleConns(1)
+	s.w.SetConnMaxLifetime(0)
+	s.w.SetConnMaxIdleTime(0)
+	if err := s.w.PingContext(ctx); err != nil {
+		s.w.Close()
+		return nil, s.errorf("open", err)
+	}
+	from, to, err := s.migrate(ctx, migrationFS)
+	if err != nil {
+		s.w.Close()
+		return nil, err
+	}
+	if from != to {
+		logger.Info("store migrated", "path", abs, "from", from, "to", to)
+	}
+	s.r, err = openDB(abs, url.Values{
+		"_pragma": {"busy_timeout(" + busyMS + ")", "query_only(1)"},
+	})
+	if err != nil {
+		s.w.Close()
+		return nil, s.errorf("open readers", err)
+	}
+	s.r.SetMaxOpenConns(readConns)
+	s.r.SetMaxIdleConns(readConns)
+	if err := s.prepare(ctx); err != nil {
+		s.closeAll()
+		return nil, err
+	}
+	logger.Debug("store opened", "path", abs, "synchronous", sync, "schema", to)
+	return s, nil
+}
+
+// checkFile gives the errors SQLite would report vaguely a clear text, and
+// creates a missing database file with mode 0600 (SQLite gives the -wal and
+// -shm files the database file's mode).
+func checkFile(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil && fi.IsDir():
+		return fmt.Errorf("store %s is a directory; want a SQLite database file", path)
+	case err == nil && !fi.Mode().IsRegular():
+		return fmt.Errorf("store %s is not a regular file", path)
+	case errors.Is(err, os.ErrNotExist):
+		dir := filepath.Dir(path)
+		if di, err := os.Stat(dir); err != nil {
+			return fmt.Errorf("store %s: directory %s: %w", path, dir, err)
+		} else if !di.IsDir() {
+			return fmt.Errorf("store %s: %s is not a directory", path, dir)
+		}
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("store %s: create: %w", path, err)
+		}
+		if f != nil {
+			f.Close()
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("store %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("store %s: cannot open for reading and writing (check its permissions): %w", path, err)
+	}
+	f.Close()
+	return nil
+}
+
+// openDB opens a pool on path with the DSN parameters q.
+func openDB(path string, q url.Values) (*sql.DB, error) {
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(path), RawQuery: q.Encode()}
+	c, err := msqlite.NewConnector(u.String())
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(c), nil
+}
+
+// prepare prepares the writer's statements on its single connection.
+func (s *Store) prepare(ctx context.Context) error {
+	for _, p := range []struct {
+		dst **sql.Stmt
+		sql string
+	}{
+		{&s.lastSeqStmt, `SELECT coalesce(max(seq), 0) FROM events WHERE session_id = ?`},
+		// The upserts leave the sort keys alone so that the indexes on
+		// them are not rewritten on every append; the fix* statements
+		// change a sort key in the rare case it changed (they write
+		// nothing otherwise).
+		{&s.upsertSession, `INSERT INTO sessions (id, created_at, deleted, record) VALUES (?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET deleted = excluded.deleted, record = excluded.record`},
+		{&s.fixSession, `UPDATE sessions SET created_at = ?1 WHERE id = ?2 AND created_at <> ?1`},
+		{&s.upsertRun, `INSERT INTO runs (id, session_id, status, created_at, first_seq, record) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET record = excluded.record
+			WHERE runs.session_id = excluded.session_id`},
+		{&s.fixRun, `UPDATE runs SET status = ?1, created_at = ?2, first_seq = ?3
+			WHERE id = ?4 AND (status <> ?1 OR created_at <> ?2 OR first_seq <> ?3)`},
+		{&s.insertReceipt, `INSERT INTO receipts (key, method, fingerprint, result, session_id, created_at) VALUES (?, ?, ?, ?, ?, ?)`},
+	} {
+		st, err := s.w.PrepareContext(ctx, p.sql)
+		if err != nil {
+			return s.errorf("prepare", err)
+		}
+		*p.dst = st
+	}
+	return s.prepareInserts(ctx)
+}
+
+// prepareInserts prepares the statements inserting 1, 2, 4 … 64 events.
+func (s *Store) prepareInserts(ctx context.Context) error {
+	for i := range s.insertEvents {
+		n := 1 << i
+		var b strings.Builder
+		b.WriteString(`INSERT INTO events (session_id, seq, run_id, type, time, data) VALUES `)
+		for j := range n {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(`(?,?,?,?,?,?)`)
+		}
+		st, err := s.w.PrepareContext(ctx, b.String())
+		if err != nil {
+			return s.errorf("prepare insert", err)
+		}
+		s.insertEvents[i] = st
+	}
+	return nil
+}
+
+// acquire takes the close lock for reading; it fails once the store is
+// closed. The caller releases with s.mu.RUnlock.
+func (s *Store) acquire() error {
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return fmt.Errorf("store %s: %w", s.path, store.ErrClosed)
+	}
+	return nil
+}
+
+// Append writes b in one transaction: all of its events, records and
+// receipts, or nothing. It returns an error wrapping [store.ErrInvalid] for
+// a malformed batch, [store.ErrSeqConflict] (naming the session, the
+// expected and the given seq) if the batch does not continue the session's
+// log, [store.ErrReceiptExists] for a receipt whose (key, method) is
+// stored, [store.ErrClosed] after Close, and a message naming the file if
+// another process holds the database beyond the busy timeout.
+func (s *Store) Append(ctx context.Context, b store.Batch) error {
+	if err := validate(b); err != nil {
+		return err
+	}
+	// Encode the records before taking any lock.
+	var sessRec []byte
+	if b.Session != nil {
+		rec := *b.Session
+		rec.CreatedAt, rec.UpdatedAt = rec.CreatedAt.UTC(), rec.UpdatedAt.UTC()
+		var err error
+		if sessRec, err = json.Marshal(rec); err != nil {
+			return fmt.Errorf("%w: session %s: encode record: %v", store.ErrInvalid, b.SessionID, err)
+		}
+	}
+	runRecs := make([][]byte, len(b.Runs))
+	for i, r := range b.Runs {
+		normRun(&r)
+		var err error
+		if runRecs[i], err = json.Marshal(r); err != nil {
+			return fmt.Errorf("%w: session %s run %s: encode record: %v", store.ErrInvalid, b.SessionID, r.ID, err)
+		}
+	}
+
+	if err := s.acquire(); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return s.errorf("append to session "+b.SessionID, err)
+	}
+	defer tx.Rollback()
+	var last int64
+	if err := tx.StmtContext(ctx, s.lastSeqStmt).QueryRowContext(ctx, b.SessionID).Scan(&last); err != nil {
+		return s.errorf("append to session "+b.SessionID, err)
+	}
+	if first := b.Events[0].Seq; first != last+1 {
+		return fmt.Errorf("%w: session %s: expected seq %d, got %d", store.ErrSeqConflict, b.SessionID, last+1, first)
+	}
+	if err := s.insertEventRows(ctx, tx, b.Events); err != nil {
+		return err
+	}
+	if b.Session != nil {
+		created := sortNanos(b.Session.CreatedAt)
+		if _, err := tx.StmtContext(ctx, s.upsertSession).ExecContext(ctx, b.SessionID, created, b.Session.Deleted, sessRec); err != nil {
+			return s.errorf("append to session "+b.SessionID+": store session record", err)
+		}
+		if _, err := tx.StmtContext(ctx, s.fixSession).ExecContext(ctx, created, b.SessionID); err != nil {
+			return s.errorf("append to session "+b.SessionID+": store session record", err)
+		}
+	}
+	if len(b.Runs) > 0 {
+		st, fix := tx.StmtContext(ctx, s.upsertRun), tx.StmtContext(ctx, s.fixRun)
+		for i, r := range b.Runs {
+			created := sortNanos(r.CreatedAt)
+			res, err := st.ExecContext(ctx, r.ID, r.SessionID, r.Status, created, r.FirstSeq, runRecs[i])
+			if err != nil {
+				return s.errorf("append to session "+b.SessionID+": store run "+r.ID, err)
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return s.errorf("append to session "+b.SessionID+": store run "+r.ID, err)
+			} else if n == 0 {
+				return fmt.Errorf("%w: session %s: run %s belongs to another session", store.ErrInvalid, b.SessionID, r.ID)
+			}
+			if _, err := fix.ExecContext(ctx, r.Status, created, r.FirstSeq, r.ID); err != nil {
+				return s.errorf("append to session "+b.SessionID+": store run "+r.ID, err)
+			}
+		}
+	}
+	if len(b.Receipts) > 0 {
+		st := tx.StmtContext(ctx, s.insertReceipt)
+		for _, r := range b.Receipts {
+			if _, err := st.ExecContext(ctx, r.Key, r.Method, r.Fingerprint, nilIfEmpty(r.Result), r.SessionID, encodeTime(r.CreatedAt)); err != nil {
+				if isConstraint(err) {
+					return fmt.Errorf("%w: session %s: receipt %s %s", store.ErrReceiptExists, b.SessionID, r.Method, r.Key)
+				}
+				return s.errorf("append to session "+b.SessionID+": store receipt", err)
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return s.errorf("append to session "+b.SessionID+": commit", err)
+	}
+	return nil
+}
+
+// insertEventRows inserts evs with as few multi-row INSERTs as the
+// prepared sizes allow.
+func (s *Store) insertEventRows(ctx context.Context, tx *sql.Tx, evs []event.Event) error {
+	args := make([]any, 0, 6*min(len(evs), maxRowsPerInsert))
+	for len(evs) > 0 {
+		i := len(s.insertEvents) - 1
+		for 1<<i > len(evs) {
+			i--
+		}
+		n := 1 << i
+		args = args[:0]
+		for _, e := range evs[:n] {
+			args = append(args, e.SessionID, e.Seq, e.RunID, string(e.Type), encodeTime(e.Time), nilIfEmpty(e.Data))
+		}
+		if _, err := tx.StmtContext(ctx, s.insertEvents[i]).ExecContext(ctx, args...); err != nil {
+			if isConstraint(err) {
+				return fmt.Errorf("%w: session %s: seq %d..%d already stored", store.ErrSeqConflict, evs[0].SessionID, evs[0].Seq, evs[n-1].Seq)
+			}
+			return s.errorf("append to session "+evs[0].SessionID, err)
+		}
+		evs = evs[n:]
+	}
+	return nil
+}
+
+// Read returns up to p.Limit (default 1000) events of p.SessionID with
+// seq > p.After in seq order, filtered by p.RunID and p.Types. An unknown
+// session returns an error wrapping [store.ErrNotFound].
+func (s *Store) Read(ctx context.Context, p store.ReadParams) ([]event.Event, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	var q strings.Builder
+	q.WriteString(`SELECT seq, run_id, type, time, data FROM events WHERE session_id = ? AND seq > ?`)
+	args := []any{p.SessionID, max(p.After, 0)}
+	if p.RunID != "" {
+		q.WriteString(` AND run_id = ?`)
+		args = append(args, p.RunID)
+	}
+	if len(p.Types) > 0 {
+		q.WriteString(` AND type IN (?` + strings.Repeat(",?", len(p.Types)-1) + `)`)
+		for _, t := range p.Types {
+			args = append(args, string(t))
+		}
+	}
+	q.WriteString(` ORDER BY seq LIMIT ?`)
+	args = append(args, limit)
+
+	rows, err := s.r.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return nil, s.errorf("read session "+p.SessionID, err)
+	}
+	defer rows.Close()
+	out := make([]event.Event, 0, min(limit, 256))
+	for rows.Next() {
+		e := event.Event{SessionID: p.SessionID}
+		var typ string
+		var t int64
+		if err := rows.Scan(&e.Seq, &e.RunID, &typ, &t, (*[]byte)(&e.Data)); err != nil {
+			return nil, s.errorf("read session "+p.SessionID, err)
+		}
+		e.Type, e.Time = event.Type(typ), decodeTime(t)
+		if len(e.Data) == 0 {
+			e.Data = nil
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.errorf("read session "+p.SessionID, err)
+	}
+	if len(out) == 0 {
+		if _, err := s.lastSeq(ctx, p.SessionID); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// LastSeq returns the seq of the session's last event, or an error wrapping
+// [store.ErrNotFound] for a session without events.
+func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
+	if err := s.acquire(); err != nil {
+		return 0, err
+	}
+	defer s.mu.RUnlock()
+	return s.lastSeq(ctx, sessionID)
+}
+
+func (s *Store) lastSeq(ctx context.Context, sessionID string) (int64, error) {
+	var last sql.NullInt64
+	if err := s.r.QueryRowContext(ctx, `SELECT max(seq) FROM events WHERE session_id = ?`, sessionID).Scan(&last); err != nil {
+		return 0, s.errorf("read session "+sessionID, err)
+	}
+	if !last.Valid {
+		return 0, fmt.Errorf("%w: session %s", store.ErrNotFound, sessionID)
+	}
+	return last.Int64, nil
+}
+
+// Session returns the session record, deleted or not, or an error wrapping
+// [store.ErrNotFound].
+func (s *Store) Session(ctx context.Context, id string) (store.Session, error) {
+	if err := s.acquire(); err != nil {
+		return store.Session{}, err
+	}
+	defer s.mu.RUnlock()
+	var rec []byte
+	err := s.r.QueryRowContext(ctx, `SELECT record FROM sessions WHERE id = ?`, id).Scan(&rec)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Session{}, fmt.Errorf("%w: session %s", store.ErrNotFound, id)
+	}
+	if err != nil {
+		return store.Session{}, s.errorf("read session "+id, err)
+	}
+	var out store.Session
+	if err := json.Unmarshal(rec, &out); err != nil {
+		return store.Session{}, fmt.Errorf("store %s: session %s: decode record: %w", s.path, id, err)
+	}
+	return out, nil
+}
+
+// Sessions lists sessions newest first (by CreatedAt, then ID), at most
+// p.Limit (default 100), after the session p.Before. An unknown p.Before
+// returns an error wrapping [store.ErrNotFound].
+func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]store.Session, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var q strings.Builder
+	var args []any
+	q.WriteString(`SELECT id, record FROM sessions WHERE 1`)
+	if p.Before != "" {
+		var created int64
+		err := s.r.QueryRowContext(ctx, `SELECT created_at FROM sessions WHERE id = ?`, p.Before).Scan(&created)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("%w: cursor session %s", store.ErrNotFound, p.Before)
+		}
+		if err != nil {
+			return nil, s.errorf("list sessions", err)
+		}
+		q.WriteString(` AND (created_at, id) < (?, ?)`)
+		args = append(args, created, p.Before)
+	}
+	if !p.IncludeDeleted {
+		q.WriteString(` AND deleted = 0`)
+	}
+	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ?`)
+	args = append(args, limit)
+	rows, err := s.r.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return nil, s.errorf("list sessions", err)
+	}
+	defer rows.Close()
+	var out []store.Session
+	for rows.Next() {
+		var id string
+		var rec []byte
+		if err := rows.Scan(&id, &rec); err != nil {
+			return nil, s.errorf("list sessions", err)
+		}
+		var sess store.Session
+		if err := json.Unmarshal(rec, &sess); err != nil {
+			return nil, fmt.Errorf("store %s: session %s: decode record: %w", s.path, id, err)
+		}
+		out = append(out, sess)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.errorf("list sessions", err)
+	}
+	return out, nil
+}
+
+// Run returns the run record or an error wrapping [store.ErrNotFound].
+func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
+	if err := s.acquire(); err != nil {
+		return store.Run{}, err
+	}
+	defer s.mu.RUnlock()
+	var rec []byte
+	err := s.r.QueryRowContext(ctx, `SELECT record FROM runs WHERE id = ?`, id).Scan(&rec)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Run{}, fmt.Errorf("%w: run %s", store.ErrNotFound, id)
+	}
+	if err != nil {
+		return store.Run{}, s.errorf("read run "+id, err)
+	}
+	var out store.Run
+	if err := json.Unmarshal(rec, &out); err != nil {
+		return store.Run{}, fmt.Errorf("store %s: run %s: decode record: %w", s.path, id, err)
+	}
+	return out, nil
+}
+
+// Runs lists the runs of p.SessionID (every session's if empty) whose
+// status is one of p.Statuses (any if empty), oldest first (by CreatedAt,
+// FirstSeq, ID), at most p.Limit (default 1000). An unknown session lists
+// nothing.
+func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	var q strings.Builder
+	var args []any
+	q.WriteString(`SELECT id, record FROM runs WHERE 1`)
+	if p.SessionID != "" {
+		q.WriteString(` AND session_id = ?`)
+		args = append(args, p.SessionID)
+	}
+	if len(p.Statuses) > 0 {
+		q.WriteString(` AND status IN (?` + strings.Repeat(",?", len(p.Statuses)-1) + `)`)
+		for _, st := range p.Statuses {
+			args = append(args, st)
+		}
+	}
+	q.WriteString(` ORDER BY created_at, first_seq, id LIMIT ?`)
+	args = append(args, limit)
+	rows, err := s.r.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return nil, s.errorf("list runs", err)
+	}
+	defer rows.Close()
+	var out []store.Run
+	for rows.Next() {
+		var id string
+		var rec []byte
+		if err := rows.Scan(&id, &rec); err != nil {
+			return nil, s.errorf("list runs", err)
+		}
+		var r store.Run
+		if err := json.Unmarshal(rec, &r); err != nil {
+			return nil, fmt.Errorf("store %s: run %s: decode record: %w", s.path, id, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.errorf("list runs", err)
+	}
+	return out, nil
+}
+
+// Receipt returns the receipt for (key, method) or an error wrapping
+// [store.ErrNotFound].
+func (s *Store) Receipt(ctx context.Context, key, method string) (store.Receipt, error) {
+	if err := s.acquire(); err != nil {
+		return store.Receipt{}, err
+	}
+	defer s.mu.RUnlock()
+	return s.receipt(ctx, s.r, key, method)
+}
+
+type queryRower interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (s *Store) receipt(ctx context.Context, db queryRower, key, method string) (store.Receipt, error) {
+	r := store.Receipt{Key: key, Method: method}
+	var t int64
+	err := db.QueryRowContext(ctx, `SELECT fingerprint, result, session_id, created_at FROM receipts WHERE key = ? AND method = ?`,
+		key, method).Scan(&r.Fingerprint, (*[]byte)(&r.Result), &r.SessionID, &t)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Receipt{}, fmt.Errorf("%w: receipt %s %s", store.ErrNotFound, method, key)
+	}
+	if err != nil {
+		return store.Receipt{}, s.errorf("read receipt", err)
+	}
+	if len(r.Result) == 0 {
+		r.Result = nil
+	}
+	r.CreatedAt = decodeTime(t)
+	return r, nil
+}
+
+// PutReceipt stores r unless a receipt for (r.Key, r.Method) exists; either
+// way it returns the stored receipt. An empty key or method is
+// [store.ErrInvalid].
+func (s *Store) PutReceipt(ctx context.Context, r store.Receipt) (store.Receipt, error) {
+	if err := validReceipt(r); err != nil {
+		return store.Receipt{}, err
+	}
+	if err := s.acquire(); err != nil {
+		return store.Receipt{}, err
+	}
+	defer s.mu.RUnlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Receipt{}, s.errorf("put receipt", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO receipts (key, method, fingerprint, result, session_id, created_at)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key, method) DO NOTHING`,
+		r.Key, r.Method, r.Fingerprint, nilIfEmpty(r.Result), r.SessionID, encodeTime(r.CreatedAt)); err != nil {
+		return store.Receipt{}, s.errorf("put receipt", err)
+	}
+	got, err := s.receipt(ctx, tx, r.Key, r.Method)
+	if err != nil {
+		return store.Receipt{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		return store.Receipt{}, s.errorf("put receipt", err)
+	}
+	return got, nil
+}
+
+// PruneReceipts deletes the receipts created before t and returns how many.
+func (s *Store) PruneReceipts(ctx context.Context, before time.Time) (int, error) {
+	if err := s.acquire(); err != nil {
+		return 0, err
+	}
+	defer s.mu.RUnlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	res, err := s.w.ExecContext(ctx, `DELETE FROM receipts WHERE created_at < ?`, sortNanos(before))
+	if err != nil {
+		return 0, s.errorf("prune receipts", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, s.errorf("prune receipts", err)
+	}
+	return int(n), nil
+}
+
+// Close waits for calls in flight, then closes the database. Later calls
+// return [store.ErrClosed]; Close itself may be called more than once.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.closeAll()
+}
+
+func (s *Store) closeAll() error {
+	var errs []error
+	for _, st := range append([]*sql.Stmt{s.lastSeqStmt, s.upsertSession, s.fixSession, s.upsertRun, s.fixRun, s.insertReceipt}, s.insertEvents[:]...) {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	for _, db := range []*sql.DB{s.r, s.w} {
+		if db != nil {
+			errs = append(errs, db.Close())
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("store %s: close: %w", s.path, err)
+	}
+	return nil
+}
+
+// errorf wraps a database error with the file name and, for the failures
+// a person has to act on, what to do.
+func (s *Store) errorf(op string, err error) error {
+	var se *msqlite.Error
+	if !errors.As(err, &se) {
+		return fmt.Errorf("store %s: %s: %w", s.path, op, err)
+	}
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
+		return fmt.Errorf("store %s: %s: database is locked: another process (another weft?) has held it for longer than the busy timeout of %s; close it or use --store to choose another file: %w", s.path, op, s.busy, err)
+	case sqlite3.SQLITE_NOTADB:
+		return fmt.Errorf("store %s: %s: the file is not a SQLite database (or is encrypted); use --store to choose another file: %w", s.path, op, err)
+	case sqlite3.SQLITE_CANTOPEN:
+		return fmt.Errorf("store %s: %s: cannot open the database file; check that it and its directory are readable and writable: %w", s.path, op, err)
+	case sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM, sqlite3.SQLITE_AUTH:
+		return fmt.Errorf("store %s: %s: cannot write the database; check the permissions of the file and of its directory (which holds the -wal and -shm files): %w", s.path, op, err)
+	case sqlite3.SQLITE_CORRUPT:
+		return fmt.Errorf("store %s: %s: the database file is corrupt: %w", s.path, op, err)
+	case sqlite3.SQLITE_FULL:
+		return fmt.Errorf("store %s: %s: the disk is full: %w", s.path, op, err)
+	}
+	return fmt.Errorf("store %s: %s: %w", s.path, op, err)
+}
+
+func isConstraint(err error) bool {
+	var se *msqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
+}
+
+// encodeTime stores t as Unix nanoseconds; the zero time becomes the
+// smallest int64 so that it comes back as the zero time. validate has
+// rejected times that do not fit.
+func encodeTime(t time.Time) int64 {
+	if t.IsZero() {
+		return math.MinInt64
+	}
+	return t.UnixNano()
+}
+
+func decodeTime(n int64) time.Time {
+	if n == math.MinInt64 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// sortNanos is encodeTime for sort and filter keys, clamped instead of
+// validated.
+func sortNanos(t time.Time) int64 {
+	switch {
+	case t.IsZero() || t.Year() < 1678:
+		return math.MinInt64
+	case t.Year() > 2261:
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
+func nilIfEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+func normRun(r *store.Run) {
+	r.CreatedAt = r.CreatedAt.UTC()
+	if r.StartedAt != nil {
+		t := r.StartedAt.UTC()
+		r.StartedAt = &t
+	}
+	if r.EndedAt != nil {
+		t := r.EndedAt.UTC()
+		r.EndedAt = &t
+	}
+}
