@@ -203,6 +203,21 @@ func (c *Client) CancelRun(ctx context.Context, p host.CancelParams) (*host.RunR
 	return call[host.RunResult](ctx, c, "run/cancel", p)
 }
 
+// Mounts calls env/list.
+func (c *Client) Mounts(ctx context.Context, sessionID string) (*host.ListEnvResult, error) {
+	return call[host.ListEnvResult](ctx, c, host.MethodEnvList, host.ListEnvParams{SessionID: sessionID})
+}
+
+// Mount calls env/mount.
+func (c *Client) Mount(ctx context.Context, p host.MountParams) (*host.MountResult, error) {
+	return call[host.MountResult](ctx, c, host.MethodEnvMount, p)
+}
+
+// Unmount calls env/unmount.
+func (c *Client) Unmount(ctx context.Context, p host.UnmountParams) (*host.MountResult, error) {
+	return call[host.MountResult](ctx, c, host.MethodEnvUnmount, p)
+}
+
 // ReadEvents calls events/read.
 func (c *Client) ReadEvents(ctx context.Context, p host.ReadEventsParams) (*host.ReadEventsResult, error) {
 	return call[host.ReadEventsResult](ctx, c, "events/read", p)
