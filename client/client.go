@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
@@ -250,7 +251,7 @@ func (c *Client) Subscribe(ctx context.Context, p rpc.SubscribeParams) (iter.Seq
 			delete(c.subs, id)
 			c.mu.Unlock()
 			if live {
-				uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5e9)
+				uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 				c.c.Call(uctx, "events/unsubscribe", rpc.UnsubscribeParams{SubscriptionID: id}, nil)
 				cancel()
 			}

@@ -65,6 +65,10 @@ type Config struct {
 	Logger *slog.Logger
 	// ScratchDir holds the directories of scratch mounts; empty refuses them.
 	ScratchDir string
+	// LiveProcesses returns the IDs of the running processes that a mount
+	// of a session owns; env/unmount refuses to detach a mount that owns
+	// one. Nil means no mount ever owns a process.
+	LiveProcesses func(ctx context.Context, sessionID, mountID string) ([]string, error)
 	// NewID makes IDs with a prefix; nil means random time-ordered IDs.
 	NewID func(prefix string) string
 }
@@ -119,7 +123,25 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.Close()
 		return nil, fmt.Errorf("host: prune receipts: %w", err)
 	}
+	h.runs.Go(h.pruneLoop)
 	return h, nil
+}
+
+// pruneLoop deletes expired idempotency receipts every hour until the
+// host closes.
+func (h *Host) pruneLoop() {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-t.C:
+			if _, err := h.cfg.Store.PruneReceipts(h.ctx, time.Now().Add(-h.cfg.ReceiptTTL)); err != nil && h.ctx.Err() == nil {
+				h.cfg.Logger.Warn("prune idempotency receipts", "err", err)
+			}
+		}
+	}
 }
 
 // recover closes the runs a crash left open.
@@ -164,7 +186,9 @@ func (h *Host) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for id, s := range h.sessions {
+		s.mu.Lock()
 		s.close()
+		s.mu.Unlock()
 		delete(h.sessions, id)
 	}
 	return nil
