@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"weft.dev/weft/env/sandbox"
 )
 
 // File is the configuration file, $XDG_CONFIG_HOME/weft/config.json.
@@ -22,6 +24,16 @@ type File struct {
 	MaxSteps int `json:"maxSteps,omitempty"`
 	// Models are named models, usable as -m NAME.
 	Models map[string]Model `json:"models,omitempty"`
+	// Unsandboxed runs shells without the Landlock sandbox. Only for
+	// kernels without Landlock, where shells are refused otherwise.
+	Unsandboxed bool `json:"unsandboxed,omitempty"`
+	// Network is the shells' network policy: "deny" (default) or "allow".
+	Network string `json:"network,omitempty"`
+}
+
+// Sandbox returns the shell sandbox configuration the file asks for.
+func (f File) Sandbox() *sandbox.Config {
+	return &sandbox.Config{Unsandboxed: f.Unsandboxed, Network: f.Network}
 }
 
 // Model is a named model.
@@ -71,6 +83,9 @@ func Load(path string) (File, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
 		return f, fmt.Errorf("config %s: %w", path, err)
+	}
+	if f.Network != "" && f.Network != sandbox.NetworkDeny && f.Network != sandbox.NetworkAllow {
+		return f, fmt.Errorf("config %s: network %q: want %q or %q", path, f.Network, sandbox.NetworkDeny, sandbox.NetworkAllow)
 	}
 	for name, m := range f.Models {
 		if m.Provider == "" || m.Model == "" {

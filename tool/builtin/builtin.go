@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"time"
 
+	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/tool"
 )
 
@@ -61,6 +62,17 @@ type Options struct {
 	// ShellKillGrace is how long a process group has between SIGTERM and
 	// SIGKILL. Zero means 2 seconds.
 	ShellKillGrace time.Duration
+	// Sandbox confines shell commands with Landlock (see package
+	// sandbox): each runs through [sandbox.Command] with the call's mounts,
+	// and is refused when the kernel has no Landlock unless
+	// Sandbox.Unsandboxed is set. Nil runs commands directly, unconfined
+	// and without a private TMPDIR: an embedder's explicit opt-out. The
+	// weft host and command line always set it. The program must call
+	// [sandbox.Main] when [sandbox.IsHelper] reports true.
+	Sandbox *sandbox.Config
+	// Background starts the shell tool's background commands; nil makes
+	// background: true an error result.
+	Background BackgroundStarter
 }
 
 func (o Options) withDefaults() Options {
@@ -102,6 +114,11 @@ func (o Options) withDefaults() Options {
 		o.ShellKillGrace = 2 * time.Second
 	}
 	o.ShellEnv = append([]string(nil), o.ShellEnv...)
+	if o.Sandbox != nil {
+		sb := *o.Sandbox
+		sb.ReadOnly = append([]string(nil), sb.ReadOnly...)
+		o.Sandbox = &sb
+	}
 	return o
 }
 

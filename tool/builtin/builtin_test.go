@@ -10,12 +10,19 @@ import (
 
 	"go.uber.org/goleak"
 	"weft.dev/weft/env"
+	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// Sandboxed shells re-execute the test binary as the helper.
+	if sandbox.IsHelper(os.Args) {
+		sandbox.Main(os.Args)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 type fixture struct {
 	t          *testing.T

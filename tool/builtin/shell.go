@@ -14,10 +14,15 @@ import (
 	"unicode/utf8"
 
 	"weft.dev/weft/env"
+	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/tool"
 )
 
 func (t *tools) shellDesc() string {
+	return t.shellDescBase() + t.sandboxDesc()
+}
+
+func (t *tools) shellDescBase() string {
 	return fmt.Sprintf("Run a shell command (%s -c) in the foreground and return its combined stdout and stderr and its exit code. "+
 		"It starts in the shell mount's directory unless cwd names another directory in a read-write mount. "+
 		"timeout is in seconds (default %d, at most %d); on timeout the command and everything it started are killed. "+
@@ -25,19 +30,57 @@ func (t *tools) shellDesc() string {
 		t.opts.Shell, int(t.opts.ShellTimeout.Seconds()), int(t.opts.ShellMaxTimeout.Seconds()), t.opts.ShellOutputCap)
 }
 
+// sandboxDesc tells the model what a sandboxed command can reach, so a
+// refused access is no surprise.
+func (t *tools) sandboxDesc() string {
+	if t.opts.Sandbox == nil || t.opts.Sandbox.Unsandboxed {
+		return ""
+	}
+	st := t.opts.Sandbox.Status()
+	if st.ABI == 0 {
+		return " Commands are refused on this host: its kernel has no Landlock sandbox."
+	}
+	net := "the network is allowed"
+	switch {
+	case st.Network == sandbox.NetworkAllow:
+	case st.UDPDenied:
+		net = "network access is denied"
+	case st.TCPDenied:
+		net = "TCP connections are denied"
+	default:
+		net = "the network is not restricted"
+	}
+	return " Commands run in a sandbox: they may write only in read-write mounts and $TMPDIR (private, deleted after the call), " +
+		"and read read-only mounts and system directories (/usr, /bin, /lib, /etc); everything else, /tmp and /proc included, is refused; " + net + "."
+}
+
 type shellArgs struct {
 	Command string `json:"command" jsonschema:"the shell command line"`
 	Timeout int    `json:"timeout,omitempty" jsonschema:"timeout in seconds (see the tool description for the default and maximum)"`
 	Cwd     string `json:"cwd,omitempty" jsonschema:"the working directory, in a read-write mount (default: the shell mount's root)"`
+	// Background hands the command to Options.Background (see
+	// [BackgroundStarter]).
+	Background bool `json:"background,omitempty" jsonschema:"run in the background and return a process handle at once (timeout does not apply)"`
+}
+
+// BackgroundStarter starts a shell command in the background for the
+// shell tool's background option and returns the result the model sees
+// (the process handle). StartShell must resolve cwd through call.Env during
+// the call and not keep call.Env. The weft host sets
+// process.BackgroundShell.
+type BackgroundStarter interface {
+	StartShell(ctx context.Context, call *tool.Call, command, cwd string) (tool.Result, error)
 }
 
 // shell runs a command in its own process group.
 //
 // The environment is an allow-list, not the host's: PATH (Options.ShellPath),
 // HOME (the working directory), LANG=C.UTF-8, TERM=dumb, then
-// Options.ShellEnv. Stdin is empty. The working directory is resolved
-// through the binding for Write, then [env.Path.HostDir]: the command
-// itself is not confined by the resolver (that is a sandbox's job).
+// Options.ShellEnv, and under a sandbox TMPDIR. Stdin is empty. The
+// working directory is resolved through the binding for Write, then
+// [env.Path.HostDir]: the resolver does not confine the command; with
+// Options.Sandbox set, Landlock does (see package sandbox), with the
+// call's mounts as the policy.
 //
 // When the command ends, times out or ctx is cancelled, the whole group
 // gets SIGTERM, then SIGKILL after Options.ShellKillGrace; the call
@@ -47,6 +90,12 @@ type shellArgs struct {
 func (t *tools) shell(ctx context.Context, call *tool.Call, in shellArgs) (tool.Result, error) {
 	if strings.TrimSpace(in.Command) == "" {
 		return tool.Result{}, errors.New("command is empty")
+	}
+	if in.Background {
+		if t.opts.Background == nil {
+			return tool.Result{}, errors.New("background shell commands are not available here")
+		}
+		return t.opts.Background.StartShell(ctx, call, in.Command, in.Cwd)
 	}
 	timeout := t.opts.ShellTimeout
 	switch {
@@ -74,7 +123,7 @@ func (t *tools) shell(ctx context.Context, call *tool.Call, in shellArgs) (tool.
 	}
 
 	out := &capWriter{cap: t.opts.ShellOutputCap}
-	code, status, err := t.runShell(ctx, in.Command, hostDir, timeout, out)
+	code, status, warning, err := t.runShell(ctx, call.Env, in.Command, hostDir, timeout, out)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -83,6 +132,9 @@ func (t *tools) shell(ctx context.Context, call *tool.Call, in shellArgs) (tool.
 		text += "\n"
 	}
 	res := tool.Result{Output: text}
+	if warning != "" {
+		res.Output += "[sandbox: " + warning + "]\n"
+	}
 	switch status {
 	case exited:
 		res.Output += fmt.Sprintf("[exit code %d]", code)
@@ -105,28 +157,42 @@ const (
 )
 
 // runShell runs command and returns its exit code (-1 when killed by a
-// signal) and how it ended. It returns after the shell has been reaped and
-// the output pipe drained (or abandoned after the grace period, if a
-// process that left the group still holds it).
-func (t *tools) runShell(ctx context.Context, command, dir string, timeout time.Duration, out io.Writer) (int, runStatus, error) {
+// signal), how it ended, and what the sandbox could not enforce. It
+// returns after the shell has been reaped and the output pipe drained (or
+// abandoned after the grace period, if a process that left the group
+// still holds it). A sandbox refusal is returned as is.
+func (t *tools) runShell(ctx context.Context, b *env.Binding, command, dir string, timeout time.Duration, out io.Writer) (int, runStatus, string, error) {
+	var (
+		cmd     *exec.Cmd
+		start   func() error
+		wait    func() error
+		warning string
+	)
+	if t.opts.Sandbox == nil {
+		cmd = &exec.Cmd{Path: t.opts.Shell, Args: []string{"sh", "-c", command}}
+		start, wait = cmd.Start, cmd.Wait
+	} else {
+		// The group is stopped below (SIGTERM, grace, SIGKILL), not by ctx.
+		sc, err := sandbox.Command(context.WithoutCancel(ctx), sandbox.ForBinding(*t.opts.Sandbox, b), t.opts.Shell, "-c", command)
+		if err != nil {
+			return 0, 0, "", err
+		}
+		cmd, start, wait, warning = sc.Cmd, sc.Start, sc.Wait, sc.Status.Warning()
+	}
+	cmd.Dir = dir
+	cmd.Env = t.shellEnv(dir)
+	cmd.SysProcAttr = newGroupAttr()
+
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return 0, 0, fmt.Errorf("shell: %w", err)
+		return 0, 0, "", fmt.Errorf("shell: %w", err)
 	}
 	defer pr.Close()
-	cmd := &exec.Cmd{
-		Path:        t.opts.Shell,
-		Args:        []string{"sh", "-c", command},
-		Dir:         dir,
-		Env:         t.shellEnv(dir),
-		Stdout:      pw,
-		Stderr:      pw,
-		SysProcAttr: newGroupAttr(),
-	}
-	err = cmd.Start()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	err = start()
 	pw.Close()
 	if err != nil {
-		return 0, 0, fmt.Errorf("shell: starting %s: %w", t.opts.Shell, err)
+		return 0, 0, "", fmt.Errorf("shell: starting %s: %w", t.opts.Shell, err)
 	}
 
 	copied := make(chan struct{})
@@ -135,7 +201,7 @@ func (t *tools) runShell(ctx context.Context, command, dir string, timeout time.
 		io.Copy(out, pr)
 	}()
 	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
+	go func() { waited <- wait() }()
 
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -174,9 +240,9 @@ func (t *tools) runShell(ctx context.Context, command, dir string, timeout time.
 	}
 	var ee *exec.ExitError
 	if werr != nil && !errors.As(werr, &ee) {
-		return 0, 0, fmt.Errorf("shell: %w", werr)
+		return 0, 0, "", fmt.Errorf("shell: %w", werr)
 	}
-	return code, status, nil
+	return code, status, warning, nil
 }
 
 func (t *tools) shellEnv(dir string) []string {

@@ -3,6 +3,7 @@ package builtin_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
@@ -169,4 +171,86 @@ func TestReadFileFirstLineOverBudget(t *testing.T) {
 	f := newFixture(t, builtin.Options{ReadMaxBytes: 1000})
 	f.write(filepath.Join(f.work, "wide.txt"), strings.Repeat("x", 5000)+"\nshort\n")
 	check(t, f.call("read_file", m{"path": "wide.txt"}), false, "     1\txxx", "line cut", "     2\tshort")
+}
+
+func needLandlock(t *testing.T) {
+	t.Helper()
+	if abi, err := sandbox.Probe(); abi == 0 {
+		t.Skipf("this kernel has no Landlock (%v)", err)
+	}
+}
+
+// TestShellSandboxed runs the spec's shell escapes through the shell tool
+// under Landlock: zero escapes, and writes into the read-only mount fail.
+func TestShellSandboxed(t *testing.T) {
+	needLandlock(t)
+	f := newFixture(t, builtin.Options{Sandbox: &sandbox.Config{}})
+	secret := filepath.Join(f.dir, "secret.txt")
+	if spec := f.r.Specs(); !strings.Contains(fmt.Sprint(spec), "Commands run in a sandbox") {
+		t.Errorf("shell description does not mention the sandbox")
+	}
+	for _, cmd := range []string{
+		"cat " + secret,
+		"cat ../secret.txt",
+		"echo x > " + filepath.Join(f.docs, "new.md"),
+		"echo x >> " + filepath.Join(f.docs, "readme.md"),
+		"ln -s / x && cat x" + secret,
+		"ln -s .. up && cat up/secret.txt",
+		"cp " + secret + " stolen && cat stolen",
+		"ln " + secret + " hard && cat hard",
+	} {
+		res := f.call("shell", m{"command": cmd})
+		if strings.Contains(res.Output, "SECRET") || strings.Contains(res.Output, "[exit code 0]") {
+			t.Errorf("%s: escaped:\n%s", cmd, res.Output)
+		}
+	}
+	if data, _ := os.ReadFile(filepath.Join(f.docs, "readme.md")); !strings.HasPrefix(string(data), "# Docs") || strings.Contains(string(data), "x\n") {
+		t.Errorf("ro mount changed: %q", data)
+	}
+	if _, err := os.Stat(filepath.Join(f.docs, "new.md")); err == nil {
+		t.Error("file created in the ro mount")
+	}
+	res := f.call("shell", m{"command": `cat ` + filepath.Join(f.docs, "readme.md") + ` | head -1; echo hi > new.txt && cat new.txt; echo t > "$TMPDIR/t" && cat "$TMPDIR/t" && echo "$TMPDIR"`})
+	check(t, res, false, "# Docs\nhi\nt\n", "[exit code 0]")
+	tmp := strings.Split(strings.TrimSpace(strings.Split(res.Output, "[exit")[0]), "\n")
+	if dir := tmp[len(tmp)-1]; !filepath.IsAbs(dir) {
+		t.Errorf("TMPDIR %q", dir)
+	} else if _, err := os.Stat(dir); err == nil {
+		t.Errorf("TMPDIR %s left behind", dir)
+	}
+}
+
+// TestShellSandboxedKillsGroup checks that the group semantics survive the
+// helper: Setpgid and the group kill reach the shell and its children.
+func TestShellSandboxedKillsGroup(t *testing.T) {
+	needLandlock(t)
+	f := newFixture(t, builtin.Options{ShellKillGrace: 300 * time.Millisecond, Sandbox: &sandbox.Config{}})
+	cmd := `echo pid=$$; sleep 100 & echo pid=$!; sh -c 'trap "" TERM; echo pid=$$; sleep 100; sleep 100' & sleep 100`
+	res := f.call("shell", m{"command": cmd, "timeout": 1})
+	check(t, res, true, "[timed out after 1s; the command and its children were killed]")
+	checkDead(t, pids(t, res.Output), 3)
+	res = f.call("shell", m{"command": `sleep 100 & echo pid=$!`})
+	check(t, res, false, "[exit code 0]")
+	checkDead(t, pids(t, res.Output), 1)
+}
+
+// TestShellUnsandboxedOptIn checks the explicit opt-out: the command runs
+// unconfined, with a private TMPDIR.
+func TestShellUnsandboxedOptIn(t *testing.T) {
+	f := newFixture(t, builtin.Options{Sandbox: &sandbox.Config{Unsandboxed: true}})
+	if spec := f.r.Specs(); strings.Contains(fmt.Sprint(spec), "sandbox") {
+		t.Errorf("unsandboxed shell description mentions a sandbox")
+	}
+	res := f.call("shell", m{"command": `cat ../secret.txt; echo; echo t > "$TMPDIR/t" && cat "$TMPDIR/t"`})
+	check(t, res, false, "SECRET\nt\n[exit code 0]")
+}
+
+// TestShellSandboxRefusedWithoutLandlock runs only on kernels without
+// Landlock: the shell is refused with the way out.
+func TestShellSandboxRefusedWithoutLandlock(t *testing.T) {
+	if abi, _ := sandbox.Probe(); abi > 0 {
+		t.Skip("this kernel has Landlock; the refusal is tested with a fake probe in env/sandbox")
+	}
+	f := newFixture(t, builtin.Options{Sandbox: &sandbox.Config{}})
+	check(t, f.call("shell", m{"command": "true"}), true, `shell refused: this kernel has no Landlock`, `set "unsandboxed": true in the config`)
 }

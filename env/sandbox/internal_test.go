@@ -1,0 +1,121 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestWireRoundTrip(t *testing.T) {
+	p := Policy{
+		Config: Config{Network: NetworkAllow, ReadOnly: []string{"/opt", "/nix"}, Executable: "/usr/bin/weft"},
+		Mounts: []Mount{{Path: "/home/u/src", Write: true}, {Path: "/home/u/docs"}},
+	}
+	probe := func() (int, error) { return 4, nil }
+	c, err := command(t.Context(), p, probe, "/bin/sh", "-c", "echo hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Path != "/usr/bin/weft" || !reflect.DeepEqual(c.Args[1:], []string{HelperArg, "", "/bin/sh", "-c", "echo hi"}) {
+		t.Errorf("path %q, args %q", c.Path, c.Args)
+	}
+	w := c.wire
+	w.TempDir = "/tmp/weft-cmd-1"
+	data, err := json.Marshal(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeWire(string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, w) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, w)
+	}
+	want := wirePolicy{V: 1, Network: "allow", Mounts: p.Mounts, ReadOnly: p.ReadOnly, TempDir: "/tmp/weft-cmd-1"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("decoded %+v, want %+v", got, want)
+	}
+	if !IsHelper([]string{"weft", HelperArg, string(data), "/bin/sh"}) || IsHelper([]string{"weft", "run"}) || IsHelper([]string{"weft"}) {
+		t.Error("IsHelper")
+	}
+	// The network defaults to deny; the policy is copied.
+	p.Network = ""
+	c, _ = command(t.Context(), p, probe, "/bin/sh")
+	p.Mounts[0].Path = "/changed"
+	if c.wire.Network != NetworkDeny || c.wire.Mounts[0].Path != "/home/u/src" {
+		t.Errorf("wire %+v", c.wire)
+	}
+	if !c.Status.TCPDenied || c.Status.UDPDenied || c.Status.Warning() != "" {
+		t.Errorf("status %+v, warning %q", c.Status, c.Status.Warning())
+	}
+}
+
+func TestDecodeWireRejects(t *testing.T) {
+	for _, s := range []string{
+		``,
+		`[]`,
+		`{"v":1,"network":"deny","tempDir":"/t"} {}`,
+		`{"v":2,"network":"deny","tempDir":"/t"}`,
+		`{"v":1,"network":"","tempDir":"/t"}`,
+		`{"v":1,"network":"deny","tempDir":"t"}`,
+		`{"v":1,"network":"deny"}`,
+		`{"v":1,"network":"deny","tempDir":"/t","mounts":[{"path":"rel"}]}`,
+		`{"v":1,"network":"deny","tempDir":"/t","readOnly":["rel"]}`,
+		`{"v":1,"network":"deny","tempDir":"/t","unsandboxed":true}`,
+	} {
+		if w, err := decodeWire(s); err == nil {
+			t.Errorf("decodeWire(%s) = %+v", s, w)
+		}
+	}
+}
+
+func TestRefusedWithoutLandlock(t *testing.T) {
+	none := func() (int, error) { return 0, errors.New("the kernel is built without Landlock") }
+	_, err := command(t.Context(), Policy{}, none, "/bin/sh", "-c", "true")
+	var re *RefusedError
+	if !errors.Is(err, ErrNoLandlock) || !errors.As(err, &re) {
+		t.Fatalf("err = %v", err)
+	}
+	want := `shell refused: this kernel has no Landlock (the kernel is built without Landlock); set "unsandboxed": true in the config to run shells without a sandbox`
+	if err.Error() != want {
+		t.Errorf("error:\n got %s\nwant %s", err, want)
+	}
+	// Unsandboxed runs anyway, directly, without the helper.
+	c, err := command(t.Context(), Policy{Config: Config{Unsandboxed: true}}, none, "/bin/sh", "-c", "true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Path != "/bin/sh" || !c.Status.Unsandboxed || c.Status.Warning() != "" || !strings.HasPrefix(c.Status.String(), "unsandboxed") {
+		t.Errorf("path %q, status %+v", c.Path, c.Status)
+	}
+	if err := c.Run(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	deny := Policy{}
+	allow := Policy{Config: Config{Network: NetworkAllow}}
+	for _, tc := range []struct {
+		p       Policy
+		abi     int
+		str     string
+		warning bool
+	}{
+		{deny, 3, "Landlock ABI 3; network not restricted (needs Landlock ABI 4)", true},
+		{deny, 4, "Landlock ABI 4; TCP denied, UDP not restricted", false},
+		{deny, 10, "Landlock ABI 10; network denied (TCP and UDP)", false},
+		{allow, 3, "Landlock ABI 3; network allowed", false},
+	} {
+		s := newStatus(&tc.p, tc.abi)
+		if s.String() != tc.str || (s.Warning() != "") != tc.warning {
+			t.Errorf("ABI %d %s: %q, warning %q", tc.abi, tc.p.network(), s, s.Warning())
+		}
+	}
+	if w := newStatus(&deny, 1).Warning(); !strings.HasPrefix(w, "network is not restricted") {
+		t.Errorf("warning %q", w)
+	}
+}

@@ -1,0 +1,130 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"syscall"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+// Probe returns the kernel's Landlock ABI version, 0 when Landlock is
+// unavailable, with an error saying why. Like go-landlock, it reports
+// ABI 6 or later as 5 when the kernel lacks the fix for the signal
+// scoping bug (erratum 2). Safe for concurrent use; one system call.
+func Probe() (abi int, err error) {
+	v, err := llsys.LandlockGetABIVersion()
+	switch {
+	case errors.Is(err, syscall.ENOSYS):
+		return 0, errors.New("the kernel is built without Landlock (Linux 5.13 or later with CONFIG_SECURITY_LANDLOCK is needed)")
+	case errors.Is(err, syscall.EOPNOTSUPP):
+		return 0, errors.New("landlock is built in but disabled; add landlock to the lsm= kernel parameter")
+	case err != nil:
+		return 0, fmt.Errorf("landlock_create_ruleset: %w", err)
+	case v <= 0:
+		return 0, fmt.Errorf("the kernel reports Landlock ABI %d", v)
+	}
+	if v >= 6 {
+		if errata, err := llsys.LandlockGetErrata(); err != nil || errata&0x2 == 0 {
+			v = 5
+		}
+	}
+	return v, nil
+}
+
+// defaultExecutable is the running binary, even if replaced on disk: the
+// child resolves /proc/self/exe before its own exec, while it is still a
+// copy of this process.
+func defaultExecutable() (string, error) { return "/proc/self/exe", nil }
+
+// systemReadOnly lists the directories every command may read and
+// execute from. Missing ones are skipped.
+func systemReadOnly() []string {
+	return []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"}
+}
+
+// systemInfoFiles lists the files of /proc every command may read.
+func systemInfoFiles() []string {
+	return []string{"/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/loadavg", "/proc/uptime", "/proc/version"}
+}
+
+// rules builds the Landlock rules for w at the given ABI.
+func rules(w wirePolicy, abi int) []landlock.Rule {
+	// Renames and links between directories need "refer" (ABI 2); without
+	// it tools such as git, which rename into other directories, fail.
+	// ABI 1 always forbids them.
+	rw := func(paths ...string) landlock.FSRule {
+		r := landlock.RWDirs(paths...)
+		if abi >= 2 {
+			r = r.WithRefer()
+		}
+		return r
+	}
+	rs := []landlock.Rule{
+		landlock.RODirs(systemReadOnly()...).IgnoreIfMissing(),
+		// Not /proc as a whole: Landlock's ptrace rule does not close
+		// other processes' environ there (weft's holds API keys). These
+		// files describe the machine, not processes.
+		landlock.ROFiles(systemInfoFiles()...).IgnoreIfMissing(),
+		landlock.RODirs("/sys/devices/system/cpu").IgnoreIfMissing(),
+		landlock.RWFiles("/dev/null").IgnoreIfMissing(),
+		landlock.ROFiles("/dev/zero", "/dev/full", "/dev/random", "/dev/urandom").IgnoreIfMissing(),
+		rw(w.TempDir),
+	}
+	for _, p := range w.ReadOnly {
+		if fi, err := os.Stat(p); err != nil {
+			continue
+		} else if fi.IsDir() {
+			rs = append(rs, landlock.RODirs(p))
+		} else {
+			rs = append(rs, landlock.ROFiles(p))
+		}
+	}
+	for _, m := range w.Mounts {
+		if m.Write {
+			rs = append(rs, rw(m.Path))
+		} else {
+			rs = append(rs, landlock.RODirs(m.Path))
+		}
+	}
+	return rs
+}
+
+// restrictAndExec restricts this thread with Landlock and execs shell on
+// it, so the shell inherits the domain. It returns only on failure.
+func restrictAndExec(w wirePolicy, shell string, argv []string) error {
+	abi, err := Probe()
+	if abi <= 0 {
+		return fmt.Errorf("refusing to run unsandboxed: this kernel has no Landlock (%v)", err)
+	}
+	// Strongest known configuration, lowered to what the kernel supports;
+	// a kernel with Landlock enforces at least ABI 1's file rules.
+	cfg := landlock.V11.BestEffort()
+	if w.Network == NetworkAllow {
+		cfg.HandledAccessNet = 0
+	}
+	// The domain is per thread and survives execve, which runs on the
+	// calling thread: lock it and never unlock it. No other thread needs
+	// restricting since exec ends them.
+	runtime.LockOSThread()
+	fd, flags, err := cfg.NewRulesetFD(rules(w, abi)...)
+	if err != nil {
+		return fmt.Errorf("landlock: %w", err)
+	}
+	if fd < 0 {
+		return errors.New("landlock: nothing to enforce; refusing to run unsandboxed")
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+	}
+	if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
+		return fmt.Errorf("landlock_restrict_self: %w", err)
+	}
+	unix.Close(fd)
+	err = syscall.Exec(shell, argv, os.Environ())
+	return &execError{path: shell, err: err}
+}

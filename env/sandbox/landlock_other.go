@@ -1,0 +1,23 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"errors"
+	"os"
+	"runtime"
+)
+
+// Probe returns the kernel's Landlock ABI version: on this system always
+// 0, with an error saying Landlock is Linux-only.
+func Probe() (abi int, err error) {
+	return 0, errors.New("Landlock is Linux-only; this is " + runtime.GOOS)
+}
+
+// defaultExecutable is the running binary.
+func defaultExecutable() (string, error) { return os.Executable() }
+
+// restrictAndExec refuses: there is no Landlock here.
+func restrictAndExec(w wirePolicy, shell string, argv []string) error {
+	return errors.New("refusing to run unsandboxed: Landlock is Linux-only; this is " + runtime.GOOS)
+}

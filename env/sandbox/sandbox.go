@@ -1,0 +1,394 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"weft.dev/weft/env"
+	"weft.dev/weft/event"
+)
+
+// HelperArg is the hidden first argument that makes the weft binary act as
+// the sandbox helper; see [IsHelper].
+const HelperArg = "__weft_sandbox"
+
+// Network policies, the values of [Config.Network].
+const (
+	// NetworkDeny forbids TCP bind and connect (Landlock ABI 4 or later)
+	// and UDP bind, connect and send (ABI 10 or later).
+	NetworkDeny = "deny"
+	// NetworkAllow leaves the network unrestricted.
+	NetworkAllow = "allow"
+)
+
+// ErrNoLandlock is wrapped by the error [Command] returns when the kernel
+// has no usable Landlock and the policy is not unsandboxed.
+var ErrNoLandlock = errors.New("no Landlock")
+
+// RefusedError is the error of [Command] when it will not run a command
+// because the kernel cannot sandbox it. It wraps [ErrNoLandlock].
+type RefusedError struct {
+	// Reason says why Landlock is unavailable, as [Probe] reported it.
+	Reason string
+}
+
+// Error returns the refusal with the way out, for the user to read.
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("shell refused: this kernel has no Landlock (%s); set \"unsandboxed\": true in the config to run shells without a sandbox", e.Reason)
+}
+
+// Unwrap returns [ErrNoLandlock].
+func (e *RefusedError) Unwrap() error { return ErrNoLandlock }
+
+// Config is the part of a [Policy] shared by every command of a host; the
+// command line sets it from the user's configuration. The zero value
+// sandboxes with the network denied.
+type Config struct {
+	// Unsandboxed runs commands without Landlock and without the helper:
+	// the shell is started directly, reaches whatever the user running
+	// weft reaches, and only gets the private TMPDIR. It is the user's
+	// explicit choice ("unsandboxed": true in the config); nothing sets
+	// it by default, and without it a kernel lacking Landlock makes
+	// [Command] fail.
+	Unsandboxed bool
+	// Network is [NetworkDeny] or [NetworkAllow]. Empty means
+	// [NetworkDeny]. Other values make [Command] fail.
+	Network string
+	// Executable is the binary run as the helper. Its main must call
+	// [Main] when [IsHelper] reports true, or the re-executed program runs
+	// its own main with the helper's arguments. Empty means /proc/self/exe
+	// on Linux, the running binary even if it was replaced on disk.
+	Executable string
+	// ReadOnly lists extra host paths (directories or files) that
+	// commands may read and execute beyond the system list, for example
+	// /opt or /nix. Paths must be absolute; missing ones are skipped.
+	ReadOnly []string
+}
+
+// Mount is a host directory a command may use.
+type Mount struct {
+	// Path is the absolute host path.
+	Path string `json:"path"`
+	// Write grants creating, writing, renaming and removing under Path;
+	// false grants reading, listing and executing only.
+	Write bool `json:"write,omitempty"`
+}
+
+// Policy is what one command may reach: the host-wide [Config] and the
+// session's mounts.
+type Policy struct {
+	Config
+	// Mounts are the session's mounts, as [ForBinding] makes them.
+	Mounts []Mount
+}
+
+// ForBinding returns the policy for a command run in b's mounts under
+// cfg: each mount's host path, writable when the mount is read-write. A
+// nil Binding gives a policy without mounts.
+func ForBinding(cfg Config, b *env.Binding) Policy {
+	p := Policy{Config: cfg}
+	p.ReadOnly = append([]string(nil), cfg.ReadOnly...)
+	for _, m := range b.Mounts() {
+		p.Mounts = append(p.Mounts, Mount{Path: m.Path, Write: m.Mode == event.ModeReadWrite})
+	}
+	return p
+}
+
+func (p *Policy) network() string {
+	if p.Network == "" {
+		return NetworkDeny
+	}
+	return p.Network
+}
+
+func (p *Policy) validate() error {
+	if n := p.network(); n != NetworkDeny && n != NetworkAllow {
+		return fmt.Errorf("sandbox: network policy %q is neither %q nor %q", p.Network, NetworkDeny, NetworkAllow)
+	}
+	for _, m := range p.Mounts {
+		if !filepath.IsAbs(m.Path) {
+			return fmt.Errorf("sandbox: mount path %q is not absolute", m.Path)
+		}
+	}
+	for _, r := range p.ReadOnly {
+		if !filepath.IsAbs(r) {
+			return fmt.Errorf("sandbox: read-only path %q is not absolute", r)
+		}
+	}
+	return nil
+}
+
+// Status says how a command is confined.
+type Status struct {
+	// Unsandboxed reports that Landlock is not applied.
+	Unsandboxed bool
+	// ABI is the kernel's Landlock ABI version (see [Probe]); 0 when
+	// unsandboxed or unavailable.
+	ABI int
+	// Network is the network policy asked for.
+	Network string
+	// TCPDenied reports that TCP bind and connect are denied: the policy
+	// denies the network and the ABI is 4 or later.
+	TCPDenied bool
+	// UDPDenied reports that UDP bind, connect and send are denied: the
+	// policy denies the network and the ABI is 10 or later.
+	UDPDenied bool
+}
+
+func newStatus(p *Policy, abi int) Status {
+	s := Status{Unsandboxed: p.Unsandboxed, Network: p.network()}
+	if p.Unsandboxed {
+		return s
+	}
+	s.ABI = abi
+	s.TCPDenied = s.Network == NetworkDeny && abi >= 4
+	s.UDPDenied = s.Network == NetworkDeny && abi >= 10
+	return s
+}
+
+// Status probes the kernel and returns how a command run under c would
+// be confined; ABI 0 without Unsandboxed means [Command] would refuse.
+// For version output, tool descriptions and logs.
+func (c Config) Status() Status {
+	abi, _ := Probe()
+	return newStatus(&Policy{Config: c}, abi)
+}
+
+// Warning returns what the policy asked for but the kernel cannot
+// enforce, to show next to the command's output, or "" when nothing is
+// missing. Running unsandboxed by choice is not a warning.
+func (s Status) Warning() string {
+	if s.Unsandboxed || s.Network != NetworkDeny || s.TCPDenied {
+		return ""
+	}
+	return fmt.Sprintf("network is not restricted: this kernel's Landlock ABI %d has no network rules (4 or later is needed)", s.ABI)
+}
+
+// String describes the confinement in one line, for tool descriptions
+// and logs.
+func (s Status) String() string {
+	if s.Unsandboxed {
+		return "unsandboxed (chosen in the config)"
+	}
+	if s.ABI <= 0 {
+		return "no Landlock: commands are refused"
+	}
+	net := "network allowed"
+	switch {
+	case s.Network == NetworkAllow:
+	case s.UDPDenied:
+		net = "network denied (TCP and UDP)"
+	case s.TCPDenied:
+		net = "TCP denied, UDP not restricted"
+	default:
+		net = "network not restricted (needs Landlock ABI 4)"
+	}
+	return fmt.Sprintf("Landlock ABI %d; %s", s.ABI, net)
+}
+
+// Cmd is a command prepared by [Command]. Use it as the [exec.Cmd] it
+// embeds (set Dir, Env, Stdin, Stdout, Stderr, SysProcAttr, Cancel,
+// WaitDelay), but start and wait through Cmd's own Start, Wait, Run,
+// Output or CombinedOutput: Start creates the private temporary
+// directory, completes Args and sets TMPDIR; Wait removes the directory.
+// Calling the embedded exec.Cmd's methods directly bypasses that and, when
+// sandboxed, fails in the helper.
+//
+// Path and Args are the helper's, not the shell's, unless unsandboxed. A
+// Cmd is not safe for concurrent use, except that Wait may run in another
+// goroutine than Start, as with exec.Cmd.
+type Cmd struct {
+	*exec.Cmd
+	// Status is how the command is confined.
+	Status Status
+
+	wire      wirePolicy // zero when unsandboxed
+	tempDir   string
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Command prepares shell to run with args (shell's argv is shell followed
+// by args) under p. shell must be an absolute path, and when sandboxed it
+// must be inside the system list, p.ReadOnly or a mount, with what it
+// needs to load (its dynamic libraries).
+//
+// Unless p.Unsandboxed is set, Command probes the kernel and fails with a
+// [*RefusedError] (wrapping [ErrNoLandlock]) when Landlock is unavailable.
+// It also fails on an invalid policy. It does no other I/O: mount paths
+// are opened by the helper, which exits with status 126 and a message on
+// stderr if it cannot apply the policy (for example a missing mount), 127
+// if the shell does not exist, and 126 if it cannot be executed.
+//
+// ctx kills the process as in [exec.CommandContext]; it kills the shell,
+// not its process group, so callers that manage the group themselves can
+// pass a context that is never done.
+func Command(ctx context.Context, p Policy, shell string, args ...string) (*Cmd, error) {
+	return command(ctx, p, Probe, shell, args...)
+}
+
+func command(ctx context.Context, p Policy, probe func() (int, error), shell string, args ...string) (*Cmd, error) {
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(shell) {
+		return nil, fmt.Errorf("sandbox: shell %q is not an absolute path", shell)
+	}
+	if p.Unsandboxed {
+		c := &Cmd{Cmd: exec.CommandContext(ctx, shell, args...), Status: newStatus(&p, 0)}
+		return c, nil
+	}
+	abi, err := probe()
+	if abi <= 0 {
+		reason := "unknown reason"
+		if err != nil {
+			reason = err.Error()
+		}
+		return nil, &RefusedError{Reason: reason}
+	}
+	exe := p.Executable
+	if exe == "" {
+		exe, err = defaultExecutable()
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
+		}
+	}
+	w := wirePolicy{
+		V:        wireVersion,
+		Network:  p.network(),
+		Mounts:   append([]Mount(nil), p.Mounts...),
+		ReadOnly: append([]string(nil), p.ReadOnly...),
+	}
+	// Args[2] is the policy, filled in by Start once the temporary
+	// directory exists.
+	helperArgs := append([]string{HelperArg, "", shell}, args...)
+	c := &Cmd{Cmd: exec.CommandContext(ctx, exe, helperArgs...), Status: newStatus(&p, abi), wire: w}
+	return c, nil
+}
+
+// TempDir returns the command's private temporary directory, its TMPDIR,
+// or "" before Start.
+func (c *Cmd) TempDir() string { return c.tempDir }
+
+// Start creates the private temporary directory (mode 0700, under
+// [os.TempDir]), sets TMPDIR to it in the command's environment (Env, or
+// the process's environment when Env is nil), encodes the policy and
+// starts the command. If it fails, the directory is removed.
+func (c *Cmd) Start() error {
+	if c.tempDir != "" {
+		return errors.New("sandbox: already started")
+	}
+	dir, err := os.MkdirTemp("", "weft-cmd-")
+	if err != nil {
+		return fmt.Errorf("sandbox: temporary directory: %w", err)
+	}
+	c.tempDir = dir
+	if !c.Status.Unsandboxed {
+		w := c.wire
+		w.TempDir = dir
+		data, err := json.Marshal(w)
+		if err != nil {
+			c.Close()
+			return fmt.Errorf("sandbox: encoding the policy: %w", err)
+		}
+		c.Args[2] = string(data)
+	}
+	c.Env = setEnv(c.Environ(), "TMPDIR", dir)
+	if err := c.Cmd.Start(); err != nil {
+		c.Close()
+		return err
+	}
+	return nil
+}
+
+// Wait waits for the command as [exec.Cmd.Wait] does, then removes the
+// temporary directory. It returns the command's error only; [Cmd.Close]
+// reports whether the removal failed.
+func (c *Cmd) Wait() error {
+	err := c.Cmd.Wait()
+	c.Close()
+	return err
+}
+
+// Run starts the command and waits for it.
+func (c *Cmd) Run() error {
+	if err := c.Start(); err != nil {
+		return err
+	}
+	return c.Wait()
+}
+
+// Output runs the command and returns its standard output. Stdout must
+// be nil.
+func (c *Cmd) Output() ([]byte, error) {
+	if c.Stdout != nil {
+		return nil, errors.New("sandbox: Stdout already set")
+	}
+	var out bytes.Buffer
+	c.Stdout = &out
+	err := c.Run()
+	return out.Bytes(), err
+}
+
+// CombinedOutput runs the command and returns its standard output and
+// standard error together. Stdout and Stderr must be nil.
+func (c *Cmd) CombinedOutput() ([]byte, error) {
+	if c.Stdout != nil || c.Stderr != nil {
+		return nil, errors.New("sandbox: Stdout or Stderr already set")
+	}
+	var out bytes.Buffer
+	c.Stdout, c.Stderr = &out, &out
+	err := c.Run()
+	return out.Bytes(), err
+}
+
+// Close removes the temporary directory and everything in it, even
+// read-only subdirectories, and returns the first removal error. Wait
+// and a failed Start call it; call it yourself only for a Cmd that was
+// started but will never be waited for. It may be called more than once
+// and returns the same result; it does not stop the command.
+func (c *Cmd) Close() error {
+	if c.tempDir == "" {
+		return nil
+	}
+	c.closeOnce.Do(func() { c.closeErr = removeAll(c.tempDir) })
+	return c.closeErr
+}
+
+// removeAll removes dir, first making every directory in it writable and
+// searchable so that a command's chmod cannot leave files behind.
+func removeAll(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("sandbox: removing the temporary directory: %w", err)
+	}
+	return nil
+}
+
+// setEnv returns env with key set to value, replacing every earlier entry.
+func setEnv(env []string, key, value string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, key+"=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, key+"="+value)
+}
