@@ -67,7 +67,8 @@ type Config struct {
 	ScratchDir string
 	// LiveProcesses returns the IDs of the running processes that a mount
 	// of a session owns; env/unmount refuses to detach a mount that owns
-	// one. Nil means no mount ever owns a process.
+	// one. It is called with the session's lock held, so it must not call
+	// back into the Host. Nil means no mount ever owns a process.
 	LiveProcesses func(ctx context.Context, sessionID, mountID string) ([]string, error)
 	// NewID makes IDs with a prefix; nil means random time-ordered IDs.
 	NewID func(prefix string) string

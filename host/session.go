@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"weft.dev/weft/agent"
 	"weft.dev/weft/env"
@@ -31,6 +32,12 @@ type session struct {
 	queue  []queuedRun
 	// done holds a channel per non-terminal run, closed when it ends.
 	done map[string]chan struct{}
+	// bind is the session's current binding (see mounts.go): written with
+	// mu held, read by the active run's tool calls without it. retired
+	// holds the bindings it replaced while a run was active; they close
+	// when that run ends.
+	bind    atomic.Pointer[env.Binding]
+	retired []*env.Binding
 }
 
 type activeRun struct {
@@ -46,9 +53,12 @@ type queuedRun struct {
 	input    []event.Part
 }
 
+// close releases the session. Called with s.mu held.
 func (s *session) close() {
 	s.j.Close()
 	s.lease.Release()
+	s.closeRetired()
+	s.bind.Swap(nil).Close()
 }
 
 // admit appends run.queued for a new run and starts it if the session is
@@ -92,6 +102,7 @@ func (s *session) startNext() {
 		s.execute(ctx, q, a)
 		s.mu.Lock()
 		s.active = nil
+		s.closeRetired()
 		if ch, ok := s.done[q.id]; ok {
 			close(ch)
 			delete(s.done, q.id)
@@ -128,12 +139,13 @@ func (s *session) execute(ctx context.Context, q queuedRun, a *activeRun) {
 		fail("model", err.Error())
 		return
 	}
-	b, err := binding(sess)
+	s.mu.Lock()
+	_, err = s.envBinding()
+	s.mu.Unlock()
 	if err != nil {
 		fail("environment", err.Error())
 		return
 	}
-	defer b.Close()
 	history, err := s.transcript(ctx)
 	if err != nil {
 		fail("log", err.Error())
@@ -148,7 +160,7 @@ func (s *session) execute(ctx context.Context, q queuedRun, a *activeRun) {
 		MaxTokens: m.MaxTokens, Logger: s.h.cfg.Logger,
 	}, s.j, agent.Run{
 		ID: q.id, SessionID: s.id, ModelName: m.Name, Input: q.input, History: history,
-		Env: func() *env.Binding { return b }, Inbox: a.inbox,
+		Env: s.bind.Load, Inbox: a.inbox,
 	})
 	if err != nil {
 		s.h.cfg.Logger.Error("run ended without its terminal event", "session", s.id, "run", q.id, "err", err)

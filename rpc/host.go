@@ -129,6 +129,15 @@ func NewHostServer(h *host.Host, cfg HostConfig) *Server {
 	Register(s, "run/cancel", "Cancel a run; returns once run.cancelled is committed.", func(ctx context.Context, p *host.CancelParams) (*host.RunResult, error) {
 		return h.CancelRun(context.WithoutCancel(ctx), *p)
 	})
+	Register(s, host.MethodEnvList, "List a session's mounts and binding version.", func(ctx context.Context, p *host.ListEnvParams) (*host.ListEnvResult, error) {
+		return h.ListEnv(ctx, *p)
+	})
+	Register(s, host.MethodEnvMount, "Attach (or with replace, replace) a mount; the active run's next tool call sees it.", func(ctx context.Context, p *host.MountParams) (*host.MountResult, error) {
+		return h.Mount(context.WithoutCancel(ctx), *p)
+	})
+	Register(s, host.MethodEnvUnmount, "Detach a mount; refused while it owns a running process.", func(ctx context.Context, p *host.UnmountParams) (*host.MountResult, error) {
+		return h.Unmount(context.WithoutCancel(ctx), *p)
+	})
 	Register(s, "events/read", "Read a page of a session's events after a cursor.", func(ctx context.Context, p *host.ReadEventsParams) (*host.ReadEventsResult, error) {
 		return h.ReadEvents(ctx, *p)
 	})

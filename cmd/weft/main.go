@@ -11,9 +11,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/alecthomas/kong"
+
+	"weft.dev/weft/env/sandbox"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -41,6 +44,9 @@ type cli struct {
 	Steer    steerCmd    `cmd:"" help:"Inject input into an active run."`
 	Cancel   cancelCmd   `cmd:"" help:"Cancel a run."`
 	Status   statusCmd   `cmd:"" help:"Show a run."`
+	Mount    mountCmd    `cmd:"" help:"Attach a directory to a session at /environment/ID (through the host)."`
+	Unmount  unmountCmd  `cmd:"" help:"Detach a mount from a session (through the host)."`
+	Mounts   mountsCmd   `cmd:"" help:"List a session's mounts (through the host)."`
 	Version  versionCmd  `cmd:"" help:"Print the version."`
 }
 
@@ -75,6 +81,10 @@ func usageErr(format string, args ...any) error {
 }
 
 func main() {
+	// The shell sandbox re-executes this binary as its helper.
+	if sandbox.IsHelper(os.Args) {
+		sandbox.Main(os.Args) // never returns
+	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, interrupts: sigs}
@@ -137,6 +147,10 @@ type exitPanic int
 type versionCmd struct{}
 
 func (versionCmd) Run(a *app) error {
-	fmt.Fprintln(a.stdout, "weft", version)
+	cfg, _, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "weft %s (%s %s/%s)\nshell sandbox: %s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH, cfg.Sandbox().Status())
 	return nil
 }

@@ -47,25 +47,25 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// sandbox is a sandbox for one test: a store, a work dir, a config home.
-type sandbox struct {
+// testEnv is a sandbox for one test: a store, a work dir, a config home.
+type testEnv struct {
 	t     *testing.T
 	dir   string
 	work  string
 	store string
 }
 
-func newEnv(t *testing.T) *sandbox {
+func newEnv(t *testing.T) *testEnv {
 	t.Helper()
 	dir := t.TempDir()
-	e := &sandbox{t: t, dir: dir, work: filepath.Join(dir, "work"), store: filepath.Join(dir, "weft.db")}
+	e := &testEnv{t: t, dir: dir, work: filepath.Join(dir, "work"), store: filepath.Join(dir, "weft.db")}
 	if err := os.Mkdir(e.work, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return e
 }
 
-func (e *sandbox) script(name, body string) string {
+func (e *testEnv) script(name, body string) string {
 	p := filepath.Join(e.dir, name)
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		e.t.Fatal(err)
@@ -73,7 +73,7 @@ func (e *sandbox) script(name, body string) string {
 	return p
 }
 
-func (e *sandbox) cmd(args ...string) *exec.Cmd {
+func (e *testEnv) cmd(args ...string) *exec.Cmd {
 	c := exec.Command(weftBin, args...)
 	c.Dir = e.work
 	c.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "XDG_CONFIG_HOME=" + filepath.Join(e.dir, "config"), "WEFT_STORE=" + e.store}
@@ -81,7 +81,7 @@ func (e *sandbox) cmd(args ...string) *exec.Cmd {
 }
 
 // weft runs weft to completion and returns stdout, stderr and the exit code.
-func (e *sandbox) weft(stdin string, args ...string) (string, string, int) {
+func (e *testEnv) weft(stdin string, args ...string) (string, string, int) {
 	e.t.Helper()
 	c := e.cmd(args...)
 	c.Stdin = strings.NewReader(stdin)
@@ -98,7 +98,7 @@ func (e *sandbox) weft(stdin string, args ...string) (string, string, int) {
 }
 
 // events reads a session's log through `weft events --json`.
-func (e *sandbox) events(session string) []event.Event {
+func (e *testEnv) events(session string) []event.Event {
 	e.t.Helper()
 	out, stderr, code := e.weft("", "events", session, "--json")
 	if code != 0 {
@@ -115,7 +115,7 @@ func (e *sandbox) events(session string) []event.Event {
 	return evs
 }
 
-func (e *sandbox) onlySession() string {
+func (e *testEnv) onlySession() string {
 	e.t.Helper()
 	out, _, _ := e.weft("", "sessions", "--json")
 	var s store.Session
@@ -214,7 +214,7 @@ func TestRunExitCodes(t *testing.T) {
 	}
 }
 
-func (e *sandbox) latestSession() string {
+func (e *testEnv) latestSession() string {
 	out, _, _ := e.weft("", "sessions", "--json")
 	var s store.Session
 	json.Unmarshal([]byte(strings.SplitN(out, "\n", 2)[0]), &s)
@@ -323,7 +323,7 @@ func TestFollowSeesDeltasLive(t *testing.T) {
 // killDuring starts `weft run --json`, reads the events it prints (each
 // committed before it is printed), SIGKILLs it when stop says so, and
 // returns what it had printed.
-func (e *sandbox) killDuring(args []string, stop func(event.Event) bool) []event.Event {
+func (e *testEnv) killDuring(args []string, stop func(event.Event) bool) []event.Event {
 	e.t.Helper()
 	c := e.cmd(args...)
 	out, _ := c.StdoutPipe()
@@ -349,7 +349,7 @@ func (e *sandbox) killDuring(args []string, stop func(event.Event) bool) []event
 	return seen
 }
 
-func (e *sandbox) checkRecovered(sid string, seen []event.Event, killedRun string) {
+func (e *testEnv) checkRecovered(sid string, seen []event.Event, killedRun string) {
 	t := e.t
 	t.Helper()
 	// Before recovery: nothing printed is missing and the log is contiguous.

@@ -176,7 +176,7 @@ func (c *runCmd) Run(ctx context.Context, a *app) error {
 	}
 
 	reg := tool.NewRegistry()
-	if err := builtin.Register(reg, builtin.Options{}); err != nil {
+	if err := builtin.Register(reg, builtin.Options{Sandbox: cfgFile.Sandbox()}); err != nil {
 		return err
 	}
 	runCtx, cancel := context.WithCancelCause(ctx)

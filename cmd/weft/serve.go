@@ -90,7 +90,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger) (*host.Host, *sqlit
 		return nil, nil, nil, err
 	}
 	reg := tool.NewRegistry()
-	if err := builtin.Register(reg, builtin.Options{}); err != nil {
+	if err := builtin.Register(reg, builtin.Options{Sandbox: cfgFile.Sandbox()}); err != nil {
 		st.Close()
 		return nil, nil, nil, err
 	}

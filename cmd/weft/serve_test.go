@@ -29,7 +29,7 @@ func freeAddr(t *testing.T) string {
 }
 
 // serve starts `weft serve` and waits until it answers.
-func (e *sandbox) serve(addr string) *exec.Cmd {
+func (e *testEnv) serve(addr string) *exec.Cmd {
 	e.t.Helper()
 	c := e.cmd("serve", "--listen", addr)
 	c.Stderr = os.Stderr
@@ -50,7 +50,7 @@ func (e *sandbox) serve(addr string) *exec.Cmd {
 	return nil
 }
 
-func (e *sandbox) token() string {
+func (e *testEnv) token() string {
 	b, err := os.ReadFile(filepath.Join(e.dir, ".local", "state", "weft", "token"))
 	if err != nil {
 		e.t.Fatal(err)
