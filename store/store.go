@@ -66,6 +66,8 @@ type Store interface {
 	PruneReceipts(ctx context.Context, before time.Time) (int, error)
 	// Close releases the store. It is safe to call more than once.
 	Close() error
+
+	ProcessStore
 }
 
 // Batch is one atomic append to one session.
@@ -180,4 +182,202 @@ type Receipt struct {
 	Result      json.RawMessage `json:"result"`
 	SessionID   string          `json:"sessionId,omitempty"`
 	CreatedAt   time.Time       `json:"createdAt"`
+}
+
+// ProcessStore is the part of [Store] that keeps durable background
+// processes: one record per process (the registry) and one append-only log
+// per process with its own gap-free seq from 1. It is a separate log rather
+// than events in the session log because a process outlives the run and
+// the step that started it, may be addressed by other sessions, and writes
+// far more (its output) than a session; the session log only carries
+// summaries that the host writes.
+//
+// The process log uses [ProcessEvent], not [event.Event]: its key is a
+// process ID, not a session ID, and output chunks carry the byte range the
+// store indexes for [ProcessStore.ProcessOutput] and trims with
+// [ProcessBatch.DropOutputBefore]. Reusing event.Event with SessionID set to
+// a process ID would let a process event pass for a session event.
+//
+// All methods are safe for concurrent use; appends to one process must come
+// from that process's single owner (the process manager), and the store
+// rejects (ErrSeqConflict) any append that would leave a gap.
+type ProcessStore interface {
+	// AppendProcess writes b atomically: its events, its record and its
+	// output drop, or nothing. The first batch of a process must start at
+	// seq 1 and carry its record.
+	AppendProcess(ctx context.Context, b ProcessBatch) error
+	// ReadProcess returns up to p.Limit events of p.ProcessID with
+	// seq > p.After in seq order; dropped output chunks are skipped (their
+	// seqs are missing). An unknown process returns ErrNotFound.
+	ReadProcess(ctx context.Context, p ReadProcessParams) ([]ProcessEvent, error)
+	// ProcessOutput returns up to p.Limit output chunks (events with
+	// Size > 0) of p.ProcessID whose range ends after p.Offset, in offset
+	// order. An unknown process returns ErrNotFound.
+	ProcessOutput(ctx context.Context, p ProcessOutputParams) ([]ProcessEvent, error)
+	// Process returns a process record or ErrNotFound.
+	Process(ctx context.Context, id string) (Process, error)
+	// Processes lists the records matching p, oldest first (by StartedAt,
+	// then ID).
+	Processes(ctx context.Context, p ListProcessesParams) ([]Process, error)
+}
+
+// Process statuses. Running is the only status that is not final.
+const (
+	ProcessRunning   = "running"
+	ProcessCompleted = "completed"
+	ProcessFailed    = "failed"
+	ProcessCancelled = "cancelled"
+	ProcessAbandoned = "abandoned"
+)
+
+// IsProcessTerminal reports whether a process status is final.
+func IsProcessTerminal(status string) bool {
+	switch status {
+	case ProcessCompleted, ProcessFailed, ProcessCancelled, ProcessAbandoned:
+		return true
+	}
+	return false
+}
+
+// Process kinds.
+const (
+	// ProcessShell is a shell command run by /bin/sh -c.
+	ProcessShell = "shell"
+	// ProcessTool is a tool call run in the background.
+	ProcessTool = "tool"
+)
+
+// Recovery dispositions: what a host that starts after a crash does with a
+// process that was running.
+const (
+	// Rerunnable processes are started again (tool calls declared safe to
+	// repeat).
+	Rerunnable = "rerunnable"
+	// OwnerBound processes die with their host; they become abandoned.
+	OwnerBound = "owner_bound"
+	// ExternallyOwned processes are left alone: someone else owns them.
+	ExternallyOwned = "externally_owned"
+)
+
+// ProcessSpec is what a process runs: a shell command (Command, Cwd, Env,
+// PTY) or a tool call (Tool, Args).
+type ProcessSpec struct {
+	// Command is the shell command line of a shell process.
+	Command string `json:"command,omitempty"`
+	// Mount is the mount the working directory lies in.
+	Mount string `json:"mount,omitempty"`
+	// Cwd is the working directory as the caller gave it (a mount path).
+	Cwd string `json:"cwd,omitempty"`
+	// Env holds the explicit environment variables, beyond the allow-list.
+	Env map[string]string `json:"env,omitempty"`
+	// PTY runs the command on a pseudo-terminal.
+	PTY bool `json:"pty,omitempty"`
+	// Tool is the tool name of a tool process.
+	Tool string `json:"tool,omitempty"`
+	// Args are the tool call's arguments, validated before registration.
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+// Process is the registry record of one background process. It is kept as
+// JSON beside the columns queries filter on, like [Run].
+type Process struct {
+	ID        string `json:"id"`
+	SessionID string `json:"sessionId"`
+	// RunID is the run that started the process, if any.
+	RunID string `json:"runId,omitempty"`
+	// Kind is ProcessShell or ProcessTool.
+	Kind string      `json:"kind"`
+	Spec ProcessSpec `json:"spec"`
+	// Status is one of the Process* statuses.
+	Status string `json:"status"`
+	// ExitCode is the exit status of a shell process that exited (-1 when
+	// a signal killed it); nil while running or for tool processes.
+	ExitCode *int `json:"exitCode,omitempty"`
+	// Disposition is Rerunnable, OwnerBound or ExternallyOwned.
+	Disposition string `json:"disposition"`
+	// CreatedBy says who started it (e.g. "tool:shell", "rpc").
+	CreatedBy string     `json:"createdBy,omitempty"`
+	StartedAt time.Time  `json:"startedAt"`
+	EndedAt   *time.Time `json:"endedAt,omitempty"`
+	// Pgid is the OS process group of a shell process (0 if none), swept
+	// at recovery.
+	Pgid int `json:"pgid,omitempty"`
+	// MountID is the mount that owns the process (its working directory's
+	// mount); a mount with a running process cannot be unmounted.
+	MountID string `json:"mountId,omitempty"`
+	// Grants are the other sessions that may address the process.
+	Grants []string `json:"grants,omitempty"`
+	// OutputBytes is the total output so far (the next output offset).
+	OutputBytes int64 `json:"outputBytes"`
+	// DroppedBytes is the trim point: output before this offset may have
+	// been dropped to keep the log under its cap.
+	DroppedBytes int64 `json:"droppedBytes"`
+	// WakeOnExit asks the host to start a run in the owning session when
+	// the process ends.
+	WakeOnExit bool `json:"wakeOnExit,omitempty"`
+	// LastSeq is the seq of the last event of the process's log.
+	LastSeq int64 `json:"lastSeq"`
+}
+
+// ProcessEvent is one entry of a process's log.
+type ProcessEvent struct {
+	// Seq is the position in the process's log, from 1, gap-free when
+	// appended (dropped output chunks leave holes).
+	Seq       int64           `json:"seq"`
+	ProcessID string          `json:"processId"`
+	Type      event.Type      `json:"type"`
+	Time      time.Time       `json:"time"`
+	Data      json.RawMessage `json:"data"`
+	// Offset and Size are set on output chunks only: the chunk covers the
+	// process's output bytes [Offset, Offset+Size). Size is zero for every
+	// other event.
+	Offset int64 `json:"offset,omitempty"`
+	Size   int64 `json:"size,omitempty"`
+}
+
+// ProcessBatch is one atomic append to one process's log.
+type ProcessBatch struct {
+	ProcessID string
+	// Events continue the log from its last seq + 1; at least one.
+	Events []ProcessEvent
+	// Record, if set, replaces the process record. The first batch of a
+	// process must carry it.
+	Record *Process
+	// DropOutputBefore, if positive, deletes the output chunks of earlier
+	// batches that end at or before this offset.
+	DropOutputBefore int64
+}
+
+// ReadProcessParams selects events of one process's log.
+type ReadProcessParams struct {
+	ProcessID string
+	// After is the cursor: events with seq > After are returned.
+	After int64
+	// Limit caps the number of events; zero or negative means 1000.
+	Limit int
+	// Types, if set, keeps only events of these types.
+	Types []event.Type
+}
+
+// ProcessOutputParams selects output chunks of one process.
+type ProcessOutputParams struct {
+	ProcessID string
+	// Offset: chunks that end after it are returned.
+	Offset int64
+	// Limit caps the number of chunks; zero or negative means 100.
+	Limit int
+}
+
+// ListProcessesParams selects process records.
+type ListProcessesParams struct {
+	// SessionID, if set, keeps the processes owned by this session (and,
+	// with IncludeGranted, those granted to it).
+	SessionID      string
+	IncludeGranted bool
+	// Statuses, if set, keeps only processes in one of them.
+	Statuses []string
+	// MountID, if set, keeps only processes owned by this mount.
+	MountID string
+	// Limit caps the list; zero or negative means 1000.
+	Limit int
 }

@@ -293,3 +293,23 @@ func truncate(res Result, budget int) Result {
 	res.Truncated = true
 	return res
 }
+
+// Validate checks args against the input schema of the tool name exactly
+// as [Registry.Call] would, without calling it, and returns the arguments
+// to pass on ({} for empty). The error, meant for the model, names an
+// unknown tool (with the available ones) or what is wrong with args. It
+// lets a caller prepare a call before running it elsewhere (a background
+// tool process). Safe for concurrent use.
+func (r *Registry) Validate(name string, args json.RawMessage) (json.RawMessage, error) {
+	r.mu.RLock()
+	e := r.tools[name]
+	r.mu.RUnlock()
+	if e == nil {
+		return nil, fmt.Errorf("unknown tool %q; available tools: %s", name, r.names())
+	}
+	out, msg := validateArgs(e.schema, args)
+	if msg != "" {
+		return nil, fmt.Errorf("tool %q: %s", name, msg)
+	}
+	return out, nil
+}

@@ -33,6 +33,7 @@ type Store struct {
 	sessions map[string]sessionEntry
 	runs     map[string]runEntry
 	receipts map[receiptKey]store.Receipt
+	procs    map[string]*procEntry // process ID -> record and log; see process.go
 }
 
 type sessionEntry struct {

@@ -73,6 +73,11 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Times", testTimes},
 		{"Projection", testProjection},
 		{"Close", testClose},
+		{"ProcessLog", testProcessLog},
+		{"ProcessConcurrent", testProcessConcurrent},
+		{"ProcessRecords", testProcessRecords},
+		{"ProcessOutputTrim", testProcessOutputTrim},
+		{"ProcessClose", testProcessClose},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

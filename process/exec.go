@@ -1,0 +1,558 @@
+package process
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/creack/pty"
+
+	"weft.dev/weft/env"
+	"weft.dev/weft/store"
+	"weft.dev/weft/tool"
+)
+
+// StartParams describes a process to start.
+type StartParams struct {
+	// SessionID owns the process. Required.
+	SessionID string
+	// RunID is the run that starts it, if any; that run may always
+	// address it.
+	RunID string
+	// Kind is store.ProcessShell or store.ProcessTool. Required.
+	Kind string
+	// Command is the shell command line (shell processes).
+	Command string
+	// Tool and Args are the tool call (tool processes). Args must already
+	// be validated against the tool's schema (see tool.Registry.Validate).
+	Tool string
+	Args json.RawMessage
+	// Binding resolves the working directory of a shell process; it is
+	// used during Start only. Required for shells.
+	Binding *env.Binding
+	// MountID is the mount the working directory lies in: Cwd is resolved
+	// relative to it. Empty means Cwd as given (absolute display path or
+	// relative to the default mount), or the shell mount's root.
+	MountID string
+	// Cwd is the working directory; it must be in a read-write mount.
+	Cwd string
+	// Env holds explicit variables, added after the allow-list.
+	Env map[string]string
+	// Disposition is store.Rerunnable, store.OwnerBound or
+	// store.ExternallyOwned. Required; shells must be owner_bound
+	// (rerunnable shells are accepted and abandoned at recovery like
+	// owner_bound ones).
+	Disposition string
+	// PTY runs a shell process on a pseudo-terminal (stdout and stderr
+	// combined as stream "pty").
+	PTY bool
+	// WakeOnExit is recorded for the host.
+	WakeOnExit bool
+	// CreatedBy says who starts it (e.g. "tool:shell", "rpc").
+	CreatedBy string
+	// ID is the process ID; empty means a fresh one. A tool call started
+	// in the background uses its tool call ID.
+	ID string
+}
+
+// Start registers and starts a process and returns its record once
+// process.started is committed. The shell's output is captured from then
+// on by goroutines the Manager owns until it ends.
+//
+// Errors: [ErrInvalid] for bad params, [ErrExists] for a used ID, an
+// env error (wrapping env.ErrOutside, env.ErrNoMount, env.ErrReadOnly …)
+// for a working directory the binding refuses, [ErrClosed] after Close, or
+// a store error. On error nothing keeps running.
+func (m *Manager) Start(ctx context.Context, sp StartParams) (store.Process, error) {
+	if sp.SessionID == "" {
+		return store.Process{}, fmt.Errorf("%w: no session", ErrInvalid)
+	}
+	switch sp.Disposition {
+	case store.Rerunnable, store.OwnerBound, store.ExternallyOwned:
+	default:
+		return store.Process{}, fmt.Errorf("%w: disposition %q: want %s, %s or %s", ErrInvalid, sp.Disposition, store.Rerunnable, store.OwnerBound, store.ExternallyOwned)
+	}
+	id := sp.ID
+	if id == "" {
+		id = newID()
+	}
+	if _, err := m.st.Process(ctx, id); err == nil {
+		return store.Process{}, fmt.Errorf("%w: %s", ErrExists, id)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return store.Process{}, fmt.Errorf("process %s: %w", id, err)
+	}
+	rec := store.Process{
+		ID: id, SessionID: sp.SessionID, RunID: sp.RunID, Kind: sp.Kind, Status: store.ProcessRunning,
+		Disposition: sp.Disposition, CreatedBy: sp.CreatedBy, StartedAt: time.Now().UTC(), WakeOnExit: sp.WakeOnExit,
+	}
+	switch sp.Kind {
+	case store.ProcessShell:
+		return m.startShell(ctx, rec, sp)
+	case store.ProcessTool:
+		if m.cfg.Tools == nil {
+			return store.Process{}, fmt.Errorf("%w: tool processes are not configured", ErrInvalid)
+		}
+		if sp.Tool == "" {
+			return store.Process{}, fmt.Errorf("%w: no tool name", ErrInvalid)
+		}
+		args := sp.Args
+		if len(args) == 0 {
+			args = json.RawMessage(`{}`)
+		}
+		if !json.Valid(args) {
+			return store.Process{}, fmt.Errorf("%w: tool arguments are not valid JSON", ErrInvalid)
+		}
+		rec.Spec = store.ProcessSpec{Tool: sp.Tool, Args: args}
+		return m.startTool(ctx, rec, "")
+	}
+	return store.Process{}, fmt.Errorf("%w: kind %q: want %s or %s", ErrInvalid, sp.Kind, store.ProcessShell, store.ProcessTool)
+}
+
+// workDir resolves the working directory of a shell through the binding.
+func workDir(sp StartParams) (*env.Path, error) {
+	b := sp.Binding
+	if _, ok := b.ShellMount(); !ok && sp.Cwd == "" && sp.MountID == "" {
+		return nil, fmt.Errorf("%w: no read-write mount is available for shell processes", ErrInvalid)
+	}
+	switch {
+	case sp.MountID != "" && !strings.HasPrefix(sp.Cwd, "/"):
+		return b.Resolve(path.Join("/environment", sp.MountID, sp.Cwd), env.Write)
+	case sp.Cwd != "":
+		return b.Resolve(sp.Cwd, env.Write)
+	}
+	return b.ShellDir()
+}
+
+func (m *Manager) shellEnv(id, dir string, extra map[string]string) []string {
+	vars := map[string]string{}
+	for _, kv := range m.cfg.BaseEnv {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && m.allow[k] {
+			vars[k] = v
+		}
+	}
+	if vars["PATH"] == "" {
+		vars["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	}
+	if vars["HOME"] == "" {
+		vars["HOME"] = dir
+	}
+	if vars["LANG"] == "" {
+		vars["LANG"] = "C.UTF-8"
+	}
+	for k, v := range extra {
+		vars[k] = v
+	}
+	// The marker by which recovery recognises the process's children.
+	vars[MarkerEnv] = id
+	out := make([]string, 0, len(vars))
+	for k, v := range vars {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// MarkerEnv is the variable every shell process and its children carry,
+// set to the process ID. Recovery kills only members of a recorded process
+// group that carry the marker, so a reused group ID never hits a stranger.
+const MarkerEnv = "WEFT_PROCESS_ID"
+
+func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartParams) (store.Process, error) {
+	if strings.TrimSpace(sp.Command) == "" {
+		return store.Process{}, fmt.Errorf("%w: empty command", ErrInvalid)
+	}
+	if sp.Disposition == store.ExternallyOwned {
+		return store.Process{}, fmt.Errorf("%w: a shell started by the host cannot be externally owned", ErrInvalid)
+	}
+	for k := range sp.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return store.Process{}, fmt.Errorf("%w: environment variable name %q", ErrInvalid, k)
+		}
+	}
+	if sp.Binding == nil {
+		return store.Process{}, fmt.Errorf("%w: shell process without a binding", ErrInvalid)
+	}
+	dir, err := workDir(sp)
+	if err != nil {
+		return store.Process{}, err
+	}
+	hostDir, err := dir.HostDir()
+	if err != nil {
+		return store.Process{}, err
+	}
+	rec.MountID = dir.MountID()
+	rec.Spec = store.ProcessSpec{Command: sp.Command, Mount: rec.MountID, Cwd: dir.String(), Env: sp.Env, PTY: sp.PTY}
+
+	p := &proc{m: m, id: rec.ID, rec: rec, changed: make(chan struct{}), done: make(chan struct{})}
+	if err := m.register(p); err != nil {
+		return store.Process{}, err
+	}
+	fail := func(err error) (store.Process, error) {
+		m.mu.Lock()
+		delete(m.live, p.id)
+		m.mu.Unlock()
+		m.wg.Done()
+		return store.Process{}, err
+	}
+	cmd := &exec.Cmd{
+		Path: m.cfg.Shell,
+		Args: []string{"sh", "-c", sp.Command},
+		Dir:  hostDir,
+		Env:  m.shellEnv(rec.ID, hostDir, sp.Env),
+	}
+	var readers []streamReader
+	var closeAfterStart []*os.File
+	if sp.PTY {
+		f, err := pty.StartWithAttrs(cmd, nil, ptyAttr())
+		if err != nil {
+			return fail(fmt.Errorf("process %s: starting %s on a pty: %w", rec.ID, m.cfg.Shell, err))
+		}
+		p.pty, p.stdin = f, f
+		readers = []streamReader{{PTYStream, f}}
+	} else {
+		inR, inW, err := os.Pipe()
+		if err != nil {
+			return fail(fmt.Errorf("process %s: %w", rec.ID, err))
+		}
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			inR.Close()
+			inW.Close()
+			return fail(fmt.Errorf("process %s: %w", rec.ID, err))
+		}
+		errR, errW, err := os.Pipe()
+		if err != nil {
+			inR.Close()
+			inW.Close()
+			outR.Close()
+			outW.Close()
+			return fail(fmt.Errorf("process %s: %w", rec.ID, err))
+		}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+		cmd.SysProcAttr = groupAttr()
+		closeAfterStart = []*os.File{inR, outW, errW}
+		err = cmd.Start()
+		for _, f := range closeAfterStart {
+			f.Close()
+		}
+		if err != nil {
+			inW.Close()
+			outR.Close()
+			errR.Close()
+			return fail(fmt.Errorf("process %s: starting %s: %w", rec.ID, m.cfg.Shell, err))
+		}
+		p.stdin = inW
+		readers = []streamReader{{Stdout, outR}, {Stderr, errR}}
+	}
+	p.cmd = cmd
+	pid := cmd.Process.Pid
+	// The shell leads its own group (Setpgid, or Setsid for a pty).
+	err = p.append(ctx, []store.ProcessEvent{newEvent(EventStarted, StartedData{
+		Kind: rec.Kind, Spec: rec.Spec, Disposition: rec.Disposition, CreatedBy: rec.CreatedBy,
+		SessionID: rec.SessionID, RunID: rec.RunID, Pid: pid, Pgid: pid,
+	})}, 0, func(r *store.Process) { r.Pgid = pid })
+	if err != nil {
+		killGroup(pid)
+		cmd.Wait()
+		for _, r := range readers {
+			r.f.Close()
+		}
+		if p.stdin != nil && p.stdin != p.pty {
+			p.stdin.Close()
+		}
+		return fail(err)
+	}
+	out, _ := p.snapshot()
+	go p.superviseShell(readers)
+	return out, nil
+}
+
+type streamReader struct {
+	stream string
+	f      *os.File
+}
+
+type piece struct {
+	stream string
+	data   []byte
+}
+
+// superviseShell owns a shell process: it captures the output, reaps the
+// shell, kills what is left of its group and writes the terminal event.
+func (p *proc) superviseShell(readers []streamReader) {
+	m := p.m
+	defer m.wg.Done()
+	pieces := make(chan piece, 8) // bounded: a fast writer blocks on its pipe
+	readDone := make(chan struct{})
+	bufSize := min(32<<10, m.cfg.ChunkBytes)
+	go func() {
+		defer close(pieces)
+		errs := make(chan struct{}, len(readers))
+		for _, r := range readers {
+			go func() {
+				defer func() { errs <- struct{}{} }()
+				for {
+					buf := make([]byte, bufSize)
+					n, err := r.f.Read(buf)
+					if n > 0 {
+						pieces <- piece{r.stream, buf[:n]}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+		for range readers {
+			<-errs
+		}
+		close(readDone)
+	}()
+	collected := make(chan struct{})
+	go func() {
+		defer close(collected)
+		p.collect(pieces)
+	}()
+
+	werr := p.cmd.Wait()
+	// Whatever is left of the group (background jobs) ends with the shell.
+	killGroup(p.cmd.Process.Pid)
+	if p.stdin != nil && p.stdin != p.pty {
+		p.stdin.Close()
+	}
+	// A process that left the group could hold the pipes open forever:
+	// stop reading after the grace period.
+	select {
+	case <-readDone:
+	case <-time.After(m.cfg.KillGrace):
+		for _, r := range readers {
+			r.f.SetReadDeadline(time.Now())
+		}
+	}
+	<-collected
+	for _, r := range readers {
+		r.f.Close()
+	}
+
+	p.mu.Lock()
+	closing, cancelq := p.closing, p.cancelq
+	p.mu.Unlock()
+	d := EndedData{}
+	var exit *int
+	if st := p.cmd.ProcessState; st != nil {
+		c := st.ExitCode()
+		exit = &c
+		if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			d.Signal = signalName(ws.Signal())
+		}
+	} else if werr != nil {
+		d.Error = werr.Error()
+	}
+	d.ExitCode = exit
+	status := store.ProcessCompleted
+	switch {
+	case cancelq != nil:
+		status, d.Cancel = store.ProcessCancelled, cancelq
+	case closing:
+		status = store.ProcessAbandoned
+		d.Evidence = &Evidence{Writer: "close", Reason: "the host shut down and killed the process group", Pgid: p.cmd.Process.Pid}
+	case exit == nil || *exit != 0:
+		status = store.ProcessFailed
+	}
+	p.end(status, d, exit)
+	m.finish(p, true)
+}
+
+// collect turns pieces into output events: a chunk is flushed when it
+// reaches ChunkBytes, when the stream changes, or FlushInterval after its
+// first byte. An incomplete UTF-8 sequence at the end of a chunk waits for
+// the next piece of the same stream.
+func (p *proc) collect(pieces <-chan piece) {
+	m := p.m
+	var cur string
+	var buf []byte
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	armed := false
+	flush := func(final bool) {
+		if len(buf) == 0 {
+			return
+		}
+		n := len(buf)
+		if !final {
+			n = completeUTF8(buf)
+			if n == 0 {
+				n = len(buf)
+			}
+		}
+		p.writeOutput(cur, buf[:n])
+		buf = append(buf[:0], buf[n:]...)
+	}
+	for {
+		select {
+		case pc, ok := <-pieces:
+			if !ok {
+				flush(true)
+				timer.Stop()
+				return
+			}
+			if pc.stream != cur {
+				flush(true)
+				cur = pc.stream
+			}
+			buf = append(buf, pc.data...)
+			if len(buf) >= m.cfg.ChunkBytes {
+				flush(false)
+			}
+			if len(buf) > 0 && !armed {
+				timer.Reset(m.cfg.FlushInterval)
+				armed = true
+			}
+		case <-timer.C:
+			armed = false
+			flush(false)
+			if len(buf) > 0 {
+				timer.Reset(m.cfg.FlushInterval)
+				armed = true
+			}
+		}
+	}
+}
+
+// completeUTF8 returns the length of b without a trailing incomplete
+// UTF-8 sequence (at most 3 bytes are held back).
+func completeUTF8(b []byte) int {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-3; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return i
+			}
+			break
+		}
+	}
+	return len(b)
+}
+
+// writeOutput appends data as output events of at most ChunkBytes, and
+// trims the log when it exceeds the cap.
+func (p *proc) writeOutput(stream string, data []byte) {
+	m := p.m
+	ctx := context.Background()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	off := p.rec.OutputBytes
+	var evs []store.ProcessEvent
+	for len(data) > 0 {
+		n := min(len(data), m.cfg.ChunkBytes)
+		evs = append(evs, store.ProcessEvent{Type: EventOutput, Data: encodeOutput(stream, off, data[:n]), Offset: off, Size: int64(n)})
+		off += int64(n)
+		data = data[n:]
+	}
+	var drop int64
+	if off-p.rec.DroppedBytes > m.cfg.OutputCap {
+		drop = off - m.cfg.OutputCap*3/4
+		evs = append(evs, newEvent(EventOutputDropped, OutputDroppedData{Before: drop, Cap: m.cfg.OutputCap}))
+	}
+	err := p.appendLocked(ctx, evs, drop, func(r *store.Process) {
+		r.OutputBytes = off
+		if drop > 0 {
+			r.DroppedBytes = drop
+		}
+	})
+	if err != nil {
+		m.log.Error("process output lost", "process", p.id, "bytes", off-p.rec.OutputBytes, "err", err)
+	}
+}
+
+// startTool registers a tool process (or, with reason set, restarts one
+// found by Recover) and runs it on a goroutine.
+func (m *Manager) startTool(ctx context.Context, rec store.Process, reason string) (store.Process, error) {
+	p := &proc{m: m, id: rec.ID, rec: rec, changed: make(chan struct{}), done: make(chan struct{})}
+	if err := m.register(p); err != nil {
+		return store.Process{}, err
+	}
+	var ev store.ProcessEvent
+	if reason == "" {
+		ev = newEvent(EventStarted, StartedData{Kind: rec.Kind, Spec: rec.Spec, Disposition: rec.Disposition,
+			CreatedBy: rec.CreatedBy, SessionID: rec.SessionID, RunID: rec.RunID})
+	} else {
+		ev = newEvent(EventRestarted, RestartedData{Reason: reason})
+	}
+	if err := p.append(ctx, []store.ProcessEvent{ev}, 0, nil); err != nil {
+		m.mu.Lock()
+		delete(m.live, p.id)
+		m.mu.Unlock()
+		m.wg.Done()
+		return store.Process{}, err
+	}
+	tctx, stop := context.WithCancel(m.ctx)
+	p.mu.Lock()
+	p.stopTool = stop
+	out := p.rec
+	p.mu.Unlock()
+	go p.superviseTool(tctx, stop)
+	return out, nil
+}
+
+func (p *proc) superviseTool(ctx context.Context, stop context.CancelFunc) {
+	m := p.m
+	defer m.wg.Done()
+	defer stop()
+	rec, _ := p.snapshot()
+	call := &tool.Call{ID: rec.ID, SessionID: rec.SessionID, RunID: rec.RunID, Arguments: rec.Spec.Args}
+	res := runTool(ctx, m.cfg.Tools, ToolRun{Process: rec, Call: call})
+	p.mu.Lock()
+	closing, cancelq := p.closing, p.cancelq
+	p.mu.Unlock()
+	if closing && cancelq == nil && rec.Disposition != store.OwnerBound {
+		// Left running for the next host's Recover.
+		m.finish(p, false)
+		return
+	}
+	if res.Output != "" {
+		p.writeOutput(ResultStream, []byte(res.Output))
+	}
+	d := EndedData{Output: res.Output, IsError: res.IsError}
+	status := store.ProcessCompleted
+	switch {
+	case cancelq != nil:
+		status, d.Cancel = store.ProcessCancelled, cancelq
+	case closing:
+		status = store.ProcessAbandoned
+		d.Evidence = &Evidence{Writer: "close", Reason: "the host shut down and cancelled the tool call"}
+	case res.IsError:
+		status = store.ProcessFailed
+	}
+	p.end(status, d, nil)
+	m.finish(p, true)
+}
+
+func runTool(ctx context.Context, r ToolRunner, run ToolRun) (res tool.Result) {
+	defer func() {
+		if v := recover(); v != nil {
+			res = tool.Result{Output: fmt.Sprintf("tool %q failed: internal error (panic: %v)\n%s", run.Process.Spec.Tool, v, debug.Stack()), IsError: true}
+		}
+	}()
+	return r.RunTool(ctx, run)
+}
+
+// readTail returns up to n of the last output bytes of rec.
+func (m *Manager) readTail(ctx context.Context, rec store.Process, n int) (string, error) {
+	from := max(rec.OutputBytes-int64(n), rec.DroppedBytes, 0)
+	out, err := m.output(ctx, rec, from, n)
+	if err != nil {
+		return "", err
+	}
+	return strings.ToValidUTF8(string(out.Data), "\uFFFD"), nil
+}

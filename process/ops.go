@@ -1,0 +1,408 @@
+package process
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"regexp"
+	"syscall"
+	"time"
+
+	"weft.dev/weft/event"
+	"weft.dev/weft/store"
+)
+
+// AwaitResult is what [Manager.Await] returns.
+type AwaitResult struct {
+	// Process is the record when Await returned.
+	Process store.Process `json:"process"`
+	// TimedOut is set when the process was still running at the timeout.
+	TimedOut bool `json:"timedOut,omitempty"`
+	// Tail is the end of the output (Config.TailBytes), as text.
+	Tail string `json:"tail"`
+}
+
+// pollInterval is how often Await and Follow look at a process that is
+// not live under this Manager (another host may end it).
+const pollInterval = 500 * time.Millisecond
+
+// Await waits until process id ends or timeout passes (zero: do not wait)
+// and returns its record and the tail of its output. A caller that cannot
+// address the process gets [ErrNotFound], and the attempt is recorded in
+// the process log. ctx ends the wait early with ctx's error.
+func (m *Manager) Await(ctx context.Context, id string, timeout time.Duration, caller Caller) (AwaitResult, error) {
+	rec, p, err := m.access(ctx, id, caller, "await", true)
+	if err != nil {
+		return AwaitResult{}, err
+	}
+	timer := time.NewTimer(max(timeout, 0))
+	defer timer.Stop()
+	timedOut := false
+wait:
+	for !store.IsProcessTerminal(rec.Status) {
+		var tick <-chan time.Time
+		var done <-chan struct{}
+		if p != nil {
+			done = p.done
+		} else {
+			t := time.NewTimer(pollInterval)
+			defer t.Stop()
+			tick = t.C
+		}
+		select {
+		case <-done:
+		case <-tick:
+		case <-timer.C:
+			timedOut = true
+			break wait
+		case <-ctx.Done():
+			return AwaitResult{}, ctx.Err()
+		}
+		if rec, p, err = m.get(ctx, id); err != nil {
+			return AwaitResult{}, err
+		}
+	}
+	if timedOut {
+		if rec, _, err = m.get(ctx, id); err != nil {
+			return AwaitResult{}, err
+		}
+	}
+	tail, err := m.readTail(ctx, rec, m.cfg.TailBytes)
+	if err != nil {
+		return AwaitResult{}, err
+	}
+	return AwaitResult{Process: rec, TimedOut: !store.IsProcessTerminal(rec.Status), Tail: tail}, nil
+}
+
+// Chunk is a piece of a process's output.
+type Chunk struct {
+	// Stream is Stdout, Stderr, PTYStream or ResultStream.
+	Stream string `json:"stream"`
+	// Offset is the offset of Data's first byte in the combined output.
+	Offset int64  `json:"offset"`
+	Data   []byte `json:"data"`
+	// Skipped counts bytes before Offset that the reader asked for but
+	// that were dropped by the output cap.
+	Skipped int64 `json:"skipped,omitempty"`
+}
+
+// Output is a read of a process's output by offset.
+type Output struct {
+	// Data is the output from Offset on, all streams combined.
+	Data []byte `json:"data"`
+	// Chunks are the same bytes by stream.
+	Chunks []Chunk `json:"chunks,omitempty"`
+	// Offset is where Data starts: the requested offset, or the earliest
+	// available one when Truncated.
+	Offset int64 `json:"offset"`
+	// Next is the offset to read from next.
+	Next int64 `json:"next"`
+	// Truncated is set when the requested offset was dropped by the output
+	// cap; Offset then is the earliest available offset.
+	Truncated bool `json:"truncated,omitempty"`
+	// Total is the output so far.
+	Total int64 `json:"total"`
+	// Ended is set when the process has ended and Next == Total: no more
+	// output will come.
+	Ended bool `json:"ended,omitempty"`
+}
+
+// Output reads up to limit bytes (zero: 64 KiB) of process id's output from
+// offset. An offset below the trim point is not an error: the result is
+// Truncated and starts at the earliest available offset. Visibility as
+// for [Manager.Get].
+func (m *Manager) Output(ctx context.Context, id string, offset int64, limit int, caller Caller) (Output, error) {
+	rec, _, err := m.access(ctx, id, caller, "output", false)
+	if err != nil {
+		return Output{}, err
+	}
+	if limit <= 0 {
+		limit = 64 << 10
+	}
+	return m.output(ctx, rec, max(offset, 0), limit)
+}
+
+func (m *Manager) output(ctx context.Context, rec store.Process, offset int64, limit int) (Output, error) {
+	out := Output{Offset: offset, Next: offset, Total: rec.OutputBytes}
+	first := true
+	for len(out.Data) < limit {
+		evs, err := m.st.ProcessOutput(ctx, store.ProcessOutputParams{ProcessID: rec.ID, Offset: out.Next, Limit: 16})
+		if err != nil {
+			return Output{}, fmt.Errorf("process %s: read output: %w", rec.ID, err)
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, e := range evs {
+			var d OutputData
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				return Output{}, fmt.Errorf("process %s: output seq %d: %w", rec.ID, e.Seq, err)
+			}
+			b := d.Bytes()
+			if first && e.Offset > out.Next {
+				out.Truncated, out.Offset, out.Next = true, e.Offset, e.Offset
+			}
+			first = false
+			if e.Offset > out.Next { // a hole (cannot happen in one log)
+				out.Next = e.Offset
+			}
+			b = b[out.Next-e.Offset:]
+			b = b[:min(len(b), limit-len(out.Data))]
+			out.Chunks = append(out.Chunks, Chunk{Stream: d.Stream, Offset: out.Next, Data: b})
+			out.Data = append(out.Data, b...)
+			out.Next += int64(len(b))
+			if len(out.Data) >= limit {
+				break
+			}
+		}
+		if len(evs) < 16 {
+			break
+		}
+	}
+	if first && rec.DroppedBytes > out.Next && out.Next < rec.OutputBytes {
+		out.Truncated, out.Offset, out.Next = true, rec.DroppedBytes, rec.DroppedBytes
+	}
+	if out.Data == nil {
+		out.Data = []byte{}
+	}
+	out.Ended = store.IsProcessTerminal(rec.Status) && out.Next >= rec.OutputBytes
+	return out, nil
+}
+
+// Follow yields process id's output from offset: what is stored first,
+// then live as it is committed, until the process ends and everything is
+// yielded, ctx ends (the error is ctx's) or the consumer stops. A chunk
+// that follows dropped output says how much it skipped. The iterator is
+// single-use; it holds no lock while yielding and no goroutine.
+// Visibility as for [Manager.Get]; errors arrive as the iterator's error.
+func (m *Manager) Follow(ctx context.Context, id string, offset int64, caller Caller) iter.Seq2[Chunk, error] {
+	return func(yield func(Chunk, error) bool) {
+		if _, _, err := m.access(ctx, id, caller, "follow", false); err != nil {
+			yield(Chunk{}, err)
+			return
+		}
+		next := max(offset, 0)
+		for {
+			// Take the change signal before reading, so nothing
+			// committed after the read is missed.
+			rec, p, err := m.get(ctx, id)
+			if err != nil {
+				yield(Chunk{}, err)
+				return
+			}
+			var changed <-chan struct{}
+			if p != nil {
+				rec, changed = p.snapshot()
+			}
+			out, err := m.output(ctx, rec, next, 256<<10)
+			if err != nil {
+				yield(Chunk{}, err)
+				return
+			}
+			for i, c := range out.Chunks {
+				if i == 0 && out.Truncated {
+					c.Skipped = out.Offset - next
+				}
+				if !yield(c, nil) {
+					return
+				}
+			}
+			next = out.Next
+			if len(out.Chunks) > 0 {
+				continue
+			}
+			if store.IsProcessTerminal(rec.Status) && next >= rec.OutputBytes {
+				return
+			}
+			var tick <-chan time.Time
+			if changed == nil {
+				t := time.NewTimer(pollInterval)
+				tick = t.C
+				defer t.Stop()
+			}
+			select {
+			case <-changed:
+			case <-tick:
+			case <-ctx.Done():
+				yield(Chunk{}, ctx.Err())
+				return
+			}
+		}
+	}
+}
+
+// Write writes data to the stdin (or pty) of a running shell process and
+// records the byte count in its log. Errors: [ErrNotFound] (recorded) for
+// a caller that cannot address it, [ErrEnded] for a process that is not
+// running under this Manager or has no input.
+func (m *Manager) Write(ctx context.Context, id string, data []byte, caller Caller) error {
+	_, p, err := m.access(ctx, id, caller, "write", true)
+	if err != nil {
+		return err
+	}
+	if p == nil || p.stdin == nil {
+		return fmt.Errorf("%w: %s: no input to write to", ErrEnded, id)
+	}
+	if _, err := p.stdin.Write(data); err != nil {
+		return fmt.Errorf("%w: %s: write input: %v", ErrEnded, id, err)
+	}
+	return p.append(ctx, []store.ProcessEvent{newEvent(EventInput, InputData{Bytes: len(data), By: caller})}, 0, nil)
+}
+
+// CloseInput closes the stdin of a running shell process (not of a pty),
+// so that a program reading it sees end of file. Errors as for Write.
+func (m *Manager) CloseInput(ctx context.Context, id string, caller Caller) error {
+	_, p, err := m.access(ctx, id, caller, "write", true)
+	if err != nil {
+		return err
+	}
+	if p == nil || p.stdin == nil || p.stdin == p.pty {
+		return fmt.Errorf("%w: %s: no input to close", ErrEnded, id)
+	}
+	return p.stdin.Close()
+}
+
+var signalNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+
+// posixSignals are the signal names that also reach a shell's process
+// group.
+var posixSignals = map[string]syscall.Signal{
+	"interrupt": syscall.SIGINT,
+	"terminate": syscall.SIGTERM,
+	"kill":      syscall.SIGKILL,
+	"hangup":    syscall.SIGHUP,
+}
+
+// Signal appends signal.<name> with payload to process id's log and
+// returns its seq. For a live shell process the names interrupt,
+// terminate, kill and hangup also send SIGINT, SIGTERM, SIGKILL or SIGHUP
+// to its process group. name must match [a-z0-9][a-z0-9_.-]{0,63}
+// ([ErrInvalid]); payload must be JSON or empty. A caller that cannot
+// address the process gets [ErrNotFound] (recorded); an ended process
+// [ErrEnded].
+func (m *Manager) Signal(ctx context.Context, id, name string, payload json.RawMessage, caller Caller) (int64, error) {
+	if !signalNameRE.MatchString(name) {
+		return 0, fmt.Errorf("%w: signal name %q: want [a-z0-9][a-z0-9_.-]{0,63}", ErrInvalid, name)
+	}
+	if len(payload) > 0 && !json.Valid(payload) {
+		return 0, fmt.Errorf("%w: signal payload is not valid JSON", ErrInvalid)
+	}
+	if _, _, err := m.access(ctx, id, caller, "signal", true); err != nil {
+		return 0, err
+	}
+	var sig syscall.Signal
+	var pgid int
+	rec, err := m.update(ctx, id, func(rec *store.Process) ([]store.ProcessEvent, error) {
+		if store.IsProcessTerminal(rec.Status) {
+			return nil, fmt.Errorf("%w: %s is %s", ErrEnded, id, rec.Status)
+		}
+		d := SignalData{Payload: payload, By: caller}
+		if s, ok := posixSignals[name]; ok && rec.Kind == store.ProcessShell && rec.Pgid > 0 {
+			if p := m.liveProc(id); p != nil {
+				sig, pgid, d.Posix = s, rec.Pgid, signalName(s)
+			}
+		}
+		return []store.ProcessEvent{newEvent(event.Type(SignalPrefix+name), d)}, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if pgid > 0 {
+		signalGroup(pgid, sig)
+	}
+	return rec.LastSeq, nil
+}
+
+// Cancel asks process id to stop and waits until it has ended (ctx bounds
+// the wait). A caller that cannot address it gets [ErrNotFound]; one the
+// [CancelPolicy] refuses gets an error wrapping [ErrDenied] and the
+// policy's error. Both attempts are recorded as process.cancel_requested
+// with denied set. An allowed cancel records process.cancel_requested,
+// sends SIGTERM to a shell's group (SIGKILL after Config.KillGrace) or
+// cancels a tool call's ctx; the terminal event is process.cancelled. A
+// process that is running in the store but not under this Manager (left by
+// an earlier host) is marked cancelled at once, after its recorded group
+// is swept. Cancelling an ended process returns its record unchanged.
+func (m *Manager) Cancel(ctx context.Context, id, reason string, caller Caller) (store.Process, error) {
+	rec, _, err := m.access(ctx, id, caller, "cancel", true)
+	if err != nil {
+		return store.Process{}, err
+	}
+	if store.IsProcessTerminal(rec.Status) {
+		return rec, nil
+	}
+	if perr := m.cfg.Policy.AllowCancel(ctx, rec, caller); perr != nil {
+		ev := newEvent(EventCancelRequested, CancelRequestedData{By: caller, Reason: reason, Denied: true, DenyReason: perr.Error()})
+		if _, err := m.update(context.WithoutCancel(ctx), id, func(*store.Process) ([]store.ProcessEvent, error) {
+			return []store.ProcessEvent{ev}, nil
+		}); err != nil {
+			m.log.Warn("record denied cancel", "process", id, "err", err)
+		}
+		return store.Process{}, fmt.Errorf("%w: cancel of process %s: %w", ErrDenied, id, perr)
+	}
+	req := &CancelRequestedData{By: caller, Reason: reason}
+	if p := m.liveProc(id); p != nil {
+		p.mu.Lock()
+		already := p.cancelq != nil
+		var aerr error
+		if !already && !store.IsProcessTerminal(p.rec.Status) {
+			aerr = p.appendLocked(ctx, []store.ProcessEvent{newEvent(EventCancelRequested, req)}, 0, nil)
+			if aerr == nil {
+				p.cancelq = req
+			}
+		}
+		stop := p.stopTool
+		p.mu.Unlock()
+		if aerr != nil {
+			return store.Process{}, aerr
+		}
+		if p.cmd != nil {
+			pgid := p.cmd.Process.Pid
+			signalGroup(pgid, syscall.SIGTERM)
+			grace := time.NewTimer(m.cfg.KillGrace)
+			select {
+			case <-p.done:
+			case <-grace.C:
+				killGroup(pgid)
+			case <-ctx.Done():
+			}
+			grace.Stop()
+		} else if stop != nil {
+			stop()
+		}
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return store.Process{}, ctx.Err()
+		}
+		rec, _, err := m.get(ctx, id)
+		return rec, err
+	}
+	// Not live here: settle the record.
+	var killed []int
+	if rec.Pgid > 0 {
+		killed = sweepGroup(rec.Pgid, rec.ID)
+	}
+	var ended bool
+	rec, err = m.update(ctx, id, func(r *store.Process) ([]store.ProcessEvent, error) {
+		if store.IsProcessTerminal(r.Status) {
+			return nil, nil
+		}
+		ended = true
+		now := time.Now().UTC()
+		r.Status, r.EndedAt = store.ProcessCancelled, &now
+		return []store.ProcessEvent{
+			newEvent(EventCancelRequested, req),
+			newEvent(EventCancelled, EndedData{Status: store.ProcessCancelled, Cancel: req,
+				Evidence: &Evidence{Writer: "cancel", Reason: "not running under this host", Pgid: r.Pgid, Killed: killed}}),
+		}, nil
+	})
+	if err != nil {
+		return store.Process{}, err
+	}
+	if ended && m.cfg.Notify != nil {
+		m.cfg.Notify.ProcessEnded(rec)
+	}
+	return rec, nil
+}

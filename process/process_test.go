@@ -1,0 +1,692 @@
+package process_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"weft.dev/weft/env"
+	"weft.dev/weft/event"
+	"weft.dev/weft/process"
+	"weft.dev/weft/store"
+	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/sqlite"
+	"weft.dev/weft/tool"
+	"weft.dev/weft/tool/builtin"
+)
+
+const childEnv = "WEFT_PROCESS_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if db := os.Getenv(childEnv); db != "" {
+		childHost(db)
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// childHost is the "host" the SIGKILL test kills: a Manager on a SQLite
+// file running one background shell. It prints the process ID and pgid,
+// then waits to be killed.
+func childHost(db string) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: db})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	m, err := process.New(process.Config{Store: st})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	dir := filepath.Dir(db)
+	b, err := env.NewBinding(1, []event.Mount{{ID: "work", Path: dir, Mode: event.ModeReadWrite, Kind: event.KindLocal}})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	p, err := m.Start(ctx, process.StartParams{SessionID: "s1", Kind: store.ProcessShell, Command: "sleep 300 & sleep 300",
+		Binding: b, Disposition: store.OwnerBound})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	fmt.Println("started", p.ID, p.Pgid)
+	select {}
+}
+
+type runner struct{ reg *tool.Registry }
+
+func (r runner) RunTool(ctx context.Context, run process.ToolRun) tool.Result {
+	return r.reg.Call(ctx, run.Process.Spec.Tool, run.Call, tool.CallOptions{})
+}
+
+type echoIn struct {
+	Text  string `json:"text"`
+	Sleep int    `json:"sleepMs,omitempty"`
+}
+
+func newRegistry(t testing.TB) *tool.Registry {
+	t.Helper()
+	reg := tool.NewRegistry()
+	echo, err := tool.Func("echo", "echo text", func(ctx context.Context, c *tool.Call, in echoIn) (tool.Result, error) {
+		select {
+		case <-time.After(time.Duration(in.Sleep) * time.Millisecond):
+		case <-ctx.Done():
+			return tool.Result{}, ctx.Err()
+		}
+		return tool.Result{Output: "echo:" + in.Text}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Add(echo); err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+type fixture struct {
+	m   *process.Manager
+	st  store.Store
+	reg *tool.Registry
+	b   *env.Binding
+	dir string
+}
+
+func setup(t *testing.T, cfg process.Config) *fixture { return setupTB(t, cfg) }
+
+func setupTB(t testing.TB, cfg process.Config) *fixture {
+	t.Helper()
+	f := &fixture{dir: t.TempDir(), reg: newRegistry(t)}
+	if cfg.Store == nil {
+		cfg.Store = memory.New()
+	}
+	f.st = cfg.Store
+	cfg.Tools = runner{f.reg}
+	cfg.KillGrace = 500 * time.Millisecond
+	m, err := process.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.m = m
+	if err := process.RegisterTools(f.reg, m); err != nil {
+		t.Fatal(err)
+	}
+	f.b, err = env.NewBinding(1, []event.Mount{{ID: "work", Path: f.dir, Mode: event.ModeReadWrite, Kind: event.KindLocal}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		m.Close()
+		f.b.Close()
+		f.st.Close()
+	})
+	return f
+}
+
+var owner = process.Caller{SessionID: "s1", RunID: "r1"}
+
+func (f *fixture) shell(t *testing.T, cmd string, mod ...func(*process.StartParams)) store.Process {
+	t.Helper()
+	sp := process.StartParams{SessionID: "s1", RunID: "r1", Kind: store.ProcessShell, Command: cmd, Binding: f.b, Disposition: store.OwnerBound}
+	for _, fn := range mod {
+		fn(&sp)
+	}
+	p, err := f.m.Start(context.Background(), sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (f *fixture) await(t *testing.T, id string) process.AwaitResult {
+	t.Helper()
+	res, err := f.m.Await(context.Background(), id, 20*time.Second, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.TimedOut {
+		t.Fatalf("process %s still running", id)
+	}
+	return res
+}
+
+func (f *fixture) log(t *testing.T, id string) []store.ProcessEvent {
+	t.Helper()
+	evs, err := f.st.ReadProcess(context.Background(), store.ReadProcessParams{ProcessID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+func types(evs []store.ProcessEvent) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, string(e.Type))
+	}
+	return out
+}
+
+// waitOutput waits until the process's output contains s.
+func (f *fixture) waitOutput(t *testing.T, id, s string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		out, err := f.m.Output(context.Background(), id, 0, 1<<20, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(out.Data), s) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("output of %s never contained %q", id, s)
+}
+
+func TestParseHandle(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want error
+	}{
+		{`{"id":"p1"}`, process.ErrHandleNoKind},
+		{`{"__handle__":"file","id":"p1"}`, process.ErrHandleKind},
+		{`{"__handle__":"process","id":""}`, process.ErrHandleNoID},
+		{`{"__handle__":"process"}`, process.ErrHandleNoID},
+		{`"p1"`, process.ErrHandleNotObject},
+		{`[1]`, process.ErrHandleNotObject},
+		{`{"__handle__":"process","id":"p1","x":1}`, process.ErrBadHandle},
+		{`{"__handle__":"process","id":7}`, process.ErrBadHandle},
+	} {
+		_, err := process.ParseHandle(json.RawMessage(tc.in))
+		if !errors.Is(err, tc.want) || !errors.Is(err, process.ErrBadHandle) {
+			t.Errorf("ParseHandle(%s) = %v; want %v", tc.in, err, tc.want)
+		}
+	}
+	// The distinct errors are distinct.
+	if errors.Is(process.ErrHandleNoKind, process.ErrHandleKind) || errors.Is(process.ErrHandleNoID, process.ErrHandleNoKind) {
+		t.Error("handle errors are not distinct")
+	}
+	h, err := process.ParseHandle(json.RawMessage(` {"__handle__":"process","id":"p1"} `))
+	if err != nil || h.ID != "p1" {
+		t.Fatalf("ParseHandle = %v, %v", h, err)
+	}
+	b, _ := json.Marshal(h)
+	if string(b) != `{"__handle__":"process","id":"p1"}` {
+		t.Errorf("Marshal = %s", b)
+	}
+}
+
+func callTool(t *testing.T, f *fixture, name, id string, args any, c process.Caller) tool.Result {
+	t.Helper()
+	raw, _ := json.Marshal(args)
+	return f.reg.Call(context.Background(), name, &tool.Call{ID: id, SessionID: c.SessionID, RunID: c.RunID, Arguments: raw, Env: f.b}, tool.CallOptions{})
+}
+
+func handleOf(t *testing.T, res tool.Result) process.Handle {
+	t.Helper()
+	var out struct {
+		Handle process.Handle `json:"handle"`
+	}
+	if res.IsError || json.Unmarshal([]byte(res.Output), &out) != nil {
+		t.Fatalf("no handle in %+v", res)
+	}
+	return out.Handle
+}
+
+func TestStartToolInBackground(t *testing.T) {
+	f := setup(t, process.Config{})
+	res := callTool(t, f, "start_tool", "call_7", map[string]any{"tool": "echo", "args": map[string]any{"text": "hi", "sleepMs": 50}}, owner)
+	h := handleOf(t, res)
+	if h.ID != "call_7" {
+		t.Fatalf("handle id = %q; want the call id", h.ID)
+	}
+	rec, err := f.m.Get(context.Background(), "call_7", owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Kind != store.ProcessTool || rec.Spec.Tool != "echo" || !strings.Contains(string(rec.Spec.Args), `"hi"`) {
+		t.Errorf("record = %+v", rec)
+	}
+	res = callTool(t, f, "process_await", "c2", map[string]any{"handle": h, "timeoutMs": 10000}, owner)
+	if res.IsError || !strings.Contains(res.Output, `"completed"`) || !strings.Contains(res.Output, "echo:hi") {
+		t.Fatalf("process_await = %+v", res)
+	}
+	if got := types(f.log(t, "call_7")); !slices.Equal(got, []string{"process.started", "process.output", "process.completed"}) {
+		t.Errorf("log = %v", got)
+	}
+	// Invalid arguments are refused before anything is registered.
+	res = callTool(t, f, "start_tool", "call_8", map[string]any{"tool": "echo", "args": map[string]any{"nope": 1}}, owner)
+	if !res.IsError {
+		t.Fatalf("start_tool with bad args = %+v", res)
+	}
+	if _, err := f.st.Process(context.Background(), "call_8"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("bad call registered: %v", err)
+	}
+	// Bad handles are error results naming the problem.
+	for _, h := range []map[string]any{{"id": "x"}, {"__handle__": "file", "id": "x"}, {"__handle__": "process", "id": ""}, {"__handle__": "process", "id": "unknown"}} {
+		res := callTool(t, f, "process_await", "c3", map[string]any{"handle": h, "timeoutMs": 1}, owner)
+		if !res.IsError {
+			t.Errorf("await %v = %+v; want error", h, res)
+		}
+	}
+}
+
+func TestSignal(t *testing.T) {
+	f := setup(t, process.Config{})
+	p := f.shell(t, `trap 'echo got-int; exit 3' INT; echo ready; while :; do sleep 0.05; done`)
+	f.waitOutput(t, p.ID, "ready")
+	seq, err := f.m.Signal(context.Background(), p.ID, "interrupt", json.RawMessage(`{"why":"test"}`), owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := f.await(t, p.ID)
+	if res.Process.Status != store.ProcessFailed || *res.Process.ExitCode != 3 || !strings.Contains(res.Tail, "got-int") {
+		t.Fatalf("after interrupt: %+v", res)
+	}
+	evs := f.log(t, p.ID)
+	i := slices.IndexFunc(evs, func(e store.ProcessEvent) bool { return e.Seq == seq })
+	if i < 0 || evs[i].Type != "signal.interrupt" {
+		t.Fatalf("signal event seq %d not in %v", seq, types(evs))
+	}
+	var d process.SignalData
+	json.Unmarshal(evs[i].Data, &d)
+	if string(d.Payload) != `{"why":"test"}` || d.Posix != "SIGINT" || d.By.SessionID != "s1" {
+		t.Errorf("signal data = %+v", d)
+	}
+	// A custom signal only appends; an ended process refuses signals.
+	if _, err := f.m.Signal(context.Background(), p.ID, "custom", nil, owner); !errors.Is(err, process.ErrEnded) {
+		t.Errorf("signal after end = %v", err)
+	}
+	if _, err := f.m.Signal(context.Background(), p.ID, "Bad Name", nil, owner); !errors.Is(err, process.ErrInvalid) {
+		t.Errorf("bad name = %v", err)
+	}
+}
+
+func TestVisibility(t *testing.T) {
+	f := setup(t, process.Config{})
+	ctx := context.Background()
+	p := f.shell(t, "sleep 30")
+	other := process.Caller{SessionID: "s2", RunID: "r9"}
+	if _, err := f.m.Await(ctx, p.ID, 0, other); !errors.Is(err, process.ErrNotFound) {
+		t.Errorf("await by s2 = %v; want ErrNotFound", err)
+	}
+	if _, err := f.m.Cancel(ctx, p.ID, "x", other); !errors.Is(err, process.ErrNotFound) {
+		t.Errorf("cancel by s2 = %v; want ErrNotFound", err)
+	}
+	if _, err := f.m.Get(ctx, "nope", other); !errors.Is(err, process.ErrNotFound) {
+		t.Errorf("get unknown = %v", err)
+	}
+	evs := f.log(t, p.ID)
+	if got := types(evs); !slices.Equal(got, []string{"process.started", "process.access_denied", "process.cancel_requested"}) {
+		t.Fatalf("log = %v", got)
+	}
+	var cr process.CancelRequestedData
+	json.Unmarshal(evs[2].Data, &cr)
+	if !cr.Denied || cr.By.SessionID != "s2" {
+		t.Errorf("cancel_requested = %+v", cr)
+	}
+	// The creating run sees it from another session.
+	if _, err := f.m.Get(ctx, p.ID, process.Caller{SessionID: "s3", RunID: "r1"}); err != nil {
+		t.Errorf("creating run: %v", err)
+	}
+	// Only the owner grants.
+	if _, err := f.m.Grant(ctx, p.ID, "s2", other); !errors.Is(err, process.ErrNotFound) {
+		t.Errorf("grant by s2 = %v", err)
+	}
+	if _, err := f.m.Grant(ctx, p.ID, "s2", owner); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := f.m.Await(ctx, p.ID, 0, other); err != nil || !res.TimedOut {
+		t.Errorf("await with grant = %+v, %v", res, err)
+	}
+	if ps, _ := f.m.List(ctx, process.ListParams{}, other); len(ps) != 1 {
+		t.Errorf("list with grant = %d", len(ps))
+	}
+	if _, err := f.m.Revoke(ctx, p.ID, "s2", owner); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.m.Await(ctx, p.ID, 0, other); !errors.Is(err, process.ErrNotFound) {
+		t.Errorf("await after revoke = %v", err)
+	}
+	if _, err := f.m.Grant(ctx, p.ID, "s2", owner); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := f.m.Cancel(ctx, p.ID, "done", other)
+	if err != nil || rec.Status != store.ProcessCancelled {
+		t.Fatalf("cancel with grant = %+v, %v", rec, err)
+	}
+}
+
+type denyAll struct{}
+
+var errPolicy = errors.New("cancels are frozen")
+
+func (denyAll) AllowCancel(context.Context, store.Process, process.Caller) error { return errPolicy }
+
+func TestDenyingPolicy(t *testing.T) {
+	f := setup(t, process.Config{Policy: denyAll{}})
+	p := f.shell(t, "sleep 30")
+	_, err := f.m.Cancel(context.Background(), p.ID, "please", owner)
+	if !errors.Is(err, process.ErrDenied) || !errors.Is(err, errPolicy) {
+		t.Fatalf("cancel = %v; want ErrDenied wrapping the policy's error", err)
+	}
+	evs := f.log(t, p.ID)
+	var cr process.CancelRequestedData
+	json.Unmarshal(evs[len(evs)-1].Data, &cr)
+	if evs[len(evs)-1].Type != process.EventCancelRequested || !cr.Denied || cr.DenyReason != errPolicy.Error() || cr.Reason != "please" {
+		t.Errorf("last event = %s %+v", evs[len(evs)-1].Type, cr)
+	}
+	// Close kills it (owner_bound) and records abandoned.
+	f.m.Close()
+	rec, _ := f.st.Process(context.Background(), p.ID)
+	if rec.Status != store.ProcessAbandoned {
+		t.Errorf("after Close: %s", rec.Status)
+	}
+}
+
+func TestOutputCap(t *testing.T) {
+	f := setup(t, process.Config{ChunkBytes: 64, OutputCap: 512})
+	p := f.shell(t, `i=0; while [ $i -lt 100 ]; do printf '%049d\n' $i; i=$((i+1)); done`)
+	res := f.await(t, p.ID)
+	if res.Process.OutputBytes != 5000 || res.Process.DroppedBytes == 0 {
+		t.Fatalf("record = %+v", res.Process)
+	}
+	out, err := f.m.Output(context.Background(), p.ID, 0, 100, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !out.Truncated || out.Offset == 0 || out.Offset > res.Process.DroppedBytes || out.Total != 5000 {
+		t.Fatalf("read at 0 = %+v", out)
+	}
+	// Offsets stay correct: line k starts at 50*k.
+	line := out.Offset/50 + 1
+	got, err := f.m.Output(context.Background(), p.ID, line*50, 50, owner)
+	if err != nil || string(got.Data) != fmt.Sprintf("%049d\n", line) || got.Truncated {
+		t.Fatalf("read line %d = %q %+v, %v", line, got.Data, got, err)
+	}
+	end, _ := f.m.Output(context.Background(), p.ID, 4990, 100, owner)
+	if string(end.Data) != "000000099\n" || !end.Ended {
+		t.Errorf("tail read = %q %+v", end.Data, end)
+	}
+	var kept int64
+	var dropped int
+	for _, e := range f.log(t, p.ID) {
+		kept += e.Size
+		if e.Type == process.EventOutputDropped {
+			dropped++
+		}
+	}
+	if kept > 512+64 || dropped == 0 {
+		t.Errorf("kept %d bytes of output in the log, %d drop markers", kept, dropped)
+	}
+	// Follow from a dropped offset says what it skipped, then yields to the end.
+	var n int64
+	first := true
+	for c, err := range f.m.Follow(context.Background(), p.ID, 0, owner) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first && c.Skipped == 0 {
+			t.Errorf("first chunk skipped nothing: %+v", c)
+		}
+		first = false
+		n = c.Offset + int64(len(c.Data))
+	}
+	if n != 5000 {
+		t.Errorf("follow ended at %d", n)
+	}
+}
+
+// groupMembers lists the pids in process group pgid.
+func groupMembers(pgid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		fs := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fs) > 2 && fs[0] != "Z" && fs[2] == strconv.Itoa(pgid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func waitGone(t *testing.T, pgid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if len(groupMembers(pgid)) == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("group %d survives: %v", pgid, groupMembers(pgid))
+}
+
+func TestCancelKillsGroup(t *testing.T) {
+	f := setup(t, process.Config{})
+	p := f.shell(t, "sleep 100 & sleep 100")
+	deadline := time.Now().Add(5 * time.Second)
+	for len(groupMembers(p.Pgid)) < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := len(groupMembers(p.Pgid)); n < 2 {
+		t.Fatalf("group %d has %d members", p.Pgid, n)
+	}
+	rec, err := f.m.Cancel(context.Background(), p.ID, "enough", owner)
+	if err != nil || rec.Status != store.ProcessCancelled {
+		t.Fatalf("cancel = %+v, %v", rec, err)
+	}
+	waitGone(t, p.Pgid)
+	evs := f.log(t, p.ID)
+	if last := evs[len(evs)-1]; last.Type != process.EventCancelled {
+		t.Errorf("last event %s", last.Type)
+	}
+}
+
+func TestStdin(t *testing.T) {
+	f := setup(t, process.Config{})
+	p := f.shell(t, `read line; echo got:$line`)
+	if err := f.m.Write(context.Background(), p.ID, []byte("hello\n"), owner); err != nil {
+		t.Fatal(err)
+	}
+	res := f.await(t, p.ID)
+	if res.Process.Status != store.ProcessCompleted || !strings.Contains(res.Tail, "got:hello") {
+		t.Fatalf("await = %+v", res)
+	}
+	if err := f.m.Write(context.Background(), p.ID, []byte("x"), owner); !errors.Is(err, process.ErrEnded) {
+		t.Errorf("write after end = %v", err)
+	}
+}
+
+func TestPTY(t *testing.T) {
+	f := setup(t, process.Config{})
+	p := f.shell(t, `tty; test -t 0 && echo is-a-tty`, func(sp *process.StartParams) { sp.PTY = true })
+	res := f.await(t, p.ID)
+	if !strings.Contains(res.Tail, "/dev/pts/") || !strings.Contains(res.Tail, "is-a-tty") {
+		t.Fatalf("pty output = %q", res.Tail)
+	}
+}
+
+func TestEnvAndCwd(t *testing.T) {
+	f := setup(t, process.Config{BaseEnv: []string{"PATH=/usr/bin:/bin", "SECRET=x", "LANG=C"}})
+	os.Mkdir(filepath.Join(f.dir, "sub"), 0o755)
+	p := f.shell(t, `pwd; env | sort`, func(sp *process.StartParams) { sp.Cwd = "sub"; sp.Env = map[string]string{"FOO": "bar"} })
+	res := f.await(t, p.ID)
+	for _, want := range []string{"/sub\n", "FOO=bar", "PATH=/usr/bin:/bin", "WEFT_PROCESS_ID=" + p.ID} {
+		if !strings.Contains(res.Tail, want) {
+			t.Errorf("output lacks %q:\n%s", want, res.Tail)
+		}
+	}
+	if strings.Contains(res.Tail, "SECRET") {
+		t.Errorf("SECRET leaked:\n%s", res.Tail)
+	}
+	if _, err := f.m.Start(context.Background(), process.StartParams{SessionID: "s1", Kind: store.ProcessShell, Command: "true",
+		Binding: f.b, Cwd: "/environment/work/../..", Disposition: store.OwnerBound}); !errors.Is(err, env.ErrOutside) {
+		t.Errorf("cwd outside = %v", err)
+	}
+}
+
+func TestLiveByMount(t *testing.T) {
+	f := setup(t, process.Config{})
+	p := f.shell(t, "sleep 30")
+	ids, err := f.m.LiveByMount(context.Background(), "s1", "work")
+	if err != nil || !slices.Equal(ids, []string{p.ID}) {
+		t.Fatalf("LiveByMount = %v, %v", ids, err)
+	}
+	if ids, _ := f.m.LiveByMount(context.Background(), "s1", "other"); len(ids) != 0 {
+		t.Errorf("other mount: %v", ids)
+	}
+	f.m.Cancel(context.Background(), p.ID, "", owner)
+	if ids, _ := f.m.LiveByMount(context.Background(), "s1", "work"); len(ids) != 0 {
+		t.Errorf("after cancel: %v", ids)
+	}
+}
+
+func TestBackgroundShellTool(t *testing.T) {
+	f := setup(t, process.Config{})
+	reg := tool.NewRegistry()
+	if err := builtin.Register(reg, builtin.Options{Background: &process.BackgroundShell{Manager: f.m}}); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(map[string]any{"command": "echo bg", "background": true})
+	res := reg.Call(context.Background(), "shell", &tool.Call{ID: "call_sh", SessionID: "s1", RunID: "r1", Arguments: raw, Env: f.b}, tool.CallOptions{})
+	if h := handleOf(t, res); h.ID != "call_sh" {
+		t.Fatalf("handle = %v", h)
+	}
+	if r := f.await(t, "call_sh"); !strings.Contains(r.Tail, "bg") {
+		t.Errorf("tail = %q", r.Tail)
+	}
+}
+
+// TestRecoverAfterSIGKILL kills a host (this test binary re-executed)
+// running sh -c 'sleep 300 & sleep 300' with SIGKILL; a new Manager's
+// Recover marks the process abandoned and nothing of its group survives.
+func TestRecoverAfterSIGKILL(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "weft.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+db)
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("child: %q, %v", line, err)
+	}
+	var id string
+	var pgid int
+	if _, err := fmt.Sscanf(line, "started %s %d", &id, &pgid); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("child said %q", line)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(groupMembers(pgid)) < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := groupMembers(pgid)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	// Pdeathsig kills the shell; the sleeps outlive it until the sweep.
+	time.Sleep(100 * time.Millisecond)
+	survivors := groupMembers(pgid)
+	t.Logf("group %d: %d members before the kill, %d after", pgid, len(before), len(survivors))
+
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	m, err := process.New(process.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	rep, err := m.Recover(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Abandoned, []string{id}) || rep.Killed != len(survivors) {
+		t.Errorf("report = %+v; want %s abandoned, %d killed", rep, id, len(survivors))
+	}
+	waitGone(t, pgid)
+	rec, err := st.Process(context.Background(), id)
+	if err != nil || rec.Status != store.ProcessAbandoned {
+		t.Fatalf("record = %+v, %v", rec, err)
+	}
+	evs, _ := st.ReadProcess(context.Background(), store.ReadProcessParams{ProcessID: id})
+	last := evs[len(evs)-1]
+	var d process.EndedData
+	json.Unmarshal(last.Data, &d)
+	if last.Type != process.EventAbandoned || d.Evidence == nil || d.Evidence.Writer != "recovery" || d.Evidence.Pgid != pgid {
+		t.Errorf("terminal = %s %s", last.Type, last.Data)
+	}
+}
+
+func TestRecoverDispositions(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	now := time.Now()
+	mk := func(id, disp string) {
+		rec := store.Process{ID: id, SessionID: "s1", Kind: store.ProcessTool, Status: store.ProcessRunning, Disposition: disp,
+			StartedAt: now, LastSeq: 1, Spec: store.ProcessSpec{Tool: "echo", Args: json.RawMessage(`{"text":"again"}`)}}
+		if err := st.AppendProcess(ctx, store.ProcessBatch{ProcessID: id, Record: &rec,
+			Events: []store.ProcessEvent{{Seq: 1, ProcessID: id, Type: process.EventStarted, Time: now}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("rerun", store.Rerunnable)
+	mk("bound", store.OwnerBound)
+	mk("external", store.ExternallyOwned)
+	f := setup(t, process.Config{Store: st})
+	rep, err := f.m.Recover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Rerun, []string{"rerun"}) || !slices.Equal(rep.Abandoned, []string{"bound"}) || !slices.Equal(rep.Left, []string{"external"}) {
+		t.Fatalf("report = %+v", rep)
+	}
+	res := f.await(t, "rerun")
+	if res.Process.Status != store.ProcessCompleted || !strings.Contains(res.Tail, "echo:again") {
+		t.Errorf("rerun = %+v", res)
+	}
+	if got := types(f.log(t, "rerun")); !slices.Equal(got, []string{"process.started", "process.restarted", "process.output", "process.completed"}) {
+		t.Errorf("rerun log = %v", got)
+	}
+	if rec, _ := st.Process(ctx, "external"); rec.Status != store.ProcessRunning {
+		t.Errorf("external = %s", rec.Status)
+	}
+	if rec, _ := st.Process(ctx, "bound"); rec.Status != store.ProcessAbandoned {
+		t.Errorf("bound = %s", rec.Status)
+	}
+}

@@ -1,0 +1,93 @@
+package process
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"weft.dev/weft/store"
+)
+
+// RecoverReport says what [Manager.Recover] did, by process ID.
+type RecoverReport struct {
+	// Abandoned are the owner_bound (and rerunnable shell) processes
+	// marked abandoned.
+	Abandoned []string `json:"abandoned,omitempty"`
+	// Rerun are the rerunnable tool processes started again.
+	Rerun []string `json:"rerun,omitempty"`
+	// Left are the externally_owned processes left alone.
+	Left []string `json:"left,omitempty"`
+	// Killed counts the OS processes of recorded groups that were still
+	// alive and were killed.
+	Killed int `json:"killed"`
+}
+
+// Recover reconciles the processes a previous host left running. Call it
+// once at host start, before any Start, with no other host using the
+// store. For every process recorded as running that is not live under this
+// Manager:
+//
+//   - a recorded process group is swept first: every process of the group
+//     that carries the process's [MarkerEnv] is killed with SIGKILL
+//     (externally_owned processes excepted);
+//   - owner_bound processes, and rerunnable shells, become abandoned with
+//     evidence (writer "recovery", the group and the pids killed);
+//   - rerunnable tool processes run again through Config.Tools, with a
+//     process.restarted event (abandoned if no ToolRunner is configured);
+//   - externally_owned processes are left alone.
+//
+// The Notifier hears of each abandoned process. Errors are store errors;
+// the processes settled before the error stay settled.
+func (m *Manager) Recover(ctx context.Context) (RecoverReport, error) {
+	var rep RecoverReport
+	ps, err := m.st.Processes(ctx, store.ListProcessesParams{Statuses: []string{store.ProcessRunning}, Limit: 1 << 30})
+	if err != nil {
+		return rep, fmt.Errorf("recover processes: %w", err)
+	}
+	for _, rec := range ps {
+		if m.liveProc(rec.ID) != nil {
+			continue
+		}
+		if rec.Disposition == store.ExternallyOwned {
+			rep.Left = append(rep.Left, rec.ID)
+			continue
+		}
+		var killed []int
+		if rec.Pgid > 0 {
+			killed = sweepGroup(rec.Pgid, rec.ID)
+			rep.Killed += len(killed)
+		}
+		if rec.Disposition == store.Rerunnable && rec.Kind == store.ProcessTool && m.cfg.Tools != nil {
+			if _, err := m.startTool(ctx, rec, "the host restarted; rerunnable process started again"); err != nil {
+				return rep, fmt.Errorf("recover process %s: rerun: %w", rec.ID, err)
+			}
+			rep.Rerun = append(rep.Rerun, rec.ID)
+			continue
+		}
+		reason := "the host that ran it died; its process group was swept"
+		if rec.Kind == store.ProcessTool {
+			reason = "the host that ran the tool call died"
+		}
+		var ended bool
+		final, err := m.update(ctx, rec.ID, func(r *store.Process) ([]store.ProcessEvent, error) {
+			if r.Status != store.ProcessRunning {
+				return nil, nil
+			}
+			ended = true
+			now := time.Now().UTC()
+			r.Status, r.EndedAt = store.ProcessAbandoned, &now
+			return []store.ProcessEvent{newEvent(EventAbandoned, EndedData{Status: store.ProcessAbandoned,
+				Evidence: &Evidence{Writer: "recovery", Reason: reason, Pgid: r.Pgid, Killed: killed}})}, nil
+		})
+		if err != nil {
+			return rep, fmt.Errorf("recover process %s: %w", rec.ID, err)
+		}
+		if ended {
+			rep.Abandoned = append(rep.Abandoned, rec.ID)
+			if m.cfg.Notify != nil {
+				m.cfg.Notify.ProcessEnded(final)
+			}
+		}
+	}
+	return rep, nil
+}

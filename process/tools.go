@@ -1,0 +1,267 @@
+package process
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"weft.dev/weft/store"
+	"weft.dev/weft/tool"
+)
+
+// RegisterTools adds the model's process tools to reg, working on m:
+// process_await, process_output, process_signal, process_cancel,
+// process_list and start_tool (which validates a call with reg's schema
+// for that tool before registering the process). The caller of each tool
+// is the call's session and run. Handles are the objects
+// {"__handle__":"process","id":…}; a bad handle or a process the caller
+// cannot address is an error result. It fails if a name is taken.
+func RegisterTools(reg *tool.Registry, m *Manager) error {
+	t := &tools{reg: reg, m: m}
+	var errs []error
+	add := func(tl tool.Tool, err error) {
+		if err == nil {
+			err = reg.Add(tl)
+		}
+		errs = append(errs, err)
+	}
+	add(tool.Func("process_await", "Wait for a background process to end, up to timeoutMs (default 30000, at most 600000). "+
+		"Returns its final status, exit code and the tail of its output, or says it is still running.", t.await))
+	add(tool.Func("process_output", "Read a background process's output (stdout and stderr combined) from a byte offset. "+
+		"Returns the text and the offset to read from next; output dropped by the size cap is reported.", t.output))
+	add(tool.Func("process_signal", "Send a named signal with an optional JSON payload to a background process. "+
+		"For shell processes the names interrupt, terminate, kill and hangup also send SIGINT, SIGTERM, SIGKILL or SIGHUP.", t.signal))
+	add(tool.Func("process_cancel", "Cancel a background process: a shell's process group is terminated, a tool call is cancelled. Waits until it has ended.", t.cancel))
+	add(tool.Func("process_list", "List the background processes of this session (and those granted to it).", t.list))
+	add(tool.Func("start_tool", "Start any tool call in the background and return its process handle at once. "+
+		"Use process_await or process_output with the handle to get its result.", t.startTool))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("process tools: %w", err)
+	}
+	return nil
+}
+
+type tools struct {
+	reg *tool.Registry
+	m   *Manager
+}
+
+func callerOf(c *tool.Call) Caller { return Caller{SessionID: c.SessionID, RunID: c.RunID} }
+
+func parseHandleArg(h map[string]any) (Handle, error) {
+	raw, err := json.Marshal(h)
+	if err != nil {
+		return Handle{}, err
+	}
+	return ParseHandle(raw)
+}
+
+func jsonResult(v any) (tool.Result, error) {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return tool.Result{}, err
+	}
+	return tool.Result{Output: string(b)}, nil
+}
+
+// summary is what the model sees of a process.
+type summary struct {
+	Handle    Handle `json:"handle"`
+	Kind      string `json:"kind"`
+	Status    string `json:"status"`
+	ExitCode  *int   `json:"exitCode,omitempty"`
+	Command   string `json:"command,omitempty"`
+	Tool      string `json:"tool,omitempty"`
+	StartedAt string `json:"startedAt"`
+	Output    int64  `json:"outputBytes"`
+}
+
+func summarize(p store.Process) summary {
+	return summary{Handle: Handle{ID: p.ID}, Kind: p.Kind, Status: p.Status, ExitCode: p.ExitCode,
+		Command: p.Spec.Command, Tool: p.Spec.Tool, StartedAt: p.StartedAt.Format(time.RFC3339), Output: p.OutputBytes}
+}
+
+type awaitArgs struct {
+	Handle    map[string]any `json:"handle" jsonschema:"the process handle {\"__handle__\":\"process\",\"id\":…}"`
+	TimeoutMs int            `json:"timeoutMs,omitempty" jsonschema:"how long to wait in milliseconds (default 30000, at most 600000)"`
+}
+
+func (t *tools) await(ctx context.Context, c *tool.Call, in awaitArgs) (tool.Result, error) {
+	h, err := parseHandleArg(in.Handle)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	timeout := 30 * time.Second
+	if in.TimeoutMs > 0 {
+		timeout = min(time.Duration(in.TimeoutMs)*time.Millisecond, 10*time.Minute)
+	}
+	res, err := t.m.Await(ctx, h.ID, timeout, callerOf(c))
+	if err != nil {
+		return tool.Result{}, err
+	}
+	out := struct {
+		summary
+		Note string `json:"note,omitempty"`
+		Tail string `json:"tail"`
+	}{summary: summarize(res.Process), Tail: res.Tail}
+	if res.TimedOut {
+		out.Note = fmt.Sprintf("still running after %v", timeout)
+	}
+	return jsonResult(out)
+}
+
+type outputArgs struct {
+	Handle map[string]any `json:"handle" jsonschema:"the process handle"`
+	Offset int64          `json:"offset,omitempty" jsonschema:"the byte offset to read from (default 0)"`
+	Limit  int            `json:"limit,omitempty" jsonschema:"the most bytes to return (default and maximum 32768)"`
+}
+
+func (t *tools) output(ctx context.Context, c *tool.Call, in outputArgs) (tool.Result, error) {
+	h, err := parseHandleArg(in.Handle)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	limit := 32 << 10
+	if in.Limit > 0 {
+		limit = min(in.Limit, limit)
+	}
+	out, err := t.m.Output(ctx, h.ID, in.Offset, limit, callerOf(c))
+	if err != nil {
+		return tool.Result{}, err
+	}
+	var b strings.Builder
+	if out.Truncated {
+		fmt.Fprintf(&b, "[output before offset %d was dropped by the size cap; reading from %d]\n", out.Offset, out.Offset)
+	}
+	b.WriteString(strings.ToValidUTF8(string(out.Data), "\uFFFD"))
+	state := "more may follow"
+	if out.Ended {
+		state = "the process has ended; this is all"
+	}
+	fmt.Fprintf(&b, "\n[bytes %d..%d of %d; next offset %d; %s]", out.Offset, out.Next, out.Total, out.Next, state)
+	return tool.Result{Output: b.String()}, nil
+}
+
+type signalArgs struct {
+	Handle  map[string]any `json:"handle" jsonschema:"the process handle"`
+	Name    string         `json:"name" jsonschema:"the signal name, e.g. interrupt, terminate, or any [a-z0-9_.-] name"`
+	Payload any            `json:"payload,omitempty" jsonschema:"an optional JSON payload"`
+}
+
+func (t *tools) signal(ctx context.Context, c *tool.Call, in signalArgs) (tool.Result, error) {
+	h, err := parseHandleArg(in.Handle)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	var payload json.RawMessage
+	if in.Payload != nil {
+		if payload, err = json.Marshal(in.Payload); err != nil {
+			return tool.Result{}, err
+		}
+	}
+	seq, err := t.m.Signal(ctx, h.ID, in.Name, payload, callerOf(c))
+	if err != nil {
+		return tool.Result{}, err
+	}
+	return jsonResult(map[string]any{"processId": h.ID, "sequence": seq, "signal": in.Name})
+}
+
+type cancelArgs struct {
+	Handle map[string]any `json:"handle" jsonschema:"the process handle"`
+	Reason string         `json:"reason,omitempty" jsonschema:"why, for the record"`
+}
+
+func (t *tools) cancel(ctx context.Context, c *tool.Call, in cancelArgs) (tool.Result, error) {
+	h, err := parseHandleArg(in.Handle)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	p, err := t.m.Cancel(ctx, h.ID, in.Reason, callerOf(c))
+	if err != nil {
+		return tool.Result{}, err
+	}
+	return jsonResult(summarize(p))
+}
+
+type listArgs struct {
+	Status string `json:"status,omitempty" jsonschema:"keep only processes with this status (running, completed, failed, cancelled, abandoned)"`
+}
+
+func (t *tools) list(ctx context.Context, c *tool.Call, in listArgs) (tool.Result, error) {
+	var st []string
+	if in.Status != "" {
+		st = []string{in.Status}
+	}
+	ps, err := t.m.List(ctx, ListParams{Statuses: st, Limit: 200}, callerOf(c))
+	if err != nil {
+		return tool.Result{}, err
+	}
+	out := make([]summary, len(ps))
+	for i, p := range ps {
+		out[i] = summarize(p)
+	}
+	return jsonResult(out)
+}
+
+type startToolArgs struct {
+	Tool       string         `json:"tool" jsonschema:"the name of the tool to run in the background"`
+	Args       map[string]any `json:"args,omitempty" jsonschema:"the tool's arguments"`
+	Rerunnable bool           `json:"rerunnable,omitempty" jsonschema:"set only if the call is safe to run again after a host crash"`
+	WakeOnExit bool           `json:"wakeOnExit,omitempty" jsonschema:"start a new run of this session when the call ends"`
+}
+
+func (t *tools) startTool(ctx context.Context, c *tool.Call, in startToolArgs) (tool.Result, error) {
+	switch in.Tool {
+	case "start_tool", "process_await", "process_output", "process_signal", "process_cancel", "process_list":
+		return tool.Result{}, fmt.Errorf("%s cannot be started in the background", in.Tool)
+	}
+	raw, err := json.Marshal(in.Args)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	if in.Args == nil {
+		raw = json.RawMessage(`{}`)
+	}
+	args, err := t.reg.Validate(in.Tool, raw)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	disp := store.OwnerBound
+	if in.Rerunnable {
+		disp = store.Rerunnable
+	}
+	p, err := t.m.Start(ctx, StartParams{
+		SessionID: c.SessionID, RunID: c.RunID, Kind: store.ProcessTool, Tool: in.Tool, Args: args,
+		Disposition: disp, WakeOnExit: in.WakeOnExit, CreatedBy: "tool:start_tool", ID: c.ID,
+	})
+	if err != nil {
+		return tool.Result{}, err
+	}
+	return jsonResult(map[string]any{"handle": Handle{ID: p.ID}, "status": p.Status, "tool": in.Tool})
+}
+
+// BackgroundShell starts the shell tool's background commands as shell
+// processes of a Manager. It satisfies builtin.BackgroundStarter: set
+// builtin.Options.Background to &process.BackgroundShell{Manager: m}.
+// Safe for concurrent use.
+type BackgroundShell struct {
+	Manager *Manager
+}
+
+// StartShell starts command in cwd (resolved through call.Env, during this
+// call only) as an owner_bound shell process whose ID is the tool call ID,
+// and returns its handle at once.
+func (b *BackgroundShell) StartShell(ctx context.Context, call *tool.Call, command, cwd string) (tool.Result, error) {
+	p, err := b.Manager.Start(ctx, StartParams{
+		SessionID: call.SessionID, RunID: call.RunID, Kind: store.ProcessShell, Command: command, Cwd: cwd,
+		Binding: call.Env, Disposition: store.OwnerBound, CreatedBy: "tool:shell", ID: call.ID,
+	})
+	if err != nil {
+		return tool.Result{}, err
+	}
+	return jsonResult(map[string]any{"handle": Handle{ID: p.ID}, "status": p.Status,
+		"note": "running in the background; use process_await, process_output, process_signal or process_cancel with the handle"})
+}

@@ -1,0 +1,311 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"weft.dev/weft/event"
+	"weft.dev/weft/store"
+)
+
+// AppendProcess writes b in one transaction: its events, its record and
+// its output drop, or nothing. It returns an error wrapping
+// [store.ErrInvalid] for a malformed batch (no events, a record of another
+// process, a first batch without a record), [store.ErrSeqConflict] if the
+// batch does not continue the process's log, and [store.ErrClosed] after
+// Close.
+func (s *Store) AppendProcess(ctx context.Context, b store.ProcessBatch) error {
+	if err := validateProcess(b); err != nil {
+		return err
+	}
+	var rec []byte
+	var r store.Process
+	if b.Record != nil {
+		r = normProcess(*b.Record)
+		var err error
+		if rec, err = json.Marshal(r); err != nil {
+			return fmt.Errorf("%w: process %s: encode record: %v", store.ErrInvalid, b.ProcessID, err)
+		}
+	}
+	if err := s.acquire(); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+
+	op := "append to process " + b.ProcessID
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return s.errorf(op, err)
+	}
+	defer tx.Rollback()
+	var last int64
+	err = tx.QueryRowContext(ctx, `SELECT last_seq FROM processes WHERE id = ?`, b.ProcessID).Scan(&last)
+	exists := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return s.errorf(op, err)
+	}
+	if first := b.Events[0].Seq; first != last+1 {
+		return fmt.Errorf("%w: process %s: expected seq %d, got %d", store.ErrSeqConflict, b.ProcessID, last+1, first)
+	}
+	if !exists && rec == nil {
+		return fmt.Errorf("%w: process %s: the first batch must carry the record", store.ErrInvalid, b.ProcessID)
+	}
+	if b.DropOutputBefore > 0 {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM process_events WHERE process_id = ? AND out_size > 0 AND out_off + out_size <= ?`,
+			b.ProcessID, b.DropOutputBefore); err != nil {
+			return s.errorf(op+": drop output", err)
+		}
+	}
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO process_events (process_id, seq, type, time, data, out_off, out_size) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return s.errorf(op, err)
+	}
+	defer ins.Close()
+	for _, e := range b.Events {
+		if _, err := ins.ExecContext(ctx, b.ProcessID, e.Seq, string(e.Type), encodeTime(e.Time), nilIfEmpty(e.Data), e.Offset, e.Size); err != nil {
+			if isConstraint(err) {
+				return fmt.Errorf("%w: process %s: seq %d already stored", store.ErrSeqConflict, b.ProcessID, e.Seq)
+			}
+			return s.errorf(op, err)
+		}
+	}
+	lastSeq := b.Events[len(b.Events)-1].Seq
+	if rec != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO processes (id, session_id, status, mount_id, started_at, last_seq, record) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, status = excluded.status, mount_id = excluded.mount_id,
+			started_at = excluded.started_at, last_seq = excluded.last_seq, record = excluded.record`,
+			b.ProcessID, r.SessionID, r.Status, r.MountID, sortNanos(r.StartedAt), lastSeq, rec); err != nil {
+			return s.errorf(op+": store record", err)
+		}
+	} else if _, err := tx.ExecContext(ctx, `UPDATE processes SET last_seq = ? WHERE id = ?`, lastSeq, b.ProcessID); err != nil {
+		return s.errorf(op, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return s.errorf(op+": commit", err)
+	}
+	return nil
+}
+
+// ReadProcess returns up to p.Limit (default 1000) events of p.ProcessID
+// with seq > p.After, filtered by p.Types. An unknown process returns an
+// error wrapping [store.ErrNotFound].
+func (s *Store) ReadProcess(ctx context.Context, p store.ReadProcessParams) ([]store.ProcessEvent, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	var q strings.Builder
+	q.WriteString(`SELECT seq, type, time, data, out_off, out_size FROM process_events WHERE process_id = ? AND seq > ?`)
+	args := []any{p.ProcessID, max(p.After, 0)}
+	if len(p.Types) > 0 {
+		q.WriteString(` AND type IN (?` + strings.Repeat(",?", len(p.Types)-1) + `)`)
+		for _, t := range p.Types {
+			args = append(args, string(t))
+		}
+	}
+	q.WriteString(` ORDER BY seq LIMIT ?`)
+	args = append(args, limit)
+	return s.processEvents(ctx, p.ProcessID, q.String(), args)
+}
+
+// ProcessOutput returns up to p.Limit (default 100) output chunks of
+// p.ProcessID that end after p.Offset, in offset order. An unknown process
+// returns an error wrapping [store.ErrNotFound].
+func (s *Store) ProcessOutput(ctx context.Context, p store.ProcessOutputParams) ([]store.ProcessEvent, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	// Chunks are contiguous and ordered, so the chunk holding Offset is the
+	// last one starting at or before it.
+	return s.processEvents(ctx, p.ProcessID, `SELECT seq, type, time, data, out_off, out_size FROM process_events
+		WHERE process_id = ?1 AND out_size > 0 AND out_off + out_size > ?2
+		AND out_off >= coalesce((SELECT max(out_off) FROM process_events WHERE process_id = ?1 AND out_size > 0 AND out_off <= ?2), 0)
+		ORDER BY out_off LIMIT ?3`, []any{p.ProcessID, max(p.Offset, 0), limit})
+}
+
+func (s *Store) processEvents(ctx context.Context, id, query string, args []any) ([]store.ProcessEvent, error) {
+	op := "read process " + id
+	rows, err := s.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, s.errorf(op, err)
+	}
+	defer rows.Close()
+	out := []store.ProcessEvent{}
+	for rows.Next() {
+		e := store.ProcessEvent{ProcessID: id}
+		var typ string
+		var t int64
+		if err := rows.Scan(&e.Seq, &typ, &t, (*[]byte)(&e.Data), &e.Offset, &e.Size); err != nil {
+			return nil, s.errorf(op, err)
+		}
+		e.Type, e.Time = event.Type(typ), decodeTime(t)
+		if len(e.Data) == 0 {
+			e.Data = nil
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.errorf(op, err)
+	}
+	if len(out) == 0 {
+		var one int
+		err := s.r.QueryRowContext(ctx, `SELECT 1 FROM processes WHERE id = ?`, id).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("%w: process %s", store.ErrNotFound, id)
+		}
+		if err != nil {
+			return nil, s.errorf(op, err)
+		}
+	}
+	return out, nil
+}
+
+// Process returns a process record or an error wrapping
+// [store.ErrNotFound].
+func (s *Store) Process(ctx context.Context, id string) (store.Process, error) {
+	if err := s.acquire(); err != nil {
+		return store.Process{}, err
+	}
+	defer s.mu.RUnlock()
+	var rec []byte
+	err := s.r.QueryRowContext(ctx, `SELECT record FROM processes WHERE id = ?`, id).Scan(&rec)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Process{}, fmt.Errorf("%w: process %s", store.ErrNotFound, id)
+	}
+	if err != nil {
+		return store.Process{}, s.errorf("read process "+id, err)
+	}
+	var out store.Process
+	if err := json.Unmarshal(rec, &out); err != nil {
+		return store.Process{}, fmt.Errorf("store %s: process %s: decode record: %w", s.path, id, err)
+	}
+	return out, nil
+}
+
+// Processes lists the records matching p, oldest first (by StartedAt,
+// then ID), at most p.Limit (default 1000).
+func (s *Store) Processes(ctx context.Context, p store.ListProcessesParams) ([]store.Process, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	var q strings.Builder
+	var args []any
+	q.WriteString(`SELECT id, record FROM processes WHERE 1`)
+	if p.SessionID != "" {
+		if p.IncludeGranted {
+			q.WriteString(` AND (session_id = ? OR EXISTS (SELECT 1 FROM json_each(record, '$.grants') WHERE value = ?))`)
+			args = append(args, p.SessionID, p.SessionID)
+		} else {
+			q.WriteString(` AND session_id = ?`)
+			args = append(args, p.SessionID)
+		}
+	}
+	if len(p.Statuses) > 0 {
+		q.WriteString(` AND status IN (?` + strings.Repeat(",?", len(p.Statuses)-1) + `)`)
+		for _, st := range p.Statuses {
+			args = append(args, st)
+		}
+	}
+	if p.MountID != "" {
+		q.WriteString(` AND mount_id = ?`)
+		args = append(args, p.MountID)
+	}
+	q.WriteString(` ORDER BY started_at, id LIMIT ?`)
+	args = append(args, limit)
+	rows, err := s.r.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return nil, s.errorf("list processes", err)
+	}
+	defer rows.Close()
+	var out []store.Process
+	for rows.Next() {
+		var id string
+		var rec []byte
+		if err := rows.Scan(&id, &rec); err != nil {
+			return nil, s.errorf("list processes", err)
+		}
+		var pr store.Process
+		if err := json.Unmarshal(rec, &pr); err != nil {
+			return nil, fmt.Errorf("store %s: process %s: decode record: %w", s.path, id, err)
+		}
+		out = append(out, pr)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.errorf("list processes", err)
+	}
+	return out, nil
+}
+
+// validateProcess checks a process batch with the rules of store/memory.
+func validateProcess(b store.ProcessBatch) error {
+	if b.ProcessID == "" {
+		return fmt.Errorf("%w: process batch without process ID", store.ErrInvalid)
+	}
+	if len(b.Events) == 0 {
+		return fmt.Errorf("%w: process %s: batch without events", store.ErrInvalid, b.ProcessID)
+	}
+	first := b.Events[0].Seq
+	for i, e := range b.Events {
+		if e.ProcessID != b.ProcessID {
+			return fmt.Errorf("%w: process %s: event seq %d belongs to process %q", store.ErrInvalid, b.ProcessID, e.Seq, e.ProcessID)
+		}
+		if e.Type == "" {
+			return fmt.Errorf("%w: process %s: event seq %d has no type", store.ErrInvalid, b.ProcessID, e.Seq)
+		}
+		if want := first + int64(i); e.Seq != want {
+			return fmt.Errorf("%w: process %s: expected seq %d, got %d", store.ErrSeqConflict, b.ProcessID, want, e.Seq)
+		}
+		if !validTime(e.Time) {
+			return fmt.Errorf("%w: process %s: event seq %d: time %s outside the years 1678..2261", store.ErrInvalid, b.ProcessID, e.Seq, e.Time)
+		}
+		if len(e.Data) > 0 && !json.Valid(e.Data) {
+			return fmt.Errorf("%w: process %s: event seq %d: data is not valid JSON", store.ErrInvalid, b.ProcessID, e.Seq)
+		}
+		if e.Size < 0 || e.Offset < 0 {
+			return fmt.Errorf("%w: process %s: event seq %d: negative output range", store.ErrInvalid, b.ProcessID, e.Seq)
+		}
+	}
+	if r := b.Record; r != nil {
+		if r.ID != b.ProcessID {
+			return fmt.Errorf("%w: process %s: batch carries record of process %q", store.ErrInvalid, b.ProcessID, r.ID)
+		}
+		if r.SessionID == "" {
+			return fmt.Errorf("%w: process %s: record without session", store.ErrInvalid, b.ProcessID)
+		}
+		if !validTime(r.StartedAt) {
+			return fmt.Errorf("%w: process %s: start time %s outside the years 1678..2261", store.ErrInvalid, b.ProcessID, r.StartedAt)
+		}
+	}
+	return nil
+}
+
+func normProcess(p store.Process) store.Process {
+	p.StartedAt = p.StartedAt.UTC()
+	if p.EndedAt != nil {
+		t := p.EndedAt.UTC()
+		p.EndedAt = &t
+	}
+	p.Grants = slices.Clone(p.Grants)
+	return p
+}
