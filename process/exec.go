@@ -17,6 +17,8 @@ import (
 
 	"github.com/creack/pty"
 
+	"weft.dev/weft/env/sandbox"
+
 	"weft.dev/weft/env"
 	"weft.dev/weft/store"
 	"weft.dev/weft/tool"
@@ -211,6 +213,18 @@ func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartPar
 		Dir:  hostDir,
 		Env:  m.shellEnv(rec.ID, hostDir, sp.Env),
 	}
+	if m.cfg.Sandbox != nil {
+		// The process outlives the request: no context may kill it.
+		sc, err := sandbox.Command(context.Background(), sandbox.ForBinding(*m.cfg.Sandbox, sp.Binding), m.cfg.Shell, "-c", sp.Command)
+		if err != nil {
+			return fail(fmt.Errorf("process %s: %w", rec.ID, err))
+		}
+		sc.Dir, sc.Env = cmd.Dir, cmd.Env
+		if err := sc.Prepare(); err != nil {
+			return fail(fmt.Errorf("process %s: %w", rec.ID, err))
+		}
+		p.sandbox, cmd = sc, sc.Cmd
+	}
 	var readers []streamReader
 	var closeAfterStart []*os.File
 	if sp.PTY {
@@ -326,6 +340,9 @@ func (p *proc) superviseShell(readers []streamReader) {
 	}()
 
 	werr := p.cmd.Wait()
+	if p.sandbox != nil {
+		p.sandbox.Close() // the private TMPDIR
+	}
 	// Whatever is left of the group (background jobs) ends with the shell.
 	killGroup(p.cmd.Process.Pid)
 	if p.stdin != nil && p.stdin != p.pty {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"weft.dev/weft/event"
+	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/store"
 	"weft.dev/weft/tool"
 )
@@ -150,6 +151,11 @@ type Config struct {
 	// FlushInterval is how long small writes are coalesced into one output
 	// event. Zero means 20 ms.
 	FlushInterval time.Duration
+	// Sandbox confines shell processes with Landlock, as the foreground
+	// shell tool is confined (see package env/sandbox); nil runs them
+	// unconfined. A program that sets it must call sandbox.Main when
+	// sandbox.IsHelper reports true.
+	Sandbox *sandbox.Config
 	// Shell is the shell binary for shell processes, run as Shell -c
 	// COMMAND. Empty means /bin/sh.
 	Shell string
@@ -254,6 +260,7 @@ type proc struct {
 	done chan struct{} // closed once the terminal event is committed (or Close gave up on it)
 
 	// shell processes
+	sandbox *sandbox.Cmd // nil when unsandboxed; Close removes its TMPDIR
 	cmd   *exec.Cmd
 	stdin *os.File // nil if none (the PTY master for PTY processes)
 	pty   *os.File

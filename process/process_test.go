@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"weft.dev/weft/env"
+	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
 	"weft.dev/weft/process"
 	"weft.dev/weft/store"
@@ -31,6 +32,9 @@ import (
 const childEnv = "WEFT_PROCESS_TEST_CHILD"
 
 func TestMain(m *testing.M) {
+	if sandbox.IsHelper(os.Args) {
+		sandbox.Main(os.Args)
+	}
 	if db := os.Getenv(childEnv); db != "" {
 		childHost(db)
 		return
@@ -521,6 +525,29 @@ func TestStdin(t *testing.T) {
 	}
 	if err := f.m.Write(context.Background(), p.ID, []byte("x"), owner); !errors.Is(err, process.ErrEnded) {
 		t.Errorf("write after end = %v", err)
+	}
+}
+
+// TestSandboxedShell: with a sandbox configured, a background shell is
+// confined like the foreground one, on pipes and on a pty.
+func TestSandboxedShell(t *testing.T) {
+	if abi, _ := sandbox.Probe(); abi <= 0 {
+		t.Skip("this kernel has no Landlock")
+	}
+	exe, _ := os.Executable()
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("top secret"), 0o644)
+	f := setup(t, process.Config{Sandbox: &sandbox.Config{Executable: exe}})
+	for _, pty := range []bool{false, true} {
+		p := f.shell(t, "cat "+secret+"; echo in > inside.txt && echo wrote-inside; echo tmp > $TMPDIR/x && echo wrote-tmp",
+			func(sp *process.StartParams) { sp.PTY = pty })
+		res := f.await(t, p.ID)
+		if strings.Contains(res.Tail, "top secret") {
+			t.Fatalf("pty=%v: a sandboxed process read a file outside its mounts: %q", pty, res.Tail)
+		}
+		if !strings.Contains(res.Tail, "wrote-inside") || !strings.Contains(res.Tail, "wrote-tmp") {
+			t.Fatalf("pty=%v: the mount or TMPDIR is not writable: %q", pty, res.Tail)
+		}
 	}
 }
 

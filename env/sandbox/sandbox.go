@@ -284,6 +284,21 @@ func (c *Cmd) TempDir() string { return c.tempDir }
 // the process's environment when Env is nil), encodes the policy and
 // starts the command. If it fails, the directory is removed.
 func (c *Cmd) Start() error {
+	if err := c.Prepare(); err != nil {
+		return err
+	}
+	if err := c.Cmd.Start(); err != nil {
+		c.Close()
+		return err
+	}
+	return nil
+}
+
+// Prepare does everything Start does but start the command: it creates the
+// temporary directory, sets TMPDIR and encodes the policy, so that a
+// caller that must start the embedded exec.Cmd itself (for example on a
+// pseudo-terminal) can. Such a caller calls Close after the command ends.
+func (c *Cmd) Prepare() error {
 	if c.tempDir != "" {
 		return errors.New("sandbox: already started")
 	}
@@ -303,10 +318,6 @@ func (c *Cmd) Start() error {
 		c.Args[2] = string(data)
 	}
 	c.Env = setEnv(c.Environ(), "TMPDIR", dir)
-	if err := c.Cmd.Start(); err != nil {
-		c.Close()
-		return err
-	}
 	return nil
 }
 
