@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"weft.dev/weft/event"
 	"weft.dev/weft/env/sandbox"
+	"weft.dev/weft/event"
 	"weft.dev/weft/store"
 	"weft.dev/weft/tool"
 )
@@ -261,9 +261,9 @@ type proc struct {
 
 	// shell processes
 	sandbox *sandbox.Cmd // nil when unsandboxed; Close removes its TMPDIR
-	cmd   *exec.Cmd
-	stdin *os.File // nil if none (the PTY master for PTY processes)
-	pty   *os.File
+	cmd     *exec.Cmd
+	stdin   *os.File // nil if none (the PTY master for PTY processes)
+	pty     *os.File
 
 	// tool processes
 	stopTool context.CancelFunc
