@@ -276,3 +276,28 @@ type MountChangeData struct {
 	BindingVersion int64   `json:"bindingVersion"`
 	Mounts         []Mount `json:"mounts"`
 }
+
+// Process lifecycle events in the session log. Each process also has a
+// log of its own (see package process).
+const (
+	// ProcessStarted records a background process of the session. Data: [ProcessData].
+	ProcessStarted Type = "process.started"
+	// ProcessExited records its end, with a summary. Data: [ProcessData].
+	ProcessExited Type = "process.exited"
+)
+
+// ProcessData is the data of [ProcessStarted] and [ProcessExited].
+type ProcessData struct {
+	ProcessID string `json:"processId"`
+	// RunID is the run that started the process, if any.
+	RunID       string `json:"runId,omitempty"`
+	Kind        string `json:"kind"`
+	Command     string `json:"command,omitempty"`
+	Tool        string `json:"tool,omitempty"`
+	MountID     string `json:"mountId,omitempty"`
+	Disposition string `json:"disposition"`
+	Status      string `json:"status"`
+	ExitCode    *int   `json:"exitCode,omitempty"`
+	// Tail is the end of the output, for process.exited.
+	Tail string `json:"tail,omitempty"`
+}

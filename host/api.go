@@ -13,6 +13,7 @@ import (
 	"weft.dev/weft/env"
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/journal"
+	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 )
 
@@ -163,12 +164,22 @@ func (h *Host) DeleteSession(ctx context.Context, p SessionIDParams) (*DeleteRes
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.active != nil || len(s.queue) > 0 {
-		id := ""
-		if s.active != nil {
-			id = s.active.id
-		}
+	if id := s.activeID(); id != "" || len(s.queue) > 0 {
 		return nil, errf(ErrRunConflict, map[string]any{"sessionId": s.id, "activeRunId": id}, "session %s has an active run %s", s.id, id)
+	}
+	if m := h.cfg.Processes; m != nil {
+		// Owner-bound processes end with their session.
+		live, err := m.List(ctx, process.ListParams{Statuses: []string{store.ProcessRunning}}, process.Caller{SessionID: s.id})
+		if err != nil {
+			return nil, procErr(err)
+		}
+		for _, p := range live {
+			if p.SessionID == s.id && p.Disposition == store.OwnerBound {
+				if _, err := m.Cancel(ctx, p.ID, "session deleted", process.Caller{Host: true}); err != nil && !errors.Is(err, process.ErrEnded) {
+					return nil, procErr(err)
+				}
+			}
+		}
 	}
 	e, _ := event.New("", event.SessionDeleted, struct{}{})
 	if _, err := s.j.AppendReceipts(ctx, receipts(key, MethodSessionDelete, fp, s.id, receiptRef{ID: s.id}), e); err != nil {
@@ -237,15 +248,11 @@ func (h *Host) StartRun(ctx context.Context, p StartRunParams) (*RunResult, erro
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	busy := s.active != nil || len(s.queue) > 0
+	activeID := s.activeID()
 	q := queuedRun{id: h.cfg.NewID("run"), model: p.Model, maxSteps: p.MaxSteps, input: p.Input}
-	if !busy {
+	if activeID == "" && len(s.queue) == 0 {
 		r, err := s.admit(ctx, q, receipts(key, MethodRunStart, fp, s.id, receiptRef{ID: q.id}), false)
 		return &RunResult{Run: r}, err
-	}
-	activeID := ""
-	if s.active != nil {
-		activeID = s.active.id
 	}
 	switch p.Busy {
 	case BusyQueue:
@@ -261,8 +268,8 @@ func (h *Host) StartRun(ctx context.Context, p StartRunParams) (*RunResult, erro
 		}
 		return &RunResult{Run: r}, nil
 	case BusySteer:
-		if s.active == nil {
-			break
+		if activeID == "" {
+			break // only queued runs: nothing to steer
 		}
 		steerID := h.cfg.NewID("steer")
 		rcpt := &SteerReceipt{SteerID: steerID, RunID: activeID, Status: "accepted"}

@@ -16,6 +16,7 @@ var (
 	ErrCursorInvalid       = errors.New("cursor invalid")
 	ErrEnvUnavailable      = errors.New("environment unavailable")
 	ErrOverloaded          = errors.New("overloaded")
+	ErrDenied              = errors.New("denied")
 	ErrClosed              = errors.New("host closed")
 )
 

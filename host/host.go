@@ -24,6 +24,7 @@ import (
 	"weft.dev/weft/internal/lease"
 	"weft.dev/weft/internal/reconcile"
 	"weft.dev/weft/llm"
+	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 	"weft.dev/weft/tool"
 )
@@ -63,6 +64,10 @@ type Config struct {
 	Journal journal.Config
 	// Logger receives diagnostics; nil means silent.
 	Logger *slog.Logger
+	// Processes runs background processes; nil refuses them. The host
+	// attaches itself as the manager's tool runner and notifier, recovers
+	// the processes a crash left, and closes the manager on Close.
+	Processes *process.Manager
 	// ScratchDir holds the directories of scratch mounts; empty refuses them.
 	ScratchDir string
 	// LiveProcesses returns the IDs of the running processes that a mount
@@ -83,7 +88,8 @@ type Host struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session
-	closed   bool
+	closing  bool // Close has begun
+	closed   bool // sessions may no longer be loaded
 
 	keyLocks [64]sync.Mutex // striped by idempotency key
 	seed     maphash.Seed
@@ -115,10 +121,22 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		cfg.Journal.Logger = cfg.Logger
 	}
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	if cfg.Processes != nil && cfg.LiveProcesses == nil {
+		cfg.LiveProcesses = cfg.Processes.LiveByMount
+	}
 	h := &Host{cfg: cfg, ctx: hctx, cancel: cancel, sessions: map[string]*session{}, seed: maphash.MakeSeed()}
 	if err := h.recover(ctx); err != nil {
 		h.Close()
 		return nil, err
+	}
+	if m := cfg.Processes; m != nil {
+		m.Attach(h, h)
+		rep, err := m.Recover(ctx)
+		if err != nil {
+			h.Close()
+			return nil, fmt.Errorf("host: recover processes: %w", err)
+		}
+		cfg.Logger.Info("processes recovered", "abandoned", len(rep.Abandoned), "rerun", len(rep.Rerun), "left", len(rep.Left), "killed", rep.Killed)
 	}
 	if _, err := cfg.Store.PruneReceipts(ctx, time.Now().Add(-cfg.ReceiptTTL)); err != nil {
 		h.Close()
@@ -176,13 +194,20 @@ func (h *Host) recover(ctx context.Context) error {
 // terminal events, and releases the sessions. It is safe to call twice.
 func (h *Host) Close() error {
 	h.mu.Lock()
-	if h.closed {
+	if h.closed || h.closing {
 		h.mu.Unlock()
 		return nil
 	}
-	h.closed = true
+	h.closing = true
 	h.mu.Unlock()
 	h.cancel()
+	if m := h.cfg.Processes; m != nil {
+		// Ending processes still reach their sessions' logs.
+		m.Close()
+	}
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
 	h.runs.Wait()
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -54,6 +54,20 @@ type queuedRun struct {
 }
 
 // close releases the session. Called with s.mu held.
+// activeID returns the run that makes the session busy: the active run
+// unless its terminal event is already committed (its goroutine is only
+// tidying up, and starts the next queued run when it has). Called with
+// s.mu held.
+func (s *session) activeID() string {
+	if s.active == nil {
+		return ""
+	}
+	if r, ok := s.j.Run(s.active.id); ok && store.IsTerminal(r.Status) {
+		return ""
+	}
+	return s.active.id
+}
+
 func (s *session) close() {
 	s.j.Close()
 	s.lease.Release()

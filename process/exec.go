@@ -76,6 +76,23 @@ type StartParams struct {
 // for a working directory the binding refuses, [ErrClosed] after Close, or
 // a store error. On error nothing keeps running.
 func (m *Manager) Start(ctx context.Context, sp StartParams) (store.Process, error) {
+	p, err := m.start(ctx, sp)
+	if err == nil {
+		if n, ok := m.hooks.Load().notify.(StartNotifier); ok {
+			n.ProcessStarted(p)
+		}
+	}
+	return p, err
+}
+
+// StartNotifier is an optional interface of a [Notifier]: ProcessStarted
+// is called after a process's process.started event is committed, so a
+// host can record the process in its session's log.
+type StartNotifier interface {
+	ProcessStarted(p store.Process)
+}
+
+func (m *Manager) start(ctx context.Context, sp StartParams) (store.Process, error) {
 	if sp.SessionID == "" {
 		return store.Process{}, fmt.Errorf("%w: no session", ErrInvalid)
 	}
@@ -101,7 +118,7 @@ func (m *Manager) Start(ctx context.Context, sp StartParams) (store.Process, err
 	case store.ProcessShell:
 		return m.startShell(ctx, rec, sp)
 	case store.ProcessTool:
-		if m.cfg.Tools == nil {
+		if m.hooks.Load().tools == nil {
 			return store.Process{}, fmt.Errorf("%w: tool processes are not configured", ErrInvalid)
 		}
 		if sp.Tool == "" {
@@ -528,7 +545,7 @@ func (p *proc) superviseTool(ctx context.Context, stop context.CancelFunc) {
 	defer stop()
 	rec, _ := p.snapshot()
 	call := &tool.Call{ID: rec.ID, SessionID: rec.SessionID, RunID: rec.RunID, Arguments: rec.Spec.Args}
-	res := runTool(ctx, m.cfg.Tools, ToolRun{Process: rec, Call: call})
+	res := runTool(ctx, m.hooks.Load().tools, ToolRun{Process: rec, Call: call})
 	p.mu.Lock()
 	closing, cancelq := p.closing, p.cancelq
 	p.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"weft.dev/weft/env/sandbox"
@@ -198,6 +199,21 @@ type Manager struct {
 	// dormant serialises appends to processes that are not live here
 	// (ended, or left by an earlier host).
 	dormant sync.Mutex
+
+	hooks atomic.Pointer[hooks] // Config.Tools and Config.Notify, or Attach's
+}
+
+type hooks struct {
+	tools  ToolRunner
+	notify Notifier
+}
+
+// Attach replaces the tool runner and the notifier of Config. A host is
+// usually built after its Manager (the host's tools need the Manager), so
+// it attaches itself afterwards; call Attach before Recover and before the
+// first Start. Safe for concurrent use.
+func (m *Manager) Attach(tools ToolRunner, notify Notifier) {
+	m.hooks.Store(&hooks{tools: tools, notify: notify})
 }
 
 // New validates cfg and returns a Manager. It starts no goroutine until a
@@ -243,7 +259,9 @@ func New(cfg Config) (*Manager, error) {
 	cfg.BaseEnv = slices.Clone(cfg.BaseEnv)
 	cfg.EnvAllowList = slices.Clone(cfg.EnvAllowList)
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{cfg: cfg, st: cfg.Store, log: cfg.Logger, allow: allow, ctx: ctx, cancel: cancel, live: make(map[string]*proc)}, nil
+	m := &Manager{cfg: cfg, st: cfg.Store, log: cfg.Logger, allow: allow, ctx: ctx, cancel: cancel, live: make(map[string]*proc)}
+	m.Attach(cfg.Tools, cfg.Notify)
+	return m, nil
 }
 
 // proc is a live process: one started by this Manager that has not ended.
@@ -529,9 +547,9 @@ func (m *Manager) finish(p *proc, notify bool) {
 	delete(m.live, p.id)
 	m.mu.Unlock()
 	close(p.done)
-	if notify && m.cfg.Notify != nil {
+	if notify && m.hooks.Load().notify != nil {
 		rec, _ := p.snapshot()
-		m.cfg.Notify.ProcessEnded(rec)
+		m.hooks.Load().notify.ProcessEnded(rec)
 	}
 }
 

@@ -401,8 +401,8 @@ func (m *Manager) Cancel(ctx context.Context, id, reason string, caller Caller) 
 	if err != nil {
 		return store.Process{}, err
 	}
-	if ended && m.cfg.Notify != nil {
-		m.cfg.Notify.ProcessEnded(rec)
+	if ended && m.hooks.Load().notify != nil {
+		m.hooks.Load().notify.ProcessEnded(rec)
 	}
 	return rec, nil
 }

@@ -57,7 +57,7 @@ func (m *Manager) Recover(ctx context.Context) (RecoverReport, error) {
 			killed = sweepGroup(rec.Pgid, rec.ID)
 			rep.Killed += len(killed)
 		}
-		if rec.Disposition == store.Rerunnable && rec.Kind == store.ProcessTool && m.cfg.Tools != nil {
+		if rec.Disposition == store.Rerunnable && rec.Kind == store.ProcessTool && m.hooks.Load().tools != nil {
 			if _, err := m.startTool(ctx, rec, "the host restarted; rerunnable process started again"); err != nil {
 				return rep, fmt.Errorf("recover process %s: rerun: %w", rec.ID, err)
 			}
@@ -84,8 +84,8 @@ func (m *Manager) Recover(ctx context.Context) (RecoverReport, error) {
 		}
 		if ended {
 			rep.Abandoned = append(rep.Abandoned, rec.ID)
-			if m.cfg.Notify != nil {
-				m.cfg.Notify.ProcessEnded(final)
+			if m.hooks.Load().notify != nil {
+				m.hooks.Load().notify.ProcessEnded(final)
 			}
 		}
 	}

@@ -29,6 +29,7 @@ const (
 	KindRunConflict            Kind = "run_conflict"
 	KindCursorInvalid          Kind = "cursor_invalid"
 	KindUnauthorized           Kind = "unauthorized"
+	KindDenied                 Kind = "denied" // a policy refused the action (process cancel)
 	KindEnvironmentUnavailable Kind = "environment_unavailable"
 )
 
@@ -46,6 +47,7 @@ const (
 	CodeRunConflict            = -32013
 	CodeCursorInvalid          = -32016
 	CodeUnauthorized           = -32017
+	CodeDenied                 = -32018
 	CodeEnvironmentUnavailable = -32031
 )
 
@@ -83,6 +85,8 @@ func lookup(kind Kind) (tableEntry, bool) {
 		return tableEntry{CodeCursorInvalid, false}, true
 	case KindUnauthorized:
 		return tableEntry{CodeUnauthorized, false}, true
+	case KindDenied:
+		return tableEntry{CodeDenied, false}, true
 	case KindEnvironmentUnavailable:
 		return tableEntry{CodeEnvironmentUnavailable, false}, true
 	}
@@ -94,7 +98,7 @@ func Kinds() []Kind {
 	return []Kind{
 		KindParse, KindInvalidRequest, KindTooLarge, KindMethodNotFound, KindInvalidParams,
 		KindInternal, KindOverloaded, KindNotFound, KindAlreadyExists, KindIdempotencyConflict,
-		KindRunConflict, KindCursorInvalid, KindUnauthorized, KindEnvironmentUnavailable,
+		KindRunConflict, KindCursorInvalid, KindUnauthorized, KindDenied, KindEnvironmentUnavailable,
 	}
 }
 

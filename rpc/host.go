@@ -9,6 +9,7 @@ import (
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/ids"
 	"weft.dev/weft/internal/journal"
+	"weft.dev/weft/process"
 	"weft.dev/weft/tool"
 )
 
@@ -150,7 +151,40 @@ func NewHostServer(h *host.Host, cfg HostConfig) *Server {
 		}
 		return res, nil
 	})
+	Register(s, "process/start", "Start a shell command or a tool in the background; returns its handle at once.", func(ctx context.Context, p *host.ProcessStartParams) (*host.ProcessResult, error) {
+		return h.StartProcess(context.WithoutCancel(ctx), *p)
+	})
+	Register(s, "process/get", "Get a process.", func(ctx context.Context, p *host.ProcessIDParams) (*host.ProcessResult, error) {
+		return h.GetProcess(ctx, *p)
+	})
+	Register(s, "process/list", "List the processes a session owns or was granted.", func(ctx context.Context, p *host.ProcessListParams) (*host.ProcessListResult, error) {
+		return h.ListProcesses(ctx, *p)
+	})
+	Register(s, "process/await", "Wait for a process to end, or the timeout.", func(ctx context.Context, p *host.ProcessAwaitParams) (*process.AwaitResult, error) {
+		return h.AwaitProcess(ctx, *p)
+	})
+	Register(s, "process/output", "Read a process's output from a byte offset (data is base64).", func(ctx context.Context, p *host.ProcessOutputParams) (*process.Output, error) {
+		return h.ProcessOutput(ctx, *p)
+	})
+	Register(s, "process/write", "Write to a process's stdin.", func(ctx context.Context, p *host.ProcessWriteParams) (*host.ProcessResult, error) {
+		return h.WriteProcess(context.WithoutCancel(ctx), *p)
+	})
+	Register(s, "process/signal", "Append signal.<name> to the process log; interrupt, terminate, kill and hangup also reach a shell's process group.", func(ctx context.Context, p *host.ProcessSignalParams) (*host.ProcessSignalResult, error) {
+		return h.SignalProcess(context.WithoutCancel(ctx), *p)
+	})
+	Register(s, "process/cancel", "Cancel a process through the cancel policy.", func(ctx context.Context, p *host.ProcessCancelParams) (*host.ProcessResult, error) {
+		return h.CancelProcess(context.WithoutCancel(ctx), *p)
+	})
+	Register(s, "process/grant", "Let another session address a process.", func(ctx context.Context, p *host.ProcessGrantParams) (*host.ProcessResult, error) {
+		return h.GrantProcess(context.WithoutCancel(ctx), *p)
+	})
+	Register(s, "process/revoke", "Withdraw a grant.", func(ctx context.Context, p *host.ProcessGrantParams) (*host.ProcessResult, error) {
+		return h.RevokeProcess(context.WithoutCancel(ctx), *p)
+	})
+	Register(s, "process/follow", "Follow a process's output from an offset: notifications process/output, then process/closed (WebSocket and stdio).", m.followProcess)
 	registerEvents(s)
+	RegisterEventType[ProcessOutputNotification](s, MethodProcessOutput, "Notification: a chunk of a followed process's output.")
+	RegisterEventType[ProcessClosedNotification](s, MethodProcessClosed, "Notification: a process follow ended.")
 	RegisterEventType[EventNotification](s, MethodEvent, "Notification: one event of a subscription.")
 	RegisterEventType[ClosedNotification](s, MethodClosed, "Notification: a subscription ended; resume after cursor.")
 	return s
@@ -174,6 +208,7 @@ func MapHostError(err error) *Error {
 		{host.ErrRunConflict, KindRunConflict},
 		{host.ErrCursorInvalid, KindCursorInvalid},
 		{host.ErrEnvUnavailable, KindEnvironmentUnavailable},
+		{host.ErrDenied, KindDenied},
 		{host.ErrOverloaded, KindOverloaded},
 		{host.ErrClosed, KindOverloaded},
 	}
@@ -315,4 +350,100 @@ func registerEvents(s *Server) {
 	RegisterEventType[event.MountChangeData](s, string(event.MountAdded), "A mount was attached.")
 	RegisterEventType[event.MountChangeData](s, string(event.MountRemoved), "A mount was detached.")
 	RegisterEventType[event.Binding](s, string(event.MountInfo), "The session's mounts at the start of a run.")
+	RegisterEventType[event.ProcessData](s, string(event.ProcessStarted), "A background process of the session started.")
+	RegisterEventType[event.ProcessData](s, string(event.ProcessExited), "A background process of the session ended.")
+}
+
+// Process follow notifications.
+const (
+	// MethodProcessOutput carries a chunk of a followed process: [ProcessOutputNotification].
+	MethodProcessOutput = "process/output"
+	// MethodProcessClosed ends a follow: [ProcessClosedNotification].
+	MethodProcessClosed = "process/closed"
+)
+
+// ProcessFollowParams are the params of process/follow.
+type ProcessFollowParams struct {
+	ID        string `json:"id"`
+	SessionID string `json:"sessionId,omitempty"`
+	Offset    int64  `json:"offset,omitempty"`
+}
+
+// ProcessOutputNotification is the params of process/output.
+type ProcessOutputNotification struct {
+	SubscriptionID string        `json:"subscriptionId"`
+	Chunk          process.Chunk `json:"chunk"`
+}
+
+// ProcessClosedNotification is the params of process/closed: Reason is
+// "ended" (all output was delivered), "unsubscribed", "closed" or "error";
+// Offset is where to resume.
+type ProcessClosedNotification struct {
+	SubscriptionID string `json:"subscriptionId"`
+	Reason         string `json:"reason"`
+	Offset         int64  `json:"offset"`
+	Message        string `json:"message,omitempty"`
+}
+
+func (m *hostMethods) followProcess(ctx context.Context, p *ProcessFollowParams) (*SubscribeResult, error) {
+	conn := ConnFrom(ctx)
+	if conn == nil || conn.Transport() == "http" {
+		return nil, NewError(KindInvalidRequest, "process/follow needs a WebSocket or stdio connection; over plain HTTP use process/output or GET /v1/processes/{id}/output")
+	}
+	pm := m.h.Processes()
+	if pm == nil {
+		return nil, NewError(KindInvalidParams, "this host runs no background processes")
+	}
+	caller := process.Caller{Host: p.SessionID == "", SessionID: p.SessionID}
+	if _, err := m.h.GetProcess(ctx, host.ProcessIDParams{ID: p.ID, SessionID: p.SessionID}); err != nil {
+		return nil, err
+	}
+	subCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	id := ids.New("sub")
+	sub := &subscription{conn: conn, cancel: cancel}
+	m.mu.Lock()
+	m.subs[id] = sub
+	m.mu.Unlock()
+	conn.OnClose(func() {
+		cancel()
+		sub.wg.Wait()
+	})
+	sub.wg.Add(1)
+	run := func() {
+		defer sub.wg.Done()
+		defer func() {
+			m.mu.Lock()
+			delete(m.subs, id)
+			m.mu.Unlock()
+			cancel()
+		}()
+		closed := ProcessClosedNotification{SubscriptionID: id, Reason: "ended", Offset: p.Offset}
+		for c, err := range pm.Follow(subCtx, p.ID, p.Offset, caller) {
+			if err != nil {
+				m.mu.Lock()
+				reason := sub.reason
+				m.mu.Unlock()
+				switch {
+				case reason != "":
+					closed.Reason = reason
+				case subCtx.Err() != nil:
+					return
+				case errors.Is(err, process.ErrClosed):
+					closed.Reason, closed.Message = ReasonClosed, "the host is shutting down"
+				default:
+					closed.Reason, closed.Message = ReasonError, err.Error()
+				}
+				break
+			}
+			if err := conn.NotifyWait(subCtx, MethodProcessOutput, ProcessOutputNotification{SubscriptionID: id, Chunk: c}); err != nil {
+				return
+			}
+			closed.Offset = c.Offset + int64(len(c.Data))
+		}
+		_ = conn.NotifyWait(context.WithoutCancel(subCtx), MethodProcessClosed, closed)
+	}
+	if !AfterReply(ctx, func() { go run() }) {
+		go run()
+	}
+	return &SubscribeResult{SubscriptionID: id}, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
+	"weft.dev/weft/process"
 )
 
 // SSEOptions tunes the SSE endpoint. Zero fields take the defaults.
@@ -35,7 +36,73 @@ func HTTPHandler(s *Server, h *host.Host, opts SSEOptions) http.Handler {
 		sse = RequireToken(s.cfg.Token, sse)
 	}
 	mux.Handle("GET /v1/sessions/{id}/events", sse)
+	var out http.Handler = &processSSE{h: h, opts: opts}
+	if s.cfg.Token != "" {
+		out = RequireToken(s.cfg.Token, out)
+	}
+	mux.Handle("GET /v1/processes/{id}/output", out)
 	return mux
+}
+
+type processSSE struct {
+	h    *host.Host
+	opts SSEOptions
+}
+
+// ServeHTTP streams a process's output as Server-Sent Events, one chunk
+// (JSON: stream, offset, base64 data) per event whose id is the offset
+// after it, so a reconnecting EventSource resumes where it stopped. The
+// stream ends after the last chunk of an ended process.
+// ?sessionId= acts as that session (visibility and grants apply).
+func (ps *processSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	pm := ps.h.Processes()
+	if pm == nil {
+		writeHTTPError(w, http.StatusNotFound, NewError(KindNotFound, "this host runs no background processes"))
+		return
+	}
+	id, sessionID := r.PathValue("id"), r.URL.Query().Get("sessionId")
+	var offset int64
+	cursor := r.Header.Get("Last-Event-ID")
+	if cursor == "" {
+		cursor = r.URL.Query().Get("offset")
+	}
+	if cursor != "" {
+		n, err := strconv.ParseInt(cursor, 10, 64)
+		if err != nil || n < 0 {
+			writeHTTPError(w, http.StatusBadRequest, Errorf(KindInvalidParams, "offset %q is not a byte offset", cursor))
+			return
+		}
+		offset = n
+	}
+	if _, err := ps.h.GetProcess(r.Context(), host.ProcessIDParams{ID: id, SessionID: sessionID}); err != nil {
+		e := MapHostError(err)
+		if e == nil {
+			e = NewError(KindInternal, "internal error")
+		}
+		writeHTTPError(w, http.StatusNotFound, e)
+		return
+	}
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, "retry: %d\n\n", max(ps.opts.RetryMs, 1000))
+	rc.Flush()
+	caller := process.Caller{Host: sessionID == "", SessionID: sessionID}
+	for c, err := range pm.Follow(r.Context(), id, offset, caller) {
+		if err != nil {
+			return
+		}
+		b, err := json.Marshal(c)
+		if err != nil {
+			return
+		}
+		if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", c.Offset+int64(len(c.Data)), b); err != nil || rc.Flush() != nil {
+			return
+		}
+	}
+	fmt.Fprint(w, "event: end\ndata: {}\n\n")
+	rc.Flush()
 }
 
 type sseHandler struct {

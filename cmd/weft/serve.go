@@ -16,6 +16,7 @@ import (
 
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/config"
+	"weft.dev/weft/process"
 	"weft.dev/weft/rpc"
 	"weft.dev/weft/store/sqlite"
 	"weft.dev/weft/tool"
@@ -89,8 +90,17 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger) (*host.Host, *sqlit
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	procs, err := process.New(process.Config{Store: st, Logger: log, BaseEnv: os.Environ(), Sandbox: cfgFile.Sandbox()})
+	if err != nil {
+		st.Close()
+		return nil, nil, nil, err
+	}
 	reg := tool.NewRegistry()
-	if err := builtin.Register(reg, builtin.Options{Sandbox: cfgFile.Sandbox()}); err != nil {
+	if err := builtin.Register(reg, builtin.Options{Sandbox: cfgFile.Sandbox(), Background: &process.BackgroundShell{Manager: procs}}); err != nil {
+		st.Close()
+		return nil, nil, nil, err
+	}
+	if err := process.RegisterTools(reg, procs); err != nil {
 		st.Close()
 		return nil, nil, nil, err
 	}
@@ -105,7 +115,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger) (*host.Host, *sqlit
 	}
 	h, err := host.New(ctx, host.Config{
 		Store: st, Tools: reg, DefaultModel: def, MaxSteps: cfgFile.MaxSteps,
-		LockDir: lockDir(storePath), ScratchDir: filepath.Join(state, "scratch"), Logger: log,
+		LockDir: lockDir(storePath), ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
 		ResolveModel: func(name string) (*host.Model, error) {
 			m, err := config.Resolve(name, cfgFile, cfgPath, a.getenv)
 			if err != nil {
