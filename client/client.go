@@ -18,6 +18,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
 	jrpc "weft.dev/weft/internal/jsonrpc/client"
+	"weft.dev/weft/process"
 	"weft.dev/weft/rpc"
 )
 
@@ -234,40 +235,15 @@ func (c *Client) Subscribe(ctx context.Context, p rpc.SubscribeParams) (iter.Seq
 	if err := c.c.Call(ctx, "events/subscribe", p, &res); err != nil {
 		return nil, err
 	}
-	s := &sub{ch: make(chan jrpc.Notification, c.opts.SubscriptionBuffer)}
-	c.mu.Lock()
-	early := c.early[res.SubscriptionID]
-	delete(c.early, res.SubscriptionID)
-	c.subs[res.SubscriptionID] = s
-	for _, n := range early {
-		c.deliver(res.SubscriptionID, s, n)
-	}
-	c.mu.Unlock()
 	id := res.SubscriptionID
+	s := c.register(id)
 	return func(yield func(event.Event, error) bool) {
-		defer func() {
-			c.mu.Lock()
-			_, live := c.subs[id]
-			delete(c.subs, id)
-			c.mu.Unlock()
-			if live {
-				uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				c.c.Call(uctx, "events/unsubscribe", rpc.UnsubscribeParams{SubscriptionID: id}, nil)
-				cancel()
-			}
-		}()
+		defer c.unsubscribe(ctx, id)
 		for {
 			select {
 			case n, ok := <-s.ch:
 				if !ok {
-					c.mu.Lock()
-					lagged := s.lagged
-					c.mu.Unlock()
-					if lagged {
-						yield(event.Event{}, ErrLagged)
-					} else {
-						yield(event.Event{}, fmt.Errorf("client: connection closed: %w", jrpc.ErrClosed))
-					}
+					yield(event.Event{}, c.endErr(s))
 					return
 				}
 				switch n.Method {
@@ -283,9 +259,7 @@ func (c *Client) Subscribe(ctx context.Context, p rpc.SubscribeParams) (iter.Seq
 				case rpc.MethodClosed:
 					var cn rpc.ClosedNotification
 					json.Unmarshal(n.Params, &cn)
-					c.mu.Lock()
-					delete(c.subs, id)
-					c.mu.Unlock()
+					c.forget(id)
 					if cn.Reason == rpc.ReasonOverflow {
 						yield(event.Event{}, ErrLagged)
 					} else {
@@ -310,4 +284,131 @@ type ClosedError struct {
 
 func (e *ClosedError) Error() string {
 	return fmt.Sprintf("subscription closed by the host (%s) at cursor %d: %s", e.Reason, e.Cursor, e.Message)
+}
+
+// StartProcess calls process/start.
+func (c *Client) StartProcess(ctx context.Context, p host.ProcessStartParams) (*host.ProcessResult, error) {
+	return call[host.ProcessResult](ctx, c, "process/start", p)
+}
+
+// GetProcess calls process/get.
+func (c *Client) GetProcess(ctx context.Context, p host.ProcessIDParams) (*host.ProcessResult, error) {
+	return call[host.ProcessResult](ctx, c, "process/get", p)
+}
+
+// ListProcesses calls process/list.
+func (c *Client) ListProcesses(ctx context.Context, p host.ProcessListParams) (*host.ProcessListResult, error) {
+	return call[host.ProcessListResult](ctx, c, "process/list", p)
+}
+
+// AwaitProcess calls process/await.
+func (c *Client) AwaitProcess(ctx context.Context, p host.ProcessAwaitParams) (*process.AwaitResult, error) {
+	return call[process.AwaitResult](ctx, c, "process/await", p)
+}
+
+// ProcessOutput calls process/output.
+func (c *Client) ProcessOutput(ctx context.Context, p host.ProcessOutputParams) (*process.Output, error) {
+	return call[process.Output](ctx, c, "process/output", p)
+}
+
+// SignalProcess calls process/signal.
+func (c *Client) SignalProcess(ctx context.Context, p host.ProcessSignalParams) (*host.ProcessSignalResult, error) {
+	return call[host.ProcessSignalResult](ctx, c, "process/signal", p)
+}
+
+// CancelProcess calls process/cancel.
+func (c *Client) CancelProcess(ctx context.Context, p host.ProcessCancelParams) (*host.ProcessResult, error) {
+	return call[host.ProcessResult](ctx, c, "process/cancel", p)
+}
+
+// FollowProcess calls process/follow and returns the output chunks from
+// p.Offset as a single-use iterator that ends (nil error) after the last
+// chunk of an ended process.
+func (c *Client) FollowProcess(ctx context.Context, p rpc.ProcessFollowParams) (iter.Seq2[process.Chunk, error], error) {
+	var res rpc.SubscribeResult
+	if err := c.c.Call(ctx, "process/follow", p, &res); err != nil {
+		return nil, err
+	}
+	id := res.SubscriptionID
+	s := c.register(id)
+	return func(yield func(process.Chunk, error) bool) {
+		defer c.unsubscribe(ctx, id)
+		for {
+			select {
+			case n, ok := <-s.ch:
+				if !ok {
+					yield(process.Chunk{}, c.endErr(s))
+					return
+				}
+				switch n.Method {
+				case rpc.MethodProcessOutput:
+					var on rpc.ProcessOutputNotification
+					if err := json.Unmarshal(n.Params, &on); err != nil {
+						yield(process.Chunk{}, fmt.Errorf("client: bad %s: %w", n.Method, err))
+						return
+					}
+					if !yield(on.Chunk, nil) {
+						return
+					}
+				case rpc.MethodProcessClosed:
+					var cn rpc.ProcessClosedNotification
+					json.Unmarshal(n.Params, &cn)
+					c.forget(id)
+					if cn.Reason != "ended" {
+						yield(process.Chunk{}, &ClosedError{Reason: cn.Reason, Cursor: cn.Offset, Message: cn.Message})
+					}
+					return
+				}
+			case <-ctx.Done():
+				yield(process.Chunk{}, ctx.Err())
+				return
+			}
+		}
+	}, nil
+}
+
+// register routes a subscription's notifications, including those that
+// arrived before the response that named it.
+func (c *Client) register(id string) *sub {
+	s := &sub{ch: make(chan jrpc.Notification, c.opts.SubscriptionBuffer)}
+	c.mu.Lock()
+	early := c.early[id]
+	delete(c.early, id)
+	c.subs[id] = s
+	for _, n := range early {
+		c.deliver(id, s, n)
+	}
+	c.mu.Unlock()
+	return s
+}
+
+// forget stops routing a subscription that the host ended.
+func (c *Client) forget(id string) {
+	c.mu.Lock()
+	delete(c.subs, id)
+	c.mu.Unlock()
+}
+
+// unsubscribe ends a subscription the consumer left, if it is still live.
+func (c *Client) unsubscribe(ctx context.Context, id string) {
+	c.mu.Lock()
+	_, live := c.subs[id]
+	delete(c.subs, id)
+	c.mu.Unlock()
+	if live {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		c.c.Call(uctx, "events/unsubscribe", rpc.UnsubscribeParams{SubscriptionID: id}, nil)
+		cancel()
+	}
+}
+
+// endErr says why a subscription's channel closed.
+func (c *Client) endErr(s *sub) error {
+	c.mu.Lock()
+	lagged := s.lagged
+	c.mu.Unlock()
+	if lagged {
+		return ErrLagged
+	}
+	return fmt.Errorf("client: connection closed: %w", jrpc.ErrClosed)
 }

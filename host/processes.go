@@ -55,9 +55,10 @@ type ProcessIDParams struct {
 	SessionID string `json:"sessionId,omitempty"`
 }
 
-// ProcessListParams are the params of process/list.
+// ProcessListParams are the params of process/list. Without SessionID an
+// operator lists every session's processes.
 type ProcessListParams struct {
-	SessionID string `json:"sessionId"`
+	SessionID string `json:"sessionId,omitempty"`
 	Status    string `json:"status,omitempty"`
 }
 
@@ -212,12 +213,16 @@ func (h *Host) StartProcess(ctx context.Context, p ProcessStartParams) (*Process
 		WakeOnExit: p.WakeOnExit, PTY: p.PTY, CreatedBy: "client",
 	}
 	if p.Command != "" {
-		sp.Kind, sp.Command = store.ProcessShell, p.Command
-		b := s.bind.Load()
-		if b == nil {
-			return nil, errf(ErrEnvUnavailable, map[string]any{"sessionId": s.id}, "session %s has no mounts for a shell", s.id)
+		// Under the session lock: the binding cannot be swapped (and
+		// closed) while the process resolves its directory, and an unmount
+		// cannot slip between its live-process check and this start.
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		b, err := s.envBinding()
+		if err != nil {
+			return nil, err
 		}
-		sp.Binding = b
+		sp.Kind, sp.Command, sp.Binding = store.ProcessShell, p.Command, b
 	} else {
 		if h.cfg.Tools == nil {
 			return nil, errf(ErrInvalidParams, nil, "this host has no tools")
@@ -248,7 +253,8 @@ func (h *Host) GetProcess(ctx context.Context, p ProcessIDParams) (*ProcessResul
 	return processResult(rec), nil
 }
 
-// ListProcesses lists the processes a session owns or was granted.
+// ListProcesses lists the processes a session owns or was granted, or,
+// without a session, all of them.
 func (h *Host) ListProcesses(ctx context.Context, p ProcessListParams) (*ProcessListResult, error) {
 	m, err := h.procs()
 	if err != nil {
@@ -258,7 +264,7 @@ func (h *Host) ListProcesses(ctx context.Context, p ProcessListParams) (*Process
 	if p.Status != "" {
 		lp.Statuses = []string{p.Status}
 	}
-	ps, err := m.List(ctx, lp, process.Caller{SessionID: p.SessionID})
+	ps, err := m.List(ctx, lp, caller(p.SessionID))
 	if err != nil {
 		return nil, procErr(err)
 	}
@@ -443,6 +449,9 @@ func (h *Host) processEvent(p store.Process, t event.Type, tail string) {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if s.closed {
+			return // deleted, or the host is closing
+		}
 		if _, err := s.j.Append(context.WithoutCancel(ctx), e); err != nil {
 			h.cfg.Logger.Warn("record process event", "session", s.id, "process", p.ID, "err", err)
 			return

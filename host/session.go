@@ -28,6 +28,7 @@ type session struct {
 	lease *lease.Lease
 
 	mu     sync.Mutex
+	closed bool // unloaded (host closed or session deleted); guarded by mu
 	active *activeRun
 	queue  []queuedRun
 	// done holds a channel per non-terminal run, closed when it ends.
@@ -69,6 +70,7 @@ func (s *session) activeID() string {
 }
 
 func (s *session) close() {
+	s.closed = true
 	s.j.Close()
 	s.lease.Release()
 	s.closeRetired()

@@ -47,6 +47,8 @@ type cli struct {
 	Mount    mountCmd    `cmd:"" help:"Attach a directory to a session at /environment/ID (through the host)."`
 	Unmount  unmountCmd  `cmd:"" help:"Detach a mount from a session (through the host)."`
 	Mounts   mountsCmd   `cmd:"" help:"List a session's mounts (through the host)."`
+	PS       psCmd       `cmd:"" name:"ps" help:"List a session's background processes (through the host)."`
+	Proc     procCmd     `cmd:"" help:"Read, wait for, signal or kill a background process (through the host)."`
 	Version  versionCmd  `cmd:"" help:"Print the version."`
 }
 

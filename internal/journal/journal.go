@@ -216,6 +216,14 @@ func (j *Journal) send(ctx context.Context, r request) ([]event.Event, error) {
 	select {
 	case res := <-r.done:
 		return res.events, res.err
+	case <-j.done:
+		// The writer has stopped; it may have answered first.
+		select {
+		case res := <-r.done:
+			return res.events, res.err
+		default:
+			return nil, ErrClosed
+		}
 	case <-ctx.Done():
 		// The append may still commit; the caller learns of it from the log.
 		return nil, ctx.Err()

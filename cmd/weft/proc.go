@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"weft.dev/weft/host"
+	"weft.dev/weft/rpc"
+	"weft.dev/weft/store"
+)
+
+type psCmd struct {
+	Session string `short:"s" help:"The session whose processes to list (default: every session)." placeholder:"SESSION"`
+	All     bool   `help:"Also list processes that ended."`
+	JSON    bool   `name:"json" help:"Print each process as one JSON line."`
+}
+
+func (c *psCmd) Run(ctx context.Context, a *app) error {
+	cl, err := a.dialHost(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	p := host.ProcessListParams{SessionID: c.Session}
+	if !c.All {
+		p.Status = store.ProcessRunning
+	}
+	res, err := cl.ListProcesses(ctx, p)
+	if err != nil {
+		return err
+	}
+	for _, pr := range res.Processes {
+		if c.JSON {
+			if err := printJSON(a, pr); err != nil {
+				return err
+			}
+			continue
+		}
+		what := pr.Spec.Command
+		if what == "" {
+			what = "tool " + pr.Spec.Tool
+		}
+		code := ""
+		if pr.ExitCode != nil {
+			code = fmt.Sprintf(" exit=%d", *pr.ExitCode)
+		}
+		fmt.Fprintf(a.stdout, "%s  %-9s%s  %s  %s\n", pr.ID, pr.Status, code, pr.StartedAt.Local().Format("15:04:05"), clip(what, 60))
+	}
+	return nil
+}
+
+type procCmd struct {
+	Logs   procLogsCmd   `cmd:"" help:"Print a process's output; --follow keeps printing until it ends."`
+	Wait   procWaitCmd   `cmd:"" help:"Wait for a process to end and print its status."`
+	Signal procSignalCmd `cmd:"" help:"Send a signal (interrupt, terminate, kill, hangup, or any name recorded as signal.NAME)."`
+	Kill   procKillCmd   `cmd:"" help:"Cancel a process (its whole process group)."`
+}
+
+type procLogsCmd struct {
+	ID     string `arg:"" help:"The process ID."`
+	Follow bool   `short:"f" help:"Keep printing output as it comes, until the process ends."`
+	Offset int64  `help:"Start at this byte offset." placeholder:"N"`
+}
+
+func (c *procLogsCmd) Run(ctx context.Context, a *app) error {
+	cl, err := a.dialHost(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if c.Follow {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-a.interrupts:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		seq, err := cl.FollowProcess(ctx, rpc.ProcessFollowParams{ID: c.ID, Offset: c.Offset})
+		if err != nil {
+			return err
+		}
+		for ch, err := range seq {
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			if ch.Skipped > 0 {
+				fmt.Fprintf(a.stderr, "weft: %d bytes were dropped by the output cap\n", ch.Skipped)
+			}
+			a.stdout.Write(ch.Data)
+		}
+		return nil
+	}
+	offset := c.Offset
+	for {
+		out, err := cl.ProcessOutput(ctx, host.ProcessOutputParams{ID: c.ID, Offset: offset, Limit: 1 << 20})
+		if err != nil {
+			return err
+		}
+		if out.Truncated {
+			fmt.Fprintf(a.stderr, "weft: output before offset %d was dropped by the output cap\n", out.Offset)
+		}
+		a.stdout.Write(out.Data)
+		if out.Next >= out.Total || out.Next == offset {
+			return nil
+		}
+		offset = out.Next
+	}
+}
+
+type procWaitCmd struct {
+	ID      string        `arg:"" help:"The process ID."`
+	Timeout time.Duration `help:"Give up after this long (0: wait forever)." default:"0"`
+}
+
+func (c *procWaitCmd) Run(ctx context.Context, a *app) error {
+	cl, err := a.dialHost(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	deadline := time.Now().Add(c.Timeout)
+	for {
+		step := 60 * time.Second
+		if c.Timeout > 0 {
+			step = min(step, time.Until(deadline))
+		}
+		r, err := cl.AwaitProcess(ctx, host.ProcessAwaitParams{ID: c.ID, TimeoutMs: max(step.Milliseconds(), 0)})
+		if err != nil {
+			return err
+		}
+		if !r.TimedOut || c.Timeout > 0 && time.Now().After(deadline) {
+			b, _ := json.Marshal(r.Process)
+			fmt.Fprintf(a.stdout, "%s\n", b)
+			if r.TimedOut {
+				return &exitError{code: exitFailed, err: fmt.Errorf("process %s is still running", c.ID)}
+			}
+			if r.Process.Status != store.ProcessCompleted {
+				return &exitError{code: exitFailed}
+			}
+			return nil
+		}
+	}
+}
+
+type procSignalCmd struct {
+	ID      string `arg:"" help:"The process ID."`
+	Name    string `arg:"" help:"The signal name."`
+	Payload string `help:"A JSON payload recorded with the signal." placeholder:"JSON"`
+}
+
+func (c *procSignalCmd) Run(ctx context.Context, a *app) error {
+	cl, err := a.dialHost(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	p := host.ProcessSignalParams{ID: c.ID, Name: strings.TrimPrefix(strings.ToLower(c.Name), "sig")}
+	if c.Payload != "" {
+		if !json.Valid([]byte(c.Payload)) {
+			return usageErr("--payload is not valid JSON")
+		}
+		p.Payload = json.RawMessage(c.Payload)
+	}
+	r, err := cl.SignalProcess(ctx, p)
+	if err != nil {
+		return err
+	}
+	return printJSON(a, r)
+}
+
+type procKillCmd struct {
+	ID     string `arg:"" help:"The process ID."`
+	Reason string `help:"Why, recorded in the process log."`
+}
+
+func (c *procKillCmd) Run(ctx context.Context, a *app) error {
+	cl, err := a.dialHost(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	r, err := cl.CancelProcess(ctx, host.ProcessCancelParams{ID: c.ID, Reason: c.Reason})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "%s %s\n", r.ID, r.Status)
+	return nil
+}

@@ -1,0 +1,256 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"weft.dev/weft/event"
+	"weft.dev/weft/host"
+	"weft.dev/weft/llm/scripted"
+	"weft.dev/weft/process"
+	"weft.dev/weft/store"
+	"weft.dev/weft/store/memory"
+	"weft.dev/weft/tool"
+	"weft.dev/weft/tool/builtin"
+)
+
+// newProcHost is a host with a process manager and the process tools.
+func newProcHost(t *testing.T, extra map[string]string) *host.Host {
+	t.Helper()
+	st := memory.New()
+	m, err := process.New(process.Config{Store: st, KillGrace: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := tool.NewRegistry()
+	if err := builtin.Register(reg, builtin.Options{Background: &process.BackgroundShell{Manager: m}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := process.RegisterTools(reg, m); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(context.Background(), host.Config{
+		Store: st, Tools: reg, DefaultModel: "scripted:fast", Journal: journalFast(), Processes: m,
+		ResolveModel: func(name string) (*host.Model, error) {
+			key := strings.TrimPrefix(name, "scripted:")
+			src, ok := extra[key]
+			if !ok {
+				src, ok = scripts[key]
+			}
+			if !ok {
+				return nil, fmt.Errorf("unknown model %q", name)
+			}
+			p, err := scripted.Parse(key+".json", []byte(src))
+			if err != nil {
+				return nil, err
+			}
+			return &host.Model{Name: name, Provider: p, Model: key}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+func sessionEvents(t *testing.T, h *host.Host, sid string, types ...event.Type) []event.Event {
+	t.Helper()
+	p, err := h.ReadEvents(context.Background(), host.ReadEventsParams{SessionID: sid, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []event.Event
+	for _, e := range p.Events {
+		for _, ty := range types {
+			if e.Type == ty {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+func eventually(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if f() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func TestProcessLifecycleInSessionLog(t *testing.T) {
+	h := newProcHost(t, nil)
+	ctx := context.Background()
+	sid := session(t, h, "scripted:fast")
+	p, err := h.StartProcess(ctx, host.ProcessStartParams{SessionID: sid, Command: "echo hello; exit 3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Handle.ID != p.ID {
+		t.Fatalf("handle %+v", p.Handle)
+	}
+	r, err := h.AwaitProcess(ctx, host.ProcessAwaitParams{ID: p.ID, TimeoutMs: 5000})
+	if err != nil || r.TimedOut || r.Process.Status != store.ProcessFailed || *r.Process.ExitCode != 3 || !strings.Contains(r.Tail, "hello") {
+		t.Fatalf("await: %+v %v", r, err)
+	}
+	eventually(t, "process.exited", func() bool { return len(sessionEvents(t, h, sid, event.ProcessExited)) == 1 })
+	evs := sessionEvents(t, h, sid, event.ProcessStarted, event.ProcessExited)
+	var d event.ProcessData
+	evs[1].Decode(&d)
+	if evs[0].Type != event.ProcessStarted || d.ProcessID != p.ID || d.Status != store.ProcessFailed || !strings.Contains(d.Tail, "hello") {
+		t.Fatalf("session log: %+v %+v", evs, d)
+	}
+	out, err := h.ProcessOutput(ctx, host.ProcessOutputParams{ID: p.ID})
+	if err != nil || string(out.Data) != "hello\n" {
+		t.Fatalf("output: %+v %v", out, err)
+	}
+	// Another session cannot see it; a grant lets it.
+	other := session(t, h, "scripted:fast")
+	if _, err := h.GetProcess(ctx, host.ProcessIDParams{ID: p.ID, SessionID: other}); !errors.Is(err, host.ErrNotFound) {
+		t.Fatalf("other session: %v", err)
+	}
+	if _, err := h.GrantProcess(ctx, host.ProcessGrantParams{ID: p.ID, SessionID: sid, ToSessionID: other}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.GetProcess(ctx, host.ProcessIDParams{ID: p.ID, SessionID: other}); err != nil {
+		t.Fatalf("granted session: %v", err)
+	}
+}
+
+func TestProcessStartIdempotentAndBadInput(t *testing.T) {
+	h := newProcHost(t, nil)
+	ctx := context.Background()
+	sid := session(t, h, "scripted:fast")
+	a, err := h.StartProcess(ctx, host.ProcessStartParams{SessionID: sid, Command: "sleep 0.1", IdempotencyKey: "p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := h.StartProcess(ctx, host.ProcessStartParams{SessionID: sid, Command: "sleep 0.1", IdempotencyKey: "p1"})
+	if err != nil || b.ID != a.ID || !b.Replayed {
+		t.Fatalf("replay: %+v %v", b, err)
+	}
+	if _, err := h.StartProcess(ctx, host.ProcessStartParams{SessionID: sid, Command: "sleep 1", IdempotencyKey: "p1"}); !errors.Is(err, host.ErrIdempotencyConflict) {
+		t.Fatalf("conflict: %v", err)
+	}
+	for name, p := range map[string]host.ProcessStartParams{
+		"neither":     {SessionID: sid},
+		"both":        {SessionID: sid, Command: "x", Tool: "read_file"},
+		"bad tool":    {SessionID: sid, Tool: "nope"},
+		"bad args":    {SessionID: sid, Tool: "read_file", Args: []byte(`{"nope":1}`)},
+		"bad disp":    {SessionID: sid, Command: "true", Disposition: "forever"},
+		"outside cwd": {SessionID: sid, Command: "true", Cwd: "../.."},
+	} {
+		if _, err := h.StartProcess(ctx, p); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := h.StartProcess(ctx, host.ProcessStartParams{SessionID: "ses_nope", Command: "true"}); !errors.Is(err, host.ErrNotFound) {
+		t.Errorf("unknown session: %v", err)
+	}
+	if _, err := h.AwaitProcess(ctx, host.ProcessAwaitParams{ID: "proc_nope", TimeoutMs: 1}); !errors.Is(err, host.ErrNotFound) {
+		t.Errorf("unknown process: %v", err)
+	}
+}
+
+// TestProcessEndTellsActiveRun: a process that ends while a run is active
+// reaches the model at the next step boundary.
+func TestProcessEndTellsActiveRun(t *testing.T) {
+	h := newProcHost(t, map[string]string{
+		"bg": `{"steps":[
+			{"toolCalls":[{"name":"shell","arguments":{"command":"echo done-in-bg","background":true}}]},
+			{"toolCalls":[{"name":"shell","arguments":{"command":"sleep 0.5"}}]},
+			{"text":"saw: {{input}}"}]}`,
+	})
+	ctx := context.Background()
+	sid := session(t, h, "scripted:bg")
+	r := start(t, h, host.StartRunParams{SessionID: sid, Input: input("go")})
+	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+		t.Fatalf("run: %+v", got)
+	}
+	c := sessionEvents(t, h, sid, event.SteerConsumed)
+	if len(c) != 1 {
+		t.Fatalf("%d steers consumed", len(c))
+	}
+	var d event.SteerData
+	c[0].Decode(&d)
+	if !strings.Contains(event.Text(d.Input), "<process-exited") || !strings.Contains(event.Text(d.Input), "done-in-bg") {
+		t.Fatalf("the model was told %q", event.Text(d.Input))
+	}
+	_ = ctx
+}
+
+func TestWakeOnExitStartsFollowUpRun(t *testing.T) {
+	h := newProcHost(t, nil)
+	ctx := context.Background()
+	sid := session(t, h, "scripted:fast")
+	p, err := h.StartProcess(ctx, host.ProcessStartParams{SessionID: sid, Command: "sleep 0.05; echo built", WakeOnExit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs *host.ListRunsResult
+	eventually(t, "a follow-up run", func() bool {
+		runs, _ = h.ListRuns(ctx, host.ListRunsParams{SessionID: sid})
+		return len(runs.Runs) == 1 && runs.Runs[0].Status == store.RunCompleted
+	})
+	msgs := sessionEvents(t, h, sid, event.MessageUser)
+	var d event.MessageUserData
+	msgs[0].Decode(&d)
+	if !strings.Contains(event.Text(d.Content), p.ID) || !strings.Contains(event.Text(d.Content), "built") {
+		t.Fatalf("follow-up input %q", event.Text(d.Content))
+	}
+}
+
+func TestDeleteSessionCancelsOwnerBoundProcesses(t *testing.T) {
+	h := newProcHost(t, nil)
+	ctx := context.Background()
+	sid := session(t, h, "scripted:fast")
+	p, err := h.StartProcess(ctx, host.ProcessStartParams{SessionID: sid, Command: "sleep 300"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext, err := h.StartProcess(ctx, host.ProcessStartParams{SessionID: sid, Tool: "list_dir", Args: []byte(`{"path":"."}`), Disposition: store.ExternallyOwned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.DeleteSession(ctx, host.SessionIDParams{SessionID: sid}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.GetProcess(ctx, host.ProcessIDParams{ID: p.ID})
+	if err != nil || got.Status != store.ProcessCancelled {
+		t.Fatalf("owner-bound process after delete: %+v %v", got, err)
+	}
+	if _, err := h.GetProcess(ctx, host.ProcessIDParams{ID: ext.ID}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUnmountRefusedWhileProcessRuns(t *testing.T) {
+	h := newProcHost(t, nil)
+	ctx := context.Background()
+	s, err := h.CreateSession(ctx, host.CreateSessionParams{Mounts: []event.Mount{
+		{ID: "work", Path: t.TempDir(), Default: true}, {ID: "side", Path: t.TempDir()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := h.StartProcess(ctx, host.ProcessStartParams{SessionID: s.ID, Command: "sleep 300", MountID: "side"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.Unmount(ctx, host.UnmountParams{SessionID: s.ID, MountID: "side"})
+	if !errors.Is(err, host.ErrRunConflict) || !strings.Contains(err.Error(), "side:"+p.ID) {
+		t.Fatalf("unmount with a live process: %v", err)
+	}
+	if _, err := h.CancelProcess(ctx, host.ProcessCancelParams{ID: p.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Unmount(ctx, host.UnmountParams{SessionID: s.ID, MountID: "side"}); err != nil {
+		t.Fatalf("unmount after cancel: %v", err)
+	}
+}
