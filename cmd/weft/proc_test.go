@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"weft.dev/weft/client"
+	"weft.dev/weft/event"
+	"weft.dev/weft/host"
+	"weft.dev/weft/process"
+	"weft.dev/weft/store"
+)
+
+// markedProcesses returns the pids whose environment carries the marker of
+// process id: everything a background process started.
+func markedProcesses(id string) []string {
+	want := []byte(process.MarkerEnv + "=" + id + "\x00")
+	var pids []string
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+			continue // a zombie is dead
+		}
+		if bytes.Contains(append(b, 0), want) {
+			pids = append(pids, d.Name())
+		}
+	}
+	return pids
+}
+
+// TestServeSIGKILLLeavesNoOrphan: a background `sh -c 'sleep 300 & sleep
+// 300'` under a `weft serve` that is SIGKILLed: after the restart nothing
+// of it survives and its record says abandoned.
+func TestServeSIGKILLLeavesNoOrphan(t *testing.T) {
+	e := newEnv(t)
+	addr := freeAddr(t)
+	srv := e.serve(addr)
+	tok := e.token()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, addr, client.Options{Token: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := c.CreateSession(ctx, host.CreateSessionParams{Mounts: mountsFor(e)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.StartProcess(ctx, host.ProcessStartParams{SessionID: s2.ID, Command: "sh -c 'sleep 300 & sleep 300'"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 200 {
+		if len(markedProcesses(p.ID)) >= 3 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := len(markedProcesses(p.ID)); n < 3 {
+		t.Fatalf("the background process has %d processes, want 3", n)
+	}
+	// The CLI sees it.
+	out, stderr, code := e.weft("", "--host", addr, "ps", "-s", s2.ID)
+	if code != 0 || !strings.Contains(out, p.ID) || !strings.Contains(out, "running") {
+		t.Fatalf("weft ps: %d %q %s", code, out, stderr)
+	}
+	c.Close()
+	srv.Process.Signal(syscall.SIGKILL)
+	srv.Wait()
+
+	srv = e.serve(addr)
+	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
+	if left := markedProcesses(p.ID); len(left) > 0 {
+		t.Fatalf("processes of %s survived the host: %v", p.ID, left)
+	}
+	c, err = client.Dial(ctx, addr, client.Options{Token: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	got, err := c.GetProcess(ctx, host.ProcessIDParams{ID: p.ID})
+	if err != nil || got.Status != store.ProcessAbandoned {
+		t.Fatalf("record after restart: %+v %v", got, err)
+	}
+	out, _, _ = e.weft("", "--host", addr, "ps", "-s", s2.ID, "--all")
+	if !strings.Contains(out, "abandoned") {
+		t.Fatalf("weft ps --all: %q", out)
+	}
+}
+
+func mountsFor(e *testEnv) []event.Mount {
+	return []event.Mount{{ID: "work", Path: e.work, Default: true}}
+}
+
+// TestProcCommands: weft proc logs, wait, signal and kill through a host.
+func TestProcCommands(t *testing.T) {
+	e := newEnv(t)
+	addr := freeAddr(t)
+	srv := e.serve(addr)
+	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
+	tok := e.token()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, addr, client.Options{Token: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.CreateSession(ctx, host.CreateSessionParams{Mounts: mountsFor(e)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.StartProcess(ctx, host.ProcessStartParams{SessionID: s.ID,
+		Command: "trap 'echo got-int; exit 7' INT; for i in 1 2 3; do echo line$i; done; while :; do sleep 0.05; done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 200 {
+		o, _ := c.ProcessOutput(ctx, host.ProcessOutputParams{ID: p.ID})
+		if strings.Contains(string(o.Data), "line3") {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	out, _, code := e.weft("", "--host", addr, "proc", "logs", p.ID)
+	if code != 0 || out != "line1\nline2\nline3\n" {
+		t.Fatalf("proc logs: %d %q", code, out)
+	}
+	out, _, code = e.weft("", "--host", addr, "proc", "logs", p.ID, "--offset", "6")
+	if code != 0 || out != "line2\nline3\n" {
+		t.Fatalf("proc logs --offset: %d %q", code, out)
+	}
+	if _, stderr, code := e.weft("", "--host", addr, "proc", "signal", p.ID, "interrupt", "--payload", `{"why":"test"}`); code != 0 {
+		t.Fatalf("proc signal: %d %s", code, stderr)
+	}
+	out, _, code = e.weft("", "--host", addr, "proc", "wait", p.ID)
+	if code != 1 || !strings.Contains(out, `"exitCode":7`) {
+		t.Fatalf("proc wait: %d %q", code, out)
+	}
+	out, _, _ = e.weft("", "--host", addr, "proc", "logs", p.ID, "--follow")
+	if !strings.HasSuffix(out, "got-int\n") {
+		t.Fatalf("proc logs --follow of an ended process: %q", out)
+	}
+	q, err := c.StartProcess(ctx, host.ProcessStartParams{SessionID: s.ID, Command: "sleep 300"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = e.weft("", "--host", addr, "proc", "kill", q.ID)
+	if code != 0 || !strings.Contains(out, "cancelled") {
+		t.Fatalf("proc kill: %d %q", code, out)
+	}
+	_, stderr, code := e.weft("", "--host", addr, "proc", "wait", "proc_nope")
+	if code != 1 || !strings.Contains(stderr, "not found") {
+		t.Fatalf("proc wait of an unknown id: %d %s", code, stderr)
+	}
+}
