@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"sync"
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
@@ -28,26 +29,37 @@ type SubscribeOptions struct {
 	Buffer int
 }
 
+// subscriber is one subscription's bounded queue. The writer appends each
+// committed batch (shared, read-only) and wakes the consumer; the consumer
+// takes the whole queue at once. One wake per commit, not one channel send
+// per event, keeps a thousand subscribers cheap.
 type subscriber struct {
-	ch  chan event.Event
-	err error // set before ch is closed
+	mu      sync.Mutex
+	batches [][]event.Event
+	n       int // events queued
+	limit   int
+	closed  bool
+	err     error         // why it closed
+	wake    chan struct{} // capacity 1
 }
 
-// publish hands committed events to every subscriber without blocking; a
-// subscriber whose buffer is full is dropped with ErrLagged. Called with
-// j.mu held.
+// publish hands a committed batch to every subscriber without blocking; a
+// subscriber whose queue would exceed its limit is dropped with ErrLagged.
+// Called with j.mu held, so that registration and publication are ordered.
 func (j *Journal) publish(batch []event.Event) {
 	for s := range j.subs {
-		for _, e := range batch {
-			select {
-			case s.ch <- e:
-				continue
-			default:
-			}
-			s.err = ErrLagged
-			close(s.ch)
+		s.mu.Lock()
+		if s.n+len(batch) > s.limit {
+			s.closed, s.err = true, ErrLagged
 			delete(j.subs, s)
-			break
+		} else {
+			s.batches = append(s.batches, batch)
+			s.n += len(batch)
+		}
+		s.mu.Unlock()
+		select {
+		case s.wake <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -56,10 +68,25 @@ func (j *Journal) closeSubs(err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for s := range j.subs {
-		s.err = err
-		close(s.ch)
+		s.mu.Lock()
+		s.closed, s.err = true, err
+		s.mu.Unlock()
 		delete(j.subs, s)
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
 	}
+}
+
+// take removes the queued batches, and reports whether the subscription
+// has closed (and why) once they are consumed.
+func (s *subscriber) take() ([][]event.Event, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.batches
+	s.batches, s.n = nil, 0
+	return b, s.closed, s.err
 }
 
 // Events returns the session's events after the cursor after: first those
@@ -91,7 +118,7 @@ func (j *Journal) Events(ctx context.Context, after int64, opts SubscribeOptions
 			yield(event.Event{}, fmt.Errorf("%w: session %s: cursor %d, last seq %d", ErrCursor, j.sessionID, after, last))
 			return
 		}
-		sub := &subscriber{ch: make(chan event.Event, opts.Buffer)}
+		sub := &subscriber{limit: opts.Buffer, wake: make(chan struct{}, 1)}
 		j.subs[sub] = struct{}{}
 		live := j.last
 		j.mu.Unlock()
@@ -124,21 +151,26 @@ func (j *Journal) Events(ctx context.Context, after int64, opts SubscribeOptions
 		}
 		// Live tail: everything published after registration has seq > live.
 		for {
+			batches, closed, err := sub.take()
+			for _, b := range batches {
+				for _, e := range b {
+					if opts.RunID != "" && e.RunID != opts.RunID {
+						continue
+					}
+					if !yield(e, nil) {
+						return
+					}
+				}
+			}
+			if len(batches) > 0 {
+				continue
+			}
+			if closed {
+				yield(event.Event{}, err)
+				return
+			}
 			select {
-			case e, ok := <-sub.ch:
-				if !ok {
-					j.mu.Lock()
-					err := sub.err
-					j.mu.Unlock()
-					yield(event.Event{}, err)
-					return
-				}
-				if opts.RunID != "" && e.RunID != opts.RunID {
-					continue
-				}
-				if !yield(e, nil) {
-					return
-				}
+			case <-sub.wake:
 			case <-ctx.Done():
 				yield(event.Event{}, ctx.Err())
 				return
