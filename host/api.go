@@ -31,22 +31,18 @@ func (h *Host) CreateSession(ctx context.Context, p CreateSessionParams) (*Sessi
 	key := p.IdempotencyKey
 	p.IdempotencyKey = ""
 	fp := fingerprint(p)
-	if key != "" {
-		l := h.keyLock(key)
-		l.Lock()
-		defer l.Unlock()
-		ref, ok, err := h.replay(ctx, key, MethodSessionCreate, fp)
+	ref, ok, release, err := h.claim(ctx, key, MethodSessionCreate, fp)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if ok {
+		s, err := h.GetSession(ctx, ref.ID)
 		if err != nil {
 			return nil, err
 		}
-		if ok {
-			s, err := h.GetSession(ctx, ref.ID)
-			if err != nil {
-				return nil, err
-			}
-			s.Replayed = true
-			return s, nil
-		}
+		s.Replayed = true
+		return s, nil
 	}
 	id := h.cfg.NewID("ses")
 	mounts, err := h.prepareMounts(id, p.Mounts)
@@ -148,15 +144,13 @@ func (h *Host) DeleteSession(ctx context.Context, p SessionIDParams) (*DeleteRes
 	key := p.IdempotencyKey
 	p.IdempotencyKey = ""
 	fp := fingerprint(p)
-	if key != "" {
-		l := h.keyLock(key)
-		l.Lock()
-		defer l.Unlock()
-		if _, ok, err := h.replay(ctx, key, MethodSessionDelete, fp); err != nil {
-			return nil, err
-		} else if ok {
-			return &DeleteResult{SessionID: p.SessionID, Deleted: true, Replayed: true}, nil
-		}
+	_, ok, release, err := h.claim(ctx, key, MethodSessionDelete, fp)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if ok {
+		return &DeleteResult{SessionID: p.SessionID, Deleted: true, Replayed: true}, nil
 	}
 	s, err := h.session(ctx, p.SessionID)
 	if err != nil {
@@ -221,26 +215,22 @@ func (h *Host) StartRun(ctx context.Context, p StartRunParams) (*RunResult, erro
 	key := p.IdempotencyKey
 	p.IdempotencyKey = ""
 	fp := fingerprint(p)
-	if key != "" {
-		l := h.keyLock(key)
-		l.Lock()
-		defer l.Unlock()
-		ref, ok, err := h.replay(ctx, key, MethodRunStart, fp)
+	ref, ok, release, err := h.claim(ctx, key, MethodRunStart, fp)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if ok {
+		r, err := h.GetRun(ctx, RunIDParams{RunID: ref.ID})
 		if err != nil {
 			return nil, err
 		}
-		if ok {
-			r, err := h.GetRun(ctx, RunIDParams{RunID: ref.ID})
-			if err != nil {
-				return nil, err
-			}
-			if ref.Steer != nil {
-				ref.Steer.Replayed = true
-				ref.Steer.EventCursor = h.steerCursor(ctx, r.SessionID, r.ID, ref.Steer.SteerID)
-			}
-			r.Steer, r.Replayed = ref.Steer, true
-			return r, nil
+		if ref.Steer != nil {
+			ref.Steer.Replayed = true
+			ref.Steer.EventCursor = h.steerCursor(ctx, r.SessionID, r.ID, ref.Steer.SteerID)
 		}
+		r.Steer, r.Replayed = ref.Steer, true
+		return r, nil
 	}
 	s, err := h.session(ctx, p.SessionID)
 	if err != nil {
@@ -330,23 +320,19 @@ func (h *Host) SteerRun(ctx context.Context, p SteerParams) (*SteerReceipt, erro
 	key := p.IdempotencyKey
 	p.IdempotencyKey = ""
 	fp := fingerprint(p)
-	if key != "" {
-		l := h.keyLock(key)
-		l.Lock()
-		defer l.Unlock()
-		ref, ok, err := h.replay(ctx, key, MethodRunSteer, fp)
-		if err != nil {
-			return nil, err
+	ref, ok, release, err := h.claim(ctx, key, MethodRunSteer, fp)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if ok && ref.Steer != nil {
+		r := *ref.Steer
+		r.Replayed = true
+		run, err := h.GetRun(ctx, RunIDParams{RunID: r.RunID})
+		if err == nil {
+			r.EventCursor = h.steerCursor(ctx, run.SessionID, r.RunID, r.SteerID)
 		}
-		if ok && ref.Steer != nil {
-			r := *ref.Steer
-			r.Replayed = true
-			run, err := h.GetRun(ctx, RunIDParams{RunID: r.RunID})
-			if err == nil {
-				r.EventCursor = h.steerCursor(ctx, run.SessionID, r.RunID, r.SteerID)
-			}
-			return &r, nil
-		}
+		return &r, nil
 	}
 	run, err := h.GetRun(ctx, RunIDParams{RunID: p.RunID})
 	if err != nil {

@@ -48,6 +48,25 @@ func (h *Host) replay(ctx context.Context, key, method, fp string) (ref receiptR
 	return ref, true, nil
 }
 
+// claim serialises the requests that carry key and looks up its receipt
+// for method: ok reports a receipt with the same params (replay ref), a
+// receipt with other params is an IdempotencyConflict. The caller defers
+// release, which frees the key once the mutation and its receipt are
+// stored. Without a key, claim does nothing.
+func (h *Host) claim(ctx context.Context, key, method, fp string) (ref receiptRef, ok bool, release func(), err error) {
+	if key == "" {
+		return ref, false, func() {}, nil
+	}
+	l := h.keyLock(key)
+	l.Lock()
+	ref, ok, err = h.replay(ctx, key, method, fp)
+	if err != nil {
+		l.Unlock()
+		return ref, false, func() {}, err
+	}
+	return ref, ok, l.Unlock, nil
+}
+
 // receipts returns the receipt to store with a mutation, or none without a key.
 func receipts(key, method, fp, sessionID string, ref receiptRef) []store.Receipt {
 	if key == "" {

@@ -251,17 +251,13 @@ func (h *Host) Mount(ctx context.Context, p MountParams) (*MountResult, error) {
 	key := p.IdempotencyKey
 	p.IdempotencyKey = ""
 	fp := fingerprint(p)
-	if key != "" {
-		l := h.keyLock(key)
-		l.Lock()
-		defer l.Unlock()
-		ref, ok, err := h.replay(ctx, key, MethodEnvMount, fp)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return h.replayMount(ctx, p.SessionID, ref)
-		}
+	ref, ok, release, err := h.claim(ctx, key, MethodEnvMount, fp)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if ok {
+		return h.replayMount(ctx, p.SessionID, ref)
 	}
 	m := p.Mount
 	if m.Kind == "" {
@@ -363,17 +359,13 @@ func (h *Host) Unmount(ctx context.Context, p UnmountParams) (*MountResult, erro
 	key := p.IdempotencyKey
 	p.IdempotencyKey = ""
 	fp := fingerprint(p)
-	if key != "" {
-		l := h.keyLock(key)
-		l.Lock()
-		defer l.Unlock()
-		ref, ok, err := h.replay(ctx, key, MethodEnvUnmount, fp)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return h.replayMount(ctx, p.SessionID, ref)
-		}
+	ref, ok, release, err := h.claim(ctx, key, MethodEnvUnmount, fp)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if ok {
+		return h.replayMount(ctx, p.SessionID, ref)
 	}
 	s, err := h.session(ctx, p.SessionID)
 	if err != nil {

@@ -180,25 +180,26 @@ func (h *Host) StartProcess(ctx context.Context, p ProcessStartParams) (*Process
 	p.IdempotencyKey = ""
 	fp := fingerprint(p)
 	id := ""
-	if key != "" {
-		l := h.keyLock(key)
-		l.Lock()
-		defer l.Unlock()
-		ref, ok, err := h.replay(ctx, key, MethodProcessStart, fp)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			rec, err := m.Get(ctx, ref.ID, process.Caller{Host: true})
-			if err != nil {
-				return nil, procErr(err)
-			}
+	ref, ok, release, err := h.claim(ctx, key, MethodProcessStart, fp)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	switch {
+	case ok:
+		rec, err := m.Get(ctx, ref.ID, process.Caller{Host: true})
+		if err == nil {
 			r := processResult(rec)
 			r.Replayed = true
 			return r, nil
 		}
+		if !errors.Is(err, process.ErrNotFound) {
+			return nil, procErr(err)
+		}
+		id = ref.ID // receipted, but a crash came before the start: start it now
+	case key != "":
 		// The receipt names the process before it starts, so a retry after
-		// a crash finds it (or, if it never started, starts it anew).
+		// a crash finds it, or starts it if it never started.
 		id = h.cfg.NewID("proc")
 		if _, err := h.cfg.Store.PutReceipt(ctx, receipts(key, MethodProcessStart, fp, p.SessionID, receiptRef{ID: id})[0]); err != nil {
 			return nil, err
