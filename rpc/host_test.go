@@ -104,16 +104,19 @@ func TestHostDiscovery(t *testing.T) {
 	for _, ty := range []event.Type{event.SessionCreated, event.RunQueued, event.RunStarted, event.MessageUser, event.MessageDelta,
 		event.ReasoningDelta, event.MessageCompleted, event.StepStarted, event.ToolCallStarted, event.ToolCallCompleted, event.Usage,
 		event.ModelRetry, event.SteerAccepted, event.SteerConsumed, event.SteerDropped, event.RunCompleted, event.RunFailed,
-		event.RunCancelled, event.RunInterrupted, event.MountAdded, event.MountRemoved, event.MountInfo} {
+		event.RunCancelled, event.RunInterrupted, event.MountAdded, event.MountRemoved, event.MountInfo,
+		event.ProcessStarted, event.ProcessExited} {
 		evs = append(evs, string(ty))
 	}
-	rpctest.CheckDiscovery(t, e.s, append(evs, rpc.MethodEvent, rpc.MethodClosed)...)
+	rpctest.CheckDiscovery(t, e.s, append(evs, rpc.MethodEvent, rpc.MethodClosed, rpc.MethodProcessOutput, rpc.MethodProcessClosed)...)
 	names := map[string]bool{}
 	for _, m := range e.s.Methods() {
 		names[m.Name] = true
 	}
 	for _, want := range []string{"session/create", "session/get", "session/list", "session/delete", "run/start", "run/get",
-		"run/list", "run/wait", "run/steer", "run/cancel", "events/read", "events/subscribe", "events/unsubscribe", "tools/list"} {
+		"run/list", "run/wait", "run/steer", "run/cancel", "events/read", "events/subscribe", "events/unsubscribe", "tools/list",
+		"env/list", "env/mount", "env/unmount", "process/start", "process/get", "process/list", "process/await", "process/output",
+		"process/write", "process/signal", "process/cancel", "process/grant", "process/revoke", "process/follow"} {
 		if !names[want] {
 			t.Errorf("method %s is not registered", want)
 		}
