@@ -73,7 +73,7 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validate(b); err != nil {
+	if err := store.ValidateBatch(b); err != nil {
 		return err
 	}
 	// Encode everything before taking the lock; nothing below can fail
@@ -391,7 +391,7 @@ func (s *Store) PutReceipt(ctx context.Context, r store.Receipt) (store.Receipt,
 	if err := ctx.Err(); err != nil {
 		return store.Receipt{}, err
 	}
-	if err := validReceipt(r); err != nil {
+	if err := store.ValidateReceipt(r); err != nil {
 		return store.Receipt{}, err
 	}
 	r = cloneReceipt(r)
@@ -439,76 +439,6 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.logs, s.sessions, s.runs, s.receipts = nil, nil, nil, nil
 	return nil
-}
-
-// validate checks what can be checked without the stored state.
-func validate(b store.Batch) error {
-	if b.SessionID == "" {
-		return fmt.Errorf("%w: batch without session ID", store.ErrInvalid)
-	}
-	if len(b.Events) == 0 {
-		return fmt.Errorf("%w: session %s: batch without events", store.ErrInvalid, b.SessionID)
-	}
-	first := b.Events[0].Seq
-	for i, e := range b.Events {
-		if e.SessionID != b.SessionID {
-			return fmt.Errorf("%w: session %s: event seq %d belongs to session %q", store.ErrInvalid, b.SessionID, e.Seq, e.SessionID)
-		}
-		if e.Type == "" {
-			return fmt.Errorf("%w: session %s: event seq %d has no type", store.ErrInvalid, b.SessionID, e.Seq)
-		}
-		if want := first + int64(i); e.Seq != want {
-			return fmt.Errorf("%w: session %s: expected seq %d, got %d", store.ErrSeqConflict, b.SessionID, want, e.Seq)
-		}
-		if !validTime(e.Time) {
-			return fmt.Errorf("%w: session %s: event seq %d: time %s outside the years 1678..2261", store.ErrInvalid, b.SessionID, e.Seq, e.Time)
-		}
-		if len(e.Data) > 0 && !json.Valid(e.Data) {
-			return fmt.Errorf("%w: session %s: event seq %d: data is not valid JSON", store.ErrInvalid, b.SessionID, e.Seq)
-		}
-	}
-	if b.Session != nil && b.Session.ID != b.SessionID {
-		return fmt.Errorf("%w: session %s: batch carries record of session %q", store.ErrInvalid, b.SessionID, b.Session.ID)
-	}
-	for _, r := range b.Runs {
-		if r.ID == "" || r.SessionID != b.SessionID {
-			return fmt.Errorf("%w: session %s: run %q of session %q", store.ErrInvalid, b.SessionID, r.ID, r.SessionID)
-		}
-	}
-	seen := make(map[receiptKey]bool, len(b.Receipts))
-	for _, r := range b.Receipts {
-		if err := validReceipt(r); err != nil {
-			return fmt.Errorf("session %s: %w", b.SessionID, err)
-		}
-		if r.SessionID != "" && r.SessionID != b.SessionID {
-			return fmt.Errorf("%w: session %s: receipt %s %s of session %q", store.ErrInvalid, b.SessionID, r.Method, r.Key, r.SessionID)
-		}
-		k := receiptKey{r.Key, r.Method}
-		if seen[k] {
-			return fmt.Errorf("%w: session %s: receipt %s %s twice in one batch", store.ErrReceiptExists, b.SessionID, r.Method, r.Key)
-		}
-		seen[k] = true
-	}
-	return nil
-}
-
-func validReceipt(r store.Receipt) error {
-	if r.Key == "" || r.Method == "" {
-		return fmt.Errorf("%w: receipt needs a key and a method (got %q, %q)", store.ErrInvalid, r.Key, r.Method)
-	}
-	if !r.CreatedAt.IsZero() && !validTime(r.CreatedAt) {
-		return fmt.Errorf("%w: receipt %s %s: time %s outside the years 1678..2261", store.ErrInvalid, r.Method, r.Key, r.CreatedAt)
-	}
-	return nil
-}
-
-// validTime reports whether t can be stored as Unix nanoseconds, as
-// store/sqlite stores it; the zero time is allowed and kept as such.
-func validTime(t time.Time) bool {
-	if t.IsZero() {
-		return true
-	}
-	return t.Year() >= 1678 && t.Year() <= 2261
 }
 
 func normSession(s *store.Session) {

@@ -32,7 +32,7 @@ func (s *Store) AppendProcess(ctx context.Context, b store.ProcessBatch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validateProcess(b); err != nil {
+	if err := store.ValidateProcessBatch(b); err != nil {
 		return err
 	}
 	events := make([]store.ProcessEvent, len(b.Events))
@@ -230,50 +230,6 @@ func (s *Store) Processes(ctx context.Context, p store.ListProcessesParams) ([]s
 		out = append(out, pr)
 	}
 	return out, nil
-}
-
-// validateProcess checks a process batch; store/sqlite applies the same
-// rules.
-func validateProcess(b store.ProcessBatch) error {
-	if b.ProcessID == "" {
-		return fmt.Errorf("%w: process batch without process ID", store.ErrInvalid)
-	}
-	if len(b.Events) == 0 {
-		return fmt.Errorf("%w: process %s: batch without events", store.ErrInvalid, b.ProcessID)
-	}
-	first := b.Events[0].Seq
-	for i, e := range b.Events {
-		if e.ProcessID != b.ProcessID {
-			return fmt.Errorf("%w: process %s: event seq %d belongs to process %q", store.ErrInvalid, b.ProcessID, e.Seq, e.ProcessID)
-		}
-		if e.Type == "" {
-			return fmt.Errorf("%w: process %s: event seq %d has no type", store.ErrInvalid, b.ProcessID, e.Seq)
-		}
-		if want := first + int64(i); e.Seq != want {
-			return fmt.Errorf("%w: process %s: expected seq %d, got %d", store.ErrSeqConflict, b.ProcessID, want, e.Seq)
-		}
-		if !validTime(e.Time) {
-			return fmt.Errorf("%w: process %s: event seq %d: time %s outside the years 1678..2261", store.ErrInvalid, b.ProcessID, e.Seq, e.Time)
-		}
-		if len(e.Data) > 0 && !json.Valid(e.Data) {
-			return fmt.Errorf("%w: process %s: event seq %d: data is not valid JSON", store.ErrInvalid, b.ProcessID, e.Seq)
-		}
-		if e.Size < 0 || e.Offset < 0 {
-			return fmt.Errorf("%w: process %s: event seq %d: negative output range", store.ErrInvalid, b.ProcessID, e.Seq)
-		}
-	}
-	if r := b.Record; r != nil {
-		if r.ID != b.ProcessID {
-			return fmt.Errorf("%w: process %s: batch carries record of process %q", store.ErrInvalid, b.ProcessID, r.ID)
-		}
-		if r.SessionID == "" {
-			return fmt.Errorf("%w: process %s: record without session", store.ErrInvalid, b.ProcessID)
-		}
-		if !validTime(r.StartedAt) {
-			return fmt.Errorf("%w: process %s: start time %s outside the years 1678..2261", store.ErrInvalid, b.ProcessID, r.StartedAt)
-		}
-	}
-	return nil
 }
 
 func normProcess(p store.Process) store.Process {

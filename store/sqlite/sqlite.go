@@ -301,7 +301,7 @@ func (s *Store) acquire() error {
 // stored, [store.ErrClosed] after Close, and a message naming the file if
 // another process holds the database beyond the busy timeout.
 func (s *Store) Append(ctx context.Context, b store.Batch) error {
-	if err := validate(b); err != nil {
+	if err := store.ValidateBatch(b); err != nil {
 		return err
 	}
 	// Encode the records before taking any lock.
@@ -680,7 +680,7 @@ func (s *Store) receipt(ctx context.Context, db queryRower, key, method string) 
 // way it returns the stored receipt. An empty key or method is
 // [store.ErrInvalid].
 func (s *Store) PutReceipt(ctx context.Context, r store.Receipt) (store.Receipt, error) {
-	if err := validReceipt(r); err != nil {
+	if err := store.ValidateReceipt(r); err != nil {
 		return store.Receipt{}, err
 	}
 	if err := s.acquire(); err != nil {
@@ -788,8 +788,8 @@ func isConstraint(err error) bool {
 }
 
 // encodeTime stores t as Unix nanoseconds; the zero time becomes the
-// smallest int64 so that it comes back as the zero time. validate has
-// rejected times that do not fit.
+// smallest int64 so that it comes back as the zero time.
+// [store.ValidateBatch] has rejected times that do not fit.
 func encodeTime(t time.Time) int64 {
 	if t.IsZero() {
 		return math.MinInt64
