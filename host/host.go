@@ -68,6 +68,14 @@ type Config struct {
 	// attaches itself as the manager's tool runner and notifier, recovers
 	// the processes a crash left, and closes the manager on Close.
 	Processes *process.Manager
+	// MaxLoadedSessions is how many sessions stay loaded (a journal
+	// goroutine and a lease file each) before sessions idle for a minute
+	// (or IdleUnload, if shorter) are unloaded; zero means 512.
+	MaxLoadedSessions int
+	// IdleUnload is how long a session with no run, no subscriber and no
+	// request stays loaded; zero means ten minutes. An unloaded session
+	// loads again on its next request.
+	IdleUnload time.Duration
 	// ScratchDir holds the directories of scratch mounts; empty refuses them.
 	ScratchDir string
 	// LiveProcesses returns the IDs of the running processes that a mount
@@ -106,6 +114,12 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	if cfg.ReceiptTTL <= 0 {
 		cfg.ReceiptTTL = 24 * time.Hour
+	}
+	if cfg.MaxLoadedSessions <= 0 {
+		cfg.MaxLoadedSessions = 512
+	}
+	if cfg.IdleUnload <= 0 {
+		cfg.IdleUnload = 10 * time.Minute
 	}
 	if cfg.SubscriberBuffer <= 0 {
 		cfg.SubscriberBuffer = 4096
@@ -146,11 +160,13 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	return h, nil
 }
 
-// pruneLoop deletes expired idempotency receipts every hour until the
-// host closes.
+// pruneLoop deletes expired idempotency receipts every hour and unloads
+// idle sessions (Config.IdleUnload), until the host closes.
 func (h *Host) pruneLoop() {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
+	idle := time.NewTicker(min(time.Minute, h.cfg.IdleUnload))
+	defer idle.Stop()
 	for {
 		select {
 		case <-h.ctx.Done():
@@ -159,6 +175,12 @@ func (h *Host) pruneLoop() {
 			if _, err := h.cfg.Store.PruneReceipts(h.ctx, time.Now().Add(-h.cfg.ReceiptTTL)); err != nil && h.ctx.Err() == nil {
 				h.cfg.Logger.Warn("prune idempotency receipts", "err", err)
 			}
+		case <-idle.C:
+			h.mu.Lock()
+			if !h.closed {
+				h.unloadIdleLocked(h.cfg.IdleUnload)
+			}
+			h.mu.Unlock()
 		}
 	}
 }
@@ -229,6 +251,7 @@ func (h *Host) session(ctx context.Context, id string) (*session, error) {
 		return nil, ErrClosed
 	}
 	if s, ok := h.sessions[id]; ok {
+		s.used.Store(time.Now().UnixNano())
 		return s, nil
 	}
 	rec, err := h.cfg.Store.Session(ctx, id)
@@ -242,7 +265,29 @@ func (h *Host) session(ctx context.Context, id string) (*session, error) {
 		return nil, err
 	}
 	h.sessions[id] = s
+	s.used.Store(time.Now().UnixNano())
+	if len(h.sessions) > h.cfg.MaxLoadedSessions {
+		h.unloadIdleLocked(min(time.Minute, h.cfg.IdleUnload))
+	}
 	return s, nil
+}
+
+// unloadIdleLocked closes loaded sessions that have had no run, no queued
+// run, no subscriber and no request for at least idle, releasing their
+// journal goroutine and lease; the next request loads them again. Called
+// with h.mu held.
+func (h *Host) unloadIdleLocked(idle time.Duration) {
+	cutoff := time.Now().Add(-idle).UnixNano()
+	for id, s := range h.sessions {
+		if s.used.Load() > cutoff || !s.mu.TryLock() {
+			continue
+		}
+		if s.active == nil && len(s.queue) == 0 && len(s.done) == 0 && s.j.Subscribers() == 0 {
+			s.close()
+			delete(h.sessions, id)
+		}
+		s.mu.Unlock()
+	}
 }
 
 // load takes the session's lease and opens (or, with created set, creates)

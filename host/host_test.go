@@ -13,6 +13,7 @@ import (
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
+	"weft.dev/weft/internal/lease"
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
@@ -429,5 +430,48 @@ func TestSubscribeSeesTheLog(t *testing.T) {
 				t.Fatalf("subscriber %d: got seq %d at %d", i, s, k)
 			}
 		}
+	}
+}
+
+// TestIdleSessionsUnload: an idle session gives its lease back (another
+// process could take it) and loads again on its next request.
+func TestIdleSessionsUnload(t *testing.T) {
+	locks := t.TempDir()
+	reg := tool.NewRegistry()
+	h, err := host.New(context.Background(), host.Config{
+		Store: memory.New(), Tools: reg, DefaultModel: "scripted:fast", Journal: journalFast(),
+		LockDir: locks, IdleUnload: 20 * time.Millisecond, MaxLoadedSessions: 1,
+		ResolveModel: func(name string) (*host.Model, error) {
+			p, err := scripted.Parse("fast.json", []byte(scripts["fast"]))
+			return &host.Model{Name: name, Provider: p, Model: "fast"}, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx := context.Background()
+	a := session(t, h, "scripted:fast")
+	r := start(t, h, host.StartRunParams{SessionID: a, Input: input("one")})
+	wait(t, h, r.ID)
+	if _, err := lease.Acquire(locks, a); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("a loaded session's lease was free: %v", err)
+	}
+	var l *lease.Lease
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if l, err = lease.Acquire(locks, a); err == nil {
+			break
+		}
+	}
+	if l == nil {
+		t.Fatal("the idle session kept its lease")
+	}
+	l.Release()
+	r = start(t, h, host.StartRunParams{SessionID: a, Input: input("two")})
+	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+		t.Fatalf("run after reload: %+v", got)
+	}
+	if evs, _ := h.ReadEvents(ctx, host.ReadEventsParams{SessionID: a, Limit: 1000}); evs.Events[len(evs.Events)-1].Type != event.RunCompleted {
+		t.Fatal("log after reload")
 	}
 }

@@ -438,21 +438,17 @@ func (h *Host) processEvent(p store.Process, t event.Type, tail string) {
 	go func() {
 		defer h.runs.Done()
 		ctx := h.ctx
-		s, err := h.session(ctx, p.SessionID)
-		if err != nil {
-			return
-		}
 		d := event.ProcessData{ProcessID: p.ID, RunID: p.RunID, Kind: p.Kind, Command: p.Spec.Command, Tool: p.Spec.Tool,
 			MountID: p.MountID, Disposition: p.Disposition, Status: p.Status, ExitCode: p.ExitCode, Tail: tail}
 		e, err := event.New("", t, d)
 		if err != nil {
 			return
 		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.closed {
+		s, err := h.lockedSession(ctx, p.SessionID)
+		if err != nil {
 			return // deleted, or the host is closing
 		}
+		defer s.mu.Unlock()
 		if _, err := s.j.Append(context.WithoutCancel(ctx), e); err != nil {
 			h.cfg.Logger.Warn("record process event", "session", s.id, "process", p.ID, "err", err)
 			return
@@ -491,4 +487,20 @@ func processNote(d event.ProcessData) []event.Part {
 		text += "output tail:\n" + d.Tail + "\n"
 	}
 	return event.TextParts(text + "</process-exited>")
+}
+
+// lockedSession returns the loaded session with its mutex held, loading
+// it again if it was unloaded as idle between the look-up and the lock.
+func (h *Host) lockedSession(ctx context.Context, id string) (*session, error) {
+	for {
+		s, err := h.session(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		if !s.closed {
+			return s, nil
+		}
+		s.mu.Unlock()
+	}
 }

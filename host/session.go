@@ -27,8 +27,10 @@ type session struct {
 	j     *journal.Journal
 	lease *lease.Lease
 
+	used atomic.Int64 // unix nanos of the last request that loaded it
+
 	mu     sync.Mutex
-	closed bool // unloaded (host closed or session deleted); guarded by mu
+	closed bool // unloaded (idle, host closed or session deleted); guarded by mu
 	active *activeRun
 	queue  []queuedRun
 	// done holds a channel per non-terminal run, closed when it ends.

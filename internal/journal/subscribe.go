@@ -64,6 +64,13 @@ func (j *Journal) publish(batch []event.Event) {
 	}
 }
 
+// Subscribers returns the number of live subscriptions.
+func (j *Journal) Subscribers() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.subs)
+}
+
 func (j *Journal) closeSubs(err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
