@@ -78,6 +78,27 @@ type Binding struct {
 	def      *mount // nil only when there are no mounts
 	shell    *mount // nil when no rw mount is the shell default
 	snapshot []event.Mount
+	network  string
+}
+
+// Open opens the binding b describes: its mounts at its version, with its
+// network policy. See [NewBinding] for the rules mounts must follow.
+func Open(b event.Binding) (*Binding, error) {
+	nb, err := NewBinding(b.BindingVersion, b.Mounts)
+	if err != nil {
+		return nil, err
+	}
+	nb.network = b.Network
+	return nb, nil
+}
+
+// Network returns the shells' network policy ("allow" or "deny"), or ""
+// for the host's default.
+func (b *Binding) Network() string {
+	if b == nil {
+		return ""
+	}
+	return b.network
 }
 
 // NewBinding validates mounts and opens each one. Rules:

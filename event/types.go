@@ -97,7 +97,10 @@ type Error struct {
 
 // SessionCreatedData is the data of [SessionCreated].
 type SessionCreatedData struct {
-	Mounts   []Mount           `json:"mounts,omitempty"`
+	Mounts []Mount `json:"mounts,omitempty"`
+	// Network is the shells' network policy ("allow" or "deny"); empty
+	// means the host's default.
+	Network  string            `json:"network,omitempty"`
 	Title    string            `json:"title,omitempty"`
 	Model    string            `json:"model,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
@@ -263,10 +266,14 @@ type Mount struct {
 	Metadata        map[string]string `json:"metadata,omitempty"`
 }
 
-// Binding is a session's set of mounts at one version.
+// Binding is a session's environment at one version: its mounts, and the
+// network policy of its shells.
 type Binding struct {
 	BindingVersion int64   `json:"bindingVersion"`
 	Mounts         []Mount `json:"mounts"`
+	// Network is the shells' network policy, "allow" or "deny"; empty
+	// means the host's default.
+	Network string `json:"network,omitempty"`
 }
 
 // MountChangeData is the data of [MountAdded] and [MountRemoved].

@@ -44,6 +44,9 @@ func (h *Host) CreateSession(ctx context.Context, p CreateSessionParams) (*Sessi
 		s.Replayed = true
 		return s, nil
 	}
+	if p.Network != "" && p.Network != "allow" && p.Network != "deny" {
+		return nil, errf(ErrInvalidParams, nil, "network %q: want allow or deny", p.Network)
+	}
 	id := h.cfg.NewID("ses")
 	mounts, err := h.prepareMounts(id, p.Mounts)
 	if err != nil {
@@ -55,7 +58,7 @@ func (h *Host) CreateSession(ctx context.Context, p CreateSessionParams) (*Sessi
 	if closed {
 		return nil, ErrClosed
 	}
-	s, err := h.load(ctx, id, &event.SessionCreatedData{Title: p.Title, Model: p.Model, Mounts: mounts},
+	s, err := h.load(ctx, id, &event.SessionCreatedData{Title: p.Title, Model: p.Model, Mounts: mounts, Network: p.Network},
 		receipts(key, MethodSessionCreate, fp, id, receiptRef{ID: id})...)
 	if err != nil {
 		return nil, err

@@ -333,7 +333,7 @@ func (h *Host) keyLock(key string) *sync.Mutex {
 
 // binding opens the session's mounts for a run.
 func binding(s store.Session) (*env.Binding, error) {
-	b, err := env.NewBinding(s.Binding.BindingVersion, s.Binding.Mounts)
+	b, err := env.Open(s.Binding)
 	if err != nil {
 		return nil, errf(ErrEnvUnavailable, map[string]any{"sessionId": s.ID}, "session %s: mounts: %v", s.ID, err)
 	}

@@ -475,3 +475,26 @@ func TestIdleSessionsUnload(t *testing.T) {
 		t.Fatal("log after reload")
 	}
 }
+
+func TestSessionNetworkPolicy(t *testing.T) {
+	h, _ := newHost(t)
+	ctx := context.Background()
+	s, err := h.CreateSession(ctx, host.CreateSessionParams{Network: "allow", Mounts: []event.Mount{{ID: "work", Path: t.TempDir()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Binding.Network != "allow" {
+		t.Fatalf("binding %+v", s.Binding)
+	}
+	// A mount change keeps the policy.
+	if _, err := h.Mount(ctx, host.MountParams{SessionID: s.ID, Mount: event.Mount{ID: "more", Path: t.TempDir()}}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := h.GetSession(ctx, s.ID)
+	if got.Binding.Network != "allow" || got.Binding.BindingVersion != 2 {
+		t.Fatalf("after mount: %+v", got.Binding)
+	}
+	if _, err := h.CreateSession(ctx, host.CreateSessionParams{Network: "sometimes"}); !errors.Is(err, host.ErrInvalidParams) {
+		t.Fatalf("bad network: %v", err)
+	}
+}

@@ -320,7 +320,7 @@ func (h *Host) Mount(ctx context.Context, p MountParams) (*MountResult, error) {
 	} else {
 		mounts = append(mounts, m)
 	}
-	nb, err := env.NewBinding(cur.BindingVersion+1, mounts)
+	nb, err := env.Open(event.Binding{BindingVersion: cur.BindingVersion + 1, Mounts: mounts, Network: cur.Network})
 	if err != nil {
 		return nil, errf(ErrInvalidParams, map[string]any{"mountId": m.ID}, "mounts: %v", strings.TrimPrefix(err.Error(), "env: "))
 	}
@@ -430,7 +430,7 @@ func (h *Host) Unmount(ctx context.Context, p UnmountParams) (*MountResult, erro
 				"mount %s owns running processes (%s); stop them before unmounting", p.MountID, strings.Join(owned, ", "))
 		}
 	}
-	nb, err := env.NewBinding(cur.BindingVersion+1, mounts)
+	nb, err := env.Open(event.Binding{BindingVersion: cur.BindingVersion + 1, Mounts: mounts, Network: cur.Network})
 	if err != nil {
 		return nil, errf(ErrInvalidParams, map[string]any{"mountId": p.MountID}, "mounts: %v", strings.TrimPrefix(err.Error(), "env: "))
 	}

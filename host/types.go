@@ -39,10 +39,13 @@ func (in *Input) UnmarshalJSON(b []byte) error {
 
 // CreateSessionParams are the params of session/create.
 type CreateSessionParams struct {
-	Title          string        `json:"title,omitempty"`
-	Model          string        `json:"model,omitempty"`
-	Mounts         []event.Mount `json:"mounts,omitempty"`
-	IdempotencyKey string        `json:"idempotencyKey,omitempty"`
+	Title  string        `json:"title,omitempty"`
+	Model  string        `json:"model,omitempty"`
+	Mounts []event.Mount `json:"mounts,omitempty"`
+	// Network is the shells' network policy, "allow" or "deny"; empty
+	// means the host's default (deny unless configured).
+	Network        string `json:"network,omitempty"`
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
 // SessionResult is a session, as returned by session/create and session/get.

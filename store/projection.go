@@ -58,7 +58,7 @@ func (p *Projection) Apply(e event.Event) error {
 		s.ID = e.SessionID
 		s.Title, s.Model, s.Metadata = d.Title, d.Model, d.Metadata
 		s.CreatedAt = e.Time
-		s.Binding = event.Binding{BindingVersion: 1, Mounts: d.Mounts}
+		s.Binding = event.Binding{BindingVersion: 1, Mounts: d.Mounts, Network: d.Network}
 	case event.SessionUpdated:
 		var d event.SessionUpdatedData
 		if err := e.Decode(&d); err != nil {
@@ -77,7 +77,7 @@ func (p *Projection) Apply(e event.Event) error {
 		if err := e.Decode(&d); err != nil {
 			return err
 		}
-		s.Binding = event.Binding{BindingVersion: d.BindingVersion, Mounts: d.Mounts}
+		s.Binding = event.Binding{BindingVersion: d.BindingVersion, Mounts: d.Mounts, Network: s.Binding.Network}
 	case event.RunQueued:
 		var d event.RunQueuedData
 		if err := e.Decode(&d); err != nil {

@@ -180,7 +180,7 @@ func (c *runCmd) runViaHost(ctx context.Context, a *app, cl *client.Client, prom
 		if err != nil {
 			return usageErr("%v", err)
 		}
-		s, err := cl.CreateSession(ctx, host.CreateSessionParams{Title: clip(prompt, 60), Model: c.Model, Mounts: mounts})
+		s, err := cl.CreateSession(ctx, host.CreateSessionParams{Title: clip(prompt, 60), Model: c.Model, Mounts: mounts, Network: c.Network})
 		if err != nil {
 			return err
 		}

@@ -34,6 +34,7 @@ type runCmd struct {
 	Detach   bool     `help:"Start the run on the host and print the session and run IDs."`
 	Local    bool     `help:"Run in this process even when a host is reachable."`
 	Busy     string   `help:"Through a host, what to do when the session has an active run: reject, queue, interrupt, steer." enum:"reject,queue,interrupt,steer" default:"reject"`
+	Network  string   `help:"A new session's shell network policy: allow or deny (default: the config's, deny)." enum:",allow,deny" default:""`
 }
 
 func (c *runCmd) Run(ctx context.Context, a *app) error {
@@ -110,7 +111,7 @@ func (c *runCmd) Run(ctx context.Context, a *app) error {
 		if err != nil {
 			return usageErr("%v", err)
 		}
-		j, err = journal.Create(ctx, jcfg, sessionID, event.SessionCreatedData{Title: clip(prompt, 60), Model: model.Name, Mounts: mounts})
+		j, err = journal.Create(ctx, jcfg, sessionID, event.SessionCreatedData{Title: clip(prompt, 60), Model: model.Name, Mounts: mounts, Network: c.Network})
 		if err != nil {
 			return err
 		}
@@ -152,7 +153,7 @@ func (c *runCmd) Run(ctx context.Context, a *app) error {
 	}
 
 	sess := j.Session()
-	binding, err := env.NewBinding(sess.Binding.BindingVersion, sess.Binding.Mounts)
+	binding, err := env.Open(sess.Binding)
 	if err != nil {
 		return fmt.Errorf("session %s: mounts: %w", sessionID, err)
 	}

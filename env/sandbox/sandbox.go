@@ -96,6 +96,9 @@ type Policy struct {
 // nil Binding gives a policy without mounts.
 func ForBinding(cfg Config, b *env.Binding) Policy {
 	p := Policy{Config: cfg}
+	if n := b.Network(); n != "" {
+		p.Network = n // the session's own policy wins over the host's default
+	}
 	p.ReadOnly = append([]string(nil), cfg.ReadOnly...)
 	for _, m := range b.Mounts() {
 		p.Mounts = append(p.Mounts, Mount{Path: m.Path, Write: m.Mode == event.ModeReadWrite})

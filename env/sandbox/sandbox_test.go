@@ -130,6 +130,16 @@ func TestForBinding(t *testing.T) {
 	if p := sandbox.ForBinding(cfg, nil); len(p.Mounts) != 0 {
 		t.Errorf("nil binding: %+v", p.Mounts)
 	}
+	// A session's own network policy wins over the host's default.
+	sb, err := env.Open(event.Binding{BindingVersion: 1, Network: sandbox.NetworkDeny, Mounts: []event.Mount{
+		{ID: "work", Kind: event.KindLocal, Path: l.work, Mode: event.ModeReadWrite}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if p := sandbox.ForBinding(cfg, sb); p.Network != sandbox.NetworkDeny {
+		t.Errorf("session network deny under a host allow: %q", p.Network)
+	}
 }
 
 func TestCommandRejectsBadPolicy(t *testing.T) {
