@@ -168,7 +168,6 @@ func TestProcessEndTellsActiveRun(t *testing.T) {
 			{"toolCalls":[{"name":"shell","arguments":{"command":"sleep 0.5"}}]},
 			{"text":"saw: {{input}}"}]}`,
 	})
-	ctx := context.Background()
 	sid := session(t, h, "scripted:bg")
 	r := start(t, h, host.StartRunParams{SessionID: sid, Input: input("go")})
 	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
@@ -183,7 +182,6 @@ func TestProcessEndTellsActiveRun(t *testing.T) {
 	if !strings.Contains(event.Text(d.Input), "<process-exited") || !strings.Contains(event.Text(d.Input), "done-in-bg") {
 		t.Fatalf("the model was told %q", event.Text(d.Input))
 	}
-	_ = ctx
 }
 
 func TestWakeOnExitStartsFollowUpRun(t *testing.T) {
