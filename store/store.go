@@ -58,9 +58,10 @@ type Store interface {
 	Runs(ctx context.Context, p ListRunsParams) ([]Run, error)
 	// Receipt returns the idempotency receipt for (key, method) or ErrNotFound.
 	Receipt(ctx context.Context, key, method string) (Receipt, error)
-	// PutReceipt stores a receipt that belongs to no session's batch; it
-	// returns ErrSeqConflict-free semantics: an existing (key, method) is
-	// left as is and returned.
+	// PutReceipt stores a receipt outside any session's batch (for
+	// mutations that append no event of their own). If a receipt with the
+	// same (key, method) exists, it is left as is and returned instead, so
+	// the caller can tell a first request from a retry.
 	PutReceipt(ctx context.Context, r Receipt) (Receipt, error)
 	// PruneReceipts deletes receipts created before t.
 	PruneReceipts(ctx context.Context, before time.Time) (int, error)
