@@ -114,9 +114,9 @@ func (s *Server) registerBuiltins() {
 				ProtocolVersion: s.cfg.ProtocolVersion,
 				Capabilities:    Capabilities{Notifications: push, Batch: true, Discover: true},
 			}, nil
-		}))
+		}, nil))
 	m := newMethod("rpc.discover", "Return the OpenRPC document describing every method and event.",
-		func(ctx context.Context, _ *discoverParams) (*map[string]any, error) { return nil, nil })
+		func(ctx context.Context, _ *discoverParams) (*map[string]any, error) { return nil, nil }, nil)
 	m.call = func(ctx context.Context, raw json.RawMessage) (any, error) {
 		if err := m.decodeParams(raw, &discoverParams{}); err != nil {
 			return nil, err

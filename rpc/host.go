@@ -3,7 +3,11 @@ package rpc
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"sync"
+
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
@@ -97,6 +101,18 @@ func NewHostServer(h *host.Host, cfg HostConfig) *Server {
 			return next(err)
 		}
 		return nil
+	}
+	if cfg.TypeSchemas == nil {
+		cfg.TypeSchemas = map[reflect.Type]*jsonschema.Schema{}
+	}
+	// Input is a string or a list of content parts.
+	parts, err := jsonschema.For[[]event.Part](nil)
+	if err != nil {
+		panic(fmt.Sprintf("rpc: schema of input parts: %v", err))
+	}
+	cfg.TypeSchemas[reflect.TypeFor[host.Input]()] = &jsonschema.Schema{
+		Description: "text, or a list of content parts",
+		OneOf:       []*jsonschema.Schema{{Type: "string"}, parts},
 	}
 	s := NewServer(cfg.Config)
 	m := &hostMethods{h: h, subs: map[string]*subscription{}}

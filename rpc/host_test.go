@@ -109,6 +109,19 @@ func TestHostDiscovery(t *testing.T) {
 		evs = append(evs, string(ty))
 	}
 	rpctest.CheckDiscovery(t, e.s, append(evs, rpc.MethodEvent, rpc.MethodClosed, rpc.MethodProcessOutput, rpc.MethodProcessClosed)...)
+	// run/start's input is described as what it accepts: text or parts.
+	for _, m := range rpctest.Discover(t, e.s).Methods {
+		if m.Name != "run/start" {
+			continue
+		}
+		for _, p := range m.Params {
+			if p.Name == "input" {
+				if _, ok := p.Schema["oneOf"]; !ok {
+					t.Errorf("run/start input schema %v lacks oneOf", p.Schema)
+				}
+			}
+		}
+	}
 	names := map[string]bool{}
 	for _, m := range e.s.Methods() {
 		names[m.Name] = true

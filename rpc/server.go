@@ -89,6 +89,11 @@ type Config struct {
 	// logged with the request id. Nil means no mapping. It is called
 	// concurrently.
 	MapError func(error) *Error
+
+	// TypeSchemas overrides the JSON Schema inferred for these Go types in
+	// method params and results (for types with a custom UnmarshalJSON
+	// that accepts more than their Go shape). Nil means none.
+	TypeSchemas map[reflect.Type]*jsonschema.Schema
 }
 
 // Server is a JSON-RPC 2.0 server: a method table plus transports
@@ -182,18 +187,19 @@ func Register[P, R any](s *Server, method, doc string, h func(ctx context.Contex
 	if strings.HasPrefix(method, "rpc.") {
 		panic(fmt.Sprintf("rpc: Register(%q): the rpc. prefix is reserved", method))
 	}
-	s.add(newMethod(method, doc, h))
+	s.add(newMethod(method, doc, h, s.cfg.TypeSchemas))
 }
 
-func newMethod[P, R any](name, doc string, h func(ctx context.Context, p *P) (*R, error)) *method {
+func newMethod[P, R any](name, doc string, h func(ctx context.Context, p *P) (*R, error), types map[reflect.Type]*jsonschema.Schema) *method {
 	if name == "" {
 		panic("rpc: Register: empty method name")
 	}
-	ps, err := jsonschema.For[P](nil)
+	opts := &jsonschema.ForOptions{TypeSchemas: types}
+	ps, err := jsonschema.For[P](opts)
 	if err != nil {
 		panic(fmt.Sprintf("rpc: Register(%q): params schema: %v", name, err))
 	}
-	rs, err := jsonschema.For[R](nil)
+	rs, err := jsonschema.For[R](opts)
 	if err != nil {
 		panic(fmt.Sprintf("rpc: Register(%q): result schema: %v", name, err))
 	}
