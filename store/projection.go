@@ -45,16 +45,22 @@ func (p *Projection) Apply(e event.Event) error {
 	if e.Seq != p.Session.LastSeq+1 {
 		return fmt.Errorf("%w: session %s: apply seq %d after %d", ErrSeqConflict, e.SessionID, e.Seq, p.Session.LastSeq)
 	}
-	p.touched = true
 	s := &p.Session
 	s.LastSeq = e.Seq
 	s.UpdatedAt = e.Time
+	before := s.ActiveRunID
+	defer func() {
+		if s.ActiveRunID != before {
+			p.touched = true
+		}
+	}()
 	switch e.Type {
 	case event.SessionCreated:
 		var d event.SessionCreatedData
 		if err := e.Decode(&d); err != nil {
 			return err
 		}
+		p.touched = true
 		s.ID = e.SessionID
 		s.Title, s.Model, s.Metadata = d.Title, d.Model, d.Metadata
 		s.CreatedAt = e.Time
@@ -64,6 +70,7 @@ func (p *Projection) Apply(e event.Event) error {
 		if err := e.Decode(&d); err != nil {
 			return err
 		}
+		p.touched = true
 		if d.Title != nil {
 			s.Title = *d.Title
 		}
@@ -71,12 +78,14 @@ func (p *Projection) Apply(e event.Event) error {
 			s.Model = *d.Model
 		}
 	case event.SessionDeleted:
+		p.touched = true
 		s.Deleted = true
 	case event.MountAdded, event.MountRemoved:
 		var d event.MountChangeData
 		if err := e.Decode(&d); err != nil {
 			return err
 		}
+		p.touched = true
 		s.Binding = event.Binding{BindingVersion: d.BindingVersion, Mounts: d.Mounts, Network: s.Binding.Network}
 	case event.RunQueued:
 		var d event.RunQueuedData
@@ -87,6 +96,7 @@ func (p *Projection) Apply(e event.Event) error {
 			ID: e.RunID, SessionID: e.SessionID, Status: RunQueued, Model: d.Model,
 			MaxSteps: d.MaxSteps, CreatedAt: e.Time, FirstSeq: e.Seq,
 		}
+		p.dirty[e.RunID] = true
 		if s.ActiveRunID == "" {
 			s.ActiveRunID = e.RunID
 		}
@@ -98,25 +108,27 @@ func (p *Projection) Apply(e event.Event) error {
 	if !ok {
 		return fmt.Errorf("session %s seq %d: event %s for unknown run %s", e.SessionID, e.Seq, e.Type, e.RunID)
 	}
-	p.dirty[r.ID] = true
 	r.LastSeq = e.Seq
 	switch e.Type {
 	case event.RunStarted:
 		t := e.Time
 		r.Status, r.StartedAt = RunRunning, &t
 		s.ActiveRunID = r.ID
+		p.dirty[r.ID] = true
 	case event.StepStarted:
 		var d event.StepData
 		if err := e.Decode(&d); err != nil {
 			return err
 		}
 		r.Steps = max(r.Steps, d.Step)
+		p.dirty[r.ID] = true
 	case event.Usage:
 		var d event.UsageData
 		if err := e.Decode(&d); err != nil {
 			return err
 		}
 		r.Usage.Add(d.Usage)
+		p.dirty[r.ID] = true
 	case event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted:
 		var d event.RunEndedData
 		if err := e.Decode(&d); err != nil {
@@ -131,6 +143,7 @@ func (p *Projection) Apply(e event.Event) error {
 		if s.ActiveRunID == r.ID {
 			s.ActiveRunID = p.nextQueued()
 		}
+		p.dirty[r.ID] = true
 	}
 	return nil
 }
@@ -151,19 +164,26 @@ func (p *Projection) nextQueued() string {
 }
 
 // Flush returns the records changed since the last Flush, ready for a
-// [Batch], and forgets them.
+// [Batch], and forgets them. An event that changes nothing but the seq and
+// time of the last event (a delta, a tool call) changes no record: a
+// session's LastSeq and UpdatedAt and a run's LastSeq are read from the log
+// by the store, so a stream of such events writes only events.
 func (p *Projection) Flush() (*Session, []Run) {
-	if !p.touched {
+	if !p.touched && len(p.dirty) == 0 {
 		return nil, nil
 	}
-	s := p.Session
+	var sess *Session
+	if p.touched {
+		s := p.Session
+		sess = &s
+	}
 	runs := make([]Run, 0, len(p.dirty))
 	for id := range p.dirty {
 		runs = append(runs, *p.runs[id])
 	}
 	clear(p.dirty)
 	p.touched = false
-	return &s, runs
+	return sess, runs
 }
 
 // Runs returns all projected runs in no particular order.

@@ -107,7 +107,8 @@ type Session struct {
 	Metadata  map[string]string `json:"metadata,omitempty"`
 	CreatedAt time.Time         `json:"createdAt"`
 	UpdatedAt time.Time         `json:"updatedAt"`
-	// LastSeq is the seq of the session's last event.
+	// LastSeq is the seq of the session's last event. Like UpdatedAt (the
+	// time of that event), stores read it from the log, not from the record.
 	LastSeq int64 `json:"lastSeq"`
 	// ActiveRunID is the run that is queued, running or waiting, if any.
 	ActiveRunID string `json:"activeRunId,omitempty"`
@@ -149,7 +150,8 @@ type Run struct {
 	CreatedAt time.Time        `json:"createdAt"`
 	StartedAt *time.Time       `json:"startedAt,omitempty"`
 	EndedAt   *time.Time       `json:"endedAt,omitempty"`
-	// FirstSeq and LastSeq bound the run's events in the session log.
+	// FirstSeq and LastSeq bound the run's events in the session log;
+	// stores read LastSeq from the log, not from the record.
 	FirstSeq int64 `json:"firstSeq"`
 	LastSeq  int64 `json:"lastSeq"`
 }

@@ -34,6 +34,7 @@ type Store struct {
 	runs     map[string]runEntry
 	receipts map[receiptKey]store.Receipt
 	procs    map[string]*procEntry // process ID -> record and log; see process.go
+	runLast  map[string]int64      // run ID -> seq of its last event
 }
 
 type sessionEntry struct {
@@ -59,7 +60,19 @@ func New() *Store {
 		sessions: make(map[string]sessionEntry),
 		runs:     make(map[string]runEntry),
 		receipts: make(map[receiptKey]store.Receipt),
+		runLast:  make(map[string]int64),
 	}
+}
+
+// sessionTail returns the seq and time of a session's last event, which a
+// session record's LastSeq and UpdatedAt are read from. Called with s.mu held.
+func (s *Store) sessionTail(id string) (int64, time.Time) {
+	log := s.logs[id]
+	if len(log) == 0 {
+		return 0, time.Time{}
+	}
+	last := log[len(log)-1]
+	return last.Seq, last.Time
 }
 
 var _ store.Store = (*Store)(nil)
@@ -133,6 +146,11 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 		}
 	}
 	s.logs[b.SessionID] = append(log, events...)
+	for _, e := range events {
+		if e.RunID != "" {
+			s.runLast[e.RunID] = e.Seq
+		}
+	}
 	if sess != nil {
 		s.sessions[b.SessionID] = *sess
 	}
@@ -214,6 +232,7 @@ func (s *Store) Session(ctx context.Context, id string) (store.Session, error) {
 	s.mu.RLock()
 	e, ok := s.sessions[id]
 	closed := s.closed
+	seq, at := s.sessionTail(id)
 	s.mu.RUnlock()
 	if closed {
 		return store.Session{}, store.ErrClosed
@@ -225,6 +244,7 @@ func (s *Store) Session(ctx context.Context, id string) (store.Session, error) {
 	if err := json.Unmarshal(e.record, &out); err != nil {
 		return store.Session{}, fmt.Errorf("session %s: decode record: %w", id, err)
 	}
+	out.LastSeq, out.UpdatedAt = seq, at
 	return out, nil
 }
 
@@ -240,8 +260,10 @@ func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]sto
 		limit = 100
 	}
 	type item struct {
-		id string
-		e  sessionEntry
+		id  string
+		e   sessionEntry
+		seq int64
+		at  time.Time
 	}
 	s.mu.RLock()
 	if s.closed {
@@ -255,14 +277,15 @@ func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]sto
 			s.mu.RUnlock()
 			return nil, fmt.Errorf("%w: cursor session %s", store.ErrNotFound, p.Before)
 		}
-		cursor = &item{p.Before, e}
+		cursor = &item{id: p.Before, e: e}
 	}
 	items := make([]item, 0, len(s.sessions))
 	for id, e := range s.sessions {
 		if e.deleted && !p.IncludeDeleted {
 			continue
 		}
-		items = append(items, item{id, e})
+		seq, at := s.sessionTail(id)
+		items = append(items, item{id, e, seq, at})
 	}
 	s.mu.RUnlock()
 
@@ -288,6 +311,7 @@ func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]sto
 		if err := json.Unmarshal(it.e.record, &out[i]); err != nil {
 			return nil, fmt.Errorf("session %s: decode record: %w", it.id, err)
 		}
+		out[i].LastSeq, out[i].UpdatedAt = it.seq, it.at
 	}
 	return out, nil
 }
@@ -301,6 +325,7 @@ func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
 	s.mu.RLock()
 	e, ok := s.runs[id]
 	closed := s.closed
+	last := s.runLast[id]
 	s.mu.RUnlock()
 	if closed {
 		return store.Run{}, store.ErrClosed
@@ -312,6 +337,7 @@ func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
 	if err := json.Unmarshal(e.record, &out); err != nil {
 		return store.Run{}, fmt.Errorf("run %s: decode record: %w", id, err)
 	}
+	out.LastSeq = last
 	return out, nil
 }
 
@@ -328,8 +354,9 @@ func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, 
 		limit = 1000
 	}
 	type item struct {
-		id string
-		e  runEntry
+		id   string
+		e    runEntry
+		last int64
 	}
 	s.mu.RLock()
 	if s.closed {
@@ -344,7 +371,7 @@ func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, 
 		if len(p.Statuses) > 0 && !slices.Contains(p.Statuses, e.status) {
 			continue
 		}
-		items = append(items, item{id, e})
+		items = append(items, item{id, e, s.runLast[id]})
 	}
 	s.mu.RUnlock()
 	slices.SortFunc(items, func(a, b item) int {
@@ -362,6 +389,7 @@ func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, 
 		if err := json.Unmarshal(it.e.record, &out[i]); err != nil {
 			return nil, fmt.Errorf("run %s: decode record: %w", it.id, err)
 		}
+		out[i].LastSeq = it.last
 	}
 	return out, nil
 }

@@ -501,7 +501,8 @@ func (s *Store) Session(ctx context.Context, id string) (store.Session, error) {
 	}
 	defer s.mu.RUnlock()
 	var rec []byte
-	err := s.r.QueryRowContext(ctx, `SELECT record FROM sessions WHERE id = ?`, id).Scan(&rec)
+	var seq, at sql.NullInt64
+	err := s.r.QueryRowContext(ctx, `SELECT record, `+sessionTail+` FROM sessions WHERE id = ?`, id).Scan(&rec, &seq, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Session{}, fmt.Errorf("%w: session %s", store.ErrNotFound, id)
 	}
@@ -512,6 +513,7 @@ func (s *Store) Session(ctx context.Context, id string) (store.Session, error) {
 	if err := json.Unmarshal(rec, &out); err != nil {
 		return store.Session{}, fmt.Errorf("store %s: session %s: decode record: %w", s.path, id, err)
 	}
+	setTail(&out, seq, at)
 	return out, nil
 }
 
@@ -529,7 +531,7 @@ func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]sto
 	}
 	var q strings.Builder
 	var args []any
-	q.WriteString(`SELECT id, record FROM sessions WHERE 1`)
+	q.WriteString(`SELECT id, record, ` + sessionTail + ` FROM sessions WHERE 1`)
 	if p.Before != "" {
 		var created int64
 		err := s.r.QueryRowContext(ctx, `SELECT created_at FROM sessions WHERE id = ?`, p.Before).Scan(&created)
@@ -556,13 +558,15 @@ func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]sto
 	for rows.Next() {
 		var id string
 		var rec []byte
-		if err := rows.Scan(&id, &rec); err != nil {
+		var seq, at sql.NullInt64
+		if err := rows.Scan(&id, &rec, &seq, &at); err != nil {
 			return nil, s.errorf("list sessions", err)
 		}
 		var sess store.Session
 		if err := json.Unmarshal(rec, &sess); err != nil {
 			return nil, fmt.Errorf("store %s: session %s: decode record: %w", s.path, id, err)
 		}
+		setTail(&sess, seq, at)
 		out = append(out, sess)
 	}
 	if err := rows.Err(); err != nil {
@@ -578,7 +582,8 @@ func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
 	}
 	defer s.mu.RUnlock()
 	var rec []byte
-	err := s.r.QueryRowContext(ctx, `SELECT record FROM runs WHERE id = ?`, id).Scan(&rec)
+	var last sql.NullInt64
+	err := s.r.QueryRowContext(ctx, `SELECT record, `+runTail+` FROM runs WHERE id = ?`, id).Scan(&rec, &last)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Run{}, fmt.Errorf("%w: run %s", store.ErrNotFound, id)
 	}
@@ -589,6 +594,7 @@ func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
 	if err := json.Unmarshal(rec, &out); err != nil {
 		return store.Run{}, fmt.Errorf("store %s: run %s: decode record: %w", s.path, id, err)
 	}
+	out.LastSeq = last.Int64
 	return out, nil
 }
 
@@ -607,7 +613,7 @@ func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, 
 	}
 	var q strings.Builder
 	var args []any
-	q.WriteString(`SELECT id, record FROM runs WHERE 1`)
+	q.WriteString(`SELECT id, record, ` + runTail + ` FROM runs WHERE 1`)
 	if p.SessionID != "" {
 		q.WriteString(` AND session_id = ?`)
 		args = append(args, p.SessionID)
@@ -629,13 +635,15 @@ func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, 
 	for rows.Next() {
 		var id string
 		var rec []byte
-		if err := rows.Scan(&id, &rec); err != nil {
+		var last sql.NullInt64
+		if err := rows.Scan(&id, &rec, &last); err != nil {
 			return nil, s.errorf("list runs", err)
 		}
 		var r store.Run
 		if err := json.Unmarshal(rec, &r); err != nil {
 			return nil, fmt.Errorf("store %s: run %s: decode record: %w", s.path, id, err)
 		}
+		r.LastSeq = last.Int64
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
@@ -832,5 +840,23 @@ func normRun(r *store.Run) {
 	if r.EndedAt != nil {
 		t := r.EndedAt.UTC()
 		r.EndedAt = &t
+	}
+}
+
+// The parts of the session and run records that are read from the log
+// rather than stored: a session's last seq and its time, a run's last seq.
+// Each is one seek in a primary key or index, so appends that change no
+// record write no record.
+const (
+	sessionTail = `(SELECT seq FROM events WHERE session_id = sessions.id ORDER BY seq DESC LIMIT 1),
+		(SELECT time FROM events WHERE session_id = sessions.id ORDER BY seq DESC LIMIT 1)`
+	runTail = `(SELECT seq FROM events WHERE session_id = runs.session_id AND run_id = runs.id ORDER BY seq DESC LIMIT 1)`
+)
+
+// setTail fills a session's LastSeq and UpdatedAt from its last event.
+func setTail(sess *store.Session, seq, at sql.NullInt64) {
+	sess.LastSeq = seq.Int64
+	if at.Valid {
+		sess.UpdatedAt = decodeTime(at.Int64)
 	}
 }
