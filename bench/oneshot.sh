@@ -29,7 +29,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-(cd "$repo" && go build -o "$tmp/weft" ./cmd/weft)
+(cd "$repo" && CGO_ENABLED=0 go build -o "$tmp/weft" ./cmd/weft)
 weft=$tmp/weft
 
 "$mock" --addr 127.0.0.1:18481 --scenario text >"$tmp/mock-text.log" 2>&1 &

@@ -26,7 +26,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-(cd "$repo" && go build -o "$tmp/weft" ./cmd/weft)
+(cd "$repo" && CGO_ENABLED=0 go build -o "$tmp/weft" ./cmd/weft)
 weft=$tmp/weft
 mkdir -p "$tmp/home" "$tmp/work"
 cd "$tmp/work"

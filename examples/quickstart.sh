@@ -6,7 +6,7 @@
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d)
-go build -o "$tmp/weft" "$root/cmd/weft"
+CGO_ENABLED=0 go build -o "$tmp/weft" "$root/cmd/weft"
 mkdir "$tmp/work"
 cd "$tmp/work"
 # A private HOME: no user config, no running host; the store is a file here.

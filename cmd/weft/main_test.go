@@ -31,7 +31,10 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	weftBin = filepath.Join(dir, "weft")
-	out, err := exec.Command("go", "build", "-o", weftBin, ".").CombinedOutput()
+	// The real thing: one static binary, as users build it.
+	build := exec.Command("go", "build", "-o", weftBin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := build.CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build weft: %v\n%s", err, out)
 		os.Exit(1)
