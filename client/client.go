@@ -235,44 +235,62 @@ func (c *Client) Subscribe(ctx context.Context, p rpc.SubscribeParams) (iter.Seq
 	if err := c.c.Call(ctx, "events/subscribe", p, &res); err != nil {
 		return nil, err
 	}
-	id := res.SubscriptionID
+	return stream(ctx, c, res.SubscriptionID, rpc.MethodEvent, rpc.MethodClosed,
+		func(params json.RawMessage) (event.Event, error) {
+			var en rpc.EventNotification
+			err := json.Unmarshal(params, &en)
+			return en.Event, err
+		},
+		func(params json.RawMessage) error {
+			var cn rpc.ClosedNotification
+			json.Unmarshal(params, &cn)
+			if cn.Reason == rpc.ReasonOverflow {
+				return ErrLagged
+			}
+			return &ClosedError{Reason: cn.Reason, Cursor: cn.Cursor, Message: cn.Message}
+		}), nil
+}
+
+// stream turns subscription id's notifications into a single-use
+// iterator: item notifications are decoded and yielded; the end
+// notification's error (nil for a clean end) ends it; so do a dropped
+// connection, a lagging consumer and ctx. Breaking out unsubscribes.
+func stream[T any](ctx context.Context, c *Client, id, item, end string,
+	decode func(json.RawMessage) (T, error), ended func(json.RawMessage) error) iter.Seq2[T, error] {
 	s := c.register(id)
-	return func(yield func(event.Event, error) bool) {
+	return func(yield func(T, error) bool) {
+		var zero T
 		defer c.unsubscribe(ctx, id)
 		for {
 			select {
 			case n, ok := <-s.ch:
 				if !ok {
-					yield(event.Event{}, c.endErr(s))
+					yield(zero, c.endErr(s))
 					return
 				}
 				switch n.Method {
-				case rpc.MethodEvent:
-					var en rpc.EventNotification
-					if err := json.Unmarshal(n.Params, &en); err != nil {
-						yield(event.Event{}, fmt.Errorf("client: bad %s: %w", n.Method, err))
+				case item:
+					v, err := decode(n.Params)
+					if err != nil {
+						yield(zero, fmt.Errorf("client: bad %s: %w", n.Method, err))
 						return
 					}
-					if !yield(en.Event, nil) {
+					if !yield(v, nil) {
 						return
 					}
-				case rpc.MethodClosed:
-					var cn rpc.ClosedNotification
-					json.Unmarshal(n.Params, &cn)
+				case end:
 					c.forget(id)
-					if cn.Reason == rpc.ReasonOverflow {
-						yield(event.Event{}, ErrLagged)
-					} else {
-						yield(event.Event{}, &ClosedError{Reason: cn.Reason, Cursor: cn.Cursor, Message: cn.Message})
+					if err := ended(n.Params); err != nil {
+						yield(zero, err)
 					}
 					return
 				}
 			case <-ctx.Done():
-				yield(event.Event{}, ctx.Err())
+				yield(zero, ctx.Err())
 				return
 			}
 		}
-	}, nil
+	}
 }
 
 // ClosedError reports a subscription the host ended.
@@ -329,42 +347,20 @@ func (c *Client) FollowProcess(ctx context.Context, p rpc.ProcessFollowParams) (
 	if err := c.c.Call(ctx, "process/follow", p, &res); err != nil {
 		return nil, err
 	}
-	id := res.SubscriptionID
-	s := c.register(id)
-	return func(yield func(process.Chunk, error) bool) {
-		defer c.unsubscribe(ctx, id)
-		for {
-			select {
-			case n, ok := <-s.ch:
-				if !ok {
-					yield(process.Chunk{}, c.endErr(s))
-					return
-				}
-				switch n.Method {
-				case rpc.MethodProcessOutput:
-					var on rpc.ProcessOutputNotification
-					if err := json.Unmarshal(n.Params, &on); err != nil {
-						yield(process.Chunk{}, fmt.Errorf("client: bad %s: %w", n.Method, err))
-						return
-					}
-					if !yield(on.Chunk, nil) {
-						return
-					}
-				case rpc.MethodProcessClosed:
-					var cn rpc.ProcessClosedNotification
-					json.Unmarshal(n.Params, &cn)
-					c.forget(id)
-					if cn.Reason != "ended" {
-						yield(process.Chunk{}, &ClosedError{Reason: cn.Reason, Cursor: cn.Offset, Message: cn.Message})
-					}
-					return
-				}
-			case <-ctx.Done():
-				yield(process.Chunk{}, ctx.Err())
-				return
+	return stream(ctx, c, res.SubscriptionID, rpc.MethodProcessOutput, rpc.MethodProcessClosed,
+		func(params json.RawMessage) (process.Chunk, error) {
+			var on rpc.ProcessOutputNotification
+			err := json.Unmarshal(params, &on)
+			return on.Chunk, err
+		},
+		func(params json.RawMessage) error {
+			var cn rpc.ProcessClosedNotification
+			json.Unmarshal(params, &cn)
+			if cn.Reason == "ended" {
+				return nil
 			}
-		}
-	}, nil
+			return &ClosedError{Reason: cn.Reason, Cursor: cn.Offset, Message: cn.Message}
+		}), nil
 }
 
 // register routes a subscription's notifications, including those that
