@@ -457,6 +457,9 @@ func (h *Host) processEvent(p store.Process, t event.Type, tail string) {
 			return
 		}
 		note := processNote(d)
+		if s.active != nil && h.awaitedByRun(ctx, s.id, s.active.id, p.ID) {
+			return // the run's process_await already tells the model
+		}
 		if s.active != nil {
 			// The agent learns of it at the next step boundary.
 			if _, err := s.steer(ctx, s.active, h.cfg.NewID("steer"), note, nil); err == nil {
@@ -503,4 +506,56 @@ func (h *Host) lockedSession(ctx context.Context, id string) (*session, error) {
 		}
 		s.mu.Unlock()
 	}
+}
+
+// awaitedByRun reports whether run runID has a process_await call for
+// process id that is still waiting (it will return the end) or that
+// already returned the end: then the model needs no separate notice.
+func (h *Host) awaitedByRun(ctx context.Context, sessionID, runID, id string) bool {
+	r, err := h.cfg.Store.Run(ctx, runID)
+	if err != nil {
+		return false
+	}
+	evs, err := h.cfg.Store.Read(ctx, store.ReadParams{SessionID: sessionID, After: r.FirstSeq - 1, RunID: runID,
+		Types: []event.Type{event.ToolCallStarted, event.ToolCallCompleted}, Limit: 1000})
+	if err != nil {
+		return false
+	}
+	awaits := map[string]bool{} // call ID -> open
+	for _, e := range evs {
+		switch e.Type {
+		case event.ToolCallStarted:
+			var d event.ToolCallStartedData
+			if e.Decode(&d) != nil || d.Name != "process_await" {
+				continue
+			}
+			var args struct {
+				Handle json.RawMessage `json:"handle"`
+			}
+			if json.Unmarshal([]byte(d.Arguments), &args) != nil {
+				continue
+			}
+			if hd, err := process.ParseHandle(args.Handle); err == nil && hd.ID == id {
+				awaits[d.ID] = true
+			}
+		case event.ToolCallCompleted:
+			var d event.ToolCallCompletedData
+			if e.Decode(&d) != nil || !awaits[d.ID] {
+				continue
+			}
+			var out struct {
+				Status string `json:"status"`
+			}
+			if json.Unmarshal([]byte(d.Output), &out) == nil && store.IsProcessTerminal(out.Status) {
+				return true // it returned the end
+			}
+			awaits[d.ID] = false
+		}
+	}
+	for _, open := range awaits {
+		if open {
+			return true
+		}
+	}
+	return false
 }

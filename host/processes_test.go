@@ -252,3 +252,23 @@ func TestUnmountRefusedWhileProcessRuns(t *testing.T) {
 		t.Fatalf("unmount after cancel: %v", err)
 	}
 }
+
+// TestAwaitedProcessNeedsNoNotice: a run that awaits its process learns of
+// its end from process_await, and is not told again.
+func TestAwaitedProcessNeedsNoNotice(t *testing.T) {
+	h := newProcHost(t, map[string]string{
+		"await": `{"steps":[
+			{"toolCalls":[{"name":"shell","arguments":{"command":"sleep 0.2; echo built","background":true}}]},
+			{"toolCalls":[{"name":"process_await","arguments":{"handle":{"__handle__":"process","id":"call_0_0"},"timeoutMs":5000}}]},
+			{"text":"done"}]}`,
+	})
+	sid := session(t, h, "scripted:await")
+	r := start(t, h, host.StartRunParams{SessionID: sid, Input: input("go")})
+	if got := wait(t, h, r.ID); got.Status != store.RunCompleted || got.Steps != 3 {
+		t.Fatalf("run: %+v", got)
+	}
+	if c := sessionEvents(t, h, sid, event.SteerConsumed, event.SteerAccepted); len(c) != 0 {
+		t.Fatalf("the model was told again of a process it awaited: %+v", c)
+	}
+	eventually(t, "process.exited", func() bool { return len(sessionEvents(t, h, sid, event.ProcessExited)) == 1 })
+}
