@@ -224,6 +224,11 @@ func (c *runCmd) runViaHost(ctx context.Context, a *app, cl *client.Client, prom
 		}
 		pr.print(e)
 		if e.RunID == r.ID && event.IsTerminalRun(e.Type) {
+			var d event.RunEndedData
+			if !c.JSON && e.Decode(&d) == nil {
+				fmt.Fprintf(a.stderr, "weft: session %s · run %s · %d step(s) · %d in / %d out tokens\n",
+					sessionID, r.ID, d.Steps, d.Usage.InputTokens, d.Usage.OutputTokens)
+			}
 			switch e.Type {
 			case event.RunCompleted:
 				return nil
