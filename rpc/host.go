@@ -259,9 +259,9 @@ type subscription struct {
 }
 
 func (m *hostMethods) subscribe(ctx context.Context, p *SubscribeParams) (*SubscribeResult, error) {
-	conn := ConnFrom(ctx)
-	if conn == nil || conn.Transport() == "http" {
-		return nil, NewError(KindInvalidRequest, "events/subscribe needs a WebSocket or stdio connection; over plain HTTP use events/read or the SSE endpoint GET /v1/sessions/{id}/events")
+	conn, err := pushConn(ctx, "events/subscribe", "events/read or the SSE endpoint GET /v1/sessions/{id}/events")
+	if err != nil {
+		return nil, err
 	}
 	subCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	seq, err := m.h.Subscribe(subCtx, p.SessionID, p.After, p.RunID)
@@ -269,6 +269,45 @@ func (m *hostMethods) subscribe(ctx context.Context, p *SubscribeParams) (*Subsc
 		cancel()
 		return nil, err
 	}
+	id := m.open(ctx, conn, subCtx, cancel, func(id string, sub *subscription) {
+		closed := ClosedNotification{SubscriptionID: id, Cursor: p.After}
+		for e, err := range seq {
+			if err != nil {
+				var tell bool
+				if closed.Reason, closed.Message, tell = m.end(sub, subCtx, err); !tell {
+					return
+				}
+				break
+			}
+			if err := conn.NotifyWait(subCtx, MethodEvent, EventNotification{SubscriptionID: id, Event: e}); err != nil {
+				return
+			}
+			closed.Cursor = e.Seq
+		}
+		if closed.Reason == "" {
+			closed.Reason = ReasonClosed
+		}
+		_ = conn.NotifyWait(context.WithoutCancel(subCtx), MethodClosed, closed)
+	})
+	return &SubscribeResult{SubscriptionID: id}, nil
+}
+
+// pushConn returns the handler's connection if it can carry notifications
+// (WebSocket, stdio); over plain HTTP the caller is pointed at alt.
+func pushConn(ctx context.Context, method, alt string) (*Conn, error) {
+	conn := ConnFrom(ctx)
+	if conn == nil || conn.Transport() == "http" {
+		return nil, NewError(KindInvalidRequest, method+" needs a WebSocket or stdio connection; over plain HTTP use "+alt)
+	}
+	return conn, nil
+}
+
+// open registers a subscription of conn and runs pump in a goroutine once
+// the reply naming it is queued (AfterReply), so that its notifications
+// follow the reply. subCtx, cancelled by cancel, ends pump; unsubscribe
+// and the connection's close cancel it, and the connection waits for pump
+// before it finishes closing.
+func (m *hostMethods) open(ctx context.Context, conn *Conn, subCtx context.Context, cancel context.CancelFunc, pump func(id string, sub *subscription)) string {
 	id := ids.New("sub")
 	sub := &subscription{conn: conn, cancel: cancel}
 	m.mu.Lock()
@@ -287,39 +326,32 @@ func (m *hostMethods) subscribe(ctx context.Context, p *SubscribeParams) (*Subsc
 			m.mu.Unlock()
 			cancel()
 		}()
-		cursor := p.After
-		closed := ClosedNotification{SubscriptionID: id, Reason: ReasonClosed}
-		for e, err := range seq {
-			if err != nil {
-				switch {
-				case errors.Is(err, journal.ErrLagged):
-					closed.Reason, closed.Message = ReasonOverflow, "the subscriber fell behind; resume after the cursor"
-				case subCtx.Err() != nil:
-					m.mu.Lock()
-					closed.Reason = sub.reason
-					m.mu.Unlock()
-					if closed.Reason == "" {
-						return // the connection closed: nobody to tell
-					}
-				case errors.Is(err, journal.ErrClosed):
-					closed.Reason, closed.Message = ReasonClosed, "the host is shutting down"
-				default:
-					closed.Reason, closed.Message = ReasonError, err.Error()
-				}
-				break
-			}
-			if err := conn.NotifyWait(subCtx, MethodEvent, EventNotification{SubscriptionID: id, Event: e}); err != nil {
-				return
-			}
-			cursor = e.Seq
-		}
-		closed.Cursor = cursor
-		_ = conn.NotifyWait(context.WithoutCancel(subCtx), MethodClosed, closed)
+		pump(id, sub)
 	}
 	if !AfterReply(ctx, func() { go run() }) {
 		go run()
 	}
-	return &SubscribeResult{SubscriptionID: id}, nil
+	return id
+}
+
+// end says why a subscription's source failed with err: the reason and
+// message to send in its closing notification, and whether anyone is
+// left to tell (not when the connection itself closed).
+func (m *hostMethods) end(sub *subscription, subCtx context.Context, err error) (reason, message string, tell bool) {
+	m.mu.Lock()
+	reason = sub.reason
+	m.mu.Unlock()
+	switch {
+	case reason != "":
+		return reason, "", true
+	case errors.Is(err, journal.ErrLagged):
+		return ReasonOverflow, "the subscriber fell behind; resume after the cursor", true
+	case subCtx.Err() != nil:
+		return "", "", false
+	case errors.Is(err, journal.ErrClosed), errors.Is(err, process.ErrClosed):
+		return ReasonClosed, "the host is shutting down", true
+	}
+	return ReasonError, err.Error(), true
 }
 
 func (m *hostMethods) unsubscribe(ctx context.Context, p *UnsubscribeParams) (*UnsubscribeResult, error) {
@@ -402,9 +434,9 @@ type ProcessClosedNotification struct {
 }
 
 func (m *hostMethods) followProcess(ctx context.Context, p *ProcessFollowParams) (*SubscribeResult, error) {
-	conn := ConnFrom(ctx)
-	if conn == nil || conn.Transport() == "http" {
-		return nil, NewError(KindInvalidRequest, "process/follow needs a WebSocket or stdio connection; over plain HTTP use process/output or GET /v1/processes/{id}/output")
+	conn, err := pushConn(ctx, "process/follow", "process/output or GET /v1/processes/{id}/output")
+	if err != nil {
+		return nil, err
 	}
 	pm := m.h.Processes()
 	if pm == nil {
@@ -415,39 +447,13 @@ func (m *hostMethods) followProcess(ctx context.Context, p *ProcessFollowParams)
 		return nil, err
 	}
 	subCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	id := ids.New("sub")
-	sub := &subscription{conn: conn, cancel: cancel}
-	m.mu.Lock()
-	m.subs[id] = sub
-	m.mu.Unlock()
-	conn.OnClose(func() {
-		cancel()
-		sub.wg.Wait()
-	})
-	sub.wg.Add(1)
-	run := func() {
-		defer sub.wg.Done()
-		defer func() {
-			m.mu.Lock()
-			delete(m.subs, id)
-			m.mu.Unlock()
-			cancel()
-		}()
+	id := m.open(ctx, conn, subCtx, cancel, func(id string, sub *subscription) {
 		closed := ProcessClosedNotification{SubscriptionID: id, Reason: "ended", Offset: p.Offset}
 		for c, err := range pm.Follow(subCtx, p.ID, p.Offset, caller) {
 			if err != nil {
-				m.mu.Lock()
-				reason := sub.reason
-				m.mu.Unlock()
-				switch {
-				case reason != "":
-					closed.Reason = reason
-				case subCtx.Err() != nil:
+				var tell bool
+				if closed.Reason, closed.Message, tell = m.end(sub, subCtx, err); !tell {
 					return
-				case errors.Is(err, process.ErrClosed):
-					closed.Reason, closed.Message = ReasonClosed, "the host is shutting down"
-				default:
-					closed.Reason, closed.Message = ReasonError, err.Error()
 				}
 				break
 			}
@@ -457,9 +463,6 @@ func (m *hostMethods) followProcess(ctx context.Context, p *ProcessFollowParams)
 			closed.Offset = c.Offset + int64(len(c.Data))
 		}
 		_ = conn.NotifyWait(context.WithoutCancel(subCtx), MethodProcessClosed, closed)
-	}
-	if !AfterReply(ctx, func() { go run() }) {
-		go run()
-	}
+	})
 	return &SubscribeResult{SubscriptionID: id}, nil
 }
