@@ -108,12 +108,7 @@ func (s *Store) ReadProcess(ctx context.Context, p store.ReadProcessParams) ([]s
 	var q strings.Builder
 	q.WriteString(`SELECT seq, type, time, data, out_off, out_size FROM process_events WHERE process_id = ? AND seq > ?`)
 	args := []any{p.ProcessID, max(p.After, 0)}
-	if len(p.Types) > 0 {
-		q.WriteString(` AND type IN (?` + strings.Repeat(",?", len(p.Types)-1) + `)`)
-		for _, t := range p.Types {
-			args = append(args, string(t))
-		}
-	}
+	args = whereIn(&q, args, "type", p.Types)
 	q.WriteString(` ORDER BY seq LIMIT ?`)
 	args = append(args, limit)
 	return s.processEvents(ctx, p.ProcessID, q.String(), args)
@@ -221,12 +216,7 @@ func (s *Store) Processes(ctx context.Context, p store.ListProcessesParams) ([]s
 			args = append(args, p.SessionID)
 		}
 	}
-	if len(p.Statuses) > 0 {
-		q.WriteString(` AND status IN (?` + strings.Repeat(",?", len(p.Statuses)-1) + `)`)
-		for _, st := range p.Statuses {
-			args = append(args, st)
-		}
-	}
+	args = whereIn(&q, args, "status", p.Statuses)
 	if p.MountID != "" {
 		q.WriteString(` AND mount_id = ?`)
 		args = append(args, p.MountID)

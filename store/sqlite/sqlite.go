@@ -433,12 +433,7 @@ func (s *Store) Read(ctx context.Context, p store.ReadParams) ([]event.Event, er
 		q.WriteString(` AND run_id = ?`)
 		args = append(args, p.RunID)
 	}
-	if len(p.Types) > 0 {
-		q.WriteString(` AND type IN (?` + strings.Repeat(",?", len(p.Types)-1) + `)`)
-		for _, t := range p.Types {
-			args = append(args, string(t))
-		}
-	}
+	args = whereIn(&q, args, "type", p.Types)
 	q.WriteString(` ORDER BY seq LIMIT ?`)
 	args = append(args, limit)
 
@@ -618,12 +613,7 @@ func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, 
 		q.WriteString(` AND session_id = ?`)
 		args = append(args, p.SessionID)
 	}
-	if len(p.Statuses) > 0 {
-		q.WriteString(` AND status IN (?` + strings.Repeat(",?", len(p.Statuses)-1) + `)`)
-		for _, st := range p.Statuses {
-			args = append(args, st)
-		}
-	}
+	args = whereIn(&q, args, "status", p.Statuses)
 	q.WriteString(` ORDER BY created_at, first_seq, id LIMIT ?`)
 	args = append(args, limit)
 	rows, err := s.r.QueryContext(ctx, q.String(), args...)
@@ -859,4 +849,17 @@ func setTail(sess *store.Session, seq, at sql.NullInt64) {
 	if at.Valid {
 		sess.UpdatedAt = decodeTime(at.Int64)
 	}
+}
+
+// whereIn adds "AND column IN (?, …)" for vals to q and their arguments to
+// args; no vals adds nothing (no filter).
+func whereIn[T ~string](q *strings.Builder, args []any, column string, vals []T) []any {
+	if len(vals) == 0 {
+		return args
+	}
+	q.WriteString(` AND ` + column + ` IN (?` + strings.Repeat(",?", len(vals)-1) + `)`)
+	for _, v := range vals {
+		args = append(args, string(v))
+	}
+	return args
 }
