@@ -1,14 +1,43 @@
 package agent
 
 import (
+	"context"
+	"fmt"
+
 	"weft.dev/weft/event"
 	"weft.dev/weft/llm"
+	"weft.dev/weft/store"
 )
 
 // TranscriptTypes returns the event types [Transcript] reads; a caller that
 // loads a session's history from a store may filter its read to them.
 func TranscriptTypes() []event.Type {
 	return []event.Type{event.MessageUser, event.MessageCompleted, event.ToolCallCompleted, event.SteerConsumed}
+}
+
+// eventReader is the part of a store LoadTranscript reads through.
+type eventReader interface {
+	Read(ctx context.Context, p store.ReadParams) ([]event.Event, error)
+}
+
+// LoadTranscript reads a session's transcript events from st (only the
+// [TranscriptTypes], page by page) and rebuilds its conversation with
+// [Transcript].
+func LoadTranscript(ctx context.Context, st eventReader, sessionID string) ([]llm.Message, error) {
+	const page = 1000
+	var evs []event.Event
+	var after int64
+	for {
+		got, err := st.Read(ctx, store.ReadParams{SessionID: sessionID, After: after, Limit: page, Types: TranscriptTypes()})
+		if err != nil {
+			return nil, fmt.Errorf("load transcript of session %s: %w", sessionID, err)
+		}
+		evs = append(evs, got...)
+		if len(got) < page {
+			return Transcript(evs)
+		}
+		after = got[len(got)-1].Seq
+	}
 }
 
 // Transcript rebuilds the model-visible conversation from a session's log:

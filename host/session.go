@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -13,7 +12,6 @@ import (
 	"weft.dev/weft/internal/ids"
 	"weft.dev/weft/internal/journal"
 	"weft.dev/weft/internal/lease"
-	"weft.dev/weft/llm"
 	"weft.dev/weft/store"
 )
 
@@ -164,7 +162,7 @@ func (s *session) execute(ctx context.Context, q queuedRun, a *activeRun) {
 		fail("environment", err.Error())
 		return
 	}
-	history, err := s.transcript(ctx)
+	history, err := agent.LoadTranscript(ctx, s.h.cfg.Store, s.id)
 	if err != nil {
 		fail("log", err.Error())
 		return
@@ -183,24 +181,6 @@ func (s *session) execute(ctx context.Context, q queuedRun, a *activeRun) {
 	if err != nil {
 		s.h.cfg.Logger.Error("run ended without its terminal event", "session", s.id, "run", q.id, "err", err)
 	}
-}
-
-// transcript loads the model-visible history of the session.
-func (s *session) transcript(ctx context.Context) ([]llm.Message, error) {
-	var evs []event.Event
-	var after int64
-	for {
-		page, err := s.h.cfg.Store.Read(ctx, store.ReadParams{SessionID: s.id, After: after, Limit: 1000, Types: agent.TranscriptTypes()})
-		if err != nil {
-			return nil, fmt.Errorf("session %s: transcript: %w", s.id, err)
-		}
-		evs = append(evs, page...)
-		if len(page) < 1000 {
-			break
-		}
-		after = page[len(page)-1].Seq
-	}
-	return agent.Transcript(evs)
 }
 
 // inbox is a run's steering inbox (agent.Inbox). Add holds the lock while

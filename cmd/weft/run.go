@@ -18,7 +18,6 @@ import (
 	"weft.dev/weft/internal/journal"
 	"weft.dev/weft/internal/lease"
 	"weft.dev/weft/internal/reconcile"
-	"weft.dev/weft/llm"
 	"weft.dev/weft/store"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
@@ -159,7 +158,7 @@ func (c *runCmd) Run(ctx context.Context, a *app) error {
 	}
 	defer binding.Close()
 
-	history, err := loadTranscript(ctx, st, sessionID)
+	history, err := agent.LoadTranscript(ctx, st, sessionID)
 	if err != nil {
 		return err
 	}
@@ -220,24 +219,6 @@ func (c *runCmd) Run(ctx context.Context, a *app) error {
 	default:
 		return &exitError{code: exitFailed}
 	}
-}
-
-// loadTranscript rebuilds a session's conversation from its log.
-func loadTranscript(ctx context.Context, st store.Store, sessionID string) ([]llm.Message, error) {
-	var evs []event.Event
-	var after int64
-	for {
-		page, err := st.Read(ctx, store.ReadParams{SessionID: sessionID, After: after, Limit: 1000, Types: agent.TranscriptTypes()})
-		if err != nil {
-			return nil, fmt.Errorf("load transcript of %s: %w", sessionID, err)
-		}
-		evs = append(evs, page...)
-		if len(page) < 1000 {
-			break
-		}
-		after = page[len(page)-1].Seq
-	}
-	return agent.Transcript(evs)
 }
 
 var slugRe = regexp.MustCompile(`[^a-z0-9_-]+`)
