@@ -155,11 +155,10 @@ func (h *Host) DeleteSession(ctx context.Context, p SessionIDParams) (*DeleteRes
 	if ok {
 		return &DeleteResult{SessionID: p.SessionID, Deleted: true, Replayed: true}, nil
 	}
-	s, err := h.session(ctx, p.SessionID)
+	s, err := h.lockedSession(ctx, p.SessionID)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	if id := s.activeID(); id != "" || len(s.queue) > 0 {
 		return nil, errf(ErrRunConflict, map[string]any{"sessionId": s.id, "activeRunId": id}, "session %s has an active run %s", s.id, id)
@@ -235,11 +234,10 @@ func (h *Host) StartRun(ctx context.Context, p StartRunParams) (*RunResult, erro
 		r.Steer, r.Replayed = ref.Steer, true
 		return r, nil
 	}
-	s, err := h.session(ctx, p.SessionID)
+	s, err := h.lockedSession(ctx, p.SessionID)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	activeID := s.activeID()
 	q := queuedRun{id: h.cfg.NewID("run"), model: p.Model, maxSteps: p.MaxSteps, input: p.Input}
@@ -341,11 +339,10 @@ func (h *Host) SteerRun(ctx context.Context, p SteerParams) (*SteerReceipt, erro
 	if err != nil {
 		return nil, err
 	}
-	s, err := h.session(ctx, run.SessionID)
+	s, err := h.lockedSession(ctx, run.SessionID)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	activeID := ""
 	if s.active != nil {
@@ -413,11 +410,10 @@ func (h *Host) WaitRun(ctx context.Context, p WaitRunParams) (*WaitRunResult, er
 	if p.TimeoutMs < 0 {
 		return nil, errf(ErrInvalidParams, nil, "timeoutMs must not be negative")
 	}
-	s, err := h.session(ctx, r.SessionID)
+	s, err := h.lockedSession(ctx, r.SessionID)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	ch, ok := s.done[p.RunID]
 	s.mu.Unlock()
 	if ok {

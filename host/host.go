@@ -272,6 +272,22 @@ func (h *Host) session(ctx context.Context, id string) (*session, error) {
 	return s, nil
 }
 
+// lockedSession returns the loaded session with its mutex held, loading
+// it again if it was unloaded as idle between the look-up and the lock.
+func (h *Host) lockedSession(ctx context.Context, id string) (*session, error) {
+	for {
+		s, err := h.session(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		if !s.closed {
+			return s, nil
+		}
+		s.mu.Unlock()
+	}
+}
+
 // unloadIdleLocked closes loaded sessions that have had no run, no queued
 // run, no subscriber and no request for at least idle, releasing their
 // journal goroutine and lease; the next request loads them again. Called

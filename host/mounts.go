@@ -269,11 +269,10 @@ func (h *Host) Mount(ctx context.Context, p MountParams) (*MountResult, error) {
 	if m.DefaultForShell && m.Mode != event.ModeReadWrite {
 		return nil, errf(ErrInvalidParams, map[string]any{"mountId": m.ID}, "mount %s: defaultForShell needs a read-write mount", m.ID)
 	}
-	s, err := h.session(ctx, p.SessionID)
+	s, err := h.lockedSession(ctx, p.SessionID)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := s.j.Session().Binding
 	if err := checkVersion(s.id, p.ExpectedBindingVersion, cur.BindingVersion); err != nil {
@@ -367,11 +366,10 @@ func (h *Host) Unmount(ctx context.Context, p UnmountParams) (*MountResult, erro
 	if ok {
 		return h.replayMount(ctx, p.SessionID, ref)
 	}
-	s, err := h.session(ctx, p.SessionID)
+	s, err := h.lockedSession(ctx, p.SessionID)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := s.j.Session().Binding
 	if err := checkVersion(s.id, p.ExpectedBindingVersion, cur.BindingVersion); err != nil {

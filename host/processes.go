@@ -205,20 +205,19 @@ func (h *Host) StartProcess(ctx context.Context, p ProcessStartParams) (*Process
 			return nil, err
 		}
 	}
-	s, err := h.session(ctx, p.SessionID)
+	// Under the session lock: the binding cannot be swapped (and closed)
+	// while a shell resolves its directory, and an unmount cannot slip
+	// between its live-process check and this start.
+	s, err := h.lockedSession(ctx, p.SessionID)
 	if err != nil {
 		return nil, err
 	}
+	defer s.mu.Unlock()
 	sp := process.StartParams{
 		ID: id, SessionID: s.id, MountID: p.MountID, Cwd: p.Cwd, Env: p.Env, Disposition: p.Disposition,
 		WakeOnExit: p.WakeOnExit, PTY: p.PTY, CreatedBy: "client",
 	}
 	if p.Command != "" {
-		// Under the session lock: the binding cannot be swapped (and
-		// closed) while the process resolves its directory, and an unmount
-		// cannot slip between its live-process check and this start.
-		s.mu.Lock()
-		defer s.mu.Unlock()
 		b, err := s.envBinding()
 		if err != nil {
 			return nil, err
@@ -490,22 +489,6 @@ func processNote(d event.ProcessData) []event.Part {
 		text += "output tail:\n" + d.Tail + "\n"
 	}
 	return event.TextParts(text + "</process-exited>")
-}
-
-// lockedSession returns the loaded session with its mutex held, loading
-// it again if it was unloaded as idle between the look-up and the lock.
-func (h *Host) lockedSession(ctx context.Context, id string) (*session, error) {
-	for {
-		s, err := h.session(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		s.mu.Lock()
-		if !s.closed {
-			return s, nil
-		}
-		s.mu.Unlock()
-	}
 }
 
 // awaitedByRun reports whether run runID has a process_await call for
