@@ -411,69 +411,14 @@ func TestNonRetryableModelErrorFails(t *testing.T) {
 	}
 }
 
-// testInbox is a minimal agent.Inbox.
-type testInbox struct {
-	mu     sync.Mutex
-	steers []agent.Steer
-	closed bool
-	// onTake is called (once) on the first Take, to inject a steer mid-run.
-	onTake func()
-}
-
-func (b *testInbox) add(s agent.Steer) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return false
-	}
-	b.steers = append(b.steers, s)
-	return true
-}
-
-func (b *testInbox) Take() []agent.Steer {
-	b.mu.Lock()
-	f := b.onTake
-	b.onTake = nil
-	b.mu.Unlock()
-	if f != nil {
-		f()
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := b.steers
-	b.steers = nil
-	return out
-}
-
-func (b *testInbox) TakeOrClose() []agent.Steer {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := b.steers
-	b.steers = nil
-	if len(out) == 0 {
-		b.closed = true
-	}
-	return out
-}
-
-func (b *testInbox) Close() []agent.Steer {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := b.steers
-	b.steers, b.closed = nil, true
-	return out
-}
-
 func TestSteerConsumedAtStepBoundary(t *testing.T) {
 	f := newFixture(t)
 	p := script(t, `{"steps":[
 		{"toolCalls":[{"name":"list_dir","arguments":{"path":"."}}]},
 		{"text":"echo: {{input}}"}]}`)
-	in := &testInbox{}
 	calls := 0
-	in.onTake = func() {}
 	// Inject a steer after the first step's tools by wrapping Take.
-	wrapped := &steerAfter{testInbox: in, after: 2, steer: agent.Steer{ID: "steer_1", Input: event.TextParts("use tabs")}, calls: &calls}
+	wrapped := &steerAfter{Steers: &agent.Steers{}, after: 2, steer: agent.Steer{ID: "steer_1", Input: event.TextParts("use tabs")}, calls: &calls}
 	out, evs := f.run(context.Background(), agent.Config{Provider: p}, "start", wrapped)
 	if out.Type != event.RunCompleted || out.Text != "echo: use tabs" {
 		t.Fatalf("outcome %+v", out)
@@ -486,7 +431,7 @@ func TestSteerConsumedAtStepBoundary(t *testing.T) {
 
 // steerAfter adds a steer on the after-th Take.
 type steerAfter struct {
-	*testInbox
+	*agent.Steers
 	after int
 	steer agent.Steer
 	calls *int
@@ -495,17 +440,16 @@ type steerAfter struct {
 func (s *steerAfter) Take() []agent.Steer {
 	*s.calls++
 	if *s.calls == s.after {
-		s.add(s.steer)
+		s.Add(nil, s.steer)
 	}
-	return s.testInbox.Take()
+	return s.Steers.Take()
 }
 
 func TestSteerDuringFinalAnswerGetsOneMoreStep(t *testing.T) {
 	f := newFixture(t)
 	p := script(t, `{"loop":true,"steps":[{"text":"answer to {{input}}"}]}`)
-	in := &testInbox{}
 	var once sync.Once
-	si := &finalSteer{testInbox: in, once: &once}
+	si := &finalSteer{Steers: &agent.Steers{}, once: &once}
 	out, evs := f.run(context.Background(), agent.Config{Provider: p}, "first", si)
 	if out.Type != event.RunCompleted || out.Steps != 2 || out.Text != "answer to late input" {
 		t.Fatalf("outcome %+v", out)
@@ -517,25 +461,25 @@ func TestSteerDuringFinalAnswerGetsOneMoreStep(t *testing.T) {
 
 // finalSteer adds a steer just before the loop's TakeOrClose.
 type finalSteer struct {
-	*testInbox
+	*agent.Steers
 	once *sync.Once
 }
 
 func (s *finalSteer) TakeOrClose() []agent.Steer {
-	s.once.Do(func() { s.add(agent.Steer{ID: "late", Input: event.TextParts("late input")}) })
-	return s.testInbox.TakeOrClose()
+	s.once.Do(func() { s.Add(nil, agent.Steer{ID: "late", Input: event.TextParts("late input")}) })
+	return s.Steers.TakeOrClose()
 }
 
 func TestSteerDroppedOnCancel(t *testing.T) {
 	f := newFixture(t)
 	p := script(t, `{"steps":[{"text":"`+strings.Repeat("slow ", 100)+`","delayMs":5}]}`)
-	in := &testInbox{}
-	in.add(agent.Steer{ID: "s1", Input: event.TextParts("x")})
+	in := &agent.Steers{}
+	in.Add(nil, agent.Steer{ID: "s1", Input: event.TextParts("x")})
 	// The first Take happens before step 1, so add a second steer after it.
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		time.Sleep(30 * time.Millisecond)
-		in.add(agent.Steer{ID: "s2", Input: event.TextParts("y")})
+		in.Add(nil, agent.Steer{ID: "s2", Input: event.TextParts("y")})
 		cancel()
 	}()
 	out, evs := f.run(ctx, agent.Config{Provider: p}, "go", in)

@@ -280,7 +280,7 @@ func (h *Host) StartRun(ctx context.Context, p StartRunParams) (*RunResult, erro
 // Called with s.mu held.
 func (s *session) steer(ctx context.Context, a *activeRun, steerID string, input []event.Part, rcpts []store.Receipt) (int64, error) {
 	var cursor int64
-	err := a.inbox.add(func() error {
+	err := a.inbox.Add(func() error {
 		e, err := event.New(a.id, event.SteerAccepted, event.SteerData{SteerID: steerID, Input: input})
 		if err != nil {
 			return err
@@ -292,7 +292,7 @@ func (s *session) steer(ctx context.Context, a *activeRun, steerID string, input
 		cursor = evs[0].Seq
 		return nil
 	}, agent.Steer{ID: steerID, Input: input})
-	if errors.Is(err, errInboxClosed) {
+	if errors.Is(err, agent.ErrSteersClosed) {
 		return 0, errf(ErrRunConflict, map[string]any{"runId": a.id, "status": "finishing"}, "run %s is finishing and takes no more steering", a.id)
 	}
 	return cursor, err

@@ -496,7 +496,7 @@ func (s *session) changeEnv(ctx context.Context, nb *env.Binding, e event.Event,
 		steerID := s.h.cfg.NewID("steer")
 		input := event.TextParts(inject)
 		var evs []event.Event
-		err := a.inbox.add(func() error {
+		err := a.inbox.Add(func() error {
 			se, err := event.New(a.id, event.SteerAccepted, event.SteerData{SteerID: steerID, Input: input})
 			if err != nil {
 				return err
@@ -508,7 +508,7 @@ func (s *session) changeEnv(ctx context.Context, nb *env.Binding, e event.Event,
 			res.EventCursor, res.SteeringCursor = evs[0].Seq, evs[1].Seq
 			return nil
 		}
-		if !errors.Is(err, errInboxClosed) {
+		if !errors.Is(err, agent.ErrSteersClosed) {
 			nb.Close()
 			return err
 		}

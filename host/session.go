@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -44,7 +43,7 @@ type session struct {
 type activeRun struct {
 	id     string
 	cancel context.CancelCauseFunc
-	inbox  *inbox
+	inbox  *agent.Steers
 }
 
 type queuedRun struct {
@@ -109,7 +108,7 @@ func (s *session) startNext() {
 	q := s.queue[0]
 	s.queue = s.queue[1:]
 	ctx, cancel := context.WithCancelCause(s.h.ctx)
-	a := &activeRun{id: q.id, cancel: cancel, inbox: &inbox{}}
+	a := &activeRun{id: q.id, cancel: cancel, inbox: &agent.Steers{}}
 	s.active = a
 	s.h.runs.Add(1)
 	go func() {
@@ -181,55 +180,4 @@ func (s *session) execute(ctx context.Context, q queuedRun, a *activeRun) {
 	if err != nil {
 		s.h.cfg.Logger.Error("run ended without its terminal event", "session", s.id, "run", q.id, "err", err)
 	}
-}
-
-// inbox is a run's steering inbox (agent.Inbox). Add holds the lock while
-// steer.accepted is committed, so the loop can never consume a steer
-// before its acceptance is durable.
-type inbox struct {
-	mu     sync.Mutex
-	steers []agent.Steer
-	closed bool
-}
-
-func (b *inbox) add(accept func() error, s agent.Steer) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return errInboxClosed
-	}
-	if err := accept(); err != nil {
-		return err
-	}
-	b.steers = append(b.steers, s)
-	return nil
-}
-
-var errInboxClosed = errors.New("the run is finishing")
-
-func (b *inbox) Take() []agent.Steer {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := b.steers
-	b.steers = nil
-	return out
-}
-
-func (b *inbox) TakeOrClose() []agent.Steer {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := b.steers
-	b.steers = nil
-	if len(out) == 0 {
-		b.closed = true
-	}
-	return out
-}
-
-func (b *inbox) Close() []agent.Steer {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := b.steers
-	b.steers, b.closed = nil, true
-	return out
 }
