@@ -97,6 +97,10 @@ type ReadParams struct {
 	RunID string
 	// Types, if set, keeps only events of these types.
 	Types []event.Type
+	// MaxBytes, if positive, ends the page once the data of the events in
+	// it reach this many bytes; the page holds at least one event. A page
+	// cut short this way does not mean the log has no more events.
+	MaxBytes int
 }
 
 // Session is the projection of a session's log.
@@ -288,6 +292,8 @@ type Process struct {
 	SessionID string `json:"sessionId"`
 	// RunID is the run that started the process, if any.
 	RunID string `json:"runId,omitempty"`
+	// ToolCallID is the tool call that asked for the process, if any.
+	ToolCallID string `json:"toolCallId,omitempty"`
 	// Kind is ProcessShell or ProcessTool.
 	Kind string      `json:"kind"`
 	Spec ProcessSpec `json:"spec"`

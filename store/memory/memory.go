@@ -189,8 +189,9 @@ func (s *Store) Read(ctx context.Context, p store.ReadParams) ([]event.Event, er
 		return []event.Event{}, nil
 	}
 	out := make([]event.Event, 0, min(limit, len(log)-int(start)))
+	size := 0
 	for _, e := range log[start:] {
-		if len(out) == limit {
+		if len(out) == limit || p.MaxBytes > 0 && size >= p.MaxBytes {
 			break
 		}
 		if p.RunID != "" && e.RunID != p.RunID {
@@ -200,6 +201,7 @@ func (s *Store) Read(ctx context.Context, p store.ReadParams) ([]event.Event, er
 			continue
 		}
 		e.Data = cloneBytes(e.Data)
+		size += len(e.Data)
 		out = append(out, e)
 	}
 	return out, nil

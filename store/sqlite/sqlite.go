@@ -443,7 +443,8 @@ func (s *Store) Read(ctx context.Context, p store.ReadParams) ([]event.Event, er
 	}
 	defer rows.Close()
 	out := make([]event.Event, 0, min(limit, 256))
-	for rows.Next() {
+	size := 0
+	for (p.MaxBytes <= 0 || size < p.MaxBytes) && rows.Next() {
 		e := event.Event{SessionID: p.SessionID}
 		var typ string
 		var t int64
@@ -454,6 +455,7 @@ func (s *Store) Read(ctx context.Context, p store.ReadParams) ([]event.Event, er
 		if len(e.Data) == 0 {
 			e.Data = nil
 		}
+		size += len(e.Data)
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {

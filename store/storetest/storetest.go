@@ -62,6 +62,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"Read", testRead},
 		{"ReadDefaultLimit", testReadDefaultLimit},
+		{"ReadMaxBytes", testReadMaxBytes},
 		{"UnknownSession", testUnknownSession},
 		{"Sessions", testSessions},
 		{"SessionsDefaultLimit", testSessionsDefaultLimit},
@@ -603,6 +604,46 @@ func testReadDefaultLimit(t *testing.T, s store.Store) {
 	got, err := s.Read(context.Background(), store.ReadParams{SessionID: "s1", Limit: 5000})
 	if err != nil || len(got) != 1201 {
 		t.Fatalf("limit 5000: got %d, %v; want 1201", len(got), err)
+	}
+}
+
+// testReadMaxBytes: a page stops once its data reach MaxBytes, holds at
+// least one event, and reading on from its end misses nothing.
+func testReadMaxBytes(t *testing.T, s store.Store) {
+	o := newOwner("s1", t0)
+	mustAppend(t, s, o.create(t))
+	mustAppend(t, s, o.batch(t, deltasNoRun(t, 100)...))
+	ctx := context.Background()
+	first, err := s.Read(ctx, store.ReadParams{SessionID: "s1", Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := len(first[1].Data)
+	got, err := s.Read(ctx, store.ReadParams{SessionID: "s1", After: 1, MaxBytes: 3 * one})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) < 3 || len(got) > 4 {
+		t.Fatalf("MaxBytes %d (3 events of %d bytes): got %d events", 3*one, one, len(got))
+	}
+	got, err = s.Read(ctx, store.ReadParams{SessionID: "s1", After: 1, MaxBytes: 1})
+	if err != nil || len(got) != 1 || got[0].Seq != 2 {
+		t.Fatalf("MaxBytes 1: got %v, %v; want the one event seq 2", seqs(got), err)
+	}
+	var all []int64
+	for after := int64(0); ; {
+		page, err := s.Read(ctx, store.ReadParams{SessionID: "s1", After: after, MaxBytes: 5 * one})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		all = append(all, seqs(page)...)
+		after = page[len(page)-1].Seq
+	}
+	if len(all) != len(first) {
+		t.Fatalf("paging by bytes read %d events; want %d", len(all), len(first))
 	}
 }
 
