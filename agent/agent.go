@@ -65,6 +65,18 @@ type RetryPolicy struct {
 	MaxRetryAfter time.Duration
 }
 
+// Model is a resolved model: the provider to stream from and the names a
+// run records.
+type Model struct {
+	// Name is the "provider:model" name recorded on runs.
+	Name     string
+	Provider llm.Provider
+	// Model is the provider's own model name.
+	Model string
+	// MaxTokens caps output tokens per step; zero means the provider's default.
+	MaxTokens int
+}
+
 // Config is the fixed part of a run. Zero fields take the documented defaults.
 type Config struct {
 	// Provider streams model output. Required.
@@ -103,6 +115,9 @@ type Run struct {
 	Env func() *env.Binding
 	// Inbox delivers steering; nil means none.
 	Inbox Inbox
+	// Background starts the processes tools ask for; nil means tools
+	// cannot start any.
+	Background tool.Background
 	// MaxSteps overrides Config.MaxSteps when positive.
 	MaxSteps int
 }

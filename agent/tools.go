@@ -42,7 +42,7 @@ func (l *loop) callTools(ctx context.Context, calls []event.ToolCall) ([]llm.Mes
 			} else {
 				res = l.cfg.Tools.Call(ctx, c.Name, &tool.Call{
 					ID: c.ID, SessionID: l.run.SessionID, RunID: l.run.ID,
-					Arguments: []byte(c.Arguments), Env: b,
+					Arguments: []byte(c.Arguments), Env: b, Background: l.run.Background,
 				}, tool.CallOptions{Timeout: l.cfg.ToolTimeout, ResultBudget: l.cfg.ResultBudget})
 			}
 			results[i] = llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: res.Output, IsError: res.IsError}

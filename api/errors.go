@@ -1,12 +1,10 @@
-package rpc
+package api
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-
-	"weft.dev/weft/internal/jsonrpc"
 )
 
 // Kind names a class of error on the wire. It is carried in every error
@@ -14,7 +12,7 @@ import (
 // rather than on a message.
 type Kind string
 
-// The kinds of DESIGN §4, each with its code in the table below.
+// The kinds of the error table, each with its code below.
 const (
 	KindParse                  Kind = "parse"
 	KindInvalidRequest         Kind = "invalid_request"
@@ -27,28 +25,50 @@ const (
 	KindAlreadyExists          Kind = "already_exists"
 	KindIdempotencyConflict    Kind = "idempotency_conflict"
 	KindRunConflict            Kind = "run_conflict"
+	KindAlreadyResolved        Kind = "already_resolved"
 	KindCursorInvalid          Kind = "cursor_invalid"
 	KindUnauthorized           Kind = "unauthorized"
-	KindDenied                 Kind = "denied" // a policy refused the action (process cancel)
+	KindDenied                 Kind = "denied"
+	KindStorageUnavailable     Kind = "storage_unavailable"
 	KindEnvironmentUnavailable Kind = "environment_unavailable"
 )
 
-// The JSON-RPC error codes of DESIGN §4.
+// The JSON-RPC error codes.
 const (
-	CodeParse                  = jsonrpc.CodeParseError     // -32700
-	CodeInvalidRequest         = jsonrpc.CodeInvalidRequest // -32600, also used by KindTooLarge
-	CodeMethodNotFound         = jsonrpc.CodeMethodNotFound // -32601
-	CodeInvalidParams          = jsonrpc.CodeInvalidParams  // -32602
-	CodeInternal               = jsonrpc.CodeInternalError  // -32603
+	CodeParse                  = -32700
+	CodeInvalidRequest         = -32600 // also used by KindTooLarge
+	CodeMethodNotFound         = -32601
+	CodeInvalidParams          = -32602
+	CodeInternal               = -32603
 	CodeOverloaded             = -32001
 	CodeNotFound               = -32010
 	CodeAlreadyExists          = -32011
 	CodeIdempotencyConflict    = -32012
 	CodeRunConflict            = -32013
+	CodeAlreadyResolved        = -32014
 	CodeCursorInvalid          = -32016
 	CodeUnauthorized           = -32017
 	CodeDenied                 = -32018
+	CodeStorageUnavailable     = -32019
 	CodeEnvironmentUnavailable = -32031
+)
+
+// Sentinels that callers branch on with errors.Is. Every error the host
+// returns for one of these kinds, in process or over the wire, matches
+// its sentinel: [Error.Is] compares kinds.
+var (
+	ErrInvalidParams       = NewError(KindInvalidParams, "invalid params")
+	ErrOverloaded          = NewError(KindOverloaded, "overloaded")
+	ErrNotFound            = NewError(KindNotFound, "not found")
+	ErrAlreadyExists       = NewError(KindAlreadyExists, "already exists")
+	ErrIdempotencyConflict = NewError(KindIdempotencyConflict, "idempotency conflict")
+	ErrRunConflict         = NewError(KindRunConflict, "run conflict")
+	ErrAlreadyResolved     = NewError(KindAlreadyResolved, "already resolved")
+	ErrCursorInvalid       = NewError(KindCursorInvalid, "cursor invalid")
+	ErrUnauthorized        = NewError(KindUnauthorized, "unauthorized")
+	ErrDenied              = NewError(KindDenied, "denied")
+	ErrStorageUnavailable  = NewError(KindStorageUnavailable, "storage unavailable")
+	ErrEnvUnavailable      = NewError(KindEnvironmentUnavailable, "environment unavailable")
 )
 
 // tableEntry is one row of the error table.
@@ -81,12 +101,16 @@ func lookup(kind Kind) (tableEntry, bool) {
 		return tableEntry{CodeIdempotencyConflict, false}, true
 	case KindRunConflict:
 		return tableEntry{CodeRunConflict, false}, true
+	case KindAlreadyResolved:
+		return tableEntry{CodeAlreadyResolved, false}, true
 	case KindCursorInvalid:
 		return tableEntry{CodeCursorInvalid, false}, true
 	case KindUnauthorized:
 		return tableEntry{CodeUnauthorized, false}, true
 	case KindDenied:
 		return tableEntry{CodeDenied, false}, true
+	case KindStorageUnavailable:
+		return tableEntry{CodeStorageUnavailable, true}, true
 	case KindEnvironmentUnavailable:
 		return tableEntry{CodeEnvironmentUnavailable, false}, true
 	}
@@ -98,7 +122,8 @@ func Kinds() []Kind {
 	return []Kind{
 		KindParse, KindInvalidRequest, KindTooLarge, KindMethodNotFound, KindInvalidParams,
 		KindInternal, KindOverloaded, KindNotFound, KindAlreadyExists, KindIdempotencyConflict,
-		KindRunConflict, KindCursorInvalid, KindUnauthorized, KindDenied, KindEnvironmentUnavailable,
+		KindRunConflict, KindAlreadyResolved, KindCursorInvalid, KindUnauthorized, KindDenied,
+		KindStorageUnavailable, KindEnvironmentUnavailable,
 	}
 }
 
@@ -121,21 +146,24 @@ func KindOf(code int) (Kind, bool) {
 	return KindInternal, false
 }
 
-// Error is a JSON-RPC error as sent on the wire. On the wire it is
-// {"code": Code, "message": Message, "data": {"kind": Kind, "retryable":
-// Retryable, ...Data}}; the keys "kind" and "retryable" in Data are
-// ignored in favour of the fields.
+// Error is a weft error: a kind from the table, a message safe to show,
+// details for machines, and (in process only) the cause.
 //
-// Handlers return an *Error (possibly wrapped) to choose the response
-// exactly; other errors go through [Config.MapError] or become an opaque
-// internal error. Clients receive *Error for every error response. An Error
-// is not safe for concurrent mutation; treat it as immutable once returned.
+// On the wire it is {"code": Code, "message": Message, "data": {"kind":
+// Kind, "retryable": Retryable, ...Data}}; the keys "kind" and
+// "retryable" in Data are ignored in favour of the fields. The cause never
+// crosses the wire: it is for the host's log and for errors.Is in process,
+// so that an error matches both its kind's sentinel and what caused it.
+//
+// Clients receive *Error for every error response. An Error is not safe
+// for concurrent mutation; treat it as immutable once returned.
 type Error struct {
 	Code      int
 	Kind      Kind
 	Message   string
 	Retryable bool
 	Data      map[string]any
+	cause     error
 }
 
 // NewError returns an Error of the given kind, with the code and default
@@ -150,9 +178,18 @@ func NewError(kind Kind, msg string) *Error {
 }
 
 // Errorf is [NewError] with a formatted message. It never wraps an error
-// (format errors with %v), so no internal error value rides along.
+// (format errors with %v); use [Wrap] to keep a cause.
 func Errorf(kind Kind, format string, args ...any) *Error {
 	return NewError(kind, fmt.Sprintf(format, args...))
+}
+
+// Wrap returns an Error of kind whose message is the formatted text and
+// whose cause is cause, so that errors.Is matches both the kind's
+// sentinel and cause.
+func Wrap(kind Kind, cause error, format string, args ...any) *Error {
+	e := Errorf(kind, format, args...)
+	e.cause = cause
+	return e
 }
 
 // With returns a copy of e with key set to v in Data. It is convenient for
@@ -169,12 +206,15 @@ func (e *Error) With(key string, v any) *Error {
 
 // Error implements error.
 func (e *Error) Error() string {
-	return fmt.Sprintf("rpc error %d (%s): %s", e.Code, e.Kind, e.Message)
+	return fmt.Sprintf("%s (%d %s)", e.Message, e.Code, e.Kind)
 }
 
+// Unwrap returns the cause, if any.
+func (e *Error) Unwrap() error { return e.cause }
+
 // Is reports whether target is an *Error of the same kind (and the same
-// code, when target's code is set), so that
-// errors.Is(err, rpc.NewError(rpc.KindNotFound, "")) works.
+// code, when target's code is set), so that errors.Is(err, api.ErrNotFound)
+// works whatever the message.
 func (e *Error) Is(target error) bool {
 	t, ok := target.(*Error)
 	if !ok {
@@ -186,8 +226,9 @@ func (e *Error) Is(target error) bool {
 	return t.Code == 0 || t.Code == e.Code
 }
 
-// normalize fills a missing code or kind from the table.
-func (e *Error) normalize() *Error {
+// Normalize returns e with a missing code or kind filled in from the
+// table.
+func (e *Error) Normalize() *Error {
 	if e.Code != 0 && e.Kind != "" {
 		return e
 	}
@@ -209,7 +250,7 @@ func (e *Error) normalize() *Error {
 
 // MarshalJSON encodes e as a JSON-RPC error object.
 func (e *Error) MarshalJSON() ([]byte, error) {
-	n := e.normalize()
+	n := e.Normalize()
 	data := make(map[string]any, len(n.Data)+2)
 	maps.Copy(data, n.Data)
 	data["kind"] = n.Kind
@@ -220,7 +261,7 @@ func (e *Error) MarshalJSON() ([]byte, error) {
 		Data    map[string]any `json:"data"`
 	}{n.Code, n.Message, data})
 	if err != nil {
-		return nil, fmt.Errorf("rpc: marshal error data: %w", err)
+		return nil, fmt.Errorf("api: marshal error data: %w", err)
 	}
 	return b, nil
 }
@@ -235,10 +276,10 @@ func (e *Error) UnmarshalJSON(b []byte) error {
 		Data    json.RawMessage `json:"data"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
-		return fmt.Errorf("rpc: decode error object: %w", err)
+		return fmt.Errorf("api: decode error object: %w", err)
 	}
 	if w.Code == nil {
-		return errors.New("rpc: decode error object: missing code")
+		return errors.New("api: decode error object: missing code")
 	}
 	*e = Error{Code: *w.Code, Message: w.Message}
 	var data map[string]any
@@ -263,12 +304,7 @@ func (e *Error) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// encodeError marshals e; it cannot fail for Data of plain JSON values and
-// falls back to an internal error otherwise.
-func encodeError(e *Error) []byte {
-	b, err := e.MarshalJSON()
-	if err != nil {
-		b, _ = NewError(KindInternal, "internal error").MarshalJSON()
-	}
-	return b
-}
+// ErrLagged ends a subscription whose consumer fell behind (its buffer
+// overflowed or its connection stayed stalled past the write deadline);
+// the consumer resumes from the last cursor it has.
+var ErrLagged = errors.New("subscriber lagged behind: resume from the last cursor")

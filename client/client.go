@@ -6,7 +6,6 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -15,11 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/event"
-	"weft.dev/weft/host"
 	jrpc "weft.dev/weft/internal/jsonrpc/client"
-	"weft.dev/weft/process"
-	"weft.dev/weft/rpc"
 )
 
 // Options configure a connection. Zero fields take the defaults.
@@ -34,8 +31,8 @@ type Options struct {
 }
 
 // ErrLagged ends a subscription whose consumer fell behind; resume after
-// the last cursor.
-var ErrLagged = errors.New("client: subscription fell behind; resume from the cursor")
+// the last cursor. It is [api.ErrLagged].
+var ErrLagged = api.ErrLagged
 
 // Client is a connection to a host. Its methods are safe for concurrent
 // use. Close it to release the connection and its goroutine.
@@ -142,7 +139,7 @@ func (c *Client) Close() error {
 // Done is closed when the connection ends.
 func (c *Client) Done() <-chan struct{} { return c.c.Done() }
 
-// Call calls any method; result may be nil. Error responses are *rpc.Error.
+// Call calls any method; result may be nil. Error responses are *api.Error.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
 	return c.c.Call(ctx, method, params, result)
 }
@@ -156,73 +153,73 @@ func call[R any](ctx context.Context, c *Client, method string, params any) (*R,
 }
 
 // CreateSession calls session/create.
-func (c *Client) CreateSession(ctx context.Context, p host.CreateSessionParams) (*host.SessionResult, error) {
-	return call[host.SessionResult](ctx, c, "session/create", p)
+func (c *Client) CreateSession(ctx context.Context, p api.CreateSessionParams) (*api.SessionResult, error) {
+	return call[api.SessionResult](ctx, c, "session/create", p)
 }
 
 // GetSession calls session/get.
-func (c *Client) GetSession(ctx context.Context, id string) (*host.SessionResult, error) {
-	return call[host.SessionResult](ctx, c, "session/get", rpc.SessionGetParams{SessionID: id})
+func (c *Client) GetSession(ctx context.Context, id string) (*api.SessionResult, error) {
+	return call[api.SessionResult](ctx, c, "session/get", api.SessionGetParams{SessionID: id})
 }
 
 // ListSessions calls session/list.
-func (c *Client) ListSessions(ctx context.Context, p host.ListSessionsParams) (*host.ListSessionsResult, error) {
-	return call[host.ListSessionsResult](ctx, c, "session/list", p)
+func (c *Client) ListSessions(ctx context.Context, p api.ListSessionsParams) (*api.ListSessionsResult, error) {
+	return call[api.ListSessionsResult](ctx, c, "session/list", p)
 }
 
 // DeleteSession calls session/delete.
-func (c *Client) DeleteSession(ctx context.Context, p host.SessionIDParams) (*host.DeleteResult, error) {
-	return call[host.DeleteResult](ctx, c, "session/delete", p)
+func (c *Client) DeleteSession(ctx context.Context, p api.SessionIDParams) (*api.DeleteResult, error) {
+	return call[api.DeleteResult](ctx, c, "session/delete", p)
 }
 
 // StartRun calls run/start.
-func (c *Client) StartRun(ctx context.Context, p host.StartRunParams) (*host.RunResult, error) {
-	return call[host.RunResult](ctx, c, "run/start", p)
+func (c *Client) StartRun(ctx context.Context, p api.StartRunParams) (*api.RunResult, error) {
+	return call[api.RunResult](ctx, c, "run/start", p)
 }
 
 // GetRun calls run/get.
-func (c *Client) GetRun(ctx context.Context, runID string) (*host.RunResult, error) {
-	return call[host.RunResult](ctx, c, "run/get", host.RunIDParams{RunID: runID})
+func (c *Client) GetRun(ctx context.Context, runID string) (*api.RunResult, error) {
+	return call[api.RunResult](ctx, c, "run/get", api.RunIDParams{RunID: runID})
 }
 
 // ListRuns calls run/list.
-func (c *Client) ListRuns(ctx context.Context, p host.ListRunsParams) (*host.ListRunsResult, error) {
-	return call[host.ListRunsResult](ctx, c, "run/list", p)
+func (c *Client) ListRuns(ctx context.Context, p api.ListRunsParams) (*api.ListRunsResult, error) {
+	return call[api.ListRunsResult](ctx, c, "run/list", p)
 }
 
 // WaitRun calls run/wait.
-func (c *Client) WaitRun(ctx context.Context, p host.WaitRunParams) (*host.WaitRunResult, error) {
-	return call[host.WaitRunResult](ctx, c, "run/wait", p)
+func (c *Client) WaitRun(ctx context.Context, p api.WaitRunParams) (*api.WaitRunResult, error) {
+	return call[api.WaitRunResult](ctx, c, "run/wait", p)
 }
 
 // SteerRun calls run/steer.
-func (c *Client) SteerRun(ctx context.Context, p host.SteerParams) (*host.SteerReceipt, error) {
-	return call[host.SteerReceipt](ctx, c, "run/steer", p)
+func (c *Client) SteerRun(ctx context.Context, p api.SteerParams) (*api.SteerReceipt, error) {
+	return call[api.SteerReceipt](ctx, c, "run/steer", p)
 }
 
 // CancelRun calls run/cancel.
-func (c *Client) CancelRun(ctx context.Context, p host.CancelParams) (*host.RunResult, error) {
-	return call[host.RunResult](ctx, c, "run/cancel", p)
+func (c *Client) CancelRun(ctx context.Context, p api.CancelParams) (*api.RunResult, error) {
+	return call[api.RunResult](ctx, c, "run/cancel", p)
 }
 
 // Mounts calls env/list.
-func (c *Client) Mounts(ctx context.Context, sessionID string) (*host.ListEnvResult, error) {
-	return call[host.ListEnvResult](ctx, c, host.MethodEnvList, host.ListEnvParams{SessionID: sessionID})
+func (c *Client) Mounts(ctx context.Context, sessionID string) (*api.ListEnvResult, error) {
+	return call[api.ListEnvResult](ctx, c, api.MethodEnvList, api.ListEnvParams{SessionID: sessionID})
 }
 
 // Mount calls env/mount.
-func (c *Client) Mount(ctx context.Context, p host.MountParams) (*host.MountResult, error) {
-	return call[host.MountResult](ctx, c, host.MethodEnvMount, p)
+func (c *Client) Mount(ctx context.Context, p api.MountParams) (*api.MountResult, error) {
+	return call[api.MountResult](ctx, c, api.MethodEnvMount, p)
 }
 
 // Unmount calls env/unmount.
-func (c *Client) Unmount(ctx context.Context, p host.UnmountParams) (*host.MountResult, error) {
-	return call[host.MountResult](ctx, c, host.MethodEnvUnmount, p)
+func (c *Client) Unmount(ctx context.Context, p api.UnmountParams) (*api.MountResult, error) {
+	return call[api.MountResult](ctx, c, api.MethodEnvUnmount, p)
 }
 
 // ReadEvents calls events/read.
-func (c *Client) ReadEvents(ctx context.Context, p host.ReadEventsParams) (*host.ReadEventsResult, error) {
-	return call[host.ReadEventsResult](ctx, c, "events/read", p)
+func (c *Client) ReadEvents(ctx context.Context, p api.ReadEventsParams) (*api.ReadEventsResult, error) {
+	return call[api.ReadEventsResult](ctx, c, "events/read", p)
 }
 
 // Subscribe calls events/subscribe and returns the events as a
@@ -230,21 +227,21 @@ func (c *Client) ReadEvents(ctx context.Context, p host.ReadEventsParams) (*host
 // ends with ErrLagged when the consumer falls behind, an error carrying
 // the host's reason when the host ends the subscription, or ctx's error;
 // breaking out of the loop unsubscribes.
-func (c *Client) Subscribe(ctx context.Context, p rpc.SubscribeParams) (iter.Seq2[event.Event, error], error) {
-	var res rpc.SubscribeResult
+func (c *Client) Subscribe(ctx context.Context, p api.SubscribeParams) (iter.Seq2[event.Event, error], error) {
+	var res api.SubscribeResult
 	if err := c.c.Call(ctx, "events/subscribe", p, &res); err != nil {
 		return nil, err
 	}
-	return stream(ctx, c, res.SubscriptionID, rpc.MethodEvent, rpc.MethodClosed,
+	return stream(ctx, c, res.SubscriptionID, api.NotifyEvent, api.NotifyClosed,
 		func(params json.RawMessage) (event.Event, error) {
-			var en rpc.EventNotification
+			var en api.EventNotification
 			err := json.Unmarshal(params, &en)
 			return en.Event, err
 		},
 		func(params json.RawMessage) error {
-			var cn rpc.ClosedNotification
+			var cn api.ClosedNotification
 			json.Unmarshal(params, &cn)
-			if cn.Reason == rpc.ReasonOverflow {
+			if cn.Reason == api.ReasonOverflow {
 				return ErrLagged
 			}
 			return &ClosedError{Reason: cn.Reason, Cursor: cn.Cursor, Message: cn.Message}
@@ -305,58 +302,58 @@ func (e *ClosedError) Error() string {
 }
 
 // StartProcess calls process/start.
-func (c *Client) StartProcess(ctx context.Context, p host.ProcessStartParams) (*host.ProcessResult, error) {
-	return call[host.ProcessResult](ctx, c, "process/start", p)
+func (c *Client) StartProcess(ctx context.Context, p api.ProcessStartParams) (*api.ProcessResult, error) {
+	return call[api.ProcessResult](ctx, c, "process/start", p)
 }
 
 // GetProcess calls process/get.
-func (c *Client) GetProcess(ctx context.Context, p host.ProcessIDParams) (*host.ProcessResult, error) {
-	return call[host.ProcessResult](ctx, c, "process/get", p)
+func (c *Client) GetProcess(ctx context.Context, p api.ProcessIDParams) (*api.ProcessResult, error) {
+	return call[api.ProcessResult](ctx, c, "process/get", p)
 }
 
 // ListProcesses calls process/list.
-func (c *Client) ListProcesses(ctx context.Context, p host.ProcessListParams) (*host.ProcessListResult, error) {
-	return call[host.ProcessListResult](ctx, c, "process/list", p)
+func (c *Client) ListProcesses(ctx context.Context, p api.ProcessListParams) (*api.ProcessListResult, error) {
+	return call[api.ProcessListResult](ctx, c, "process/list", p)
 }
 
 // AwaitProcess calls process/await.
-func (c *Client) AwaitProcess(ctx context.Context, p host.ProcessAwaitParams) (*process.AwaitResult, error) {
-	return call[process.AwaitResult](ctx, c, "process/await", p)
+func (c *Client) AwaitProcess(ctx context.Context, p api.ProcessAwaitParams) (*api.AwaitResult, error) {
+	return call[api.AwaitResult](ctx, c, "process/await", p)
 }
 
 // ProcessOutput calls process/output.
-func (c *Client) ProcessOutput(ctx context.Context, p host.ProcessOutputParams) (*process.Output, error) {
-	return call[process.Output](ctx, c, "process/output", p)
+func (c *Client) ProcessOutput(ctx context.Context, p api.ProcessOutputParams) (*api.Output, error) {
+	return call[api.Output](ctx, c, "process/output", p)
 }
 
 // SignalProcess calls process/signal.
-func (c *Client) SignalProcess(ctx context.Context, p host.ProcessSignalParams) (*host.ProcessSignalResult, error) {
-	return call[host.ProcessSignalResult](ctx, c, "process/signal", p)
+func (c *Client) SignalProcess(ctx context.Context, p api.ProcessSignalParams) (*api.ProcessSignalResult, error) {
+	return call[api.ProcessSignalResult](ctx, c, "process/signal", p)
 }
 
 // CancelProcess calls process/cancel.
-func (c *Client) CancelProcess(ctx context.Context, p host.ProcessCancelParams) (*host.ProcessResult, error) {
-	return call[host.ProcessResult](ctx, c, "process/cancel", p)
+func (c *Client) CancelProcess(ctx context.Context, p api.ProcessCancelParams) (*api.ProcessResult, error) {
+	return call[api.ProcessResult](ctx, c, "process/cancel", p)
 }
 
 // FollowProcess calls process/follow and returns the output chunks from
 // p.Offset as a single-use iterator that ends (nil error) after the last
 // chunk of an ended process.
-func (c *Client) FollowProcess(ctx context.Context, p rpc.ProcessFollowParams) (iter.Seq2[process.Chunk, error], error) {
-	var res rpc.SubscribeResult
+func (c *Client) FollowProcess(ctx context.Context, p api.ProcessFollowParams) (iter.Seq2[api.Chunk, error], error) {
+	var res api.SubscribeResult
 	if err := c.c.Call(ctx, "process/follow", p, &res); err != nil {
 		return nil, err
 	}
-	return stream(ctx, c, res.SubscriptionID, rpc.MethodProcessOutput, rpc.MethodProcessClosed,
-		func(params json.RawMessage) (process.Chunk, error) {
-			var on rpc.ProcessOutputNotification
+	return stream(ctx, c, res.SubscriptionID, api.NotifyProcessOutput, api.NotifyProcessClosed,
+		func(params json.RawMessage) (api.Chunk, error) {
+			var on api.ProcessOutputNotification
 			err := json.Unmarshal(params, &on)
 			return on.Chunk, err
 		},
 		func(params json.RawMessage) error {
-			var cn rpc.ProcessClosedNotification
+			var cn api.ProcessClosedNotification
 			json.Unmarshal(params, &cn)
-			if cn.Reason == "ended" {
+			if cn.Reason == api.ReasonEnded {
 				return nil
 			}
 			return &ClosedError{Reason: cn.Reason, Cursor: cn.Offset, Message: cn.Message}
@@ -393,7 +390,7 @@ func (c *Client) unsubscribe(ctx context.Context, id string) {
 	c.mu.Unlock()
 	if live {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		c.c.Call(uctx, "events/unsubscribe", rpc.UnsubscribeParams{SubscriptionID: id}, nil)
+		c.c.Call(uctx, "events/unsubscribe", api.UnsubscribeParams{SubscriptionID: id}, nil)
 		cancel()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
@@ -33,9 +34,9 @@ func Example() {
 		panic(err)
 	}
 	defer c.Close()
-	s, _ := c.CreateSession(ctx, host.CreateSessionParams{})
-	r, _ := c.StartRun(ctx, host.StartRunParams{SessionID: s.ID, Input: host.Input(event.TextParts("hello"))})
-	events, _ := c.Subscribe(ctx, rpc.SubscribeParams{SessionID: s.ID, RunID: r.ID})
+	s, _ := c.CreateSession(ctx, api.CreateSessionParams{})
+	r, _ := c.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("hello"))})
+	events, _ := c.Subscribe(ctx, api.SubscribeParams{SessionID: s.ID, RunID: r.ID})
 	for e, err := range events {
 		if err != nil {
 			panic(err)

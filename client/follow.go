@@ -6,8 +6,8 @@ import (
 	"iter"
 	"time"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/event"
-	"weft.dev/weft/rpc"
 )
 
 // Dialer makes a new connection; [Follow] calls it after every drop.
@@ -27,7 +27,7 @@ func Follow(ctx context.Context, dial Dialer, sessionID string, after int64, run
 			c, err := dial(ctx)
 			if err == nil {
 				var seq iter.Seq2[event.Event, error]
-				seq, err = c.Subscribe(ctx, rpc.SubscribeParams{SessionID: sessionID, After: cursor, RunID: runID})
+				seq, err = c.Subscribe(ctx, api.SubscribeParams{SessionID: sessionID, After: cursor, RunID: runID})
 				if err == nil {
 					for e, serr := range seq {
 						if serr != nil {
@@ -48,8 +48,8 @@ func Follow(ctx context.Context, dial Dialer, sessionID string, after int64, run
 				yield(event.Event{}, ctx.Err())
 				return
 			}
-			var re *rpc.Error
-			if errors.As(err, &re) && (re.Kind == rpc.KindNotFound || re.Kind == rpc.KindCursorInvalid || re.Kind == rpc.KindUnauthorized || re.Kind == rpc.KindInvalidParams) {
+			var re *api.Error
+			if errors.As(err, &re) && (re.Kind == api.KindNotFound || re.Kind == api.KindCursorInvalid || re.Kind == api.KindUnauthorized || re.Kind == api.KindInvalidParams) {
 				yield(event.Event{}, err)
 				return
 			}

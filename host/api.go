@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"iter"
 	"os"
@@ -9,64 +10,124 @@ import (
 	"strings"
 	"time"
 
-	"weft.dev/weft/agent"
+	"weft.dev/weft/api"
 	"weft.dev/weft/env"
 	"weft.dev/weft/event"
-	"weft.dev/weft/internal/journal"
-	"weft.dev/weft/process"
+	"weft.dev/weft/internal/idem"
+	"weft.dev/weft/internal/session"
 	"weft.dev/weft/store"
 )
 
-// Method names, shared with the rpc package's method table.
-const (
-	MethodSessionCreate = "session/create"
-	MethodSessionDelete = "session/delete"
-	MethodRunStart      = "run/start"
-	MethodRunSteer      = "run/steer"
-	MethodRunCancel     = "run/cancel"
-)
+// methods is the host's table of mutating methods, each wrapped once by
+// [idempotent] when the host is made.
+type methods struct {
+	createSession func(context.Context, api.CreateSessionParams) (*api.SessionResult, error)
+	deleteSession func(context.Context, api.SessionIDParams) (*api.DeleteResult, error)
+	startRun      func(context.Context, api.StartRunParams) (*api.RunResult, error)
+	steerRun      func(context.Context, api.SteerParams) (*api.SteerReceipt, error)
+	cancelRun     func(context.Context, api.CancelParams) (*api.RunResult, error)
+	mount         func(context.Context, api.MountParams) (*api.MountResult, error)
+	unmount       func(context.Context, api.UnmountParams) (*api.MountResult, error)
+	startProcess  func(context.Context, api.ProcessStartParams) (*api.ProcessResult, error)
+	writeProcess  func(context.Context, api.ProcessWriteParams) (*api.ProcessResult, error)
+	signalProcess func(context.Context, api.ProcessSignalParams) (*api.ProcessSignalResult, error)
+	cancelProcess func(context.Context, api.ProcessCancelParams) (*api.ProcessResult, error)
+	grantProcess  func(context.Context, api.ProcessGrantParams) (*api.ProcessResult, error)
+	revokeProcess func(context.Context, api.ProcessGrantParams) (*api.ProcessResult, error)
+}
+
+func (h *Host) methodTable() methods {
+	return methods{
+		createSession: idempotent(h, api.MethodSessionCreate, h.createSession, h.replaySession),
+		deleteSession: idempotent(h, api.MethodSessionDelete, h.deleteSession, h.replayDelete),
+		startRun:      idempotent(h, api.MethodRunStart, h.startRun, h.replayRun),
+		steerRun:      idempotent(h, api.MethodRunSteer, h.steerRun, h.replaySteer),
+		cancelRun:     idempotent(h, api.MethodRunCancel, h.cancelRun, h.replayCancel),
+		mount: idempotent(h, api.MethodEnvMount, h.mount, func(ctx context.Context, p api.MountParams, ref idem.Ref) (*api.MountResult, error) {
+			return h.replayMount(ctx, p.SessionID, ref)
+		}),
+		unmount: idempotent(h, api.MethodEnvUnmount, h.unmount, func(ctx context.Context, p api.UnmountParams, ref idem.Ref) (*api.MountResult, error) {
+			return h.replayMount(ctx, p.SessionID, ref)
+		}),
+		startProcess:  idempotent(h, api.MethodProcessStart, h.startProcess, h.replayStartProcess),
+		writeProcess:  idempotent(h, api.MethodProcessWrite, h.writeProcess, replayProcess[api.ProcessWriteParams](h)),
+		signalProcess: idempotent(h, api.MethodProcessSignal, h.signalProcess, h.replaySignal),
+		cancelProcess: idempotent(h, api.MethodProcessCancel, h.cancelProcess, replayProcess[api.ProcessCancelParams](h)),
+		grantProcess:  idempotent(h, api.MethodProcessGrant, h.grantProcess, replayProcess[api.ProcessGrantParams](h)),
+		revokeProcess: idempotent(h, api.MethodProcessRevoke, h.revokeProcess, replayProcess[api.ProcessGrantParams](h)),
+	}
+}
+
+func invalid(field string, format string, args ...any) *api.Error {
+	return api.Errorf(api.KindInvalidParams, format, args...).With("field", field)
+}
+
+// checkSize refuses a field longer than limit bytes.
+func checkSize(field string, n, limit int) error {
+	if n > limit {
+		return invalid(field, "%s is %d bytes; the limit is %d", field, n, limit).With("limit", limit)
+	}
+	return nil
+}
+
+// checkInput refuses empty or oversized input.
+func checkInput(in api.Input) error {
+	if strings.TrimSpace(event.Text(in)) == "" {
+		return invalid("input", "input is empty")
+	}
+	b, _ := json.Marshal(in)
+	return checkSize("input", len(b), api.MaxInputBytes)
+}
 
 // CreateSession creates a session with its mounts.
-func (h *Host) CreateSession(ctx context.Context, p CreateSessionParams) (*SessionResult, error) {
-	key := p.IdempotencyKey
-	p.IdempotencyKey = ""
-	fp := fingerprint(p)
-	ref, ok, release, err := h.claim(ctx, key, MethodSessionCreate, fp)
-	if err != nil {
-		return nil, err
+func (h *Host) CreateSession(ctx context.Context, p api.CreateSessionParams) (*api.SessionResult, error) {
+	return h.m.createSession(ctx, p)
+}
+
+func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc *idem.Claim) (*api.SessionResult, idem.Ref, error) {
+	if err := checkSize("title", len(p.Title), api.MaxTitleBytes); err != nil {
+		return nil, idem.Ref{}, err
 	}
-	defer release()
-	if ok {
-		s, err := h.GetSession(ctx, ref.ID)
-		if err != nil {
-			return nil, err
-		}
-		s.Replayed = true
-		return s, nil
+	if len(p.Metadata) > api.MaxMetadataKeys {
+		return nil, idem.Ref{}, invalid("metadata", "metadata has %d entries; the limit is %d", len(p.Metadata), api.MaxMetadataKeys).With("limit", api.MaxMetadataKeys)
+	}
+	n := 0
+	for k, v := range p.Metadata {
+		n += len(k) + len(v)
+	}
+	if err := checkSize("metadata", n, api.MaxMetadataBytes); err != nil {
+		return nil, idem.Ref{}, err
 	}
 	if p.Network != "" && p.Network != "allow" && p.Network != "deny" {
-		return nil, errf(ErrInvalidParams, nil, "network %q: want allow or deny", p.Network)
+		return nil, idem.Ref{}, invalid("network", "network %q: want allow or deny", p.Network)
+	}
+	if p.Model != "" {
+		if _, err := h.cfg.ResolveModel(p.Model); err != nil {
+			return nil, idem.Ref{}, invalid("model", "model: %v", err)
+		}
 	}
 	id := h.cfg.NewID("ses")
 	mounts, err := h.prepareMounts(id, p.Mounts)
 	if err != nil {
-		return nil, err
+		return nil, idem.Ref{}, err
 	}
-	h.mu.Lock()
-	closed := h.closed
-	h.mu.Unlock()
-	if closed {
-		return nil, ErrClosed
+	s, err := session.Create(ctx, &h.scfg, id, event.SessionCreatedData{Title: p.Title, Model: p.Model, Metadata: p.Metadata, Mounts: mounts, Network: p.Network}, rc)
+	if err != nil {
+		return nil, idem.Ref{}, err
 	}
-	s, err := h.load(ctx, id, &event.SessionCreatedData{Title: p.Title, Model: p.Model, Mounts: mounts, Network: p.Network},
-		receipts(key, MethodSessionCreate, fp, id, receiptRef{ID: id})...)
+	if err := h.add(s); err != nil {
+		return nil, idem.Ref{}, err
+	}
+	return &api.SessionResult{Session: s.Record()}, idem.Ref{ID: id}, nil
+}
+
+func (h *Host) replaySession(ctx context.Context, _ api.CreateSessionParams, ref idem.Ref) (*api.SessionResult, error) {
+	s, err := h.GetSession(ctx, ref.ID)
 	if err != nil {
 		return nil, err
 	}
-	h.mu.Lock()
-	h.sessions[id] = s
-	h.mu.Unlock()
-	return &SessionResult{Session: s.j.Session()}, nil
+	s.Replayed = true
+	return s, nil
 }
 
 // prepareMounts validates mounts (by opening them as a binding) and
@@ -74,21 +135,8 @@ func (h *Host) CreateSession(ctx context.Context, p CreateSessionParams) (*Sessi
 func (h *Host) prepareMounts(sessionID string, mounts []event.Mount) ([]event.Mount, error) {
 	out := append([]event.Mount(nil), mounts...)
 	for i := range out {
-		if out[i].Kind == "" {
-			out[i].Kind = event.KindLocal
-		}
-		if out[i].Mode == "" {
-			out[i].Mode = event.ModeReadWrite
-		}
-		if out[i].Kind == event.KindScratch {
-			if h.cfg.ScratchDir == "" {
-				return nil, errf(ErrInvalidParams, nil, "mount %s: scratch mounts need a host scratch directory", out[i].ID)
-			}
-			dir := filepath.Join(h.cfg.ScratchDir, sessionID, out[i].ID)
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				return nil, err
-			}
-			out[i].Path = dir
+		if err := h.normalizeMount(sessionID, &out[i]); err != nil {
+			return nil, err
 		}
 	}
 	if len(out) == 0 {
@@ -96,291 +144,270 @@ func (h *Host) prepareMounts(sessionID string, mounts []event.Mount) ([]event.Mo
 	}
 	b, err := env.NewBinding(1, out)
 	if err != nil {
-		return nil, errf(ErrInvalidParams, nil, "mounts: %v", err)
+		return nil, invalid("mounts", "mounts: %v", strings.TrimPrefix(err.Error(), "env: "))
 	}
 	defer b.Close()
 	return b.Mounts(), nil
 }
 
+// normalizeMount fills in a mount's defaults and makes a scratch mount's
+// directory.
+func (h *Host) normalizeMount(sessionID string, m *event.Mount) error {
+	if m.Kind == "" {
+		m.Kind = event.KindLocal
+	}
+	if m.Mode == "" {
+		m.Mode = event.ModeReadWrite
+	}
+	if m.DefaultForShell && m.Mode != event.ModeReadWrite {
+		return invalid("mount", "mount %s: defaultForShell needs a read-write mount", m.ID).With("mountId", m.ID)
+	}
+	if m.Kind == event.KindScratch {
+		if h.cfg.ScratchDir == "" {
+			return invalid("mount", "mount %s: scratch mounts need a host scratch directory", m.ID).With("mountId", m.ID)
+		}
+		m.Path = filepath.Join(h.cfg.ScratchDir, sessionID, m.ID)
+		if err := os.MkdirAll(m.Path, 0o700); err != nil {
+			return api.Wrap(api.KindEnvironmentUnavailable, err, "mount %s: %v", m.ID, err).With("mountId", m.ID)
+		}
+	}
+	return nil
+}
+
 // GetSession returns a session.
-func (h *Host) GetSession(ctx context.Context, id string) (*SessionResult, error) {
-	h.mu.Lock()
-	s, ok := h.sessions[id]
-	h.mu.Unlock()
-	if ok {
-		return &SessionResult{Session: s.j.Session()}, nil
+func (h *Host) GetSession(ctx context.Context, id string) (*api.SessionResult, error) {
+	if s := h.loaded(id); s != nil {
+		return &api.SessionResult{Session: s.Record()}, nil
 	}
 	rec, err := h.cfg.Store.Session(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || err == nil && rec.Deleted {
-		return nil, errf(ErrNotFound, map[string]any{"sessionId": id}, "session %s not found", id)
+		return nil, notFound(id)
 	}
 	if err != nil {
-		return nil, err
+		return nil, storeErr(err)
 	}
-	return &SessionResult{Session: rec}, nil
+	return &api.SessionResult{Session: rec}, nil
 }
 
-// ListSessions pages through sessions, newest first.
-func (h *Host) ListSessions(ctx context.Context, p ListSessionsParams) (*ListSessionsResult, error) {
+// loaded returns the owner of session id if it is loaded, without loading it.
+func (h *Host) loaded(id string) *session.Session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e, ok := h.sessions[id]; ok {
+		select {
+		case <-e.ready:
+			return e.s
+		default:
+		}
+	}
+	return nil
+}
+
+// listPageBytes bounds the encoding of one page of session/list and
+// events/read: a page stops before it would exceed it (but holds at
+// least one item).
+const listPageBytes = 1 << 20
+
+// ListSessions pages through sessions, newest first. A page holds at
+// most p.Limit sessions and about a MiB of them.
+func (h *Host) ListSessions(ctx context.Context, p api.ListSessionsParams) (*api.ListSessionsResult, error) {
 	if p.Limit < 0 {
-		return nil, errf(ErrInvalidParams, nil, "limit must not be negative")
+		return nil, invalid("limit", "limit must not be negative")
 	}
 	if p.Limit == 0 || p.Limit > 1000 {
 		p.Limit = min(max(p.Limit, 100), 1000)
 	}
+	if p.Cursor != "" {
+		if len(p.Cursor) > api.MaxIDBytes {
+			return nil, api.Errorf(api.KindCursorInvalid, "cursor %q is not a session/list cursor (pass the nextCursor of the previous page)", clip(p.Cursor, 64)).
+				With("cursor", clip(p.Cursor, 64))
+		}
+		if _, err := h.cfg.Store.Session(ctx, p.Cursor); errors.Is(err, store.ErrNotFound) {
+			return nil, api.Errorf(api.KindCursorInvalid, "cursor %q names no session (pass the nextCursor of the previous page)", p.Cursor).
+				With("cursor", p.Cursor)
+		} else if err != nil {
+			return nil, storeErr(err)
+		}
+	}
 	ss, err := h.cfg.Store.Sessions(ctx, store.ListSessionsParams{Before: p.Cursor, Limit: p.Limit})
 	if err != nil {
-		return nil, err
+		return nil, storeErr(err)
 	}
-	res := &ListSessionsResult{Sessions: ss}
+	res := &api.ListSessionsResult{Sessions: []store.Session{}}
+	size := 0
+	for i, s := range ss {
+		b, _ := json.Marshal(s)
+		if i > 0 && size+len(b) > listPageBytes {
+			res.NextCursor = res.Sessions[len(res.Sessions)-1].ID
+			return res, nil
+		}
+		size += len(b)
+		res.Sessions = append(res.Sessions, s)
+	}
 	if len(ss) == p.Limit {
 		res.NextCursor = ss[len(ss)-1].ID
-	}
-	if res.Sessions == nil {
-		res.Sessions = []store.Session{}
 	}
 	return res, nil
 }
 
-// DeleteSession deletes a session that has no active or queued run.
-func (h *Host) DeleteSession(ctx context.Context, p SessionIDParams) (*DeleteResult, error) {
-	key := p.IdempotencyKey
-	p.IdempotencyKey = ""
-	fp := fingerprint(p)
-	_, ok, release, err := h.claim(ctx, key, MethodSessionDelete, fp)
-	if err != nil {
-		return nil, err
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	defer release()
-	if ok {
-		return &DeleteResult{SessionID: p.SessionID, Deleted: true, Replayed: true}, nil
-	}
-	s, err := h.lockedSession(ctx, p.SessionID)
-	if err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	if id := s.activeID(); id != "" || len(s.queue) > 0 {
-		return nil, errf(ErrRunConflict, map[string]any{"sessionId": s.id, "activeRunId": id}, "session %s has an active run %s", s.id, id)
-	}
-	if m := h.cfg.Processes; m != nil {
-		// Owner-bound processes end with their session.
-		live, err := m.List(ctx, process.ListParams{Statuses: []string{store.ProcessRunning}}, process.Caller{SessionID: s.id})
-		if err != nil {
-			return nil, procErr(err)
+	return s[:n] + "…"
+}
+
+// DeleteSession deletes a session that has no active or queued run; its
+// owner-bound processes are cancelled.
+func (h *Host) DeleteSession(ctx context.Context, p api.SessionIDParams) (*api.DeleteResult, error) {
+	return h.m.deleteSession(ctx, p)
+}
+
+func (h *Host) deleteSession(ctx context.Context, p api.SessionIDParams, rc *idem.Claim) (*api.DeleteResult, idem.Ref, error) {
+	err := h.with(ctx, p.SessionID, func(s *session.Session) error {
+		if err := s.Delete(ctx, rc); err != nil {
+			return err
 		}
-		for _, p := range live {
-			if p.SessionID == s.id && p.Disposition == store.OwnerBound {
-				if _, err := m.Cancel(ctx, p.ID, "session deleted", process.Caller{Host: true}); err != nil && !errors.Is(err, process.ErrEnded) {
-					return nil, procErr(err)
-				}
-			}
-		}
+		h.forget(s)
+		return nil
+	})
+	if err != nil {
+		return nil, idem.Ref{}, err
 	}
-	e, _ := event.New("", event.SessionDeleted, struct{}{})
-	if _, err := s.j.AppendReceipts(ctx, receipts(key, MethodSessionDelete, fp, s.id, receiptRef{ID: s.id}), e); err != nil {
-		return nil, err
-	}
-	h.mu.Lock()
-	delete(h.sessions, s.id)
-	h.mu.Unlock()
-	s.close()
 	if h.cfg.ScratchDir != "" {
-		os.RemoveAll(filepath.Join(h.cfg.ScratchDir, s.id))
+		os.RemoveAll(filepath.Join(h.cfg.ScratchDir, p.SessionID))
 	}
-	return &DeleteResult{SessionID: s.id, Deleted: true}, nil
+	return &api.DeleteResult{SessionID: p.SessionID, Deleted: true}, idem.Ref{ID: p.SessionID}, nil
+}
+
+func (h *Host) replayDelete(_ context.Context, p api.SessionIDParams, _ idem.Ref) (*api.DeleteResult, error) {
+	return &api.DeleteResult{SessionID: p.SessionID, Deleted: true, Replayed: true}, nil
 }
 
 // StartRun admits a run under p.Busy.
-func (h *Host) StartRun(ctx context.Context, p StartRunParams) (*RunResult, error) {
+func (h *Host) StartRun(ctx context.Context, p api.StartRunParams) (*api.RunResult, error) {
+	return h.m.startRun(ctx, p)
+}
+
+func (h *Host) startRun(ctx context.Context, p api.StartRunParams, rc *idem.Claim) (*api.RunResult, idem.Ref, error) {
 	if p.SessionID == "" {
-		return nil, errf(ErrInvalidParams, nil, "sessionId is required")
+		return nil, idem.Ref{}, invalid("sessionId", "sessionId is required")
 	}
-	if strings.TrimSpace(event.Text(p.Input)) == "" {
-		return nil, errf(ErrInvalidParams, nil, "input is empty")
+	if err := checkInput(p.Input); err != nil {
+		return nil, idem.Ref{}, err
 	}
 	switch p.Busy {
 	case "":
-		p.Busy = BusyReject
-	case BusyReject, BusyQueue, BusyInterrupt, BusySteer:
+		p.Busy = api.BusyReject
+	case api.BusyReject, api.BusyQueue, api.BusyInterrupt, api.BusySteer:
 	default:
-		return nil, errf(ErrInvalidParams, nil, "busy %q: want reject, queue, interrupt or steer", p.Busy)
+		return nil, idem.Ref{}, invalid("busy", "busy %q: want reject, queue, interrupt or steer", p.Busy)
 	}
 	if p.MaxSteps < 0 {
-		return nil, errf(ErrInvalidParams, nil, "maxSteps must not be negative")
+		return nil, idem.Ref{}, invalid("maxSteps", "maxSteps must not be negative")
 	}
 	if p.Model != "" {
 		if _, err := h.cfg.ResolveModel(p.Model); err != nil {
-			return nil, errf(ErrInvalidParams, nil, "model: %v", err)
+			return nil, idem.Ref{}, invalid("model", "model: %v", err)
 		}
 	}
-	key := p.IdempotencyKey
-	p.IdempotencyKey = ""
-	fp := fingerprint(p)
-	ref, ok, release, err := h.claim(ctx, key, MethodRunStart, fp)
+	var res *api.RunResult
+	err := h.with(ctx, p.SessionID, func(s *session.Session) (err error) {
+		res, err = s.Start(ctx, p, rc)
+		return err
+	})
 	if err != nil {
-		return nil, err
+		return nil, idem.Ref{}, err
 	}
-	defer release()
-	if ok {
-		r, err := h.GetRun(ctx, RunIDParams{RunID: ref.ID})
-		if err != nil {
-			return nil, err
-		}
-		if ref.Steer != nil {
-			ref.Steer.Replayed = true
-			ref.Steer.EventCursor = h.steerCursor(ctx, r.SessionID, r.ID, ref.Steer.SteerID)
-		}
-		r.Steer, r.Replayed = ref.Steer, true
-		return r, nil
-	}
-	s, err := h.lockedSession(ctx, p.SessionID)
-	if err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	activeID := s.activeID()
-	q := queuedRun{id: h.cfg.NewID("run"), model: p.Model, maxSteps: p.MaxSteps, input: p.Input}
-	if activeID == "" && len(s.queue) == 0 {
-		r, err := s.admit(ctx, q, receipts(key, MethodRunStart, fp, s.id, receiptRef{ID: q.id}), false)
-		return &RunResult{Run: r}, err
-	}
-	switch p.Busy {
-	case BusyQueue:
-		r, err := s.admit(ctx, q, receipts(key, MethodRunStart, fp, s.id, receiptRef{ID: q.id}), false)
-		return &RunResult{Run: r}, err
-	case BusyInterrupt:
-		r, err := s.admit(ctx, q, receipts(key, MethodRunStart, fp, s.id, receiptRef{ID: q.id}), true)
-		if err != nil {
-			return nil, err
-		}
-		if s.active != nil {
-			s.active.cancel(errors.New("interrupted by run " + q.id))
-		}
-		return &RunResult{Run: r}, nil
-	case BusySteer:
-		if activeID == "" {
-			break // only queued runs: nothing to steer
-		}
-		steerID := h.cfg.NewID("steer")
-		rcpt := &SteerReceipt{SteerID: steerID, RunID: activeID, Status: "accepted"}
-		cur, err := s.steer(ctx, s.active, steerID, p.Input, receipts(key, MethodRunStart, fp, s.id, receiptRef{ID: activeID, Steer: rcpt}))
-		if err != nil {
-			return nil, err
-		}
-		rcpt.EventCursor = cur
-		r, _ := s.j.Run(activeID)
-		return &RunResult{Run: r, Steer: rcpt}, nil
-	}
-	return nil, errf(ErrRunConflict, map[string]any{"sessionId": s.id, "activeRunId": activeID},
-		"session %s is busy with run %s (pass busy: queue, interrupt or steer)", s.id, activeID)
+	ref := idem.Ref{ID: res.ID, Steer: res.Steer}
+	return res, ref, nil
 }
 
-// steer appends steer.accepted and hands the input to the active run.
-// Called with s.mu held.
-func (s *session) steer(ctx context.Context, a *activeRun, steerID string, input []event.Part, rcpts []store.Receipt) (int64, error) {
-	var cursor int64
-	err := a.inbox.Add(func() error {
-		e, err := event.New(a.id, event.SteerAccepted, event.SteerData{SteerID: steerID, Input: input})
-		if err != nil {
-			return err
-		}
-		evs, err := s.j.AppendReceipts(ctx, rcpts, e)
-		if err != nil {
-			return err
-		}
-		cursor = evs[0].Seq
-		return nil
-	}, agent.Steer{ID: steerID, Input: input})
-	if errors.Is(err, agent.ErrSteersClosed) {
-		return 0, errf(ErrRunConflict, map[string]any{"runId": a.id, "status": "finishing"}, "run %s is finishing and takes no more steering", a.id)
+func (h *Host) replayRun(ctx context.Context, _ api.StartRunParams, ref idem.Ref) (*api.RunResult, error) {
+	r, err := h.GetRun(ctx, api.RunIDParams{RunID: ref.ID})
+	if err != nil {
+		return nil, err
 	}
-	return cursor, err
+	if ref.Steer != nil {
+		ref.Steer.Replayed = true
+		ref.Steer.EventCursor = h.steerCursor(ctx, r.SessionID, r.ID, ref.Steer.SteerID)
+	}
+	r.Steer, r.Replayed = ref.Steer, true
+	return r, nil
 }
 
 // steerCursor finds the seq of a steer's steer.accepted event.
 func (h *Host) steerCursor(ctx context.Context, sessionID, runID, steerID string) int64 {
-	evs, err := h.cfg.Store.Read(ctx, store.ReadParams{SessionID: sessionID, RunID: runID, Types: []event.Type{event.SteerAccepted}, Limit: 1000})
-	if err != nil {
-		return 0
-	}
-	for _, e := range evs {
-		var d event.SteerData
-		if e.Decode(&d) == nil && d.SteerID == steerID {
-			return e.Seq
+	var after int64
+	for {
+		evs, err := h.cfg.Store.Read(ctx, store.ReadParams{SessionID: sessionID, RunID: runID, After: after, Types: []event.Type{event.SteerAccepted}, Limit: 1000})
+		if err != nil || len(evs) == 0 {
+			return 0
 		}
+		for _, e := range evs {
+			var d event.SteerData
+			if e.Decode(&d) == nil && d.SteerID == steerID {
+				return e.Seq
+			}
+		}
+		after = evs[len(evs)-1].Seq
 	}
-	return 0
 }
 
 // SteerRun injects input into an active run.
-func (h *Host) SteerRun(ctx context.Context, p SteerParams) (*SteerReceipt, error) {
-	if strings.TrimSpace(event.Text(p.Input)) == "" {
-		return nil, errf(ErrInvalidParams, nil, "input is empty")
+func (h *Host) SteerRun(ctx context.Context, p api.SteerParams) (*api.SteerReceipt, error) {
+	return h.m.steerRun(ctx, p)
+}
+
+func (h *Host) steerRun(ctx context.Context, p api.SteerParams, rc *idem.Claim) (*api.SteerReceipt, idem.Ref, error) {
+	if err := checkInput(p.Input); err != nil {
+		return nil, idem.Ref{}, err
 	}
-	key := p.IdempotencyKey
-	p.IdempotencyKey = ""
-	fp := fingerprint(p)
-	ref, ok, release, err := h.claim(ctx, key, MethodRunSteer, fp)
+	run, err := h.GetRun(ctx, api.RunIDParams{RunID: p.RunID})
 	if err != nil {
-		return nil, err
+		return nil, idem.Ref{}, err
 	}
-	defer release()
-	if ok && ref.Steer != nil {
-		r := *ref.Steer
-		r.Replayed = true
-		run, err := h.GetRun(ctx, RunIDParams{RunID: r.RunID})
-		if err == nil {
-			r.EventCursor = h.steerCursor(ctx, run.SessionID, r.RunID, r.SteerID)
-		}
-		return &r, nil
-	}
-	run, err := h.GetRun(ctx, RunIDParams{RunID: p.RunID})
+	var res *api.SteerReceipt
+	err = h.with(ctx, run.SessionID, func(s *session.Session) (err error) {
+		res, err = s.Steer(ctx, p, rc)
+		return err
+	})
 	if err != nil {
-		return nil, err
+		return nil, idem.Ref{}, err
 	}
-	s, err := h.lockedSession(ctx, run.SessionID)
-	if err != nil {
-		return nil, err
+	r := *res
+	return res, idem.Ref{ID: p.RunID, Steer: &r}, nil
+}
+
+func (h *Host) replaySteer(ctx context.Context, _ api.SteerParams, ref idem.Ref) (*api.SteerReceipt, error) {
+	if ref.Steer == nil {
+		return nil, errors.New("steer receipt without its steer")
 	}
-	defer s.mu.Unlock()
-	activeID := ""
-	if s.active != nil {
-		activeID = s.active.id
+	r := *ref.Steer
+	r.Replayed = true
+	if run, err := h.GetRun(ctx, api.RunIDParams{RunID: r.RunID}); err == nil {
+		r.EventCursor = h.steerCursor(ctx, run.SessionID, r.RunID, r.SteerID)
 	}
-	if p.ExpectedRunID != "" && p.ExpectedRunID != activeID {
-		return nil, errf(ErrRunConflict, map[string]any{"expectedRunId": p.ExpectedRunID, "activeRunId": activeID},
-			"expected active run %s, but the active run is %q", p.ExpectedRunID, activeID)
-	}
-	if activeID != p.RunID {
-		cur, _ := s.j.Run(p.RunID)
-		return nil, errf(ErrRunConflict, map[string]any{"runId": p.RunID, "status": cur.Status, "activeRunId": activeID},
-			"run %s is not active (status %s)", p.RunID, cur.Status)
-	}
-	steerID := h.cfg.NewID("steer")
-	rcpt := &SteerReceipt{SteerID: steerID, RunID: p.RunID, Status: "accepted"}
-	cur, err := s.steer(ctx, s.active, steerID, p.Input, receipts(key, MethodRunSteer, fp, s.id, receiptRef{ID: p.RunID, Steer: rcpt}))
-	if err != nil {
-		return nil, err
-	}
-	rcpt.EventCursor = cur
-	return rcpt, nil
+	return &r, nil
 }
 
 // GetRun returns a run.
-func (h *Host) GetRun(ctx context.Context, p RunIDParams) (*RunResult, error) {
+func (h *Host) GetRun(ctx context.Context, p api.RunIDParams) (*api.RunResult, error) {
+	if p.RunID == "" {
+		return nil, invalid("runId", "runId is required")
+	}
 	r, err := h.cfg.Store.Run(ctx, p.RunID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, errf(ErrNotFound, map[string]any{"runId": p.RunID}, "run %s not found", p.RunID)
+		return nil, api.Errorf(api.KindNotFound, "run %s not found", p.RunID).With("runId", p.RunID)
 	}
 	if err != nil {
-		return nil, err
+		return nil, storeErr(err)
 	}
-	return &RunResult{Run: r}, nil
+	return &api.RunResult{Run: r}, nil
 }
 
 // ListRuns lists a session's runs, oldest first.
-func (h *Host) ListRuns(ctx context.Context, p ListRunsParams) (*ListRunsResult, error) {
+func (h *Host) ListRuns(ctx context.Context, p api.ListRunsParams) (*api.ListRunsResult, error) {
 	if _, err := h.GetSession(ctx, p.SessionID); err != nil {
 		return nil, err
 	}
@@ -390,110 +417,84 @@ func (h *Host) ListRuns(ctx context.Context, p ListRunsParams) (*ListRunsResult,
 	}
 	runs, err := h.cfg.Store.Runs(ctx, lp)
 	if err != nil {
-		return nil, err
+		return nil, storeErr(err)
 	}
 	if runs == nil {
 		runs = []store.Run{}
 	}
-	return &ListRunsResult{Runs: runs}, nil
+	return &api.ListRunsResult{Runs: runs}, nil
 }
 
 // WaitRun waits until the run is terminal or the timeout passes.
-func (h *Host) WaitRun(ctx context.Context, p WaitRunParams) (*WaitRunResult, error) {
-	r, err := h.GetRun(ctx, RunIDParams{RunID: p.RunID})
+func (h *Host) WaitRun(ctx context.Context, p api.WaitRunParams) (*api.WaitRunResult, error) {
+	if p.TimeoutMs < 0 {
+		return nil, invalid("timeoutMs", "timeoutMs must not be negative")
+	}
+	r, err := h.GetRun(ctx, api.RunIDParams{RunID: p.RunID})
 	if err != nil {
 		return nil, err
 	}
 	if store.IsTerminal(r.Status) {
-		return &WaitRunResult{Run: r.Run}, nil
+		return &api.WaitRunResult{Run: r.Run}, nil
 	}
-	if p.TimeoutMs < 0 {
-		return nil, errf(ErrInvalidParams, nil, "timeoutMs must not be negative")
-	}
-	s, err := h.lockedSession(ctx, r.SessionID)
+	var cur store.Run
+	err = h.with(ctx, r.SessionID, func(s *session.Session) (err error) {
+		cur, err = s.Wait(ctx, p.RunID, time.Duration(p.TimeoutMs)*time.Millisecond)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	ch, ok := s.done[p.RunID]
-	s.mu.Unlock()
-	if ok {
-		t := time.NewTimer(time.Duration(p.TimeoutMs) * time.Millisecond)
-		defer t.Stop()
-		select {
-		case <-ch:
-		case <-t.C:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	cur, _ := s.j.Run(p.RunID)
-	return &WaitRunResult{Run: cur, TimedOut: !store.IsTerminal(cur.Status)}, nil
+	return &api.WaitRunResult{Run: cur, TimedOut: !store.IsTerminal(cur.Status)}, nil
 }
 
-// CancelRun cancels a run and returns once run.cancelled is committed.
-// Cancelling a terminal run returns it as it is.
-func (h *Host) CancelRun(ctx context.Context, p CancelParams) (*RunResult, error) {
-	key := p.IdempotencyKey
-	r, err := h.GetRun(ctx, RunIDParams{RunID: p.RunID})
-	if err != nil {
-		return nil, err
+// CancelRun cancels a run and returns once its terminal event is
+// committed. Cancelling a terminal run returns it as it is.
+func (h *Host) CancelRun(ctx context.Context, p api.CancelParams) (*api.RunResult, error) {
+	return h.m.cancelRun(ctx, p)
+}
+
+func (h *Host) cancelRun(ctx context.Context, p api.CancelParams, rc *idem.Claim) (*api.RunResult, idem.Ref, error) {
+	if err := checkSize("reason", len(p.Reason), api.MaxReasonBytes); err != nil {
+		return nil, idem.Ref{}, err
 	}
+	r, err := h.GetRun(ctx, api.RunIDParams{RunID: p.RunID})
+	if err != nil {
+		return nil, idem.Ref{}, err
+	}
+	ref := idem.Ref{ID: p.RunID}
 	if store.IsTerminal(r.Status) {
-		return r, nil
-	}
-	s, err := h.session(ctx, r.SessionID)
-	if err != nil {
-		return nil, err
+		return r, ref, nil
 	}
 	reason := p.Reason
 	if reason == "" {
 		reason = "cancelled by a client"
 	}
-	s.mu.Lock()
-	ch := s.done[p.RunID]
-	switch {
-	case s.active != nil && s.active.id == p.RunID:
-		s.active.cancel(errors.New(reason))
-	default:
-		for i, q := range s.queue {
-			if q.id != p.RunID {
-				continue
-			}
-			s.queue = append(s.queue[:i], s.queue[i+1:]...)
-			e, _ := event.New(q.id, event.RunCancelled, event.RunEndedData{Reason: reason})
-			if _, err := s.j.Append(ctx, e); err != nil {
-				s.mu.Unlock()
-				return nil, err
-			}
-			close(ch)
-			delete(s.done, q.id)
-			break
-		}
+	var cur store.Run
+	err = h.with(ctx, r.SessionID, func(s *session.Session) (err error) {
+		cur, err = s.Cancel(ctx, p.RunID, reason, rc)
+		return err
+	})
+	if err != nil {
+		return nil, idem.Ref{}, err
 	}
-	s.mu.Unlock()
-	if ch != nil {
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	cur, _ := s.j.Run(p.RunID)
-	res := &RunResult{Run: cur}
-	if key != "" {
-		p.IdempotencyKey = ""
-		fp := fingerprint(p)
-		if _, err := h.cfg.Store.PutReceipt(ctx, receipts(key, MethodRunCancel, fp, s.id, receiptRef{ID: p.RunID})[0]); err != nil {
-			h.cfg.Logger.Warn("store cancel receipt", "run", p.RunID, "err", err)
-		}
-	}
-	return res, nil
+	return &api.RunResult{Run: cur}, ref, nil
 }
 
-// ReadEvents returns a page of a session's events after a cursor.
-func (h *Host) ReadEvents(ctx context.Context, p ReadEventsParams) (*ReadEventsResult, error) {
+func (h *Host) replayCancel(ctx context.Context, _ api.CancelParams, ref idem.Ref) (*api.RunResult, error) {
+	r, err := h.GetRun(ctx, api.RunIDParams{RunID: ref.ID})
+	if err != nil {
+		return nil, err
+	}
+	r.Replayed = true
+	return r, nil
+}
+
+// ReadEvents returns a page of a session's events after a cursor: at
+// most p.Limit events and about a MiB of them.
+func (h *Host) ReadEvents(ctx context.Context, p api.ReadEventsParams) (*api.ReadEventsResult, error) {
 	if p.Limit < 0 {
-		return nil, errf(ErrInvalidParams, nil, "limit must not be negative")
+		return nil, invalid("limit", "limit must not be negative")
 	}
 	if p.Limit == 0 {
 		p.Limit = 200
@@ -503,15 +504,15 @@ func (h *Host) ReadEvents(ctx context.Context, p ReadEventsParams) (*ReadEventsR
 	if err != nil {
 		return nil, err
 	}
-	evs, err := h.cfg.Store.Read(ctx, store.ReadParams{SessionID: p.SessionID, After: p.After, Limit: p.Limit, RunID: p.RunID})
+	evs, err := h.cfg.Store.Read(ctx, store.ReadParams{SessionID: p.SessionID, After: p.After, Limit: p.Limit, RunID: p.RunID, MaxBytes: listPageBytes})
 	if err != nil {
-		return nil, err
+		return nil, storeErr(err)
 	}
-	res := &ReadEventsResult{Events: evs, NextCursor: p.After}
+	res := &api.ReadEventsResult{Events: evs, NextCursor: p.After}
 	if len(evs) > 0 {
 		res.NextCursor = evs[len(evs)-1].Seq
 	}
-	res.HasMore = len(evs) == p.Limit && res.NextCursor < last
+	res.HasMore = len(evs) > 0 && res.NextCursor < last
 	if res.Events == nil {
 		res.Events = []event.Event{}
 	}
@@ -520,31 +521,37 @@ func (h *Host) ReadEvents(ctx context.Context, p ReadEventsParams) (*ReadEventsR
 
 // lastSeq checks a cursor against a session's log.
 func (h *Host) lastSeq(ctx context.Context, sessionID string, after int64) (int64, error) {
+	if sessionID == "" {
+		return 0, invalid("sessionId", "sessionId is required")
+	}
 	last, err := h.cfg.Store.LastSeq(ctx, sessionID)
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, errf(ErrNotFound, map[string]any{"sessionId": sessionID}, "session %s not found", sessionID)
+		return 0, notFound(sessionID)
 	}
 	if err != nil {
-		return 0, err
+		return 0, storeErr(err)
 	}
 	if after < 0 || after > last {
-		return 0, errf(ErrCursorInvalid, map[string]any{"sessionId": sessionID, "cursor": after, "lastSeq": last},
-			"cursor %d is not in session %s (last seq %d)", after, sessionID, last)
+		return 0, api.Errorf(api.KindCursorInvalid, "cursor %d is not in session %s (last seq %d)", after, sessionID, last).
+			With("sessionId", sessionID).With("cursor", after).With("lastSeq", last)
 	}
 	return last, nil
 }
 
 // Subscribe returns the session's events after the cursor: the replay,
 // then the live tail, with no gap and no duplicate. The iterator ends
-// with an error wrapping journal.ErrLagged (overflow) when the consumer
-// falls behind, ErrClosed when the host closes, or ctx's error.
+// with an error: api.ErrLagged when the consumer falls behind (by count
+// or bytes), the store's failure when the session stops taking writes
+// (resume after it recovers), an error when the host or the session
+// closes, or ctx's error.
 func (h *Host) Subscribe(ctx context.Context, sessionID string, after int64, runID string) (iter.Seq2[event.Event, error], error) {
 	if _, err := h.lastSeq(ctx, sessionID, after); err != nil {
 		return nil, err
 	}
-	s, err := h.session(ctx, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	return s.j.Events(ctx, after, journal.SubscribeOptions{RunID: runID, Buffer: h.cfg.SubscriberBuffer}), nil
+	var seq iter.Seq2[event.Event, error]
+	err := h.with(ctx, sessionID, func(s *session.Session) (err error) {
+		seq, err = s.Events(ctx, after, runID)
+		return err
+	})
+	return seq, err
 }

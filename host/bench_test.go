@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
 	"weft.dev/weft/llm/scripted"
@@ -122,7 +123,7 @@ func BenchmarkFanout(b *testing.B) {
 		b.Run(fmt.Sprintf("subs=%d", subs), func(b *testing.B) {
 			h, _ := newBenchHost(b, host.Config{})
 			ctx := context.Background()
-			s, err := h.CreateSession(ctx, host.CreateSessionParams{Model: "scripted:fanout"})
+			s, err := h.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:fanout"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -153,11 +154,11 @@ func BenchmarkFanout(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				before, _ := h.GetSession(ctx, s.ID)
-				r, err := h.StartRun(ctx, host.StartRunParams{SessionID: s.ID, Input: input("go")})
+				r, err := h.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: input("go")})
 				if err != nil {
 					b.Fatal(err)
 				}
-				w, err := h.WaitRun(ctx, host.WaitRunParams{RunID: r.ID, TimeoutMs: 60_000})
+				w, err := h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 60_000})
 				if err != nil || w.Run.Status != store.RunCompleted {
 					b.Fatalf("run %s: %+v %v", r.ID, w, err)
 				}
@@ -297,7 +298,7 @@ func quantile(ds []time.Duration, q float64) float64 {
 func BenchmarkSteer(b *testing.B) {
 	h, _ := newBenchHost(b, host.Config{})
 	ctx := context.Background()
-	s, err := h.CreateSession(ctx, host.CreateSessionParams{Model: "scripted:stream"})
+	s, err := h.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:stream"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -305,7 +306,7 @@ func BenchmarkSteer(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		cur, _ := h.GetSession(ctx, s.ID)
-		r, err := h.StartRun(ctx, host.StartRunParams{SessionID: s.ID, Input: input("go")})
+		r, err := h.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: input("go")})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -325,7 +326,7 @@ func BenchmarkSteer(b *testing.B) {
 			case event.MessageDelta:
 				if steered.IsZero() {
 					steered = time.Now()
-					if _, err := h.SteerRun(ctx, host.SteerParams{RunID: r.ID, Input: input("steer")}); err != nil {
+					if _, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("steer")}); err != nil {
 						b.Fatal(err)
 					}
 					ack = append(ack, time.Since(steered))
@@ -340,7 +341,7 @@ func BenchmarkSteer(b *testing.B) {
 				break
 			}
 		}
-		if _, err := h.CancelRun(ctx, host.CancelParams{RunID: r.ID}); err != nil {
+		if _, err := h.CancelRun(ctx, api.CancelParams{RunID: r.ID}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -359,7 +360,7 @@ func BenchmarkSteer(b *testing.B) {
 func BenchmarkCancel(b *testing.B) {
 	h, _ := newBenchHost(b, host.Config{})
 	ctx := context.Background()
-	s, err := h.CreateSession(ctx, host.CreateSessionParams{Model: "scripted:stream"})
+	s, err := h.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:stream"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -367,7 +368,7 @@ func BenchmarkCancel(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		cur, _ := h.GetSession(ctx, s.ID)
-		r, err := h.StartRun(ctx, host.StartRunParams{SessionID: s.ID, Input: input("go")})
+		r, err := h.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: input("go")})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -382,7 +383,7 @@ func BenchmarkCancel(b *testing.B) {
 			}
 			if e.Type == event.MessageDelta && t0.IsZero() {
 				t0 = time.Now()
-				if _, err := h.CancelRun(ctx, host.CancelParams{RunID: r.ID}); err != nil {
+				if _, err := h.CancelRun(ctx, api.CancelParams{RunID: r.ID}); err != nil {
 					b.Fatal(err)
 				}
 				ret = append(ret, time.Since(t0))

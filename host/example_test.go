@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
 	"weft.dev/weft/llm/scripted"
@@ -30,12 +31,12 @@ func Example() {
 	}
 	defer h.Close()
 
-	s, _ := h.CreateSession(ctx, host.CreateSessionParams{Title: "demo"})
-	r, _ := h.StartRun(ctx, host.StartRunParams{SessionID: s.ID, Input: host.Input(event.TextParts("world"))})
-	w, _ := h.WaitRun(ctx, host.WaitRunParams{RunID: r.ID, TimeoutMs: 5000})
+	s, _ := h.CreateSession(ctx, api.CreateSessionParams{Title: "demo"})
+	r, _ := h.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("world"))})
+	w, _ := h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 5000})
 	fmt.Println("status:", w.Run.Status)
 
-	page, _ := h.ReadEvents(ctx, host.ReadEventsParams{SessionID: s.ID})
+	page, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID})
 	for _, e := range page.Events {
 		if e.Type == event.MessageCompleted {
 			var d event.MessageCompletedData

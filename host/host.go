@@ -1,12 +1,14 @@
-// Package host coordinates sessions for many clients at once: it admits
-// runs under a busy policy, executes them in the background, delivers
-// steering and cancellation, makes every mutation idempotent, and fans
-// committed events out to subscribers.
+// Package host coordinates sessions for many clients at once. A Host is a
+// registry of session owners (internal/session): it loads a session on
+// its first request, hands every command to that session's owner, makes
+// every mutation idempotent with one wrapper, and fans committed events
+// out to subscribers. The owner admits runs under a busy policy, executes
+// them in the background, and serialises steering, cancellation, mount
+// changes and process starts under its own lock.
 //
-// Each loaded session has one owner inside the host: a session value whose
-// mutex serialises its commands and whose journal is the single writer of
-// its log. Runs execute in goroutines owned by the host; Close cancels them
-// and waits.
+// Lock order: the registry's mutex is never held while a session is
+// loaded or called, and a session never calls back into the registry
+// while holding its own lock.
 package host
 
 import (
@@ -18,26 +20,19 @@ import (
 	"sync"
 	"time"
 
-	"weft.dev/weft/env"
-	"weft.dev/weft/event"
+	"weft.dev/weft/agent"
+	"weft.dev/weft/api"
+	"weft.dev/weft/internal/ids"
 	"weft.dev/weft/internal/journal"
 	"weft.dev/weft/internal/lease"
-	"weft.dev/weft/internal/reconcile"
-	"weft.dev/weft/llm"
+	"weft.dev/weft/internal/session"
 	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 	"weft.dev/weft/tool"
 )
 
-// Model is a resolved model.
-type Model struct {
-	// Name is the "provider:model" name recorded on runs.
-	Name     string
-	Provider llm.Provider
-	// Model is the provider's own model name.
-	Model     string
-	MaxTokens int
-}
+// Model is a resolved model (see [agent.Model]).
+type Model = agent.Model
 
 // Config configures a [Host]. Zero fields take the documented defaults.
 type Config struct {
@@ -53,6 +48,12 @@ type Config struct {
 	// writing a session the host owns; empty means no leases (an in-memory
 	// store, or a store no other process opens).
 	LockDir string
+	// Shared marks a host that shares its store with other live hosts of
+	// the same kind (a one-shot `weft run`): it does not recover sessions
+	// or processes at start, only the sessions it opens (under their
+	// leases). A serving host is not shared: it recovers everything a
+	// crash left, which is only safe when no other host uses the store.
+	Shared bool
 	// MaxSteps caps a run's steps unless the run says otherwise; zero means 50.
 	MaxSteps int
 	// ReceiptTTL is how long idempotency receipts are kept; zero means 24 h.
@@ -60,13 +61,17 @@ type Config struct {
 	// SubscriberBuffer is how many events a subscriber may fall behind by
 	// before it is closed with reason overflow; zero means 4096.
 	SubscriberBuffer int
+	// SubscriberBytes is how many bytes of events a subscriber may fall
+	// behind by before it is closed with reason overflow; zero means 4 MiB.
+	SubscriberBytes int
 	// Journal tunes the session writers; its Store field is ignored.
 	Journal journal.Config
 	// Logger receives diagnostics; nil means silent.
 	Logger *slog.Logger
 	// Processes runs background processes; nil refuses them. The host
 	// attaches itself as the manager's tool runner and notifier, recovers
-	// the processes a crash left, and closes the manager on Close.
+	// the processes a crash left (unless Shared), and closes the manager
+	// on Close.
 	Processes *process.Manager
 	// MaxLoadedSessions is how many sessions stay loaded (a journal
 	// goroutine and a lease file each) before sessions idle for a minute
@@ -76,35 +81,50 @@ type Config struct {
 	// request stays loaded; zero means ten minutes. An unloaded session
 	// loads again on its next request.
 	IdleUnload time.Duration
+	// StorageRetry is the first wait between attempts of a session to
+	// recover from a failed write (disk full, I/O error); it doubles up
+	// to 32 times. Zero means 100 ms.
+	StorageRetry time.Duration
 	// ScratchDir holds the directories of scratch mounts; empty refuses them.
 	ScratchDir string
-	// LiveProcesses returns the IDs of the running processes that a mount
-	// of a session owns; env/unmount refuses to detach a mount that owns
-	// one. It is called with the session's lock held, so it must not call
-	// back into the Host. Nil means no mount ever owns a process.
-	LiveProcesses func(ctx context.Context, sessionID, mountID string) ([]string, error)
 	// NewID makes IDs with a prefix; nil means random time-ordered IDs.
 	NewID func(prefix string) string
 }
 
-// Host is a running coordinator. Its methods are safe for concurrent use.
+// Host is a registry of session owners. Its methods are safe for
+// concurrent use.
 type Host struct {
-	cfg    Config
-	ctx    context.Context // parent of every run; cancelled by Close
-	cancel context.CancelFunc
-	runs   sync.WaitGroup
+	cfg  Config
+	scfg session.Config
+	m    methods         // the mutating methods, each made idempotent
+	ctx  context.Context // cancelled by Close
+	stop context.CancelFunc
+	// bg counts the host's own goroutines (the housekeeping loop and the
+	// process notices); Add only with mu held and closed unset.
+	bg sync.WaitGroup
 
 	mu       sync.Mutex
-	sessions map[string]*session
-	closing  bool // Close has begun
-	closed   bool // sessions may no longer be loaded
+	sessions map[string]*entry
+	closed   bool
 
 	keyLocks [64]sync.Mutex // striped by idempotency key
 	seed     maphash.Seed
 }
 
-// New starts a host over cfg.Store. It first reconciles every session that
-// a crash left with an active run: those runs end as interrupted.
+// entry is a session in the registry: loading (ready open) or loaded.
+type entry struct {
+	ready chan struct{} // closed when s or err is set
+	s     *session.Session
+	err   error
+}
+
+// ErrClosed reports a request to a host that is shutting down; it is
+// retryable on another host or after a restart.
+var ErrClosed = api.NewError(api.KindOverloaded, "the host is shutting down")
+
+// New starts a host over cfg.Store. Unless cfg.Shared, it first
+// reconciles every session that a crash left with an active run (those
+// runs end as interrupted) and the background processes a crash left.
 func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.Store == nil || cfg.ResolveModel == nil {
 		return nil, errors.New("host: Config.Store and Config.ResolveModel are required")
@@ -121,48 +141,69 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.IdleUnload <= 0 {
 		cfg.IdleUnload = 10 * time.Minute
 	}
-	if cfg.SubscriberBuffer <= 0 {
-		cfg.SubscriberBuffer = 4096
+	if cfg.StorageRetry <= 0 {
+		cfg.StorageRetry = 100 * time.Millisecond
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.NewID == nil {
-		cfg.NewID = newID
+		cfg.NewID = ids.New
 	}
-	cfg.Journal.Store = cfg.Store
 	if cfg.Journal.Logger == nil {
 		cfg.Journal.Logger = cfg.Logger
 	}
-	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	if cfg.Processes != nil && cfg.LiveProcesses == nil {
-		cfg.LiveProcesses = cfg.Processes.LiveByMount
+	hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	h := &Host{cfg: cfg, ctx: hctx, stop: stop, sessions: map[string]*entry{}, seed: maphash.MakeSeed()}
+	h.scfg = session.Config{
+		Store: cfg.Store, Journal: cfg.Journal, ResolveModel: cfg.ResolveModel, DefaultModel: cfg.DefaultModel,
+		Tools: cfg.Tools, MaxSteps: cfg.MaxSteps, Processes: cfg.Processes, LockDir: cfg.LockDir,
+		SubscriberBuffer: cfg.SubscriberBuffer, SubscriberBytes: cfg.SubscriberBytes, RetryBackoff: cfg.StorageRetry,
+		NewID: cfg.NewID, Logger: cfg.Logger,
 	}
-	h := &Host{cfg: cfg, ctx: hctx, cancel: cancel, sessions: map[string]*session{}, seed: maphash.MakeSeed()}
-	if err := h.recover(ctx); err != nil {
-		h.Close()
-		return nil, err
-	}
+	h.m = h.methodTable()
 	if m := cfg.Processes; m != nil {
 		m.Attach(h, h)
-		rep, err := m.Recover(ctx)
-		if err != nil {
+	}
+	if !cfg.Shared {
+		if err := h.recover(ctx); err != nil {
 			h.Close()
-			return nil, fmt.Errorf("host: recover processes: %w", err)
+			return nil, err
 		}
-		cfg.Logger.Info("processes recovered", "abandoned", len(rep.Abandoned), "rerun", len(rep.Rerun), "left", len(rep.Left), "killed", rep.Killed)
+		if m := cfg.Processes; m != nil {
+			rep, err := m.Recover(ctx)
+			if err != nil {
+				h.Close()
+				return nil, fmt.Errorf("host: recover processes: %w", err)
+			}
+			cfg.Logger.Info("processes recovered", "abandoned", len(rep.Abandoned), "rerun", len(rep.Rerun), "left", len(rep.Left), "killed", rep.Killed)
+		}
+		if _, err := cfg.Store.PruneReceipts(ctx, time.Now().Add(-cfg.ReceiptTTL)); err != nil {
+			h.Close()
+			return nil, fmt.Errorf("host: prune receipts: %w", err)
+		}
 	}
-	if _, err := cfg.Store.PruneReceipts(ctx, time.Now().Add(-cfg.ReceiptTTL)); err != nil {
-		h.Close()
-		return nil, fmt.Errorf("host: prune receipts: %w", err)
+	if !h.goBackground(h.housekeeping) {
+		return nil, ErrClosed
 	}
-	h.runs.Go(h.pruneLoop)
 	return h, nil
 }
 
-// pruneLoop deletes expired idempotency receipts every hour and unloads
-// idle sessions (Config.IdleUnload), until the host closes.
-func (h *Host) pruneLoop() {
+// goBackground runs f in a goroutine that Close waits for, unless the
+// host is closed.
+func (h *Host) goBackground(f func()) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.bg.Go(f)
+	return true
+}
+
+// housekeeping deletes expired idempotency receipts every hour and
+// unloads idle sessions, until the host closes.
+func (h *Host) housekeeping() {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	idle := time.NewTicker(min(time.Minute, h.cfg.IdleUnload))
@@ -172,20 +213,20 @@ func (h *Host) pruneLoop() {
 		case <-h.ctx.Done():
 			return
 		case <-t.C:
+			if h.cfg.Shared {
+				continue
+			}
 			if _, err := h.cfg.Store.PruneReceipts(h.ctx, time.Now().Add(-h.cfg.ReceiptTTL)); err != nil && h.ctx.Err() == nil {
 				h.cfg.Logger.Warn("prune idempotency receipts", "err", err)
 			}
 		case <-idle.C:
-			h.mu.Lock()
-			if !h.closed {
-				h.unloadIdleLocked(h.cfg.IdleUnload)
-			}
-			h.mu.Unlock()
+			h.unloadIdle(h.cfg.IdleUnload)
 		}
 	}
 }
 
-// recover closes the runs a crash left open.
+// recover loads every session that a crash left with an active run, which
+// closes those runs.
 func (h *Host) recover(ctx context.Context) error {
 	before := ""
 	for {
@@ -212,134 +253,166 @@ func (h *Host) recover(ctx context.Context) error {
 	}
 }
 
-// Close cancels every active run, waits for the runs to write their
-// terminal events, and releases the sessions. It is safe to call twice.
+// Close stops the host: background processes end first (their ends still
+// reach their sessions' logs), then every session closes, cancelling its
+// runs and waiting for their terminal events. It is safe to call twice.
 func (h *Host) Close() error {
-	h.mu.Lock()
-	if h.closed || h.closing {
-		h.mu.Unlock()
-		return nil
-	}
-	h.closing = true
-	h.mu.Unlock()
-	h.cancel()
 	if m := h.cfg.Processes; m != nil {
-		// Ending processes still reach their sessions' logs.
 		m.Close()
 	}
 	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
 	h.closed = true
 	h.mu.Unlock()
-	h.runs.Wait()
+	h.stop()
+	h.bg.Wait()
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	for id, s := range h.sessions {
-		s.mu.Lock()
-		s.close()
-		s.mu.Unlock()
-		delete(h.sessions, id)
+	entries := h.sessions
+	h.sessions = map[string]*entry{}
+	h.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, e := range entries {
+		<-e.ready
+		if e.s != nil {
+			wg.Go(e.s.Close)
+		}
 	}
+	wg.Wait()
 	return nil
 }
 
-// session returns the loaded session, loading it (lease, journal,
-// reconciliation) on first use.
-func (h *Host) session(ctx context.Context, id string) (*session, error) {
+// session returns the loaded owner of session id, loading it (lease,
+// journal, reconciliation) on first use. The load happens outside the
+// registry lock: requests to other sessions go on meanwhile, and
+// concurrent requests to this one wait for the same load.
+func (h *Host) session(ctx context.Context, id string) (*session.Session, error) {
+	if id == "" {
+		return nil, api.Errorf(api.KindInvalidParams, "sessionId is required").With("field", "sessionId")
+	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed {
+		h.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if s, ok := h.sessions[id]; ok {
-		s.used.Store(time.Now().UnixNano())
-		return s, nil
+	e, ok := h.sessions[id]
+	if !ok {
+		e = &entry{ready: make(chan struct{})}
+		h.sessions[id] = e
 	}
-	rec, err := h.cfg.Store.Session(ctx, id)
-	if errors.Is(err, store.ErrNotFound) || err == nil && rec.Deleted {
-		return nil, errf(ErrNotFound, map[string]any{"sessionId": id}, "session %s not found", id)
-	} else if err != nil {
-		return nil, err
+	h.mu.Unlock()
+	if ok {
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if e.err != nil {
+			return nil, e.err
+		}
+		e.s.Touch()
+		return e.s, nil
 	}
-	s, err := h.load(ctx, id, nil)
+	s, err := h.load(ctx, id)
+	h.mu.Lock()
+	e.s, e.err = s, err
+	if err != nil || h.closed {
+		if h.sessions[id] == e {
+			delete(h.sessions, id)
+		}
+	}
+	closed := h.closed
+	n := len(h.sessions)
+	h.mu.Unlock()
+	close(e.ready)
 	if err != nil {
 		return nil, err
 	}
-	h.sessions[id] = s
-	s.used.Store(time.Now().UnixNano())
-	if len(h.sessions) > h.cfg.MaxLoadedSessions {
-		h.unloadIdleLocked(min(time.Minute, h.cfg.IdleUnload))
+	if closed {
+		s.Close()
+		return nil, ErrClosed
+	}
+	if n > h.cfg.MaxLoadedSessions {
+		h.unloadIdle(min(time.Minute, h.cfg.IdleUnload))
 	}
 	return s, nil
 }
 
-// lockedSession returns the loaded session with its mutex held, loading
-// it again if it was unloaded as idle between the look-up and the lock.
-func (h *Host) lockedSession(ctx context.Context, id string) (*session, error) {
+// load opens session id's owner, or reports it not found.
+func (h *Host) load(ctx context.Context, id string) (*session.Session, error) {
+	rec, err := h.cfg.Store.Session(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || err == nil && rec.Deleted {
+		return nil, notFound(id)
+	} else if err != nil {
+		return nil, storeErr(err)
+	}
+	return session.Load(context.WithoutCancel(ctx), &h.scfg, id)
+}
+
+// add registers a session created by this host.
+func (h *Host) add(s *session.Session) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		s.Close()
+		return ErrClosed
+	}
+	e := &entry{ready: make(chan struct{}), s: s}
+	close(e.ready)
+	h.sessions[s.ID()] = e
+	h.mu.Unlock()
+	return nil
+}
+
+// forget removes s from the registry, if it is still the session there.
+func (h *Host) forget(s *session.Session) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if e, ok := h.sessions[s.ID()]; ok && e.s == s {
+		delete(h.sessions, s.ID())
+	}
+}
+
+// with calls f with the owner of session id. When the owner closed under
+// the call (it was unloaded as idle), it is loaded again and f retried.
+func (h *Host) with(ctx context.Context, id string, f func(*session.Session) error) error {
 	for {
 		s, err := h.session(ctx, id)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		s.mu.Lock()
-		if !s.closed {
-			return s, nil
+		err = f(s)
+		if !errors.Is(err, session.ErrClosed) {
+			return err
 		}
-		s.mu.Unlock()
+		h.forget(s)
 	}
 }
 
-// unloadIdleLocked closes loaded sessions that have had no run, no queued
-// run, no subscriber and no request for at least idle, releasing their
-// journal goroutine and lease; the next request loads them again. Called
-// with h.mu held.
-func (h *Host) unloadIdleLocked(idle time.Duration) {
+// unloadIdle closes loaded sessions that have had no run, no queued run,
+// no subscriber and no request for at least idle; the next request loads
+// them again.
+func (h *Host) unloadIdle(idle time.Duration) {
 	cutoff := time.Now().Add(-idle).UnixNano()
-	for id, s := range h.sessions {
-		if s.used.Load() > cutoff || !s.mu.TryLock() {
-			continue
-		}
-		if s.active == nil && len(s.queue) == 0 && len(s.done) == 0 && s.j.Subscribers() == 0 {
-			s.close()
-			delete(h.sessions, id)
-		}
-		s.mu.Unlock()
-	}
-}
-
-// load takes the session's lease and opens (or, with created set, creates)
-// its journal, then reconciles what a crash left open.
-func (h *Host) load(ctx context.Context, id string, created *event.SessionCreatedData, receipts ...store.Receipt) (*session, error) {
-	var ls *lease.Lease
-	if h.cfg.LockDir != "" {
-		var err error
-		if ls, err = lease.Acquire(h.cfg.LockDir, id); err != nil {
-			if errors.Is(err, lease.ErrHeld) {
-				return nil, errf(ErrRunConflict, map[string]any{"sessionId": id}, "session %s: %v", id, err)
+	h.mu.Lock()
+	var loaded []*session.Session
+	for _, e := range h.sessions {
+		select {
+		case <-e.ready:
+			if e.s != nil {
+				loaded = append(loaded, e.s)
 			}
-			return nil, err
+		default:
 		}
 	}
-	var (
-		j   *journal.Journal
-		err error
-	)
-	if created != nil {
-		j, err = journal.Create(ctx, h.cfg.Journal, id, *created, receipts...)
-	} else {
-		j, err = journal.Open(ctx, h.cfg.Journal, id)
-	}
-	if err != nil {
-		ls.Release()
-		return nil, err
-	}
-	if created == nil {
-		if _, err := reconcile.Session(ctx, h.cfg.Store, j, id); err != nil {
-			j.Close()
-			ls.Release()
-			return nil, err
+	h.mu.Unlock()
+	for _, s := range loaded {
+		if s.UnloadIfIdle(cutoff) {
+			h.forget(s)
 		}
 	}
-	return &session{h: h, id: id, j: j, lease: ls, done: map[string]chan struct{}{}}, nil
 }
 
 // keyLock returns the lock that serialises mutations with one idempotency key.
@@ -347,11 +420,24 @@ func (h *Host) keyLock(key string) *sync.Mutex {
 	return &h.keyLocks[maphash.String(h.seed, key)%uint64(len(h.keyLocks))]
 }
 
-// binding opens the session's mounts for a run.
-func binding(s store.Session) (*env.Binding, error) {
-	b, err := env.Open(s.Binding)
-	if err != nil {
-		return nil, errf(ErrEnvUnavailable, map[string]any{"sessionId": s.ID}, "session %s: mounts: %v", s.ID, err)
+func notFound(id string) error {
+	return api.Errorf(api.KindNotFound, "session %s not found", id).With("sessionId", id)
+}
+
+// storeErr maps a store failure to what a client sees: not found stays
+// not found; anything else means the store is unavailable (retryable),
+// with the cause kept for errors.Is and the log.
+func storeErr(err error) error {
+	var ae *api.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae):
+		return err
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.Is(err, store.ErrNotFound):
+		return api.Wrap(api.KindNotFound, err, "%v", err)
 	}
-	return b, nil
+	return api.Wrap(api.KindStorageUnavailable, err, "the store is unavailable (%v); retry later", err)
 }

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/lease"
@@ -64,14 +65,14 @@ func newHost(t *testing.T) (*host.Host, store.Store) {
 
 func session(t *testing.T, h *host.Host, model string) string {
 	t.Helper()
-	s, err := h.CreateSession(context.Background(), host.CreateSessionParams{Model: model, Mounts: []event.Mount{{ID: "work", Path: t.TempDir()}}})
+	s, err := h.CreateSession(context.Background(), api.CreateSessionParams{Model: model, Mounts: []event.Mount{{ID: "work", Path: t.TempDir()}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s.ID
 }
 
-func start(t *testing.T, h *host.Host, p host.StartRunParams) *host.RunResult {
+func start(t *testing.T, h *host.Host, p api.StartRunParams) *api.RunResult {
 	t.Helper()
 	r, err := h.StartRun(context.Background(), p)
 	if err != nil {
@@ -82,7 +83,7 @@ func start(t *testing.T, h *host.Host, p host.StartRunParams) *host.RunResult {
 
 func wait(t *testing.T, h *host.Host, runID string) store.Run {
 	t.Helper()
-	w, err := h.WaitRun(context.Background(), host.WaitRunParams{RunID: runID, TimeoutMs: 20000})
+	w, err := h.WaitRun(context.Background(), api.WaitRunParams{RunID: runID, TimeoutMs: 20000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,16 +93,16 @@ func wait(t *testing.T, h *host.Host, runID string) store.Run {
 	return w.Run
 }
 
-func input(s string) host.Input { return host.Input(event.TextParts(s)) }
+func input(s string) api.Input { return api.Input(event.TextParts(s)) }
 
 func TestRunCompletes(t *testing.T) {
 	h, _ := newHost(t)
 	sid := session(t, h, "scripted:fast")
-	r := start(t, h, host.StartRunParams{SessionID: sid, Input: input("hi")})
+	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("hi")})
 	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
 		t.Fatalf("status %s", got.Status)
 	}
-	evs, err := h.ReadEvents(context.Background(), host.ReadEventsParams{SessionID: sid})
+	evs, err := h.ReadEvents(context.Background(), api.ReadEventsParams{SessionID: sid})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,19 +115,19 @@ func TestBusyPolicies(t *testing.T) {
 	h, _ := newHost(t)
 	ctx := context.Background()
 	sid := session(t, h, "scripted:slow")
-	first := start(t, h, host.StartRunParams{SessionID: sid, Input: input("one")})
+	first := start(t, h, api.StartRunParams{SessionID: sid, Input: input("one")})
 
-	_, err := h.StartRun(ctx, host.StartRunParams{SessionID: sid, Input: input("two")})
-	var he *host.Error
-	if !errors.Is(err, host.ErrRunConflict) || !errors.As(err, &he) || he.Data["activeRunId"] != first.ID {
+	_, err := h.StartRun(ctx, api.StartRunParams{SessionID: sid, Input: input("two")})
+	var he *api.Error
+	if !errors.Is(err, api.ErrRunConflict) || !errors.As(err, &he) || he.Data["activeRunId"] != first.ID {
 		t.Fatalf("reject: %v", err)
 	}
 
-	queued := start(t, h, host.StartRunParams{SessionID: sid, Input: input("three"), Busy: host.BusyQueue})
+	queued := start(t, h, api.StartRunParams{SessionID: sid, Input: input("three"), Busy: api.BusyQueue})
 	if queued.Status != store.RunQueued {
 		t.Fatalf("queued run is %s", queued.Status)
 	}
-	steered := start(t, h, host.StartRunParams{SessionID: sid, Input: input("four"), Busy: host.BusySteer})
+	steered := start(t, h, api.StartRunParams{SessionID: sid, Input: input("four"), Busy: api.BusySteer})
 	if steered.Steer == nil || steered.ID != first.ID || steered.Steer.Status != "accepted" {
 		t.Fatalf("steer: %+v", steered)
 	}
@@ -138,8 +139,8 @@ func TestBusyPolicies(t *testing.T) {
 	}
 
 	// interrupt cancels the active run and starts the new one.
-	a := start(t, h, host.StartRunParams{SessionID: sid, Input: input("five")})
-	b := start(t, h, host.StartRunParams{SessionID: sid, Input: input("six"), Busy: host.BusyInterrupt})
+	a := start(t, h, api.StartRunParams{SessionID: sid, Input: input("five")})
+	b := start(t, h, api.StartRunParams{SessionID: sid, Input: input("six"), Busy: api.BusyInterrupt})
 	if got := wait(t, h, a.ID); got.Status != store.RunCancelled {
 		t.Fatalf("interrupted run: %s %+v", got.Status, got.Error)
 	}
@@ -147,7 +148,7 @@ func TestBusyPolicies(t *testing.T) {
 		t.Fatalf("interrupting run: %s", got.Status)
 	}
 	// Queued runs start in order.
-	runs, _ := h.ListRuns(ctx, host.ListRunsParams{SessionID: sid})
+	runs, _ := h.ListRuns(ctx, api.ListRunsParams{SessionID: sid})
 	for i := 1; i < len(runs.Runs); i++ {
 		if runs.Runs[i].StartedAt != nil && runs.Runs[i-1].StartedAt != nil && runs.Runs[i].StartedAt.Before(*runs.Runs[i-1].StartedAt) && runs.Runs[i].ID != b.ID {
 			t.Fatalf("runs started out of order: %+v", runs.Runs)
@@ -159,28 +160,28 @@ func TestSteerConsumedAndErrors(t *testing.T) {
 	h, _ := newHost(t)
 	ctx := context.Background()
 	sid := session(t, h, "scripted:slow")
-	r := start(t, h, host.StartRunParams{SessionID: sid, Input: input("one")})
-	rc, err := h.SteerRun(ctx, host.SteerParams{RunID: r.ID, Input: input("more"), IdempotencyKey: "k1"})
+	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("one")})
+	rc, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("more"), IdempotencyKey: "k1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := h.SteerRun(ctx, host.SteerParams{RunID: r.ID, Input: input("more"), IdempotencyKey: "k1"})
+	again, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("more"), IdempotencyKey: "k1"})
 	if err != nil || !again.Replayed || again.SteerID != rc.SteerID || again.EventCursor != rc.EventCursor {
 		t.Fatalf("replayed steer: %+v %v (first %+v)", again, err, rc)
 	}
-	if _, err := h.SteerRun(ctx, host.SteerParams{RunID: r.ID, Input: input("other"), IdempotencyKey: "k1"}); !errors.Is(err, host.ErrIdempotencyConflict) {
+	if _, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("other"), IdempotencyKey: "k1"}); !errors.Is(err, api.ErrIdempotencyConflict) {
 		t.Fatalf("conflicting steer: %v", err)
 	}
-	if _, err := h.SteerRun(ctx, host.SteerParams{RunID: r.ID, ExpectedRunID: "run_other", Input: input("x")}); !errors.Is(err, host.ErrRunConflict) {
+	if _, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, ExpectedRunID: "run_other", Input: input("x")}); !errors.Is(err, api.ErrRunConflict) {
 		t.Fatalf("wrong expected run: %v", err)
 	}
 	wait(t, h, r.ID)
-	_, err = h.SteerRun(ctx, host.SteerParams{RunID: r.ID, Input: input("late")})
-	var he *host.Error
-	if !errors.As(err, &he) || !errors.Is(err, host.ErrRunConflict) || he.Data["status"] != store.RunCompleted {
+	_, err = h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("late")})
+	var he *api.Error
+	if !errors.As(err, &he) || !errors.Is(err, api.ErrRunConflict) || he.Data["status"] != store.RunCompleted {
 		t.Fatalf("steer after end: %v", err)
 	}
-	evs, _ := h.ReadEvents(ctx, host.ReadEventsParams{SessionID: sid, Limit: 1000})
+	evs, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: sid, Limit: 1000})
 	consumed := false
 	for _, e := range evs.Events {
 		if e.Type == event.SteerConsumed {
@@ -201,19 +202,19 @@ func TestSteerRacesCompletion(t *testing.T) {
 	ctx := context.Background()
 	sid := session(t, h, "scripted:fast")
 	for i := range 40 {
-		r := start(t, h, host.StartRunParams{SessionID: sid, Input: input(fmt.Sprint("go ", i))})
+		r := start(t, h, api.StartRunParams{SessionID: sid, Input: input(fmt.Sprint("go ", i))})
 		if i%2 == 0 {
 			time.Sleep(time.Duration(i%5) * 100 * time.Microsecond)
 		}
-		rc, err := h.SteerRun(ctx, host.SteerParams{RunID: r.ID, Input: input("steer")})
+		rc, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("steer")})
 		wait(t, h, r.ID)
 		if err != nil {
-			if !errors.Is(err, host.ErrRunConflict) {
+			if !errors.Is(err, api.ErrRunConflict) {
 				t.Fatal(err)
 			}
 			continue
 		}
-		evs, _ := h.ReadEvents(ctx, host.ReadEventsParams{SessionID: sid, RunID: r.ID, Limit: 1000})
+		evs, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: sid, RunID: r.ID, Limit: 1000})
 		ok := false
 		for _, e := range evs.Events {
 			if e.Type == event.SteerConsumed || e.Type == event.SteerDropped {
@@ -232,34 +233,34 @@ func TestCancel(t *testing.T) {
 	h, _ := newHost(t)
 	ctx := context.Background()
 	sid := session(t, h, "scripted:tool")
-	r := start(t, h, host.StartRunParams{SessionID: sid, Input: input("run a tool")})
+	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("run a tool")})
 	// Wait for the tool to start.
 	for {
-		evs, _ := h.ReadEvents(ctx, host.ReadEventsParams{SessionID: sid, RunID: r.ID})
+		evs, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: sid, RunID: r.ID})
 		if len(evs.Events) > 0 && evs.Events[len(evs.Events)-1].Type == event.ToolCallStarted {
 			break
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 	t0 := time.Now()
-	c, err := h.CancelRun(ctx, host.CancelParams{RunID: r.ID, Reason: "stop"})
+	c, err := h.CancelRun(ctx, api.CancelParams{RunID: r.ID, Reason: "stop"})
 	if err != nil || c.Status != store.RunCancelled {
 		t.Fatalf("cancel: %+v %v", c, err)
 	}
 	if d := time.Since(t0); d > 5*time.Second {
 		t.Fatalf("cancel took %v", d)
 	}
-	again, err := h.CancelRun(ctx, host.CancelParams{RunID: r.ID})
+	again, err := h.CancelRun(ctx, api.CancelParams{RunID: r.ID})
 	if err != nil || again.Status != store.RunCancelled {
 		t.Fatalf("cancel of a terminal run: %+v %v", again, err)
 	}
-	evs, _ := h.ReadEvents(ctx, host.ReadEventsParams{SessionID: sid, RunID: r.ID, Limit: 1000})
+	evs, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: sid, RunID: r.ID, Limit: 1000})
 	last := evs.Events[len(evs.Events)-1]
 	if last.Type != event.RunCancelled {
 		t.Fatalf("last event %s", last.Type)
 	}
 	// The next run is valid (scripted:fast answers text).
-	r2 := start(t, h, host.StartRunParams{SessionID: sid, Input: input("next"), Model: "scripted:fast"})
+	r2 := start(t, h, api.StartRunParams{SessionID: sid, Input: input("next"), Model: "scripted:fast"})
 	if got := wait(t, h, r2.ID); got.Status != store.RunCompleted {
 		t.Fatalf("next run: %+v", got)
 	}
@@ -269,9 +270,9 @@ func TestCancelQueuedRun(t *testing.T) {
 	h, _ := newHost(t)
 	ctx := context.Background()
 	sid := session(t, h, "scripted:slow")
-	a := start(t, h, host.StartRunParams{SessionID: sid, Input: input("a")})
-	b := start(t, h, host.StartRunParams{SessionID: sid, Input: input("b"), Busy: host.BusyQueue})
-	c, err := h.CancelRun(ctx, host.CancelParams{RunID: b.ID})
+	a := start(t, h, api.StartRunParams{SessionID: sid, Input: input("a")})
+	b := start(t, h, api.StartRunParams{SessionID: sid, Input: input("b"), Busy: api.BusyQueue})
+	c, err := h.CancelRun(ctx, api.CancelParams{RunID: b.ID})
 	if err != nil || c.Status != store.RunCancelled {
 		t.Fatalf("%+v %v", c, err)
 	}
@@ -283,18 +284,18 @@ func TestCancelQueuedRun(t *testing.T) {
 func TestIdempotentStartAndCreate(t *testing.T) {
 	h, _ := newHost(t)
 	ctx := context.Background()
-	s1, err := h.CreateSession(ctx, host.CreateSessionParams{Title: "x", IdempotencyKey: "c1"})
+	s1, err := h.CreateSession(ctx, api.CreateSessionParams{Title: "x", IdempotencyKey: "c1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2, err := h.CreateSession(ctx, host.CreateSessionParams{Title: "x", IdempotencyKey: "c1"})
+	s2, err := h.CreateSession(ctx, api.CreateSessionParams{Title: "x", IdempotencyKey: "c1"})
 	if err != nil || s2.ID != s1.ID || !s2.Replayed {
 		t.Fatalf("replayed create: %+v %v", s2, err)
 	}
-	if _, err := h.CreateSession(ctx, host.CreateSessionParams{Title: "y", IdempotencyKey: "c1"}); !errors.Is(err, host.ErrIdempotencyConflict) {
+	if _, err := h.CreateSession(ctx, api.CreateSessionParams{Title: "y", IdempotencyKey: "c1"}); !errors.Is(err, api.ErrIdempotencyConflict) {
 		t.Fatalf("conflicting create: %v", err)
 	}
-	p := host.StartRunParams{SessionID: s1.ID, Input: input("once"), IdempotencyKey: "r1"}
+	p := api.StartRunParams{SessionID: s1.ID, Input: input("once"), IdempotencyKey: "r1"}
 	var wg sync.WaitGroup
 	ids := make([]string, 8)
 	for i := range ids {
@@ -313,12 +314,12 @@ func TestIdempotentStartAndCreate(t *testing.T) {
 			t.Fatalf("concurrent retries made different runs: %v", ids)
 		}
 	}
-	runs, _ := h.ListRuns(ctx, host.ListRunsParams{SessionID: s1.ID})
+	runs, _ := h.ListRuns(ctx, api.ListRunsParams{SessionID: s1.ID})
 	if len(runs.Runs) != 1 {
 		t.Fatalf("%d runs for one key", len(runs.Runs))
 	}
 	p.Input = input("other")
-	if _, err := h.StartRun(ctx, p); !errors.Is(err, host.ErrIdempotencyConflict) {
+	if _, err := h.StartRun(ctx, p); !errors.Is(err, api.ErrIdempotencyConflict) {
 		t.Fatalf("same key, other params: %v", err)
 	}
 }
@@ -332,40 +333,40 @@ func TestBadInput(t *testing.T) {
 		err  error
 		call func() error
 	}{
-		{"unknown session", host.ErrNotFound, func() error {
-			_, err := h.StartRun(ctx, host.StartRunParams{SessionID: "ses_nope", Input: input("x")})
+		{"unknown session", api.ErrNotFound, func() error {
+			_, err := h.StartRun(ctx, api.StartRunParams{SessionID: "ses_nope", Input: input("x")})
 			return err
 		}},
-		{"empty input", host.ErrInvalidParams, func() error {
-			_, err := h.StartRun(ctx, host.StartRunParams{SessionID: sid, Input: input(" ")})
+		{"empty input", api.ErrInvalidParams, func() error {
+			_, err := h.StartRun(ctx, api.StartRunParams{SessionID: sid, Input: input(" ")})
 			return err
 		}},
-		{"bad busy", host.ErrInvalidParams, func() error {
-			_, err := h.StartRun(ctx, host.StartRunParams{SessionID: sid, Input: input("x"), Busy: "maybe"})
+		{"bad busy", api.ErrInvalidParams, func() error {
+			_, err := h.StartRun(ctx, api.StartRunParams{SessionID: sid, Input: input("x"), Busy: "maybe"})
 			return err
 		}},
-		{"unknown model", host.ErrInvalidParams, func() error {
-			_, err := h.StartRun(ctx, host.StartRunParams{SessionID: sid, Input: input("x"), Model: "nope:x"})
+		{"unknown model", api.ErrInvalidParams, func() error {
+			_, err := h.StartRun(ctx, api.StartRunParams{SessionID: sid, Input: input("x"), Model: "nope:x"})
 			return err
 		}},
-		{"unknown run", host.ErrNotFound, func() error {
-			_, err := h.GetRun(ctx, host.RunIDParams{RunID: "run_nope"})
+		{"unknown run", api.ErrNotFound, func() error {
+			_, err := h.GetRun(ctx, api.RunIDParams{RunID: "run_nope"})
 			return err
 		}},
-		{"cursor ahead", host.ErrCursorInvalid, func() error {
-			_, err := h.ReadEvents(ctx, host.ReadEventsParams{SessionID: sid, After: 999})
+		{"cursor ahead", api.ErrCursorInvalid, func() error {
+			_, err := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: sid, After: 999})
 			return err
 		}},
-		{"negative cursor", host.ErrCursorInvalid, func() error {
-			_, err := h.ReadEvents(ctx, host.ReadEventsParams{SessionID: sid, After: -1})
+		{"negative cursor", api.ErrCursorInvalid, func() error {
+			_, err := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: sid, After: -1})
 			return err
 		}},
-		{"subscribe ahead", host.ErrCursorInvalid, func() error {
+		{"subscribe ahead", api.ErrCursorInvalid, func() error {
 			_, err := h.Subscribe(ctx, sid, 999, "")
 			return err
 		}},
-		{"bad mount", host.ErrInvalidParams, func() error {
-			_, err := h.CreateSession(ctx, host.CreateSessionParams{Mounts: []event.Mount{{ID: "Bad Id!", Path: "/tmp"}}})
+		{"bad mount", api.ErrInvalidParams, func() error {
+			_, err := h.CreateSession(ctx, api.CreateSessionParams{Mounts: []event.Mount{{ID: "Bad Id!", Path: "/tmp"}}})
 			return err
 		}},
 	}
@@ -380,15 +381,15 @@ func TestDeleteSession(t *testing.T) {
 	h, _ := newHost(t)
 	ctx := context.Background()
 	sid := session(t, h, "scripted:slow")
-	r := start(t, h, host.StartRunParams{SessionID: sid, Input: input("a")})
-	if _, err := h.DeleteSession(ctx, host.SessionIDParams{SessionID: sid}); !errors.Is(err, host.ErrRunConflict) {
+	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("a")})
+	if _, err := h.DeleteSession(ctx, api.SessionIDParams{SessionID: sid}); !errors.Is(err, api.ErrRunConflict) {
 		t.Fatalf("delete with an active run: %v", err)
 	}
 	wait(t, h, r.ID)
-	if _, err := h.DeleteSession(ctx, host.SessionIDParams{SessionID: sid}); err != nil {
+	if _, err := h.DeleteSession(ctx, api.SessionIDParams{SessionID: sid}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.GetSession(ctx, sid); !errors.Is(err, host.ErrNotFound) {
+	if _, err := h.GetSession(ctx, sid); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("get after delete: %v", err)
 	}
 }
@@ -399,7 +400,7 @@ func TestSubscribeSeesTheLog(t *testing.T) {
 	h, _ := newHost(t)
 	ctx := context.Background()
 	sid := session(t, h, "scripted:slow")
-	r := start(t, h, host.StartRunParams{SessionID: sid, Input: input("a")})
+	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("a")})
 	var wg sync.WaitGroup
 	results := make([][]int64, 6)
 	for i := range results {
@@ -452,7 +453,7 @@ func TestIdleSessionsUnload(t *testing.T) {
 	defer h.Close()
 	ctx := context.Background()
 	a := session(t, h, "scripted:fast")
-	r := start(t, h, host.StartRunParams{SessionID: a, Input: input("one")})
+	r := start(t, h, api.StartRunParams{SessionID: a, Input: input("one")})
 	wait(t, h, r.ID)
 	if _, err := lease.Acquire(locks, a); !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("a loaded session's lease was free: %v", err)
@@ -467,11 +468,11 @@ func TestIdleSessionsUnload(t *testing.T) {
 		t.Fatal("the idle session kept its lease")
 	}
 	l.Release()
-	r = start(t, h, host.StartRunParams{SessionID: a, Input: input("two")})
+	r = start(t, h, api.StartRunParams{SessionID: a, Input: input("two")})
 	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
 		t.Fatalf("run after reload: %+v", got)
 	}
-	if evs, _ := h.ReadEvents(ctx, host.ReadEventsParams{SessionID: a, Limit: 1000}); evs.Events[len(evs.Events)-1].Type != event.RunCompleted {
+	if evs, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: a, Limit: 1000}); evs.Events[len(evs.Events)-1].Type != event.RunCompleted {
 		t.Fatal("log after reload")
 	}
 }
@@ -479,7 +480,7 @@ func TestIdleSessionsUnload(t *testing.T) {
 func TestSessionNetworkPolicy(t *testing.T) {
 	h, _ := newHost(t)
 	ctx := context.Background()
-	s, err := h.CreateSession(ctx, host.CreateSessionParams{Network: "allow", Mounts: []event.Mount{{ID: "work", Path: t.TempDir()}}})
+	s, err := h.CreateSession(ctx, api.CreateSessionParams{Network: "allow", Mounts: []event.Mount{{ID: "work", Path: t.TempDir()}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,14 +488,14 @@ func TestSessionNetworkPolicy(t *testing.T) {
 		t.Fatalf("binding %+v", s.Binding)
 	}
 	// A mount change keeps the policy.
-	if _, err := h.Mount(ctx, host.MountParams{SessionID: s.ID, Mount: event.Mount{ID: "more", Path: t.TempDir()}}); err != nil {
+	if _, err := h.Mount(ctx, api.MountParams{SessionID: s.ID, Mount: event.Mount{ID: "more", Path: t.TempDir()}}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := h.GetSession(ctx, s.ID)
 	if got.Binding.Network != "allow" || got.Binding.BindingVersion != 2 {
 		t.Fatalf("after mount: %+v", got.Binding)
 	}
-	if _, err := h.CreateSession(ctx, host.CreateSessionParams{Network: "sometimes"}); !errors.Is(err, host.ErrInvalidParams) {
+	if _, err := h.CreateSession(ctx, api.CreateSessionParams{Network: "sometimes"}); !errors.Is(err, api.ErrInvalidParams) {
 		t.Fatalf("bad network: %v", err)
 	}
 }

@@ -6,12 +6,82 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"time"
+	"fmt"
+	"reflect"
 
+	"weft.dev/weft/api"
+	"weft.dev/weft/internal/idem"
 	"weft.dev/weft/store"
 )
 
-// fingerprint digests params as canonical JSON; the caller zeroes the
+// mutation performs one mutating method. rc is the claim on the request's
+// idempotency key (nil without a key): a mutation that appends to a log
+// stores rc's receipt in that append's transaction (and marks it stored);
+// otherwise the wrapper stores it once the mutation succeeded. ref names
+// what the mutation made, for that receipt.
+type mutation[P, R any] func(ctx context.Context, p P, rc *idem.Claim) (res *R, ref idem.Ref, err error)
+
+// replayer answers an exact retry from the receipt's ref.
+type replayer[P, R any] func(ctx context.Context, p P, ref idem.Ref) (*R, error)
+
+// idempotent wraps a mutating method with weft's idempotency: requests
+// with the same key are serialised; an exact retry (same method, same
+// params) is answered by replay; the same key with other params is
+// api.ErrIdempotencyConflict; the first request's receipt is stored with
+// its mutation. P must be a struct with a string field IdempotencyKey,
+// which does not count in the params' fingerprint. Every mutating method
+// of the Host is built by this one function, in New's method table.
+func idempotent[P, R any](h *Host, method string, do mutation[P, R], replay replayer[P, R]) func(context.Context, P) (*R, error) {
+	keyField, ok := reflect.TypeFor[P]().FieldByName("IdempotencyKey")
+	if !ok || keyField.Type.Kind() != reflect.String {
+		panic(fmt.Sprintf("host: %s: params %s have no IdempotencyKey", method, reflect.TypeFor[P]()))
+	}
+	return func(ctx context.Context, p P) (*R, error) {
+		v := reflect.ValueOf(&p).Elem()
+		key := v.FieldByIndex(keyField.Index).String()
+		if len(key) > api.MaxIDBytes {
+			return nil, api.Errorf(api.KindInvalidParams, "idempotencyKey is longer than %d bytes", api.MaxIDBytes).
+				With("field", "idempotencyKey").With("limit", api.MaxIDBytes)
+		}
+		v.FieldByIndex(keyField.Index).SetString("")
+		fp := fingerprint(p)
+		rc := idem.NewClaim(key, method, fp)
+		if rc == nil {
+			res, _, err := do(ctx, p, nil)
+			return res, err
+		}
+		l := h.keyLock(key)
+		l.Lock()
+		defer l.Unlock()
+		ref, found, err := h.lookupReceipt(ctx, key, method, fp)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			return replay(ctx, p, ref)
+		}
+		res, ref, err := do(ctx, p, rc)
+		if err != nil || rc.IsStored() {
+			return res, err
+		}
+		if _, perr := h.cfg.Store.PutReceipt(ctx, rc.Receipt(sessionOf(v), ref)); perr != nil {
+			// The mutation happened; only a retry's replay is lost.
+			h.cfg.Logger.Warn("store an idempotency receipt", "method", method, "err", perr)
+		}
+		return res, nil
+	}
+}
+
+// sessionOf returns the SessionID field of params, if any.
+func sessionOf(v reflect.Value) string {
+	f := v.FieldByName("SessionID")
+	if f.IsValid() && f.Kind() == reflect.String {
+		return f.String()
+	}
+	return ""
+}
+
+// fingerprint digests params as canonical JSON; the wrapper zeroes the
 // idempotency key first so that it does not count.
 func fingerprint(params any) string {
 	b, _ := json.Marshal(params)
@@ -19,59 +89,23 @@ func fingerprint(params any) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// receiptRef is what a receipt stores: the identity of what the first
-// request made. A replay returns that object's current state.
-type receiptRef struct {
-	ID     string        `json:"id"`
-	Steer  *SteerReceipt `json:"steer,omitempty"`
-	Result any           `json:"result,omitempty"`
-}
-
-// replay looks up (key, method). It returns the stored reference when the
-// params match, an IdempotencyConflict when they do not, and ok=false when
-// there is no receipt. Call it with the key's lock held.
-func (h *Host) replay(ctx context.Context, key, method, fp string) (ref receiptRef, ok bool, err error) {
+// lookupReceipt looks up (key, method). It returns the stored ref when
+// the params match, an IdempotencyConflict when they do not, and
+// found=false when there is no receipt.
+func (h *Host) lookupReceipt(ctx context.Context, key, method, fp string) (ref idem.Ref, found bool, err error) {
 	r, err := h.cfg.Store.Receipt(ctx, key, method)
 	if errors.Is(err, store.ErrNotFound) {
 		return ref, false, nil
 	}
 	if err != nil {
-		return ref, false, err
+		return ref, false, storeErr(err)
 	}
 	if r.Fingerprint != fp {
-		return ref, false, errf(ErrIdempotencyConflict, map[string]any{"idempotencyKey": key, "method": method},
-			"idempotency key %q was used for %s with other params", key, method)
+		return ref, false, api.Errorf(api.KindIdempotencyConflict, "idempotency key %q was used for %s with other params", key, method).
+			With("idempotencyKey", key).With("method", method)
 	}
 	if err := json.Unmarshal(r.Result, &ref); err != nil {
-		return ref, false, err
+		return ref, false, fmt.Errorf("receipt %q of %s: %w", key, method, err)
 	}
 	return ref, true, nil
-}
-
-// claim serialises the requests that carry key and looks up its receipt
-// for method: ok reports a receipt with the same params (replay ref), a
-// receipt with other params is an IdempotencyConflict. The caller defers
-// release, which frees the key once the mutation and its receipt are
-// stored. Without a key, claim does nothing.
-func (h *Host) claim(ctx context.Context, key, method, fp string) (ref receiptRef, ok bool, release func(), err error) {
-	if key == "" {
-		return ref, false, func() {}, nil
-	}
-	l := h.keyLock(key)
-	l.Lock()
-	ref, ok, err = h.replay(ctx, key, method, fp)
-	if err != nil {
-		l.Unlock()
-		return ref, false, func() {}, err
-	}
-	return ref, ok, l.Unlock, nil
-}
-
-// receipts returns the receipt to store with a mutation, or none without a key.
-func receipts(key, method, fp, sessionID string, ref receiptRef) []store.Receipt {
-	if key == "" {
-		return nil
-	}
-	b, _ := json.Marshal(ref)
-	return []store.Receipt{{Key: key, Method: method, Fingerprint: fp, Result: b, SessionID: sessionID, CreatedAt: time.Now().UTC()}}
 }

@@ -10,10 +10,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
 	"weft.dev/weft/llm/scripted"
+	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
 	"weft.dev/weft/tool"
@@ -87,22 +90,24 @@ func mountScripts(name string) (string, bool) {
 type mountEnv struct {
 	h    *host.Host
 	gate *gate
-	// procs is what Config.LiveProcesses reports, by mount ID.
-	mu    sync.Mutex
-	procs map[string][]string
 }
 
 func newMountHost(t *testing.T) *mountEnv {
 	t.Helper()
-	e := &mountEnv{gate: &gate{entered: make(chan struct{}, 4), release: make(chan struct{})}, procs: map[string][]string{}}
+	e := &mountEnv{gate: &gate{entered: make(chan struct{}, 4), release: make(chan struct{})}}
 	reg := tool.NewRegistry()
 	for _, tl := range []tool.Tool{e.gate.tool(t), probe(t)} {
 		if err := reg.Add(tl); err != nil {
 			t.Fatal(err)
 		}
 	}
+	st := memory.New()
+	pm, err := process.New(process.Config{Store: st, KillGrace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h, err := host.New(context.Background(), host.Config{
-		Store: memory.New(), Tools: reg, DefaultModel: "fast", Journal: journalFast(), ScratchDir: t.TempDir(),
+		Store: st, Tools: reg, DefaultModel: "fast", Journal: journalFast(), ScratchDir: t.TempDir(), Processes: pm,
 		ResolveModel: func(name string) (*host.Model, error) {
 			src, ok := mountScripts(name)
 			if !ok {
@@ -113,11 +118,6 @@ func newMountHost(t *testing.T) *mountEnv {
 				return nil, err
 			}
 			return &host.Model{Name: name, Provider: p, Model: name}, nil
-		},
-		LiveProcesses: func(ctx context.Context, sessionID, mountID string) ([]string, error) {
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			return e.procs[mountID], nil
 		},
 	})
 	if err != nil {
@@ -137,16 +137,16 @@ func newMountHost(t *testing.T) *mountEnv {
 
 func (e *mountEnv) session(t *testing.T, model string, mounts ...event.Mount) string {
 	t.Helper()
-	s, err := e.h.CreateSession(context.Background(), host.CreateSessionParams{Model: model, Mounts: mounts})
+	s, err := e.h.CreateSession(context.Background(), api.CreateSessionParams{Model: model, Mounts: mounts})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s.ID
 }
 
-func (e *mountEnv) list(t *testing.T, sid string) *host.ListEnvResult {
+func (e *mountEnv) list(t *testing.T, sid string) *api.ListEnvResult {
 	t.Helper()
-	l, err := e.h.ListEnv(context.Background(), host.ListEnvParams{SessionID: sid})
+	l, err := e.h.ListEnv(context.Background(), api.ListEnvParams{SessionID: sid})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,9 +167,9 @@ func ids(ms []event.Mount) string {
 	return strings.Join(s, ",")
 }
 
-func wantErr(t *testing.T, err, kind error, contains ...string) *host.Error {
+func wantErr(t *testing.T, err, kind error, contains ...string) *api.Error {
 	t.Helper()
-	var he *host.Error
+	var he *api.Error
 	if !errors.Is(err, kind) || !errors.As(err, &he) {
 		t.Fatalf("got %v, want %v", err, kind)
 	}
@@ -184,7 +184,7 @@ func wantErr(t *testing.T, err, kind error, contains ...string) *host.Error {
 // events returns the session's events of type ty.
 func (e *mountEnv) events(t *testing.T, sid string, ty event.Type) []event.Event {
 	t.Helper()
-	page, err := e.h.ReadEvents(context.Background(), host.ReadEventsParams{SessionID: sid, Limit: 1000})
+	page, err := e.h.ReadEvents(context.Background(), api.ReadEventsParams{SessionID: sid, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestMountScratchBesideLocal(t *testing.T) {
 	e := newMountHost(t)
 	ctx := context.Background()
 	sid := e.session(t, "gated", local(t, "local"))
-	r := start(t, e.h, host.StartRunParams{SessionID: sid, Input: input("go")})
+	r := start(t, e.h, api.StartRunParams{SessionID: sid, Input: input("go")})
 	<-e.gate.entered // the run is active, in a tool call
 
 	l := e.list(t, sid)
@@ -217,7 +217,7 @@ func TestMountScratchBesideLocal(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := host.MountParams{SessionID: sid, Mount: event.Mount{ID: "scratch", Kind: event.KindScratch}, ExpectedBindingVersion: version(1), InjectContext: true, IdempotencyKey: "k-mount"}
+	p := api.MountParams{SessionID: sid, Mount: event.Mount{ID: "scratch", Kind: event.KindScratch}, ExpectedBindingVersion: version(1), InjectContext: true, IdempotencyKey: "k-mount"}
 	res, err := e.h.Mount(ctx, p)
 	if err != nil {
 		t.Fatal(err)
@@ -280,7 +280,7 @@ func TestMountScratchBesideLocal(t *testing.T) {
 	other := p
 	other.Mount = event.Mount{ID: "scratch2", Kind: event.KindScratch}
 	_, err = e.h.Mount(ctx, other)
-	wantErr(t, err, host.ErrIdempotencyConflict)
+	wantErr(t, err, api.ErrIdempotencyConflict)
 
 	close(e.gate.release)
 	if got := wait(t, e.h, r.ID); got.Status != store.RunCompleted {
@@ -291,7 +291,7 @@ func TestMountScratchBesideLocal(t *testing.T) {
 	}
 
 	// Unmount with the expected version; the retry is not applied again.
-	up := host.UnmountParams{SessionID: sid, MountID: "scratch", ExpectedBindingVersion: version(2), IdempotencyKey: "k-unmount"}
+	up := api.UnmountParams{SessionID: sid, MountID: "scratch", ExpectedBindingVersion: version(2), IdempotencyKey: "k-unmount"}
 	un, err := e.h.Unmount(ctx, up)
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +312,7 @@ func TestMountScratchBesideLocal(t *testing.T) {
 		t.Fatalf("after unmount: %+v", l)
 	}
 	// The same key used for a mount is a different action: no conflict.
-	if _, err := e.h.Mount(ctx, host.MountParams{SessionID: sid, Mount: local(t, "k"), IdempotencyKey: "k-unmount"}); err != nil {
+	if _, err := e.h.Mount(ctx, api.MountParams{SessionID: sid, Mount: local(t, "k"), IdempotencyKey: "k-unmount"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -321,51 +321,80 @@ func TestUnmountRefusedWithLiveProcess(t *testing.T) {
 	e := newMountHost(t)
 	ctx := context.Background()
 	sid := e.session(t, "fast", local(t, "local"))
-	if _, err := e.h.Mount(ctx, host.MountParams{SessionID: sid, Mount: event.Mount{ID: "scratch", Kind: event.KindScratch}}); err != nil {
+	if _, err := e.h.Mount(ctx, api.MountParams{SessionID: sid, Mount: event.Mount{ID: "scratch", Kind: event.KindScratch}}); err != nil {
 		t.Fatal(err)
 	}
-	e.mu.Lock()
-	e.procs["scratch"] = []string{"proc_7"}
-	e.mu.Unlock()
-	_, err := e.h.Unmount(ctx, host.UnmountParams{SessionID: sid, MountID: "scratch", ExpectedBindingVersion: version(2)})
-	he := wantErr(t, err, host.ErrRunConflict, "scratch:proc_7")
+	p, err := e.h.StartProcess(ctx, api.ProcessStartParams{SessionID: sid, Command: "sleep 300", Cwd: "/environment/scratch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.h.Unmount(ctx, api.UnmountParams{SessionID: sid, MountID: "scratch", ExpectedBindingVersion: version(2)})
+	he := wantErr(t, err, api.ErrRunConflict, "scratch:"+p.ID)
 	if he.Data["mountId"] != "scratch" {
 		t.Fatalf("data %v", he.Data)
 	}
 	if l := e.list(t, sid); l.BindingVersion != 2 || ids(l.Mounts) != "local,scratch" {
 		t.Fatalf("binding changed: %+v", l)
 	}
-	e.mu.Lock()
-	delete(e.procs, "scratch")
-	e.mu.Unlock()
-	if _, err := e.h.Unmount(ctx, host.UnmountParams{SessionID: sid, MountID: "scratch", ExpectedBindingVersion: version(2)}); err != nil {
+	if _, err := e.h.CancelProcess(ctx, api.ProcessCancelParams{ID: p.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.h.Unmount(ctx, api.UnmountParams{SessionID: sid, MountID: "scratch", ExpectedBindingVersion: version(2)}); err != nil {
 		t.Fatal(err)
 	}
 }
 
+// An unmount racing process starts on the same mount: either the start
+// comes first and the unmount is refused, or the unmount comes first and
+// the start fails; never an unmounted mount with a live process on it.
+func TestUnmountNeverRacesAProcessStart(t *testing.T) {
+	e := newMountHost(t)
+	ctx := context.Background()
+	for i := range 20 {
+		def := local(t, "local")
+		def.Default = true
+		sid := e.session(t, "fast", def, local(t, "other"))
+		var wg sync.WaitGroup
+		var started *api.ProcessResult
+		var startErr, unmountErr error
+		wg.Go(func() {
+			started, startErr = e.h.StartProcess(ctx, api.ProcessStartParams{SessionID: sid, Command: "sleep 300", Cwd: "/environment/other"})
+		})
+		wg.Go(func() {
+			_, unmountErr = e.h.Unmount(ctx, api.UnmountParams{SessionID: sid, MountID: "other"})
+		})
+		wg.Wait()
+		if startErr == nil && unmountErr == nil {
+			t.Fatalf("round %d: process %s started on mount other, and other was unmounted", i, started.ID)
+		}
+		if startErr == nil {
+			e.h.CancelProcess(ctx, api.ProcessCancelParams{ID: started.ID})
+		}
+	}
+}
 func TestMountRules(t *testing.T) {
 	e := newMountHost(t)
 	ctx := context.Background()
-	mount := func(sid string, m event.Mount, mod ...func(*host.MountParams)) (*host.MountResult, error) {
-		p := host.MountParams{SessionID: sid, Mount: m}
+	mount := func(sid string, m event.Mount, mod ...func(*api.MountParams)) (*api.MountResult, error) {
+		p := api.MountParams{SessionID: sid, Mount: m}
 		for _, f := range mod {
 			f(&p)
 		}
 		return e.h.Mount(ctx, p)
 	}
-	must := func(r *host.MountResult, err error) *host.MountResult {
+	must := func(r *api.MountResult, err error) *api.MountResult {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
-	replace := func(p *host.MountParams) { p.Replace = true }
+	replace := func(p *api.MountParams) { p.Replace = true }
 
 	t.Run("existing id", func(t *testing.T) {
 		sid := e.session(t, "fast", local(t, "local"))
 		_, err := mount(sid, local(t, "local"))
-		he := wantErr(t, err, host.ErrAlreadyExists, "local")
+		he := wantErr(t, err, api.ErrAlreadyExists, "local")
 		if he.Data["mountId"] != "local" {
 			t.Fatalf("data %v", he.Data)
 		}
@@ -383,7 +412,7 @@ func TestMountRules(t *testing.T) {
 		ro.Mode = event.ModeReadOnly
 		r = must(mount(sid, ro, replace))
 		if !r.Mount.Default || r.Mount.DefaultForShell || r.CurrentDefaultShellMountID != "" || r.PreviousDefaultShellMountID != "local" ||
-			len(r.Warnings) != 1 || r.Warnings[0].Code != host.WarnShellDefaultDropped {
+			len(r.Warnings) != 1 || r.Warnings[0].Code != api.WarnShellDefaultDropped {
 			t.Fatalf("ro replace: %+v", r)
 		}
 		// Replacing a non-default mount with default set moves the default.
@@ -396,13 +425,13 @@ func TestMountRules(t *testing.T) {
 	})
 	t.Run("expected binding version", func(t *testing.T) {
 		sid := e.session(t, "fast", local(t, "local"))
-		_, err := mount(sid, local(t, "data"), func(p *host.MountParams) { p.ExpectedBindingVersion = version(5) })
-		he := wantErr(t, err, host.ErrRunConflict, "5", "1")
+		_, err := mount(sid, local(t, "data"), func(p *api.MountParams) { p.ExpectedBindingVersion = version(5) })
+		he := wantErr(t, err, api.ErrRunConflict, "5", "1")
 		if he.Data["expectedBindingVersion"] != int64(5) || he.Data["bindingVersion"] != int64(1) {
 			t.Fatalf("data %v", he.Data)
 		}
-		_, err = e.h.Unmount(ctx, host.UnmountParams{SessionID: sid, MountID: "local", ExpectedBindingVersion: version(0)})
-		wantErr(t, err, host.ErrRunConflict)
+		_, err = e.h.Unmount(ctx, api.UnmountParams{SessionID: sid, MountID: "local", ExpectedBindingVersion: version(0)})
+		wantErr(t, err, api.ErrRunConflict)
 		if l := e.list(t, sid); l.BindingVersion != 1 {
 			t.Fatalf("version %d", l.BindingVersion)
 		}
@@ -426,8 +455,8 @@ func TestMountRules(t *testing.T) {
 			t.Fatalf("single: %+v", l)
 		}
 		// None flagged and several: invalid.
-		_, err := e.h.CreateSession(ctx, host.CreateSessionParams{Mounts: []event.Mount{local(t, "a"), local(t, "b")}})
-		wantErr(t, err, host.ErrInvalidParams)
+		_, err := e.h.CreateSession(ctx, api.CreateSessionParams{Mounts: []event.Mount{local(t, "a"), local(t, "b")}})
+		wantErr(t, err, api.ErrInvalidParams)
 		// A session without mounts takes its first as the default.
 		sid = e.session(t, "fast")
 		if r := must(mount(sid, local(t, "first"))); r.CurrentDefaultMountID != "first" || r.CurrentDefaultShellMountID != "first" || r.BindingVersion != 2 {
@@ -439,7 +468,7 @@ func TestMountRules(t *testing.T) {
 		ro := local(t, "ro")
 		ro.Mode, ro.DefaultForShell = event.ModeReadOnly, true
 		_, err := mount(sid, ro)
-		wantErr(t, err, host.ErrInvalidParams, "read-write")
+		wantErr(t, err, api.ErrInvalidParams, "read-write")
 		rw := local(t, "rw")
 		rw.DefaultForShell = true
 		if r := must(mount(sid, rw)); r.CurrentDefaultShellMountID != "rw" || r.CurrentDefaultMountID != "local" {
@@ -462,11 +491,11 @@ func TestMountRules(t *testing.T) {
 			{ID: "mode", Path: t.TempDir(), Mode: "rx"},
 			{ID: ""},
 		} {
-			if _, err := mount(sid, m); !errors.Is(err, host.ErrInvalidParams) {
+			if _, err := mount(sid, m); !errors.Is(err, api.ErrInvalidParams) {
 				t.Errorf("mount %+v: %v", m, err)
 			}
 		}
-		if _, err := mount("ses_missing", local(t, "x")); !errors.Is(err, host.ErrNotFound) {
+		if _, err := mount("ses_missing", local(t, "x")); !errors.Is(err, api.ErrNotFound) {
 			t.Errorf("unknown session: %v", err)
 		}
 		if l := e.list(t, sid); l.BindingVersion != 1 {
@@ -475,8 +504,8 @@ func TestMountRules(t *testing.T) {
 	})
 	t.Run("inject without a run", func(t *testing.T) {
 		sid := e.session(t, "fast", local(t, "local"))
-		r := must(mount(sid, local(t, "data"), func(p *host.MountParams) { p.InjectContext = true }))
-		if r.SteeringCursor != 0 || len(r.Warnings) != 1 || r.Warnings[0].Code != host.WarnNoActiveRun {
+		r := must(mount(sid, local(t, "data"), func(p *api.MountParams) { p.InjectContext = true }))
+		if r.SteeringCursor != 0 || len(r.Warnings) != 1 || r.Warnings[0].Code != api.WarnNoActiveRun {
 			t.Fatalf("inject: %+v", r)
 		}
 	})
@@ -492,29 +521,29 @@ func TestUnmountRules(t *testing.T) {
 		main.Default = true
 		return e.session(t, "fast", main, local(t, "other"), ro)
 	}
-	un := func(p host.UnmountParams) (*host.MountResult, error) { return e.h.Unmount(ctx, p) }
+	un := func(p api.UnmountParams) (*api.MountResult, error) { return e.h.Unmount(ctx, p) }
 
 	sid := setup()
 	if l := e.list(t, sid); l.DefaultMountID != "main" || l.DefaultShellMountID != "main" {
 		t.Fatalf("setup: %+v", l)
 	}
-	_, err := un(host.UnmountParams{SessionID: sid, MountID: "main"})
-	wantErr(t, err, host.ErrInvalidParams, "newDefaultMountId")
-	_, err = un(host.UnmountParams{SessionID: sid, MountID: "main", NewDefaultMountID: "nope"})
-	wantErr(t, err, host.ErrInvalidParams, "nope")
-	_, err = un(host.UnmountParams{SessionID: sid, MountID: "main", NewDefaultMountID: "main"})
-	wantErr(t, err, host.ErrInvalidParams)
-	_, err = un(host.UnmountParams{SessionID: sid, MountID: "main", NewDefaultMountID: "other", NewDefaultShellMountID: "ro"})
-	wantErr(t, err, host.ErrInvalidParams, "read-only")
-	_, err = un(host.UnmountParams{SessionID: sid, MountID: "nope"})
-	wantErr(t, err, host.ErrInvalidParams, "nope")
+	_, err := un(api.UnmountParams{SessionID: sid, MountID: "main"})
+	wantErr(t, err, api.ErrInvalidParams, "newDefaultMountId")
+	_, err = un(api.UnmountParams{SessionID: sid, MountID: "main", NewDefaultMountID: "nope"})
+	wantErr(t, err, api.ErrInvalidParams, "nope")
+	_, err = un(api.UnmountParams{SessionID: sid, MountID: "main", NewDefaultMountID: "main"})
+	wantErr(t, err, api.ErrInvalidParams)
+	_, err = un(api.UnmountParams{SessionID: sid, MountID: "main", NewDefaultMountID: "other", NewDefaultShellMountID: "ro"})
+	wantErr(t, err, api.ErrInvalidParams, "read-only")
+	_, err = un(api.UnmountParams{SessionID: sid, MountID: "nope"})
+	wantErr(t, err, api.ErrInvalidParams, "nope")
 	if l := e.list(t, sid); l.BindingVersion != 1 {
 		t.Fatalf("refusals changed the binding: %+v", l)
 	}
 
 	// The default (and shell default) moves to the named mount; with no
 	// shell default named, the read-write default takes it.
-	r, err := un(host.UnmountParams{SessionID: sid, MountID: "main", NewDefaultMountID: "other"})
+	r, err := un(api.UnmountParams{SessionID: sid, MountID: "main", NewDefaultMountID: "other"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,7 +552,7 @@ func TestUnmountRules(t *testing.T) {
 		t.Fatalf("unmount default: %+v", r)
 	}
 	// A read-only default leaves no shell default.
-	r, err = un(host.UnmountParams{SessionID: sid, MountID: "other", NewDefaultMountID: "ro"})
+	r, err = un(api.UnmountParams{SessionID: sid, MountID: "other", NewDefaultMountID: "ro"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,16 +560,16 @@ func TestUnmountRules(t *testing.T) {
 		t.Fatalf("ro default: %+v", r)
 	}
 	// The last mount stays.
-	_, err = un(host.UnmountParams{SessionID: sid, MountID: "ro"})
-	wantErr(t, err, host.ErrInvalidParams, "at least one")
+	_, err = un(api.UnmountParams{SessionID: sid, MountID: "ro"})
+	wantErr(t, err, api.ErrInvalidParams, "at least one")
 
 	// Unmounting a shell default that is not the default names a new one
 	// or leaves the default to take it.
 	sid = setup()
-	if _, err := un(host.UnmountParams{SessionID: sid, MountID: "ro", NewDefaultShellMountID: "other"}); err != nil {
+	if _, err := un(api.UnmountParams{SessionID: sid, MountID: "ro", NewDefaultShellMountID: "other"}); err != nil {
 		t.Fatal(err)
 	}
-	r, err = un(host.UnmountParams{SessionID: sid, MountID: "other"})
+	r, err = un(api.UnmountParams{SessionID: sid, MountID: "other"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -555,9 +584,9 @@ func TestLiveSwitch(t *testing.T) {
 	e := newMountHost(t)
 	ctx := context.Background()
 	sid := e.session(t, "live", local(t, "local"))
-	r := start(t, e.h, host.StartRunParams{SessionID: sid, Input: input("go")})
+	r := start(t, e.h, api.StartRunParams{SessionID: sid, Input: input("go")})
 	<-e.gate.entered
-	if _, err := e.h.Mount(ctx, host.MountParams{SessionID: sid, Mount: event.Mount{ID: "scratch", Kind: event.KindScratch}}); err != nil {
+	if _, err := e.h.Mount(ctx, api.MountParams{SessionID: sid, Mount: event.Mount{ID: "scratch", Kind: event.KindScratch}}); err != nil {
 		t.Fatal(err)
 	}
 	close(e.gate.release)
@@ -593,12 +622,12 @@ func TestMountBetweenRuns(t *testing.T) {
 	e := newMountHost(t)
 	ctx := context.Background()
 	sid := e.session(t, "probe", local(t, "local"))
-	r := start(t, e.h, host.StartRunParams{SessionID: sid, Input: input("one")})
+	r := start(t, e.h, api.StartRunParams{SessionID: sid, Input: input("one")})
 	wait(t, e.h, r.ID)
-	if _, err := e.h.Mount(ctx, host.MountParams{SessionID: sid, Mount: event.Mount{ID: "scratch", Kind: event.KindScratch}}); err != nil {
+	if _, err := e.h.Mount(ctx, api.MountParams{SessionID: sid, Mount: event.Mount{ID: "scratch", Kind: event.KindScratch}}); err != nil {
 		t.Fatal(err)
 	}
-	r = start(t, e.h, host.StartRunParams{SessionID: sid, Input: input("two")})
+	r = start(t, e.h, api.StartRunParams{SessionID: sid, Input: input("two")})
 	if got := wait(t, e.h, r.ID); got.Status != store.RunCompleted {
 		t.Fatalf("run %s: %+v", got.Status, got.Error)
 	}
@@ -623,7 +652,7 @@ func TestMountBetweenRuns(t *testing.T) {
 	// The scratch directory goes with the session.
 	l := e.list(t, sid)
 	dir := l.Mounts[1].Path
-	if _, err := e.h.DeleteSession(ctx, host.SessionIDParams{SessionID: sid}); err != nil {
+	if _, err := e.h.DeleteSession(ctx, api.SessionIDParams{SessionID: sid}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
 	"weft.dev/weft/llm/scripted"
@@ -27,7 +28,7 @@ func newProcHost(t *testing.T, extra map[string]string) *host.Host {
 		t.Fatal(err)
 	}
 	reg := tool.NewRegistry()
-	if err := builtin.Register(reg, builtin.Options{Background: &process.BackgroundShell{Manager: m}}); err != nil {
+	if err := builtin.Register(reg, builtin.Options{Background: process.BackgroundShell{}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := process.RegisterTools(reg, m); err != nil {
@@ -60,7 +61,7 @@ func newProcHost(t *testing.T, extra map[string]string) *host.Host {
 
 func sessionEvents(t *testing.T, h *host.Host, sid string, types ...event.Type) []event.Event {
 	t.Helper()
-	p, err := h.ReadEvents(context.Background(), host.ReadEventsParams{SessionID: sid, Limit: 1000})
+	p, err := h.ReadEvents(context.Background(), api.ReadEventsParams{SessionID: sid, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,14 +90,14 @@ func TestProcessLifecycleInSessionLog(t *testing.T) {
 	h := newProcHost(t, nil)
 	ctx := context.Background()
 	sid := session(t, h, "scripted:fast")
-	p, err := h.StartProcess(ctx, host.ProcessStartParams{SessionID: sid, Command: "echo hello; exit 3"})
+	p, err := h.StartProcess(ctx, api.ProcessStartParams{SessionID: sid, Command: "echo hello; exit 3"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p.Handle.ID != p.ID {
 		t.Fatalf("handle %+v", p.Handle)
 	}
-	r, err := h.AwaitProcess(ctx, host.ProcessAwaitParams{ID: p.ID, TimeoutMs: 5000})
+	r, err := h.AwaitProcess(ctx, api.ProcessAwaitParams{ID: p.ID, TimeoutMs: 5000})
 	if err != nil || r.TimedOut || r.Process.Status != store.ProcessFailed || *r.Process.ExitCode != 3 || !strings.Contains(r.Tail, "hello") {
 		t.Fatalf("await: %+v %v", r, err)
 	}
@@ -107,19 +108,19 @@ func TestProcessLifecycleInSessionLog(t *testing.T) {
 	if evs[0].Type != event.ProcessStarted || d.ProcessID != p.ID || d.Status != store.ProcessFailed || !strings.Contains(d.Tail, "hello") {
 		t.Fatalf("session log: %+v %+v", evs, d)
 	}
-	out, err := h.ProcessOutput(ctx, host.ProcessOutputParams{ID: p.ID})
+	out, err := h.ProcessOutput(ctx, api.ProcessOutputParams{ID: p.ID})
 	if err != nil || string(out.Data) != "hello\n" {
 		t.Fatalf("output: %+v %v", out, err)
 	}
 	// Another session cannot see it; a grant lets it.
 	other := session(t, h, "scripted:fast")
-	if _, err := h.GetProcess(ctx, host.ProcessIDParams{ID: p.ID, SessionID: other}); !errors.Is(err, host.ErrNotFound) {
+	if _, err := h.GetProcess(ctx, api.ProcessIDParams{ID: p.ID, SessionID: other}); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("other session: %v", err)
 	}
-	if _, err := h.GrantProcess(ctx, host.ProcessGrantParams{ID: p.ID, SessionID: sid, ToSessionID: other}); err != nil {
+	if _, err := h.GrantProcess(ctx, api.ProcessGrantParams{ID: p.ID, SessionID: sid, ToSessionID: other}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.GetProcess(ctx, host.ProcessIDParams{ID: p.ID, SessionID: other}); err != nil {
+	if _, err := h.GetProcess(ctx, api.ProcessIDParams{ID: p.ID, SessionID: other}); err != nil {
 		t.Fatalf("granted session: %v", err)
 	}
 }
@@ -128,18 +129,18 @@ func TestProcessStartIdempotentAndBadInput(t *testing.T) {
 	h := newProcHost(t, nil)
 	ctx := context.Background()
 	sid := session(t, h, "scripted:fast")
-	a, err := h.StartProcess(ctx, host.ProcessStartParams{SessionID: sid, Command: "sleep 0.1", IdempotencyKey: "p1"})
+	a, err := h.StartProcess(ctx, api.ProcessStartParams{SessionID: sid, Command: "sleep 0.1", IdempotencyKey: "p1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := h.StartProcess(ctx, host.ProcessStartParams{SessionID: sid, Command: "sleep 0.1", IdempotencyKey: "p1"})
+	b, err := h.StartProcess(ctx, api.ProcessStartParams{SessionID: sid, Command: "sleep 0.1", IdempotencyKey: "p1"})
 	if err != nil || b.ID != a.ID || !b.Replayed {
 		t.Fatalf("replay: %+v %v", b, err)
 	}
-	if _, err := h.StartProcess(ctx, host.ProcessStartParams{SessionID: sid, Command: "sleep 1", IdempotencyKey: "p1"}); !errors.Is(err, host.ErrIdempotencyConflict) {
+	if _, err := h.StartProcess(ctx, api.ProcessStartParams{SessionID: sid, Command: "sleep 1", IdempotencyKey: "p1"}); !errors.Is(err, api.ErrIdempotencyConflict) {
 		t.Fatalf("conflict: %v", err)
 	}
-	for name, p := range map[string]host.ProcessStartParams{
+	for name, p := range map[string]api.ProcessStartParams{
 		"neither":     {SessionID: sid},
 		"both":        {SessionID: sid, Command: "x", Tool: "read_file"},
 		"bad tool":    {SessionID: sid, Tool: "nope"},
@@ -151,10 +152,10 @@ func TestProcessStartIdempotentAndBadInput(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	if _, err := h.StartProcess(ctx, host.ProcessStartParams{SessionID: "ses_nope", Command: "true"}); !errors.Is(err, host.ErrNotFound) {
+	if _, err := h.StartProcess(ctx, api.ProcessStartParams{SessionID: "ses_nope", Command: "true"}); !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("unknown session: %v", err)
 	}
-	if _, err := h.AwaitProcess(ctx, host.ProcessAwaitParams{ID: "proc_nope", TimeoutMs: 1}); !errors.Is(err, host.ErrNotFound) {
+	if _, err := h.AwaitProcess(ctx, api.ProcessAwaitParams{ID: "proc_nope", TimeoutMs: 1}); !errors.Is(err, api.ErrNotFound) {
 		t.Errorf("unknown process: %v", err)
 	}
 }
@@ -169,7 +170,7 @@ func TestProcessEndTellsActiveRun(t *testing.T) {
 			{"text":"saw: {{input}}"}]}`,
 	})
 	sid := session(t, h, "scripted:bg")
-	r := start(t, h, host.StartRunParams{SessionID: sid, Input: input("go")})
+	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("go")})
 	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
 		t.Fatalf("run: %+v", got)
 	}
@@ -188,13 +189,13 @@ func TestWakeOnExitStartsFollowUpRun(t *testing.T) {
 	h := newProcHost(t, nil)
 	ctx := context.Background()
 	sid := session(t, h, "scripted:fast")
-	p, err := h.StartProcess(ctx, host.ProcessStartParams{SessionID: sid, Command: "sleep 0.05; echo built", WakeOnExit: true})
+	p, err := h.StartProcess(ctx, api.ProcessStartParams{SessionID: sid, Command: "sleep 0.05; echo built", WakeOnExit: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var runs *host.ListRunsResult
+	var runs *api.ListRunsResult
 	eventually(t, "a follow-up run", func() bool {
-		runs, _ = h.ListRuns(ctx, host.ListRunsParams{SessionID: sid})
+		runs, _ = h.ListRuns(ctx, api.ListRunsParams{SessionID: sid})
 		return len(runs.Runs) == 1 && runs.Runs[0].Status == store.RunCompleted
 	})
 	msgs := sessionEvents(t, h, sid, event.MessageUser)
@@ -209,22 +210,22 @@ func TestDeleteSessionCancelsOwnerBoundProcesses(t *testing.T) {
 	h := newProcHost(t, nil)
 	ctx := context.Background()
 	sid := session(t, h, "scripted:fast")
-	p, err := h.StartProcess(ctx, host.ProcessStartParams{SessionID: sid, Command: "sleep 300"})
+	p, err := h.StartProcess(ctx, api.ProcessStartParams{SessionID: sid, Command: "sleep 300"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ext, err := h.StartProcess(ctx, host.ProcessStartParams{SessionID: sid, Tool: "list_dir", Args: []byte(`{"path":"."}`), Disposition: store.ExternallyOwned})
+	ext, err := h.StartProcess(ctx, api.ProcessStartParams{SessionID: sid, Tool: "list_dir", Args: []byte(`{"path":"."}`), Disposition: store.ExternallyOwned})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.DeleteSession(ctx, host.SessionIDParams{SessionID: sid}); err != nil {
+	if _, err := h.DeleteSession(ctx, api.SessionIDParams{SessionID: sid}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := h.GetProcess(ctx, host.ProcessIDParams{ID: p.ID})
+	got, err := h.GetProcess(ctx, api.ProcessIDParams{ID: p.ID})
 	if err != nil || got.Status != store.ProcessCancelled {
 		t.Fatalf("owner-bound process after delete: %+v %v", got, err)
 	}
-	if _, err := h.GetProcess(ctx, host.ProcessIDParams{ID: ext.ID}); err != nil {
+	if _, err := h.GetProcess(ctx, api.ProcessIDParams{ID: ext.ID}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -232,23 +233,23 @@ func TestDeleteSessionCancelsOwnerBoundProcesses(t *testing.T) {
 func TestUnmountRefusedWhileProcessRuns(t *testing.T) {
 	h := newProcHost(t, nil)
 	ctx := context.Background()
-	s, err := h.CreateSession(ctx, host.CreateSessionParams{Mounts: []event.Mount{
+	s, err := h.CreateSession(ctx, api.CreateSessionParams{Mounts: []event.Mount{
 		{ID: "work", Path: t.TempDir(), Default: true}, {ID: "side", Path: t.TempDir()}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := h.StartProcess(ctx, host.ProcessStartParams{SessionID: s.ID, Command: "sleep 300", MountID: "side"})
+	p, err := h.StartProcess(ctx, api.ProcessStartParams{SessionID: s.ID, Command: "sleep 300", MountID: "side"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = h.Unmount(ctx, host.UnmountParams{SessionID: s.ID, MountID: "side"})
-	if !errors.Is(err, host.ErrRunConflict) || !strings.Contains(err.Error(), "side:"+p.ID) {
+	_, err = h.Unmount(ctx, api.UnmountParams{SessionID: s.ID, MountID: "side"})
+	if !errors.Is(err, api.ErrRunConflict) || !strings.Contains(err.Error(), "side:"+p.ID) {
 		t.Fatalf("unmount with a live process: %v", err)
 	}
-	if _, err := h.CancelProcess(ctx, host.ProcessCancelParams{ID: p.ID}); err != nil {
+	if _, err := h.CancelProcess(ctx, api.ProcessCancelParams{ID: p.ID}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Unmount(ctx, host.UnmountParams{SessionID: s.ID, MountID: "side"}); err != nil {
+	if _, err := h.Unmount(ctx, api.UnmountParams{SessionID: s.ID, MountID: "side"}); err != nil {
 		t.Fatalf("unmount after cancel: %v", err)
 	}
 }
@@ -263,7 +264,7 @@ func TestAwaitedProcessNeedsNoNotice(t *testing.T) {
 			{"text":"done"}]}`,
 	})
 	sid := session(t, h, "scripted:await")
-	r := start(t, h, host.StartRunParams{SessionID: sid, Input: input("go")})
+	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("go")})
 	if got := wait(t, h, r.ID); got.Status != store.RunCompleted || got.Steps != 3 {
 		t.Fatalf("run: %+v", got)
 	}

@@ -62,9 +62,10 @@ type StartParams struct {
 	WakeOnExit bool
 	// CreatedBy says who starts it (e.g. "tool:shell", "rpc").
 	CreatedBy string
-	// ID is the process ID; empty means a fresh one. A tool call started
-	// in the background uses its tool call ID.
+	// ID is the process ID; empty means a fresh "proc_…" one.
 	ID string
+	// ToolCallID is the tool call that asked for the process, if any.
+	ToolCallID string
 }
 
 // Start registers and starts a process and returns its record once
@@ -113,6 +114,7 @@ func (m *Manager) start(ctx context.Context, sp StartParams) (store.Process, err
 	rec := store.Process{
 		ID: id, SessionID: sp.SessionID, RunID: sp.RunID, Kind: sp.Kind, Status: store.ProcessRunning,
 		Disposition: sp.Disposition, CreatedBy: sp.CreatedBy, StartedAt: time.Now().UTC(), WakeOnExit: sp.WakeOnExit,
+		ToolCallID: sp.ToolCallID,
 	}
 	switch sp.Kind {
 	case store.ProcessShell:

@@ -9,19 +9,11 @@ import (
 	"syscall"
 	"time"
 
+	"weft.dev/weft/api"
+
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
 )
-
-// AwaitResult is what [Manager.Await] returns.
-type AwaitResult struct {
-	// Process is the record when Await returned.
-	Process store.Process `json:"process"`
-	// TimedOut is set when the process was still running at the timeout.
-	TimedOut bool `json:"timedOut,omitempty"`
-	// Tail is the end of the output (Config.TailBytes), as text.
-	Tail string `json:"tail"`
-}
 
 // pollInterval is how often Await and Follow look at a process that is
 // not live under this Manager (another host may end it).
@@ -31,10 +23,10 @@ const pollInterval = 500 * time.Millisecond
 // and returns its record and the tail of its output. A caller that cannot
 // address the process gets [ErrNotFound], and the attempt is recorded in
 // the process log. ctx ends the wait early with ctx's error.
-func (m *Manager) Await(ctx context.Context, id string, timeout time.Duration, caller Caller) (AwaitResult, error) {
+func (m *Manager) Await(ctx context.Context, id string, timeout time.Duration, caller Caller) (api.AwaitResult, error) {
 	rec, p, err := m.access(ctx, id, caller, "await", true)
 	if err != nil {
-		return AwaitResult{}, err
+		return api.AwaitResult{}, err
 	}
 	timer := time.NewTimer(max(timeout, 0))
 	defer timer.Stop()
@@ -57,65 +49,32 @@ wait:
 			timedOut = true
 			break wait
 		case <-ctx.Done():
-			return AwaitResult{}, ctx.Err()
+			return api.AwaitResult{}, ctx.Err()
 		}
 		if rec, p, err = m.get(ctx, id); err != nil {
-			return AwaitResult{}, err
+			return api.AwaitResult{}, err
 		}
 	}
 	if timedOut {
 		if rec, _, err = m.get(ctx, id); err != nil {
-			return AwaitResult{}, err
+			return api.AwaitResult{}, err
 		}
 	}
 	tail, err := m.readTail(ctx, rec, m.cfg.TailBytes)
 	if err != nil {
-		return AwaitResult{}, err
+		return api.AwaitResult{}, err
 	}
-	return AwaitResult{Process: rec, TimedOut: !store.IsProcessTerminal(rec.Status), Tail: tail}, nil
-}
-
-// Chunk is a piece of a process's output.
-type Chunk struct {
-	// Stream is Stdout, Stderr, PTYStream or ResultStream.
-	Stream string `json:"stream"`
-	// Offset is the offset of Data's first byte in the combined output.
-	Offset int64  `json:"offset"`
-	Data   []byte `json:"data"`
-	// Skipped counts bytes before Offset that the reader asked for but
-	// that were dropped by the output cap.
-	Skipped int64 `json:"skipped,omitempty"`
-}
-
-// Output is a read of a process's output by offset.
-type Output struct {
-	// Data is the output from Offset on, all streams combined.
-	Data []byte `json:"data"`
-	// Chunks are the same bytes by stream.
-	Chunks []Chunk `json:"chunks,omitempty"`
-	// Offset is where Data starts: the requested offset, or the earliest
-	// available one when Truncated.
-	Offset int64 `json:"offset"`
-	// Next is the offset to read from next.
-	Next int64 `json:"next"`
-	// Truncated is set when the requested offset was dropped by the output
-	// cap; Offset then is the earliest available offset.
-	Truncated bool `json:"truncated,omitempty"`
-	// Total is the output so far.
-	Total int64 `json:"total"`
-	// Ended is set when the process has ended and Next == Total: no more
-	// output will come.
-	Ended bool `json:"ended,omitempty"`
+	return api.AwaitResult{Process: rec, TimedOut: !store.IsProcessTerminal(rec.Status), Tail: tail}, nil
 }
 
 // Output reads up to limit bytes (zero: 64 KiB) of process id's output from
 // offset. An offset below the trim point is not an error: the result is
 // Truncated and starts at the earliest available offset. Visibility as
 // for [Manager.Get].
-func (m *Manager) Output(ctx context.Context, id string, offset int64, limit int, caller Caller) (Output, error) {
+func (m *Manager) Output(ctx context.Context, id string, offset int64, limit int, caller Caller) (api.Output, error) {
 	rec, _, err := m.access(ctx, id, caller, "output", false)
 	if err != nil {
-		return Output{}, err
+		return api.Output{}, err
 	}
 	if limit <= 0 {
 		limit = 64 << 10
@@ -123,13 +82,13 @@ func (m *Manager) Output(ctx context.Context, id string, offset int64, limit int
 	return m.output(ctx, rec, max(offset, 0), limit)
 }
 
-func (m *Manager) output(ctx context.Context, rec store.Process, offset int64, limit int) (Output, error) {
-	out := Output{Offset: offset, Next: offset, Total: rec.OutputBytes}
+func (m *Manager) output(ctx context.Context, rec store.Process, offset int64, limit int) (api.Output, error) {
+	out := api.Output{Offset: offset, Next: offset, Total: rec.OutputBytes}
 	first := true
 	for len(out.Data) < limit {
 		evs, err := m.st.ProcessOutput(ctx, store.ProcessOutputParams{ProcessID: rec.ID, Offset: out.Next, Limit: 16})
 		if err != nil {
-			return Output{}, fmt.Errorf("process %s: read output: %w", rec.ID, err)
+			return api.Output{}, fmt.Errorf("process %s: read output: %w", rec.ID, err)
 		}
 		if len(evs) == 0 {
 			break
@@ -137,7 +96,7 @@ func (m *Manager) output(ctx context.Context, rec store.Process, offset int64, l
 		for _, e := range evs {
 			var d OutputData
 			if err := json.Unmarshal(e.Data, &d); err != nil {
-				return Output{}, fmt.Errorf("process %s: output seq %d: %w", rec.ID, e.Seq, err)
+				return api.Output{}, fmt.Errorf("process %s: output seq %d: %w", rec.ID, e.Seq, err)
 			}
 			b := d.Bytes()
 			if first && e.Offset > out.Next {
@@ -149,7 +108,7 @@ func (m *Manager) output(ctx context.Context, rec store.Process, offset int64, l
 			}
 			b = b[out.Next-e.Offset:]
 			b = b[:min(len(b), limit-len(out.Data))]
-			out.Chunks = append(out.Chunks, Chunk{Stream: d.Stream, Offset: out.Next, Data: b})
+			out.Chunks = append(out.Chunks, api.Chunk{Stream: d.Stream, Offset: out.Next, Data: b})
 			out.Data = append(out.Data, b...)
 			out.Next += int64(len(b))
 			if len(out.Data) >= limit {
@@ -176,10 +135,10 @@ func (m *Manager) output(ctx context.Context, rec store.Process, offset int64, l
 // that follows dropped output says how much it skipped. The iterator is
 // single-use; it holds no lock while yielding and no goroutine.
 // Visibility as for [Manager.Get]; errors arrive as the iterator's error.
-func (m *Manager) Follow(ctx context.Context, id string, offset int64, caller Caller) iter.Seq2[Chunk, error] {
-	return func(yield func(Chunk, error) bool) {
+func (m *Manager) Follow(ctx context.Context, id string, offset int64, caller Caller) iter.Seq2[api.Chunk, error] {
+	return func(yield func(api.Chunk, error) bool) {
 		if _, _, err := m.access(ctx, id, caller, "follow", false); err != nil {
-			yield(Chunk{}, err)
+			yield(api.Chunk{}, err)
 			return
 		}
 		next := max(offset, 0)
@@ -188,7 +147,7 @@ func (m *Manager) Follow(ctx context.Context, id string, offset int64, caller Ca
 			// committed after the read is missed.
 			rec, p, err := m.get(ctx, id)
 			if err != nil {
-				yield(Chunk{}, err)
+				yield(api.Chunk{}, err)
 				return
 			}
 			var changed <-chan struct{}
@@ -197,7 +156,7 @@ func (m *Manager) Follow(ctx context.Context, id string, offset int64, caller Ca
 			}
 			out, err := m.output(ctx, rec, next, 256<<10)
 			if err != nil {
-				yield(Chunk{}, err)
+				yield(api.Chunk{}, err)
 				return
 			}
 			for i, c := range out.Chunks {
@@ -225,7 +184,7 @@ func (m *Manager) Follow(ctx context.Context, id string, offset int64, caller Ca
 			case <-changed:
 			case <-tick:
 			case <-ctx.Done():
-				yield(Chunk{}, ctx.Err())
+				yield(api.Chunk{}, ctx.Err())
 				return
 			}
 		}

@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/env"
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
@@ -158,7 +159,7 @@ func (f *fixture) shell(t *testing.T, cmd string, mod ...func(*process.StartPara
 	return p
 }
 
-func (f *fixture) await(t *testing.T, id string) process.AwaitResult {
+func (f *fixture) await(t *testing.T, id string) api.AwaitResult {
 	t.Helper()
 	res, err := f.m.Await(context.Background(), id, 20*time.Second, owner)
 	if err != nil {
@@ -209,25 +210,25 @@ func TestParseHandle(t *testing.T) {
 		in   string
 		want error
 	}{
-		{`{"id":"p1"}`, process.ErrHandleNoKind},
-		{`{"__handle__":"file","id":"p1"}`, process.ErrHandleKind},
-		{`{"__handle__":"process","id":""}`, process.ErrHandleNoID},
-		{`{"__handle__":"process"}`, process.ErrHandleNoID},
-		{`"p1"`, process.ErrHandleNotObject},
-		{`[1]`, process.ErrHandleNotObject},
-		{`{"__handle__":"process","id":"p1","x":1}`, process.ErrBadHandle},
-		{`{"__handle__":"process","id":7}`, process.ErrBadHandle},
+		{`{"id":"p1"}`, api.ErrHandleNoKind},
+		{`{"__handle__":"file","id":"p1"}`, api.ErrHandleKind},
+		{`{"__handle__":"process","id":""}`, api.ErrHandleNoID},
+		{`{"__handle__":"process"}`, api.ErrHandleNoID},
+		{`"p1"`, api.ErrHandleNotObject},
+		{`[1]`, api.ErrHandleNotObject},
+		{`{"__handle__":"process","id":"p1","x":1}`, api.ErrBadHandle},
+		{`{"__handle__":"process","id":7}`, api.ErrBadHandle},
 	} {
-		_, err := process.ParseHandle(json.RawMessage(tc.in))
-		if !errors.Is(err, tc.want) || !errors.Is(err, process.ErrBadHandle) {
+		_, err := api.ParseHandle(json.RawMessage(tc.in))
+		if !errors.Is(err, tc.want) || !errors.Is(err, api.ErrBadHandle) {
 			t.Errorf("ParseHandle(%s) = %v; want %v", tc.in, err, tc.want)
 		}
 	}
 	// The distinct errors are distinct.
-	if errors.Is(process.ErrHandleNoKind, process.ErrHandleKind) || errors.Is(process.ErrHandleNoID, process.ErrHandleNoKind) {
+	if errors.Is(api.ErrHandleNoKind, api.ErrHandleKind) || errors.Is(api.ErrHandleNoID, api.ErrHandleNoKind) {
 		t.Error("handle errors are not distinct")
 	}
-	h, err := process.ParseHandle(json.RawMessage(` {"__handle__":"process","id":"p1"} `))
+	h, err := api.ParseHandle(json.RawMessage(` {"__handle__":"process","id":"p1"} `))
 	if err != nil || h.ID != "p1" {
 		t.Fatalf("ParseHandle = %v, %v", h, err)
 	}
@@ -240,13 +241,13 @@ func TestParseHandle(t *testing.T) {
 func callTool(t *testing.T, f *fixture, name, id string, args any, c process.Caller) tool.Result {
 	t.Helper()
 	raw, _ := json.Marshal(args)
-	return f.reg.Call(context.Background(), name, &tool.Call{ID: id, SessionID: c.SessionID, RunID: c.RunID, Arguments: raw, Env: f.b}, tool.CallOptions{})
+	return f.reg.Call(context.Background(), name, &tool.Call{ID: id, SessionID: c.SessionID, RunID: c.RunID, Arguments: raw, Env: f.b, Background: managerStarter{f.m}}, tool.CallOptions{})
 }
 
-func handleOf(t *testing.T, res tool.Result) process.Handle {
+func handleOf(t *testing.T, res tool.Result) api.Handle {
 	t.Helper()
 	var out struct {
-		Handle process.Handle `json:"handle"`
+		Handle api.Handle `json:"handle"`
 	}
 	if res.IsError || json.Unmarshal([]byte(res.Output), &out) != nil {
 		t.Fatalf("no handle in %+v", res)
@@ -258,21 +259,21 @@ func TestStartToolInBackground(t *testing.T) {
 	f := setup(t, process.Config{})
 	res := callTool(t, f, "start_tool", "call_7", map[string]any{"tool": "echo", "args": map[string]any{"text": "hi", "sleepMs": 50}}, owner)
 	h := handleOf(t, res)
-	if h.ID != "call_7" {
-		t.Fatalf("handle id = %q; want the call id", h.ID)
+	if !strings.HasPrefix(h.ID, "proc_") {
+		t.Fatalf("handle id = %q; want an ID of the process's own", h.ID)
 	}
-	rec, err := f.m.Get(context.Background(), "call_7", owner)
+	rec, err := f.m.Get(context.Background(), h.ID, owner)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Kind != store.ProcessTool || rec.Spec.Tool != "echo" || !strings.Contains(string(rec.Spec.Args), `"hi"`) {
+	if rec.Kind != store.ProcessTool || rec.Spec.Tool != "echo" || !strings.Contains(string(rec.Spec.Args), `"hi"`) || rec.ToolCallID != "call_7" {
 		t.Errorf("record = %+v", rec)
 	}
 	res = callTool(t, f, "process_await", "c2", map[string]any{"handle": h, "timeoutMs": 10000}, owner)
 	if res.IsError || !strings.Contains(res.Output, `"completed"`) || !strings.Contains(res.Output, "echo:hi") {
 		t.Fatalf("process_await = %+v", res)
 	}
-	if got := types(f.log(t, "call_7")); !slices.Equal(got, []string{"process.started", "process.output", "process.completed"}) {
+	if got := types(f.log(t, h.ID)); !slices.Equal(got, []string{"process.started", "process.output", "process.completed"}) {
 		t.Errorf("log = %v", got)
 	}
 	// Invalid arguments are refused before anything is registered.
@@ -280,8 +281,8 @@ func TestStartToolInBackground(t *testing.T) {
 	if !res.IsError {
 		t.Fatalf("start_tool with bad args = %+v", res)
 	}
-	if _, err := f.st.Process(context.Background(), "call_8"); !errors.Is(err, store.ErrNotFound) {
-		t.Errorf("bad call registered: %v", err)
+	if ps, err := f.st.Processes(context.Background(), store.ListProcessesParams{}); err != nil || len(ps) != 1 {
+		t.Errorf("bad call registered: %v, %v", ps, err)
 	}
 	// Bad handles are error results naming the problem.
 	for _, h := range []map[string]any{{"id": "x"}, {"__handle__": "file", "id": "x"}, {"__handle__": "process", "id": ""}, {"__handle__": "process", "id": "unknown"}} {
@@ -598,17 +599,43 @@ func TestLiveByMount(t *testing.T) {
 func TestBackgroundShellTool(t *testing.T) {
 	f := setup(t, process.Config{})
 	reg := tool.NewRegistry()
-	if err := builtin.Register(reg, builtin.Options{Background: &process.BackgroundShell{Manager: f.m}}); err != nil {
+	if err := builtin.Register(reg, builtin.Options{Background: process.BackgroundShell{}}); err != nil {
 		t.Fatal(err)
 	}
 	raw, _ := json.Marshal(map[string]any{"command": "echo bg", "background": true})
-	res := reg.Call(context.Background(), "shell", &tool.Call{ID: "call_sh", SessionID: "s1", RunID: "r1", Arguments: raw, Env: f.b}, tool.CallOptions{})
-	if h := handleOf(t, res); h.ID != "call_sh" {
-		t.Fatalf("handle = %v", h)
+	call := &tool.Call{ID: "call_sh", SessionID: "s1", RunID: "r1", Arguments: raw, Env: f.b, Background: managerStarter{f.m}}
+	res := reg.Call(context.Background(), "shell", call, tool.CallOptions{})
+	h := handleOf(t, res)
+	if !strings.HasPrefix(h.ID, "proc_") {
+		t.Fatalf("handle = %v; want an ID of the process's own, not the tool call's", h)
 	}
-	if r := f.await(t, "call_sh"); !strings.Contains(r.Tail, "bg") {
+	r := f.await(t, h.ID)
+	if !strings.Contains(r.Tail, "bg") {
 		t.Errorf("tail = %q", r.Tail)
 	}
+	if r.Process.ToolCallID != "call_sh" {
+		t.Errorf("toolCallId = %q; want call_sh", r.Process.ToolCallID)
+	}
+	// Without a starter (no session owner), the shell refuses to go to the background.
+	call.Background = nil
+	if res := reg.Call(context.Background(), "shell", call, tool.CallOptions{}); !res.IsError {
+		t.Errorf("background shell without a session owner: %+v", res)
+	}
+}
+
+// managerStarter starts a tool's background processes on a Manager
+// directly, as a session owner would (tool.Background).
+type managerStarter struct{ m *process.Manager }
+
+func (s managerStarter) StartProcess(ctx context.Context, call *tool.Call, req tool.BackgroundRequest) (store.Process, error) {
+	disp := req.Disposition
+	if disp == "" {
+		disp = store.OwnerBound
+	}
+	return s.m.Start(ctx, process.StartParams{
+		SessionID: call.SessionID, RunID: call.RunID, ToolCallID: call.ID, Kind: req.Kind, Command: req.Command, Cwd: req.Cwd,
+		Binding: call.Env, Tool: req.Tool, Args: req.Args, Disposition: disp, WakeOnExit: req.WakeOnExit, CreatedBy: req.CreatedBy,
+	})
 }
 
 // TestRecoverAfterSIGKILL kills a host (this test binary re-executed)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/store"
 	"weft.dev/weft/tool"
 )
@@ -51,12 +52,12 @@ type tools struct {
 
 func callerOf(c *tool.Call) Caller { return Caller{SessionID: c.SessionID, RunID: c.RunID} }
 
-func parseHandleArg(h map[string]any) (Handle, error) {
+func parseHandleArg(h map[string]any) (api.Handle, error) {
 	raw, err := json.Marshal(h)
 	if err != nil {
-		return Handle{}, err
+		return api.Handle{}, err
 	}
-	return ParseHandle(raw)
+	return api.ParseHandle(raw)
 }
 
 func jsonResult(v any) (tool.Result, error) {
@@ -69,18 +70,18 @@ func jsonResult(v any) (tool.Result, error) {
 
 // summary is what the model sees of a process.
 type summary struct {
-	Handle    Handle `json:"handle"`
-	Kind      string `json:"kind"`
-	Status    string `json:"status"`
-	ExitCode  *int   `json:"exitCode,omitempty"`
-	Command   string `json:"command,omitempty"`
-	Tool      string `json:"tool,omitempty"`
-	StartedAt string `json:"startedAt"`
-	Output    int64  `json:"outputBytes"`
+	Handle    api.Handle `json:"handle"`
+	Kind      string     `json:"kind"`
+	Status    string     `json:"status"`
+	ExitCode  *int       `json:"exitCode,omitempty"`
+	Command   string     `json:"command,omitempty"`
+	Tool      string     `json:"tool,omitempty"`
+	StartedAt string     `json:"startedAt"`
+	Output    int64      `json:"outputBytes"`
 }
 
 func summarize(p store.Process) summary {
-	return summary{Handle: Handle{ID: p.ID}, Kind: p.Kind, Status: p.Status, ExitCode: p.ExitCode,
+	return summary{Handle: api.Handle{ID: p.ID}, Kind: p.Kind, Status: p.Status, ExitCode: p.ExitCode,
 		Command: p.Spec.Command, Tool: p.Spec.Tool, StartedAt: p.StartedAt.Format(time.RFC3339), Output: p.OutputBytes}
 }
 
@@ -233,35 +234,37 @@ func (t *tools) startTool(ctx context.Context, c *tool.Call, in startToolArgs) (
 	if in.Rerunnable {
 		disp = store.Rerunnable
 	}
-	p, err := t.m.Start(ctx, StartParams{
-		SessionID: c.SessionID, RunID: c.RunID, Kind: store.ProcessTool, Tool: in.Tool, Args: args,
-		Disposition: disp, WakeOnExit: in.WakeOnExit, CreatedBy: "tool:start_tool", ID: c.ID,
+	if c.Background == nil {
+		return tool.Result{}, errors.New("background processes are not available here")
+	}
+	p, err := c.Background.StartProcess(ctx, c, tool.BackgroundRequest{
+		Kind: store.ProcessTool, Tool: in.Tool, Args: args,
+		Disposition: disp, WakeOnExit: in.WakeOnExit, CreatedBy: "tool:start_tool",
 	})
 	if err != nil {
 		return tool.Result{}, err
 	}
-	return jsonResult(map[string]any{"handle": Handle{ID: p.ID}, "status": p.Status, "tool": in.Tool})
+	return jsonResult(map[string]any{"handle": api.Handle{ID: p.ID}, "status": p.Status, "tool": in.Tool})
 }
 
 // BackgroundShell starts the shell tool's background commands as shell
-// processes of a Manager. It satisfies builtin.BackgroundStarter: set
-// builtin.Options.Background to &process.BackgroundShell{Manager: m}.
-// Safe for concurrent use.
-type BackgroundShell struct {
-	Manager *Manager
-}
+// processes through the calling session's owner ([tool.Call.Background]).
+// It satisfies builtin.BackgroundStarter: set builtin.Options.Background to
+// process.BackgroundShell{}. Safe for concurrent use.
+type BackgroundShell struct{}
 
-// StartShell starts command in cwd (resolved through call.Env, during this
-// call only) as an owner_bound shell process whose ID is the tool call ID,
-// and returns its handle at once.
-func (b *BackgroundShell) StartShell(ctx context.Context, call *tool.Call, command, cwd string) (tool.Result, error) {
-	p, err := b.Manager.Start(ctx, StartParams{
-		SessionID: call.SessionID, RunID: call.RunID, Kind: store.ProcessShell, Command: command, Cwd: cwd,
-		Binding: call.Env, Disposition: store.OwnerBound, CreatedBy: "tool:shell", ID: call.ID,
+// StartShell starts command in cwd as an owner_bound shell process with
+// an ID of its own, and returns its handle at once.
+func (BackgroundShell) StartShell(ctx context.Context, call *tool.Call, command, cwd string) (tool.Result, error) {
+	if call.Background == nil {
+		return tool.Result{}, errors.New("background shells are not available here")
+	}
+	p, err := call.Background.StartProcess(ctx, call, tool.BackgroundRequest{
+		Kind: store.ProcessShell, Command: command, Cwd: cwd, Disposition: store.OwnerBound, CreatedBy: "tool:shell",
 	})
 	if err != nil {
 		return tool.Result{}, err
 	}
-	return jsonResult(map[string]any{"handle": Handle{ID: p.ID}, "status": p.Status,
+	return jsonResult(map[string]any{"handle": api.Handle{ID: p.ID}, "status": p.Status,
 		"note": "running in the background; use process_await, process_output, process_signal or process_cancel with the handle"})
 }

@@ -5,6 +5,8 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"strings"
+
+	"weft.dev/weft/api"
 )
 
 // RequireToken wraps next so that every request must present token, else
@@ -27,7 +29,7 @@ func RequireToken(token string, next http.Handler) http.Handler {
 		got, ok := presentedToken(r)
 		if !ok || token == "" || !tokenMatches(want, got) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="weft"`)
-			writeHTTPError(w, http.StatusUnauthorized, NewError(KindUnauthorized, "missing or invalid bearer token"))
+			writeHTTPError(w, http.StatusUnauthorized, api.NewError(api.KindUnauthorized, "missing or invalid bearer token"))
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
@@ -156,7 +157,7 @@ func BenchmarkHostFanoutWebSocket(b *testing.B) {
 		b.Run(fmt.Sprintf("subs=%d", subs), func(b *testing.B) {
 			bh := newBenchHost(b, scriptedModels, nil)
 			ctx := context.Background()
-			s, err := bh.h.CreateSession(ctx, host.CreateSessionParams{Model: "scripted:fanout"})
+			s, err := bh.h.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:fanout"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -168,7 +169,7 @@ func BenchmarkHostFanoutWebSocket(b *testing.B) {
 			)
 			for range subs {
 				c := bh.dial(b)
-				seq, err := c.Subscribe(sctx, rpc.SubscribeParams{SessionID: s.ID, After: s.LastSeq})
+				seq, err := c.Subscribe(sctx, api.SubscribeParams{SessionID: s.ID, After: s.LastSeq})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -188,11 +189,11 @@ func BenchmarkHostFanoutWebSocket(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				before, _ := bh.h.GetSession(ctx, s.ID)
-				r, err := bh.h.StartRun(ctx, host.StartRunParams{SessionID: s.ID, Input: host.Input(event.TextParts("go"))})
+				r, err := bh.h.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("go"))})
 				if err != nil {
 					b.Fatal(err)
 				}
-				w, err := bh.h.WaitRun(ctx, host.WaitRunParams{RunID: r.ID, TimeoutMs: 120_000})
+				w, err := bh.h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 120_000})
 				if err != nil || w.Run.Status != store.RunCompleted {
 					b.Fatalf("run %s: %+v %v", r.ID, w, err)
 				}
@@ -290,7 +291,7 @@ func BenchmarkHostResumeWebSocket(b *testing.B) {
 				t0 := time.Now()
 				after, n := int64(cursor), 0
 				for after < total {
-					seq, err := c.Subscribe(ctx, rpc.SubscribeParams{SessionID: "ses_resume", After: after})
+					seq, err := c.Subscribe(ctx, api.SubscribeParams{SessionID: "ses_resume", After: after})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -331,15 +332,15 @@ func BenchmarkRunGet(b *testing.B) {
 		b.Run("transport="+transport, func(b *testing.B) {
 			bh := newBenchHost(b, scriptedModels, nil)
 			ctx := context.Background()
-			s, err := bh.h.CreateSession(ctx, host.CreateSessionParams{Model: "scripted:fanout"})
+			s, err := bh.h.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:fanout"})
 			if err != nil {
 				b.Fatal(err)
 			}
-			r, err := bh.h.StartRun(ctx, host.StartRunParams{SessionID: s.ID, Input: host.Input(event.TextParts("go")), MaxSteps: 1})
+			r, err := bh.h.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("go")), MaxSteps: 1})
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := bh.h.WaitRun(ctx, host.WaitRunParams{RunID: r.ID, TimeoutMs: 10_000}); err != nil {
+			if _, err := bh.h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 10_000}); err != nil {
 				b.Fatal(err)
 			}
 			var call func(ctx context.Context, method string, params, result any) error
@@ -364,12 +365,12 @@ func BenchmarkRunGet(b *testing.B) {
 			case "ws":
 				call = bh.dial(b).Call
 			}
-			var res host.RunResult
+			var res api.RunResult
 			lat := make([]time.Duration, 0, 1<<16)
 			b.ReportAllocs()
 			for b.Loop() {
 				t0 := time.Now()
-				if err := call(ctx, "run/get", host.RunIDParams{RunID: r.ID}, &res); err != nil {
+				if err := call(ctx, "run/get", api.RunIDParams{RunID: r.ID}, &res); err != nil {
 					b.Fatal(err)
 				}
 				lat = append(lat, time.Since(t0))
@@ -475,11 +476,11 @@ func BenchmarkWarmTurn(b *testing.B) {
 				// busy=queue: run/wait can report the previous run
 				// completed a moment before its session is idle again, so
 				// the default busy=reject would sometimes conflict.
-				r, err := c.StartRun(ctx, host.StartRunParams{SessionID: sessionID, Input: host.Input(event.TextParts("Say hello.")), Busy: host.BusyQueue})
+				r, err := c.StartRun(ctx, api.StartRunParams{SessionID: sessionID, Input: api.Input(event.TextParts("Say hello.")), Busy: api.BusyQueue})
 				if err != nil {
 					return err
 				}
-				w, err := c.WaitRun(ctx, host.WaitRunParams{RunID: r.ID, TimeoutMs: 30_000})
+				w, err := c.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 30_000})
 				if err != nil {
 					return err
 				}
@@ -498,7 +499,7 @@ func BenchmarkWarmTurn(b *testing.B) {
 				b.StopTimer()
 				ids := make([]string, shape.sessions)
 				for i, c := range clients {
-					s, err := c.CreateSession(ctx, host.CreateSessionParams{Title: "bench"})
+					s, err := c.CreateSession(ctx, api.CreateSessionParams{Title: "bench"})
 					if err != nil {
 						b.Fatal(err)
 					}

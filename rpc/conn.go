@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/internal/jsonrpc"
 )
 
@@ -232,7 +233,7 @@ func (c *Conn) serve() error {
 	for {
 		frame, err := c.stream.Read(c.ctx)
 		if errors.Is(err, jsonrpc.ErrTooLarge) {
-			e := Errorf(KindTooLarge, "frame exceeds %d bytes", c.s.cfg.MaxFrameBytes).With("limit", c.s.cfg.MaxFrameBytes)
+			e := api.Errorf(api.KindTooLarge, "frame exceeds %d bytes", c.s.cfg.MaxFrameBytes).With("limit", c.s.cfg.MaxFrameBytes)
 			c.send(jsonrpc.AppendError(nil, nil, encodeError(e)))
 			continue
 		}
@@ -291,17 +292,17 @@ func (c *Conn) runCleanup(f func()) {
 func (c *Conn) handleFrame(frame []byte, emit func([]byte)) {
 	items, batch, derr := jsonrpc.DecodeFrame(frame)
 	if derr != nil {
-		kind := KindInvalidRequest
+		kind := api.KindInvalidRequest
 		if derr.Code == jsonrpc.CodeParseError {
-			kind = KindParse
+			kind = api.KindParse
 		}
-		emit(jsonrpc.AppendError(nil, nil, encodeError(NewError(kind, derr.Message))))
+		emit(jsonrpc.AppendError(nil, nil, encodeError(api.NewError(kind, derr.Message))))
 		return
 	}
 	if !batch {
 		it := items[0]
 		if it.Err != nil {
-			emit(jsonrpc.AppendError(nil, it.ID, encodeError(NewError(KindInvalidRequest, it.Err.Message))))
+			emit(jsonrpc.AppendError(nil, it.ID, encodeError(api.NewError(api.KindInvalidRequest, it.Err.Message))))
 			return
 		}
 		c.start(it.Request, func(b []byte) {
@@ -315,7 +316,7 @@ func (c *Conn) handleFrame(frame []byte, emit func([]byte)) {
 	var wg sync.WaitGroup
 	for i, it := range items {
 		if it.Err != nil {
-			results[i] = jsonrpc.AppendError(nil, it.ID, encodeError(NewError(KindInvalidRequest, it.Err.Message)))
+			results[i] = jsonrpc.AppendError(nil, it.ID, encodeError(api.NewError(api.KindInvalidRequest, it.Err.Message)))
 			continue
 		}
 		wg.Add(1)
@@ -356,7 +357,7 @@ func (c *Conn) start(req *jsonrpc.Request, deliver func([]byte)) {
 		select {
 		case c.sem <- struct{}{}:
 		default:
-			e := Errorf(KindOverloaded, "too many concurrent requests on this connection (limit %d)", cap(c.sem)).
+			e := api.Errorf(api.KindOverloaded, "too many concurrent requests on this connection (limit %d)", cap(c.sem)).
 				With("limit", cap(c.sem))
 			deliver(jsonrpc.AppendError(nil, req.ID, encodeError(e)))
 			return

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"weft.dev/weft/api"
 )
 
 // OpenRPCVersion is the OpenRPC specification version of the document
@@ -170,9 +171,9 @@ type openrpcEvent struct {
 }
 
 type openrpcErrorKind struct {
-	Code      int  `json:"code"`
-	Kind      Kind `json:"kind"`
-	Retryable bool `json:"retryable"`
+	Code      int      `json:"code"`
+	Kind      api.Kind `json:"kind"`
+	Retryable bool     `json:"retryable"`
 }
 
 type openrpcDoc struct {
@@ -235,9 +236,9 @@ func (s *Server) buildDocLocked() *openrpcDoc {
 		e := s.events[n]
 		d.Events = append(d.Events, openrpcEvent{Name: n, Description: e.doc, Schema: e.schema})
 	}
-	for _, k := range Kinds() {
-		e, _ := lookup(k)
-		d.Errors = append(d.Errors, openrpcErrorKind{e.code, k, e.retryable})
+	for _, k := range api.Kinds() {
+		e := api.NewError(k, "")
+		d.Errors = append(d.Errors, openrpcErrorKind{e.Code, k, e.Retryable})
 	}
 	return d
 }

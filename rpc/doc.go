@@ -13,7 +13,7 @@
 // read), as the specification's examples require.
 //
 // Every error response carries error.data = {"kind", "retryable", ...}.
-// Handler errors that are not an *Error go through [Config.MapError]; the
+// Handler errors that are not an *api.Error go through [Config.MapError]; the
 // rest become -32603 with a message that reveals nothing, and the real
 // error is logged with the request id.
 //

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/internal/jsonrpc/client"
 	"weft.dev/weft/rpc"
 )
@@ -52,12 +53,12 @@ func Example_stdio() {
 	// {"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"unknown field \"age\"","data":{"field":"age","kind":"invalid_params","retryable":false}}}
 }
 
-// Serve over HTTP and call with the Go client; error responses are *rpc.Error.
+// Serve over HTTP and call with the Go client; error responses are *api.Error.
 func Example_http() {
 	s := rpc.NewServer(rpc.Config{Token: "t0ken"})
 	rpc.Register(s, "greet", "Greet someone.", func(_ context.Context, p *greetParams) (*greetResult, error) {
 		if p.Name == "" {
-			return nil, rpc.NewError(rpc.KindNotFound, "nobody to greet")
+			return nil, api.NewError(api.KindNotFound, "nobody to greet")
 		}
 		return &greetResult{Greeting: "hello, " + p.Name}, nil
 	})
@@ -73,7 +74,7 @@ func Example_http() {
 	}
 	fmt.Println(res.Greeting)
 	err := c.Call(context.Background(), "greet", greetParams{}, &res)
-	if e, ok := err.(*rpc.Error); ok {
+	if e, ok := err.(*api.Error); ok {
 		fmt.Println(e.Code, e.Kind, e.Retryable)
 	}
 	// Output:

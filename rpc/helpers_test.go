@@ -7,6 +7,7 @@ import (
 	"io"
 	"testing"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/rpc"
 )
 
@@ -49,9 +50,9 @@ var errRunBusy = errors.New("test: run busy")
 // nil, unblocks "block" calls.
 func testServer(t testing.TB, cfg rpc.Config, release <-chan struct{}) *rpc.Server {
 	t.Helper()
-	cfg.MapError = func(err error) *rpc.Error {
+	cfg.MapError = func(err error) *api.Error {
 		if errors.Is(err, errRunBusy) {
-			return rpc.NewError(rpc.KindRunConflict, "session busy").With("reason", "busy")
+			return api.NewError(api.KindRunConflict, "session busy").With("reason", "busy")
 		}
 		return nil
 	}
@@ -69,7 +70,7 @@ func testServer(t testing.TB, cfg rpc.Config, release <-chan struct{}) *rpc.Serv
 		return &helloResult{Hello: p.Name}, nil
 	})
 	rpc.Register(s, "notfound", "Always not_found.", func(context.Context, *empty) (*empty, error) {
-		return nil, rpc.NewError(rpc.KindNotFound, "session s1 not found").With("sessionId", "s1")
+		return nil, api.NewError(api.KindNotFound, "session s1 not found").With("sessionId", "s1")
 	})
 	rpc.Register(s, "busy", "Always a mapped host sentinel.", func(context.Context, *empty) (*empty, error) {
 		return nil, errRunBusy

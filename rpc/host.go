@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/ids"
@@ -16,71 +17,6 @@ import (
 	"weft.dev/weft/process"
 	"weft.dev/weft/tool"
 )
-
-// Subscription notifications.
-const (
-	// MethodEvent carries one event of a subscription: [EventNotification].
-	MethodEvent = "events/event"
-	// MethodClosed ends a subscription: [ClosedNotification].
-	MethodClosed = "events/closed"
-)
-
-// SubscribeParams are the params of events/subscribe.
-type SubscribeParams struct {
-	SessionID string `json:"sessionId"`
-	// After is the cursor: the first event delivered is After+1.
-	After int64 `json:"after,omitempty"`
-	// RunID, if set, keeps only that run's events.
-	RunID string `json:"runId,omitempty"`
-}
-
-// SubscribeResult names a subscription.
-type SubscribeResult struct {
-	SubscriptionID string `json:"subscriptionId"`
-}
-
-// UnsubscribeParams are the params of events/unsubscribe.
-type UnsubscribeParams struct {
-	SubscriptionID string `json:"subscriptionId"`
-}
-
-// UnsubscribeResult acknowledges events/unsubscribe.
-type UnsubscribeResult struct {
-	Unsubscribed bool `json:"unsubscribed"`
-}
-
-// EventNotification is the params of events/event.
-type EventNotification struct {
-	SubscriptionID string      `json:"subscriptionId"`
-	Event          event.Event `json:"event"`
-}
-
-// Reasons a subscription ends.
-const (
-	ReasonOverflow     = "overflow"
-	ReasonClosed       = "closed"
-	ReasonUnsubscribed = "unsubscribed"
-	ReasonError        = "error"
-)
-
-// ClosedNotification is the params of events/closed: the subscription
-// ended; a client resumes with events/subscribe after Cursor.
-type ClosedNotification struct {
-	SubscriptionID string `json:"subscriptionId"`
-	Reason         string `json:"reason"`
-	// Cursor is the seq of the last event delivered (or the subscription's
-	// starting cursor).
-	Cursor  int64  `json:"cursor"`
-	Message string `json:"message,omitempty"`
-}
-
-// ToolsListParams are the params of tools/list.
-type ToolsListParams struct{}
-
-// ToolsListResult lists the tools runs are offered.
-type ToolsListResult struct {
-	Tools []tool.Spec `json:"tools"`
-}
 
 // HostConfig configures [NewHostServer].
 type HostConfig struct {
@@ -92,16 +28,6 @@ type HostConfig struct {
 // NewHostServer returns a server with the whole host method table
 // registered on it, and every event type described for rpc.discover.
 func NewHostServer(h *host.Host, cfg HostConfig) *Server {
-	next := cfg.MapError
-	cfg.MapError = func(err error) *Error {
-		if e := MapHostError(err); e != nil {
-			return e
-		}
-		if next != nil {
-			return next(err)
-		}
-		return nil
-	}
 	if cfg.TypeSchemas == nil {
 		cfg.TypeSchemas = map[reflect.Type]*jsonschema.Schema{}
 	}
@@ -110,138 +36,102 @@ func NewHostServer(h *host.Host, cfg HostConfig) *Server {
 	if err != nil {
 		panic(fmt.Sprintf("rpc: schema of input parts: %v", err))
 	}
-	cfg.TypeSchemas[reflect.TypeFor[host.Input]()] = &jsonschema.Schema{
+	cfg.TypeSchemas[reflect.TypeFor[api.Input]()] = &jsonschema.Schema{
 		Description: "text, or a list of content parts",
 		OneOf:       []*jsonschema.Schema{{Type: "string"}, parts},
 	}
 	s := NewServer(cfg.Config)
 	m := &hostMethods{h: h, subs: map[string]*subscription{}}
-	Register(s, "session/create", "Create a session with its mounts.", func(ctx context.Context, p *host.CreateSessionParams) (*host.SessionResult, error) {
+	Register(s, "session/create", "Create a session with its mounts.", func(ctx context.Context, p *api.CreateSessionParams) (*api.SessionResult, error) {
 		return h.CreateSession(context.WithoutCancel(ctx), *p)
 	})
-	Register(s, "session/get", "Get a session.", func(ctx context.Context, p *SessionGetParams) (*host.SessionResult, error) {
+	Register(s, "session/get", "Get a session.", func(ctx context.Context, p *api.SessionGetParams) (*api.SessionResult, error) {
 		return h.GetSession(ctx, p.SessionID)
 	})
-	Register(s, "session/list", "List sessions, newest first.", func(ctx context.Context, p *host.ListSessionsParams) (*host.ListSessionsResult, error) {
+	Register(s, "session/list", "List sessions, newest first.", func(ctx context.Context, p *api.ListSessionsParams) (*api.ListSessionsResult, error) {
 		return h.ListSessions(ctx, *p)
 	})
-	Register(s, "session/delete", "Delete a session without an active run.", func(ctx context.Context, p *host.SessionIDParams) (*host.DeleteResult, error) {
+	Register(s, "session/delete", "Delete a session without an active run.", func(ctx context.Context, p *api.SessionIDParams) (*api.DeleteResult, error) {
 		return h.DeleteSession(context.WithoutCancel(ctx), *p)
 	})
-	Register(s, "run/start", "Start a run; busy decides what happens when one is active.", func(ctx context.Context, p *host.StartRunParams) (*host.RunResult, error) {
+	Register(s, "run/start", "Start a run; busy decides what happens when one is active.", func(ctx context.Context, p *api.StartRunParams) (*api.RunResult, error) {
 		return h.StartRun(context.WithoutCancel(ctx), *p)
 	})
-	Register(s, "run/get", "Get a run.", func(ctx context.Context, p *host.RunIDParams) (*host.RunResult, error) {
+	Register(s, "run/get", "Get a run.", func(ctx context.Context, p *api.RunIDParams) (*api.RunResult, error) {
 		return h.GetRun(ctx, *p)
 	})
-	Register(s, "run/list", "List a session's runs.", func(ctx context.Context, p *host.ListRunsParams) (*host.ListRunsResult, error) {
+	Register(s, "run/list", "List a session's runs.", func(ctx context.Context, p *api.ListRunsParams) (*api.ListRunsResult, error) {
 		return h.ListRuns(ctx, *p)
 	})
-	Register(s, "run/wait", "Wait for a run's terminal event or the timeout.", func(ctx context.Context, p *host.WaitRunParams) (*host.WaitRunResult, error) {
+	Register(s, "run/wait", "Wait for a run's terminal event or the timeout.", func(ctx context.Context, p *api.WaitRunParams) (*api.WaitRunResult, error) {
 		return h.WaitRun(ctx, *p)
 	})
-	Register(s, "run/steer", "Inject input into the active run.", func(ctx context.Context, p *host.SteerParams) (*host.SteerReceipt, error) {
+	Register(s, "run/steer", "Inject input into the active run.", func(ctx context.Context, p *api.SteerParams) (*api.SteerReceipt, error) {
 		return h.SteerRun(context.WithoutCancel(ctx), *p)
 	})
-	Register(s, "run/cancel", "Cancel a run; returns once run.cancelled is committed.", func(ctx context.Context, p *host.CancelParams) (*host.RunResult, error) {
+	Register(s, "run/cancel", "Cancel a run; returns once run.cancelled is committed.", func(ctx context.Context, p *api.CancelParams) (*api.RunResult, error) {
 		return h.CancelRun(context.WithoutCancel(ctx), *p)
 	})
-	Register(s, host.MethodEnvList, "List a session's mounts and binding version.", func(ctx context.Context, p *host.ListEnvParams) (*host.ListEnvResult, error) {
+	Register(s, api.MethodEnvList, "List a session's mounts and binding version.", func(ctx context.Context, p *api.ListEnvParams) (*api.ListEnvResult, error) {
 		return h.ListEnv(ctx, *p)
 	})
-	Register(s, host.MethodEnvMount, "Attach (or with replace, replace) a mount; the active run's next tool call sees it.", func(ctx context.Context, p *host.MountParams) (*host.MountResult, error) {
+	Register(s, api.MethodEnvMount, "Attach (or with replace, replace) a mount; the active run's next tool call sees it.", func(ctx context.Context, p *api.MountParams) (*api.MountResult, error) {
 		return h.Mount(context.WithoutCancel(ctx), *p)
 	})
-	Register(s, host.MethodEnvUnmount, "Detach a mount; refused while it owns a running process.", func(ctx context.Context, p *host.UnmountParams) (*host.MountResult, error) {
+	Register(s, api.MethodEnvUnmount, "Detach a mount; refused while it owns a running process.", func(ctx context.Context, p *api.UnmountParams) (*api.MountResult, error) {
 		return h.Unmount(context.WithoutCancel(ctx), *p)
 	})
-	Register(s, "events/read", "Read a page of a session's events after a cursor.", func(ctx context.Context, p *host.ReadEventsParams) (*host.ReadEventsResult, error) {
+	Register(s, "events/read", "Read a page of a session's events after a cursor.", func(ctx context.Context, p *api.ReadEventsParams) (*api.ReadEventsResult, error) {
 		return h.ReadEvents(ctx, *p)
 	})
 	Register(s, "events/subscribe", "Subscribe to a session's events after a cursor: replay, then live (WebSocket and stdio).", m.subscribe)
 	Register(s, "events/unsubscribe", "End a subscription.", m.unsubscribe)
-	Register(s, "tools/list", "List the tools runs are offered.", func(ctx context.Context, p *ToolsListParams) (*ToolsListResult, error) {
-		res := &ToolsListResult{Tools: []tool.Spec{}}
+	Register(s, "tools/list", "List the tools runs are offered.", func(ctx context.Context, p *api.ToolsListParams) (*api.ToolsListResult, error) {
+		res := &api.ToolsListResult{Tools: []api.ToolSpec{}}
 		if cfg.Tools != nil {
-			res.Tools = cfg.Tools.Specs()
+			for _, t := range cfg.Tools.Specs() {
+				res.Tools = append(res.Tools, api.ToolSpec{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
+			}
 		}
 		return res, nil
 	})
-	Register(s, "process/start", "Start a shell command or a tool in the background; returns its handle at once.", func(ctx context.Context, p *host.ProcessStartParams) (*host.ProcessResult, error) {
+	Register(s, "process/start", "Start a shell command or a tool in the background; returns its handle at once.", func(ctx context.Context, p *api.ProcessStartParams) (*api.ProcessResult, error) {
 		return h.StartProcess(context.WithoutCancel(ctx), *p)
 	})
-	Register(s, "process/get", "Get a process.", func(ctx context.Context, p *host.ProcessIDParams) (*host.ProcessResult, error) {
+	Register(s, "process/get", "Get a process.", func(ctx context.Context, p *api.ProcessIDParams) (*api.ProcessResult, error) {
 		return h.GetProcess(ctx, *p)
 	})
-	Register(s, "process/list", "List the processes a session owns or was granted.", func(ctx context.Context, p *host.ProcessListParams) (*host.ProcessListResult, error) {
+	Register(s, "process/list", "List the processes a session owns or was granted.", func(ctx context.Context, p *api.ProcessListParams) (*api.ProcessListResult, error) {
 		return h.ListProcesses(ctx, *p)
 	})
-	Register(s, "process/await", "Wait for a process to end, or the timeout.", func(ctx context.Context, p *host.ProcessAwaitParams) (*process.AwaitResult, error) {
+	Register(s, "process/await", "Wait for a process to end, or the timeout.", func(ctx context.Context, p *api.ProcessAwaitParams) (*api.AwaitResult, error) {
 		return h.AwaitProcess(ctx, *p)
 	})
-	Register(s, "process/output", "Read a process's output from a byte offset (data is base64).", func(ctx context.Context, p *host.ProcessOutputParams) (*process.Output, error) {
+	Register(s, "process/output", "Read a process's output from a byte offset (data is base64).", func(ctx context.Context, p *api.ProcessOutputParams) (*api.Output, error) {
 		return h.ProcessOutput(ctx, *p)
 	})
-	Register(s, "process/write", "Write to a process's stdin.", func(ctx context.Context, p *host.ProcessWriteParams) (*host.ProcessResult, error) {
+	Register(s, "process/write", "Write to a process's stdin.", func(ctx context.Context, p *api.ProcessWriteParams) (*api.ProcessResult, error) {
 		return h.WriteProcess(context.WithoutCancel(ctx), *p)
 	})
-	Register(s, "process/signal", "Append signal.<name> to the process log; interrupt, terminate, kill and hangup also reach a shell's process group.", func(ctx context.Context, p *host.ProcessSignalParams) (*host.ProcessSignalResult, error) {
+	Register(s, "process/signal", "Append signal.<name> to the process log; interrupt, terminate, kill and hangup also reach a shell's process group.", func(ctx context.Context, p *api.ProcessSignalParams) (*api.ProcessSignalResult, error) {
 		return h.SignalProcess(context.WithoutCancel(ctx), *p)
 	})
-	Register(s, "process/cancel", "Cancel a process through the cancel policy.", func(ctx context.Context, p *host.ProcessCancelParams) (*host.ProcessResult, error) {
+	Register(s, "process/cancel", "Cancel a process through the cancel policy.", func(ctx context.Context, p *api.ProcessCancelParams) (*api.ProcessResult, error) {
 		return h.CancelProcess(context.WithoutCancel(ctx), *p)
 	})
-	Register(s, "process/grant", "Let another session address a process.", func(ctx context.Context, p *host.ProcessGrantParams) (*host.ProcessResult, error) {
+	Register(s, "process/grant", "Let another session address a process.", func(ctx context.Context, p *api.ProcessGrantParams) (*api.ProcessResult, error) {
 		return h.GrantProcess(context.WithoutCancel(ctx), *p)
 	})
-	Register(s, "process/revoke", "Withdraw a grant.", func(ctx context.Context, p *host.ProcessGrantParams) (*host.ProcessResult, error) {
+	Register(s, "process/revoke", "Withdraw a grant.", func(ctx context.Context, p *api.ProcessGrantParams) (*api.ProcessResult, error) {
 		return h.RevokeProcess(context.WithoutCancel(ctx), *p)
 	})
 	Register(s, "process/follow", "Follow a process's output from an offset: notifications process/output, then process/closed (WebSocket and stdio).", m.followProcess)
 	registerEvents(s)
-	RegisterEventType[ProcessOutputNotification](s, MethodProcessOutput, "Notification: a chunk of a followed process's output.")
-	RegisterEventType[ProcessClosedNotification](s, MethodProcessClosed, "Notification: a process follow ended.")
-	RegisterEventType[EventNotification](s, MethodEvent, "Notification: one event of a subscription.")
-	RegisterEventType[ClosedNotification](s, MethodClosed, "Notification: a subscription ended; resume after cursor.")
+	RegisterEventType[api.ProcessOutputNotification](s, api.NotifyProcessOutput, "Notification: a chunk of a followed process's output.")
+	RegisterEventType[api.ProcessClosedNotification](s, api.NotifyProcessClosed, "Notification: a process follow ended.")
+	RegisterEventType[api.EventNotification](s, api.NotifyEvent, "Notification: one event of a subscription.")
+	RegisterEventType[api.ClosedNotification](s, api.NotifyClosed, "Notification: a subscription ended; resume after cursor.")
 	return s
-}
-
-// SessionGetParams are the params of session/get.
-type SessionGetParams struct {
-	SessionID string `json:"sessionId"`
-}
-
-// MapHostError maps the host's errors to wire errors, or returns nil.
-func MapHostError(err error) *Error {
-	table := []struct {
-		sentinel error
-		kind     Kind
-	}{
-		{host.ErrNotFound, KindNotFound},
-		{host.ErrAlreadyExists, KindAlreadyExists},
-		{host.ErrInvalidParams, KindInvalidParams},
-		{host.ErrIdempotencyConflict, KindIdempotencyConflict},
-		{host.ErrRunConflict, KindRunConflict},
-		{host.ErrCursorInvalid, KindCursorInvalid},
-		{host.ErrEnvUnavailable, KindEnvironmentUnavailable},
-		{host.ErrDenied, KindDenied},
-		{host.ErrOverloaded, KindOverloaded},
-		{host.ErrClosed, KindOverloaded},
-	}
-	for _, t := range table {
-		if !errors.Is(err, t.sentinel) {
-			continue
-		}
-		e := NewError(t.kind, err.Error())
-		var he *host.Error
-		if errors.As(err, &he) {
-			for k, v := range he.Data {
-				e = e.With(k, v)
-			}
-		}
-		return e
-	}
-	return nil
 }
 
 // hostMethods holds the subscriptions of every connection.
@@ -258,7 +148,7 @@ type subscription struct {
 	reason string // set by unsubscribe before cancel
 }
 
-func (m *hostMethods) subscribe(ctx context.Context, p *SubscribeParams) (*SubscribeResult, error) {
+func (m *hostMethods) subscribe(ctx context.Context, p *api.SubscribeParams) (*api.SubscribeResult, error) {
 	conn, err := pushConn(ctx, "events/subscribe", "events/read or the SSE endpoint GET /v1/sessions/{id}/events")
 	if err != nil {
 		return nil, err
@@ -270,7 +160,7 @@ func (m *hostMethods) subscribe(ctx context.Context, p *SubscribeParams) (*Subsc
 		return nil, err
 	}
 	id := m.open(ctx, conn, subCtx, cancel, func(id string, sub *subscription) {
-		closed := ClosedNotification{SubscriptionID: id, Cursor: p.After}
+		closed := api.ClosedNotification{SubscriptionID: id, Cursor: p.After}
 		for e, err := range seq {
 			if err != nil {
 				var tell bool
@@ -279,17 +169,17 @@ func (m *hostMethods) subscribe(ctx context.Context, p *SubscribeParams) (*Subsc
 				}
 				break
 			}
-			if err := conn.NotifyWait(subCtx, MethodEvent, EventNotification{SubscriptionID: id, Event: e}); err != nil {
+			if err := conn.NotifyWait(subCtx, api.NotifyEvent, api.EventNotification{SubscriptionID: id, Event: e}); err != nil {
 				return
 			}
 			closed.Cursor = e.Seq
 		}
 		if closed.Reason == "" {
-			closed.Reason = ReasonClosed
+			closed.Reason = api.ReasonClosed
 		}
-		_ = conn.NotifyWait(context.WithoutCancel(subCtx), MethodClosed, closed)
+		_ = conn.NotifyWait(context.WithoutCancel(subCtx), api.NotifyClosed, closed)
 	})
-	return &SubscribeResult{SubscriptionID: id}, nil
+	return &api.SubscribeResult{SubscriptionID: id}, nil
 }
 
 // pushConn returns the handler's connection if it can carry notifications
@@ -297,7 +187,7 @@ func (m *hostMethods) subscribe(ctx context.Context, p *SubscribeParams) (*Subsc
 func pushConn(ctx context.Context, method, alt string) (*Conn, error) {
 	conn := ConnFrom(ctx)
 	if conn == nil || conn.Transport() == "http" {
-		return nil, NewError(KindInvalidRequest, method+" needs a WebSocket or stdio connection; over plain HTTP use "+alt)
+		return nil, api.NewError(api.KindInvalidRequest, method+" needs a WebSocket or stdio connection; over plain HTTP use "+alt)
 	}
 	return conn, nil
 }
@@ -345,31 +235,31 @@ func (m *hostMethods) end(sub *subscription, subCtx context.Context, err error) 
 	case reason != "":
 		return reason, "", true
 	case errors.Is(err, journal.ErrLagged):
-		return ReasonOverflow, "the subscriber fell behind; resume after the cursor", true
+		return api.ReasonOverflow, "the subscriber fell behind; resume after the cursor", true
 	case subCtx.Err() != nil:
 		return "", "", false
 	case errors.Is(err, journal.ErrClosed), errors.Is(err, process.ErrClosed):
-		return ReasonClosed, "the host is shutting down", true
+		return api.ReasonClosed, "the host is shutting down", true
 	}
-	return ReasonError, err.Error(), true
+	return api.ReasonError, err.Error(), true
 }
 
-func (m *hostMethods) unsubscribe(ctx context.Context, p *UnsubscribeParams) (*UnsubscribeResult, error) {
+func (m *hostMethods) unsubscribe(ctx context.Context, p *api.UnsubscribeParams) (*api.UnsubscribeResult, error) {
 	m.mu.Lock()
 	sub, ok := m.subs[p.SubscriptionID]
 	if ok && sub.conn != ConnFrom(ctx) {
 		ok = false // another connection's subscription: do not leak it
 	}
 	if ok {
-		sub.reason = ReasonUnsubscribed
+		sub.reason = api.ReasonUnsubscribed
 	}
 	m.mu.Unlock()
 	if !ok {
-		return nil, Errorf(KindNotFound, "subscription %s not found", p.SubscriptionID)
+		return nil, api.Errorf(api.KindNotFound, "subscription %s not found", p.SubscriptionID)
 	}
 	sub.cancel()
 	sub.wg.Wait()
-	return &UnsubscribeResult{Unsubscribed: true}, nil
+	return &api.UnsubscribeResult{Unsubscribed: true}, nil
 }
 
 // registerEvents describes every event type for rpc.discover.
@@ -402,53 +292,22 @@ func registerEvents(s *Server) {
 	RegisterEventType[event.ProcessData](s, string(event.ProcessExited), "A background process of the session ended.")
 }
 
-// Process follow notifications.
-const (
-	// MethodProcessOutput carries a chunk of a followed process: [ProcessOutputNotification].
-	MethodProcessOutput = "process/output"
-	// MethodProcessClosed ends a follow: [ProcessClosedNotification].
-	MethodProcessClosed = "process/closed"
-)
-
-// ProcessFollowParams are the params of process/follow.
-type ProcessFollowParams struct {
-	ID        string `json:"id"`
-	SessionID string `json:"sessionId,omitempty"`
-	Offset    int64  `json:"offset,omitempty"`
-}
-
-// ProcessOutputNotification is the params of process/output.
-type ProcessOutputNotification struct {
-	SubscriptionID string        `json:"subscriptionId"`
-	Chunk          process.Chunk `json:"chunk"`
-}
-
-// ProcessClosedNotification is the params of process/closed: Reason is
-// "ended" (all output was delivered), "unsubscribed", "closed" or "error";
-// Offset is where to resume.
-type ProcessClosedNotification struct {
-	SubscriptionID string `json:"subscriptionId"`
-	Reason         string `json:"reason"`
-	Offset         int64  `json:"offset"`
-	Message        string `json:"message,omitempty"`
-}
-
-func (m *hostMethods) followProcess(ctx context.Context, p *ProcessFollowParams) (*SubscribeResult, error) {
+func (m *hostMethods) followProcess(ctx context.Context, p *api.ProcessFollowParams) (*api.SubscribeResult, error) {
 	conn, err := pushConn(ctx, "process/follow", "process/output or GET /v1/processes/{id}/output")
 	if err != nil {
 		return nil, err
 	}
 	pm := m.h.Processes()
 	if pm == nil {
-		return nil, NewError(KindInvalidParams, "this host runs no background processes")
+		return nil, api.NewError(api.KindInvalidParams, "this host runs no background processes")
 	}
 	caller := process.Caller{Host: p.SessionID == "", SessionID: p.SessionID}
-	if _, err := m.h.GetProcess(ctx, host.ProcessIDParams{ID: p.ID, SessionID: p.SessionID}); err != nil {
+	if _, err := m.h.GetProcess(ctx, api.ProcessIDParams{ID: p.ID, SessionID: p.SessionID}); err != nil {
 		return nil, err
 	}
 	subCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	id := m.open(ctx, conn, subCtx, cancel, func(id string, sub *subscription) {
-		closed := ProcessClosedNotification{SubscriptionID: id, Reason: "ended", Offset: p.Offset}
+		closed := api.ProcessClosedNotification{SubscriptionID: id, Reason: "ended", Offset: p.Offset}
 		for c, err := range pm.Follow(subCtx, p.ID, p.Offset, caller) {
 			if err != nil {
 				var tell bool
@@ -457,12 +316,12 @@ func (m *hostMethods) followProcess(ctx context.Context, p *ProcessFollowParams)
 				}
 				break
 			}
-			if err := conn.NotifyWait(subCtx, MethodProcessOutput, ProcessOutputNotification{SubscriptionID: id, Chunk: c}); err != nil {
+			if err := conn.NotifyWait(subCtx, api.NotifyProcessOutput, api.ProcessOutputNotification{SubscriptionID: id, Chunk: c}); err != nil {
 				return
 			}
 			closed.Offset = c.Offset + int64(len(c.Data))
 		}
-		_ = conn.NotifyWait(context.WithoutCancel(subCtx), MethodProcessClosed, closed)
+		_ = conn.NotifyWait(context.WithoutCancel(subCtx), api.NotifyProcessClosed, closed)
 	})
-	return &SubscribeResult{SubscriptionID: id}, nil
+	return &api.SubscribeResult{SubscriptionID: id}, nil
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
@@ -86,7 +87,7 @@ func (e *hostEnv) log(t *testing.T, sid string) []event.Event {
 	var all []event.Event
 	var after int64
 	for {
-		p, err := e.h.ReadEvents(context.Background(), host.ReadEventsParams{SessionID: sid, After: after, Limit: 1000})
+		p, err := e.h.ReadEvents(context.Background(), api.ReadEventsParams{SessionID: sid, After: after, Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +109,7 @@ func TestHostDiscovery(t *testing.T) {
 		event.ProcessStarted, event.ProcessExited} {
 		evs = append(evs, string(ty))
 	}
-	rpctest.CheckDiscovery(t, e.s, append(evs, rpc.MethodEvent, rpc.MethodClosed, rpc.MethodProcessOutput, rpc.MethodProcessClosed)...)
+	rpctest.CheckDiscovery(t, e.s, append(evs, api.NotifyEvent, api.NotifyClosed, api.NotifyProcessOutput, api.NotifyProcessClosed)...)
 	// run/start's input is described as what it accepts: text or parts.
 	for _, m := range rpctest.Discover(t, e.s).Methods {
 		if m.Name != "run/start" {
@@ -138,7 +139,7 @@ func TestHostDiscovery(t *testing.T) {
 
 func waitDone(t *testing.T, c *client.Client, runID string) store.Run {
 	t.Helper()
-	w, err := c.WaitRun(context.Background(), host.WaitRunParams{RunID: runID, TimeoutMs: 20000})
+	w, err := c.WaitRun(context.Background(), api.WaitRunParams{RunID: runID, TimeoutMs: 20000})
 	if err != nil || w.TimedOut {
 		t.Fatalf("wait %s: %+v %v", runID, w, err)
 	}
@@ -149,11 +150,11 @@ func TestWebSocketSubscriptionEqualsLog(t *testing.T) {
 	e := newHostEnv(t)
 	c := e.dial(t)
 	ctx := context.Background()
-	s, err := c.CreateSession(ctx, host.CreateSessionParams{Model: "slow"})
+	s, err := c.CreateSession(ctx, api.CreateSessionParams{Model: "slow"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	seq, err := c.Subscribe(ctx, rpc.SubscribeParams{SessionID: s.ID})
+	seq, err := c.Subscribe(ctx, api.SubscribeParams{SessionID: s.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +168,7 @@ func TestWebSocketSubscriptionEqualsLog(t *testing.T) {
 		got = append(got, ev)
 		if !started {
 			started = true
-			r, err := c.StartRun(ctx, host.StartRunParams{SessionID: s.ID, Input: host.Input(event.TextParts("go"))})
+			r, err := c.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("go"))})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -197,8 +198,8 @@ func TestFollowSurvivesDisconnects(t *testing.T) {
 	c := e.dial(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, _ := c.CreateSession(ctx, host.CreateSessionParams{Model: "slow"})
-	r, err := c.StartRun(ctx, host.StartRunParams{SessionID: s.ID, Input: host.Input(event.TextParts("go"))})
+	s, _ := c.CreateSession(ctx, api.CreateSessionParams{Model: "slow"})
+	r, err := c.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("go"))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,8 +292,8 @@ func TestSSEReconnectExactlyOnce(t *testing.T) {
 	e := newHostEnv(t)
 	c := e.dial(t)
 	ctx := context.Background()
-	s, _ := c.CreateSession(ctx, host.CreateSessionParams{Model: "slow"})
-	r, _ := c.StartRun(ctx, host.StartRunParams{SessionID: s.ID, Input: host.Input(event.TextParts("go"))})
+	s, _ := c.CreateSession(ctx, api.CreateSessionParams{Model: "slow"})
+	r, _ := c.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("go"))})
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -353,7 +354,7 @@ func TestSSEErrors(t *testing.T) {
 	if got := get("/v1/sessions/ses_x/events", auth); got != 404 {
 		t.Errorf("unknown session: %d", got)
 	}
-	s, _ := e.h.CreateSession(context.Background(), host.CreateSessionParams{})
+	s, _ := e.h.CreateSession(context.Background(), api.CreateSessionParams{})
 	if got := get("/v1/sessions/"+s.ID+"/events?after=99", auth); got != 400 {
 		t.Errorf("cursor ahead: %d", got)
 	}
@@ -368,7 +369,7 @@ func TestSSEErrors(t *testing.T) {
 func TestStartRetriedAfterDroppedConnection(t *testing.T) {
 	e := newHostEnv(t)
 	ctx := context.Background()
-	s, _ := e.h.CreateSession(ctx, host.CreateSessionParams{Model: "fast"})
+	s, _ := e.h.CreateSession(ctx, api.CreateSessionParams{Model: "fast"})
 	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"run/start","params":{"sessionId":%q,"input":"once","idempotencyKey":"k-1"}}`, s.ID)
 	conn, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
 	if err != nil {
@@ -376,16 +377,16 @@ func TestStartRetriedAfterDroppedConnection(t *testing.T) {
 	}
 	fmt.Fprintf(conn, "POST /rpc HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", token, len(body), body)
 	conn.Close()
-	var runs *host.ListRunsResult
+	var runs *api.ListRunsResult
 	for range 200 { // the dropped request still completes on the server
-		runs, _ = e.h.ListRuns(ctx, host.ListRunsParams{SessionID: s.ID})
+		runs, _ = e.h.ListRuns(ctx, api.ListRunsParams{SessionID: s.ID})
 		if len(runs.Runs) > 0 {
 			break
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	c := e.dial(t)
-	r, err := c.StartRun(ctx, host.StartRunParams{SessionID: s.ID, Input: host.Input(event.TextParts("once")), IdempotencyKey: "k-1"})
+	r, err := c.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("once")), IdempotencyKey: "k-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,12 +394,12 @@ func TestStartRetriedAfterDroppedConnection(t *testing.T) {
 		t.Fatalf("retry was not replayed: %+v", r)
 	}
 	waitDone(t, c, r.ID)
-	runs, _ = e.h.ListRuns(ctx, host.ListRunsParams{SessionID: s.ID})
+	runs, _ = e.h.ListRuns(ctx, api.ListRunsParams{SessionID: s.ID})
 	if len(runs.Runs) != 1 || runs.Runs[0].ID != r.ID {
 		t.Fatalf("runs after retry: %+v", runs.Runs)
 	}
-	_, err = c.StartRun(ctx, host.StartRunParams{SessionID: s.ID, Input: host.Input(event.TextParts("other")), IdempotencyKey: "k-1"})
-	var re *rpc.Error
+	_, err = c.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("other")), IdempotencyKey: "k-1"})
+	var re *api.Error
 	if !errors.As(err, &re) || re.Code != -32012 {
 		t.Fatalf("same key, other params: %v", err)
 	}
@@ -408,36 +409,36 @@ func TestHostErrorsOnTheWire(t *testing.T) {
 	e := newHostEnv(t)
 	c := e.dial(t)
 	ctx := context.Background()
-	s, _ := c.CreateSession(ctx, host.CreateSessionParams{Model: "fast"})
-	r, _ := c.StartRun(ctx, host.StartRunParams{SessionID: s.ID, Input: host.Input(event.TextParts("x"))})
+	s, _ := c.CreateSession(ctx, api.CreateSessionParams{Model: "fast"})
+	r, _ := c.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("x"))})
 	waitDone(t, c, r.ID)
 	cases := []struct {
 		name string
 		code int
-		kind rpc.Kind
+		kind api.Kind
 		call func() error
-		data func(*rpc.Error) bool
+		data func(*api.Error) bool
 	}{
-		{"steer a finished run", -32013, rpc.KindRunConflict, func() error {
-			_, err := c.SteerRun(ctx, host.SteerParams{RunID: r.ID, Input: host.Input(event.TextParts("late"))})
+		{"steer a finished run", -32013, api.KindRunConflict, func() error {
+			_, err := c.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: api.Input(event.TextParts("late"))})
 			return err
-		}, func(e *rpc.Error) bool { return e.Data["status"] == "completed" }},
-		{"unknown run", -32010, rpc.KindNotFound, func() error { _, err := c.GetRun(ctx, "run_nope"); return err }, nil},
-		{"cursor ahead", -32016, rpc.KindCursorInvalid, func() error {
-			_, err := c.ReadEvents(ctx, host.ReadEventsParams{SessionID: s.ID, After: 1 << 40})
+		}, func(e *api.Error) bool { return e.Data["status"] == "completed" }},
+		{"unknown run", -32010, api.KindNotFound, func() error { _, err := c.GetRun(ctx, "run_nope"); return err }, nil},
+		{"cursor ahead", -32016, api.KindCursorInvalid, func() error {
+			_, err := c.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, After: 1 << 40})
 			return err
 		}, nil},
-		{"unknown field", -32602, rpc.KindInvalidParams, func() error {
+		{"unknown field", -32602, api.KindInvalidParams, func() error {
 			return c.Call(ctx, "run/get", map[string]any{"runId": r.ID, "extra": 1}, nil)
 		}, nil},
-		{"bad busy", -32602, rpc.KindInvalidParams, func() error {
-			_, err := c.StartRun(ctx, host.StartRunParams{SessionID: s.ID, Input: host.Input(event.TextParts("x")), Busy: "later"})
+		{"bad busy", -32602, api.KindInvalidParams, func() error {
+			_, err := c.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("x")), Busy: "later"})
 			return err
 		}, nil},
 	}
 	for _, tc := range cases {
 		err := tc.call()
-		var re *rpc.Error
+		var re *api.Error
 		if !errors.As(err, &re) || re.Code != tc.code || re.Kind != tc.kind {
 			t.Errorf("%s: got %v, want %d %s", tc.name, err, tc.code, tc.kind)
 			continue
@@ -450,7 +451,7 @@ func TestHostErrorsOnTheWire(t *testing.T) {
 
 func TestSubscribeOverHTTPRefused(t *testing.T) {
 	e := newHostEnv(t)
-	s, _ := e.h.CreateSession(context.Background(), host.CreateSessionParams{})
+	s, _ := e.h.CreateSession(context.Background(), api.CreateSessionParams{})
 	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"events/subscribe","params":{"sessionId":%q}}`, s.ID)
 	req, _ := http.NewRequest("POST", e.srv.URL+"/rpc", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/internal/jsonrpc/client"
 	"weft.dev/weft/rpc"
 )
@@ -167,7 +168,7 @@ func TestAuth(t *testing.T) {
 
 	ws := "ws" + strings.TrimPrefix(hs.URL, "http") + "/rpc/ws"
 	ctx := context.Background()
-	if _, err := client.DialWebSocket(ctx, ws, client.Config{Token: "wrong"}); !errors.Is(err, rpc.NewError(rpc.KindUnauthorized, "")) {
+	if _, err := client.DialWebSocket(ctx, ws, client.Config{Token: "wrong"}); !errors.Is(err, api.NewError(api.KindUnauthorized, "")) {
 		t.Errorf("WS wrong token: %v", err)
 	}
 	c, err := client.DialWebSocket(ctx, ws, client.Config{Token: testToken})

@@ -5,9 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/event"
-	"weft.dev/weft/host"
-	"weft.dev/weft/rpc"
 )
 
 // TestMountsOnTheWire drives env/list, env/mount and env/unmount through
@@ -26,12 +25,12 @@ func TestMountsOnTheWire(t *testing.T) {
 		}
 	}
 
-	s, err := c.CreateSession(ctx, host.CreateSessionParams{Mounts: []event.Mount{{ID: "local", Path: t.TempDir()}}})
+	s, err := c.CreateSession(ctx, api.CreateSessionParams{Mounts: []event.Mount{{ID: "local", Path: t.TempDir()}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	one := int64(1)
-	p := host.MountParams{SessionID: s.ID, Mount: event.Mount{ID: "data", Path: t.TempDir(), Mode: event.ModeReadOnly}, ExpectedBindingVersion: &one, IdempotencyKey: "k1"}
+	p := api.MountParams{SessionID: s.ID, Mount: event.Mount{ID: "data", Path: t.TempDir(), Mode: event.ModeReadOnly}, ExpectedBindingVersion: &one, IdempotencyKey: "k1"}
 	r, err := c.Mount(ctx, p)
 	if err != nil {
 		t.Fatal(err)
@@ -54,21 +53,21 @@ func TestMountsOnTheWire(t *testing.T) {
 		name string
 		code int
 		call func() error
-		data func(*rpc.Error) bool
+		data func(*api.Error) bool
 	}{
 		{"reused key", -32012, func() error { _, err := c.Mount(ctx, other); return err }, nil},
 		{"existing id", -32011, func() error {
-			_, err := c.Mount(ctx, host.MountParams{SessionID: s.ID, Mount: event.Mount{ID: "data", Path: t.TempDir()}})
+			_, err := c.Mount(ctx, api.MountParams{SessionID: s.ID, Mount: event.Mount{ID: "data", Path: t.TempDir()}})
 			return err
-		}, func(e *rpc.Error) bool { return e.Data["mountId"] == "data" }},
+		}, func(e *api.Error) bool { return e.Data["mountId"] == "data" }},
 		{"stale version", -32013, func() error {
-			_, err := c.Unmount(ctx, host.UnmountParams{SessionID: s.ID, MountID: "data", ExpectedBindingVersion: &one})
+			_, err := c.Unmount(ctx, api.UnmountParams{SessionID: s.ID, MountID: "data", ExpectedBindingVersion: &one})
 			return err
-		}, func(e *rpc.Error) bool {
+		}, func(e *api.Error) bool {
 			return e.Data["expectedBindingVersion"] == float64(1) && e.Data["bindingVersion"] == float64(2)
 		}},
 		{"default without a successor", -32602, func() error {
-			_, err := c.Unmount(ctx, host.UnmountParams{SessionID: s.ID, MountID: "local"})
+			_, err := c.Unmount(ctx, api.UnmountParams{SessionID: s.ID, MountID: "local"})
 			return err
 		}, nil},
 		{"unknown field", -32602, func() error {
@@ -78,7 +77,7 @@ func TestMountsOnTheWire(t *testing.T) {
 	}
 	for _, tc := range cases {
 		err := tc.call()
-		var re *rpc.Error
+		var re *api.Error
 		if !errors.As(err, &re) || re.Code != tc.code {
 			t.Errorf("%s: got %v, want %d", tc.name, err, tc.code)
 			continue
@@ -88,7 +87,7 @@ func TestMountsOnTheWire(t *testing.T) {
 		}
 	}
 
-	u, err := c.Unmount(ctx, host.UnmountParams{SessionID: s.ID, MountID: "local", NewDefaultMountID: "data"})
+	u, err := c.Unmount(ctx, api.UnmountParams{SessionID: s.ID, MountID: "local", NewDefaultMountID: "data"})
 	if err != nil || u.BindingVersion != 3 || u.CurrentDefaultMountID != "data" || u.RemovedMount.ID != "local" || u.CurrentDefaultShellMountID != "" {
 		t.Fatalf("unmount: %+v %v", u, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
@@ -63,14 +64,14 @@ func TestProcessOverTheWire(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	owner, _ := c.CreateSession(ctx, host.CreateSessionParams{Mounts: []event.Mount{{ID: "work", Path: t.TempDir(), Default: true}}})
-	other, _ := c.CreateSession(ctx, host.CreateSessionParams{})
-	p, err := c.StartProcess(ctx, host.ProcessStartParams{SessionID: owner.ID, Command: "for i in 1 2 3; do echo n$i; sleep 0.02; done"})
+	owner, _ := c.CreateSession(ctx, api.CreateSessionParams{Mounts: []event.Mount{{ID: "work", Path: t.TempDir(), Default: true}}})
+	other, _ := c.CreateSession(ctx, api.CreateSessionParams{})
+	p, err := c.StartProcess(ctx, api.ProcessStartParams{SessionID: owner.ID, Command: "for i in 1 2 3; do echo n$i; sleep 0.02; done"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Follow over WebSocket from offset 0 to the end.
-	seq, err := c.FollowProcess(ctx, rpc.ProcessFollowParams{ID: p.ID})
+	seq, err := c.FollowProcess(ctx, api.ProcessFollowParams{ID: p.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestProcessOverTheWire(t *testing.T) {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok && d != "{}" {
-			var ch process.Chunk
+			var ch api.Chunk
 			if err := json.Unmarshal([]byte(d), &ch); err != nil {
 				t.Fatal(err)
 			}
@@ -107,30 +108,30 @@ func TestProcessOverTheWire(t *testing.T) {
 		t.Fatalf("SSE from offset 3: %q", sse.String())
 	}
 	// Another session: the process does not exist for it.
-	_, err = c.GetProcess(ctx, host.ProcessIDParams{ID: p.ID, SessionID: other.ID})
-	var re *rpc.Error
-	if !errors.As(err, &re) || re.Code != rpc.CodeNotFound {
+	_, err = c.GetProcess(ctx, api.ProcessIDParams{ID: p.ID, SessionID: other.ID})
+	var re *api.Error
+	if !errors.As(err, &re) || re.Code != api.CodeNotFound {
 		t.Fatalf("other session's get: %v", err)
 	}
 	// A granted session may see it but the policy refuses its cancel: -32018.
-	q, err := c.StartProcess(ctx, host.ProcessStartParams{SessionID: owner.ID, Command: "sleep 300"})
+	q, err := c.StartProcess(ctx, api.ProcessStartParams{SessionID: owner.ID, Command: "sleep 300"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.GrantProcess(ctx, host.ProcessGrantParams{ID: q.ID, ToSessionID: other.ID}); err != nil {
+	if _, err := h.GrantProcess(ctx, api.ProcessGrantParams{ID: q.ID, ToSessionID: other.ID}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.CancelProcess(ctx, host.ProcessCancelParams{ID: q.ID, SessionID: other.ID})
-	if !errors.As(err, &re) || re.Code != rpc.CodeDenied || !strings.Contains(re.Message, "only the owner") {
+	_, err = c.CancelProcess(ctx, api.ProcessCancelParams{ID: q.ID, SessionID: other.ID})
+	if !errors.As(err, &re) || re.Code != api.CodeDenied || !strings.Contains(re.Message, "only the owner") {
 		t.Fatalf("denied cancel: %v", err)
 	}
-	r, err := c.CancelProcess(ctx, host.ProcessCancelParams{ID: q.ID, SessionID: owner.ID})
+	r, err := c.CancelProcess(ctx, api.ProcessCancelParams{ID: q.ID, SessionID: owner.ID})
 	if err != nil || r.Status != store.ProcessCancelled {
 		t.Fatalf("owner's cancel: %+v %v", r, err)
 	}
 	// Bad params.
 	err = c.Call(ctx, "process/start", map[string]any{"sessionId": owner.ID}, nil)
-	if !errors.As(err, &re) || re.Code != rpc.CodeInvalidParams {
+	if !errors.As(err, &re) || re.Code != api.CodeInvalidParams {
 		t.Fatalf("start without command or tool: %v", err)
 	}
 }

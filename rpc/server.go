@@ -16,12 +16,13 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/internal/jsonrpc"
 )
 
 // Defaults for zero [Config] fields.
 const (
-	DefaultMaxFrameBytes        = 8 << 20
+	DefaultMaxFrameBytes        = api.DefaultMaxFrameBytes
 	DefaultMaxConcurrentPerConn = 64
 	DefaultMaxConns             = 256
 	DefaultNotifyQueue          = 256
@@ -84,11 +85,11 @@ type Config struct {
 	Token string
 
 	// MapError maps errors returned by handlers that are not already an
-	// *Error (for example the host's sentinels) to wire errors. Returning
+	// *api.Error (for example the host's sentinels) to wire errors. Returning
 	// nil means "not mine": the error becomes an opaque -32603 and is
 	// logged with the request id. Nil means no mapping. It is called
 	// concurrently.
-	MapError func(error) *Error
+	MapError func(error) *api.Error
 
 	// TypeSchemas overrides the JSON Schema inferred for these Go types in
 	// method params and results (for types with a custom UnmarshalJSON
@@ -253,23 +254,23 @@ func (s *Server) lookup(name string) *method {
 }
 
 // decodeParams decodes raw into p strictly, returning an invalid_params
-// *Error on any failure.
+// *api.Error on any failure.
 func (m *method) decodeParams(raw json.RawMessage, p any) error {
 	raw = bytes.TrimSpace(raw)
 	if raw == nil {
 		if len(m.required) > 0 {
-			return Errorf(KindInvalidParams, "missing params; required: %s", strings.Join(m.required, ", ")).
+			return api.Errorf(api.KindInvalidParams, "missing params; required: %s", strings.Join(m.required, ", ")).
 				With("required", m.required)
 		}
 		raw = []byte("{}")
 	}
 	if len(raw) == 0 || raw[0] != '{' {
-		return NewError(KindInvalidParams, "params must be a JSON object")
+		return api.NewError(api.KindInvalidParams, "params must be a JSON object")
 	}
 	if m.known != nil {
 		var members map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &members); err != nil {
-			return NewError(KindInvalidParams, "params must be a JSON object")
+			return api.NewError(api.KindInvalidParams, "params must be a JSON object")
 		}
 		var unknown []string
 		for k := range members {
@@ -279,11 +280,11 @@ func (m *method) decodeParams(raw json.RawMessage, p any) error {
 		}
 		if len(unknown) > 0 {
 			slices.Sort(unknown)
-			return Errorf(KindInvalidParams, "unknown field %s", strconv.Quote(unknown[0])).With("field", unknown[0])
+			return api.Errorf(api.KindInvalidParams, "unknown field %s", strconv.Quote(unknown[0])).With("field", unknown[0])
 		}
 		for _, r := range m.required {
 			if _, ok := members[r]; !ok {
-				return Errorf(KindInvalidParams, "missing required field %s", strconv.Quote(r)).With("field", r)
+				return api.Errorf(api.KindInvalidParams, "missing required field %s", strconv.Quote(r)).With("field", r)
 			}
 		}
 	}
@@ -297,10 +298,10 @@ func (m *method) decodeParams(raw json.RawMessage, p any) error {
 
 // paramsError turns a decoding error into an invalid_params error without
 // Go type names.
-func paramsError(err error) *Error {
+func paramsError(err error) *api.Error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		e := Errorf(KindInvalidParams, "field %s: cannot use JSON %s here (want %s)", strconv.Quote(te.Field), te.Value, jsonKind(te.Type))
+		e := api.Errorf(api.KindInvalidParams, "field %s: cannot use JSON %s here (want %s)", strconv.Quote(te.Field), te.Value, jsonKind(te.Type))
 		return e.With("field", te.Field)
 	}
 	msg := err.Error()
@@ -309,9 +310,9 @@ func paramsError(err error) *Error {
 		if uerr != nil {
 			field = name
 		}
-		return Errorf(KindInvalidParams, "unknown field %s", strconv.Quote(field)).With("field", field)
+		return api.Errorf(api.KindInvalidParams, "unknown field %s", strconv.Quote(field)).With("field", field)
 	}
-	return Errorf(KindInvalidParams, "invalid params: %s", strings.TrimPrefix(msg, "json: "))
+	return api.Errorf(api.KindInvalidParams, "invalid params: %s", strings.TrimPrefix(msg, "json: "))
 }
 
 func jsonKind(t reflect.Type) string {
@@ -339,31 +340,39 @@ func jsonKind(t reflect.Type) string {
 }
 
 // toError maps a handler error to a wire error, logging what it hides.
-func (s *Server) toError(err error, method string, id json.RawMessage) *Error {
-	var e *Error
+func (s *Server) toError(err error, method string, id json.RawMessage) *api.Error {
+	var e *api.Error
 	if errors.As(err, &e) {
-		return e.normalize()
+		if cause := errors.Unwrap(e); cause != nil {
+			// The client sees the kind and message; the log keeps the cause.
+			level := slog.LevelDebug
+			if e.Retryable {
+				level = slog.LevelWarn
+			}
+			s.log.Log(context.Background(), level, "rpc: request failed", "method", method, "id", string(id), "kind", e.Kind, "err", cause)
+		}
+		return e.Normalize()
 	}
 	if s.cfg.MapError != nil {
 		if m := s.cfg.MapError(err); m != nil {
-			return m.normalize()
+			return m.Normalize()
 		}
 	}
 	s.log.Error("rpc: internal error", "method", method, "id", string(id), "err", err)
-	return NewError(KindInternal, "internal error")
+	return api.NewError(api.KindInternal, "internal error")
 }
 
 // dispatch runs one valid request and returns the encoded result or error
 // object. It recovers panics from the handler.
-func (s *Server) dispatch(ctx context.Context, req *jsonrpc.Request) (result []byte, errObj *Error) {
+func (s *Server) dispatch(ctx context.Context, req *jsonrpc.Request) (result []byte, errObj *api.Error) {
 	m := s.lookup(req.Method)
 	if m == nil {
-		return nil, Errorf(KindMethodNotFound, "method not found: %s", strconv.Quote(req.Method)).With("method", req.Method)
+		return nil, api.Errorf(api.KindMethodNotFound, "method not found: %s", strconv.Quote(req.Method)).With("method", req.Method)
 	}
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("rpc: handler panic", "method", req.Method, "id", string(req.ID), "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			result, errObj = nil, NewError(KindInternal, "internal error")
+			result, errObj = nil, api.NewError(api.KindInternal, "internal error")
 		}
 	}()
 	r, err := m.call(ctx, req.Params)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
 	"weft.dev/weft/process"
@@ -57,7 +58,7 @@ type processSSE struct {
 func (ps *processSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	pm := ps.h.Processes()
 	if pm == nil {
-		writeHTTPError(w, http.StatusNotFound, NewError(KindNotFound, "this host runs no background processes"))
+		writeHTTPError(w, http.StatusNotFound, api.NewError(api.KindNotFound, "this host runs no background processes"))
 		return
 	}
 	id, sessionID := r.PathValue("id"), r.URL.Query().Get("sessionId")
@@ -69,16 +70,13 @@ func (ps *processSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if cursor != "" {
 		n, err := strconv.ParseInt(cursor, 10, 64)
 		if err != nil || n < 0 {
-			writeHTTPError(w, http.StatusBadRequest, Errorf(KindInvalidParams, "offset %q is not a byte offset", cursor))
+			writeHTTPError(w, http.StatusBadRequest, api.Errorf(api.KindInvalidParams, "offset %q is not a byte offset", cursor))
 			return
 		}
 		offset = n
 	}
-	if _, err := ps.h.GetProcess(r.Context(), host.ProcessIDParams{ID: id, SessionID: sessionID}); err != nil {
-		e := MapHostError(err)
-		if e == nil {
-			e = NewError(KindInternal, "internal error")
-		}
+	if _, err := ps.h.GetProcess(r.Context(), api.ProcessIDParams{ID: id, SessionID: sessionID}); err != nil {
+		e := wireError(err)
 		writeHTTPError(w, http.StatusNotFound, e)
 		return
 	}
@@ -133,7 +131,7 @@ func (sh *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if cursor != "" {
 		n, err := strconv.ParseInt(cursor, 10, 64)
 		if err != nil {
-			writeHTTPError(w, http.StatusBadRequest, Errorf(KindCursorInvalid, "cursor %q is not a seq", cursor))
+			writeHTTPError(w, http.StatusBadRequest, api.Errorf(api.KindCursorInvalid, "cursor %q is not a seq", cursor))
 			return
 		}
 		after = n
@@ -142,13 +140,13 @@ func (sh *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	seq, err := sh.h.Subscribe(ctx, id, after, r.URL.Query().Get("runId"))
 	if err != nil {
-		e := MapHostError(err)
-		if e == nil {
-			e = NewError(KindInternal, "internal error")
-		}
+		e := wireError(err)
 		status := http.StatusBadRequest
-		if errors.Is(err, host.ErrNotFound) {
+		switch {
+		case errors.Is(err, api.ErrNotFound):
 			status = http.StatusNotFound
+		case e.Retryable:
+			status = http.StatusServiceUnavailable
 		}
 		writeHTTPError(w, status, e)
 		return
@@ -210,4 +208,14 @@ func (sh *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// wireError is err as a client sees it: an *api.Error, or an opaque
+// internal error.
+func wireError(err error) *api.Error {
+	var e *api.Error
+	if errors.As(err, &e) {
+		return e.Normalize()
+	}
+	return api.NewError(api.KindInternal, "internal error")
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/rpc"
 )
 
@@ -37,12 +38,12 @@ func TestOverload(t *testing.T) {
 	p.send(t, `{"jsonrpc":"2.0","id":3,"method":"block"}`)
 	var e struct {
 		ID    int        `json:"id"`
-		Error *rpc.Error `json:"error"`
+		Error *api.Error `json:"error"`
 	}
 	if err := json.Unmarshal([]byte(p.recv(t)), &e); err != nil {
 		t.Fatal(err)
 	}
-	if e.ID != 3 || e.Error == nil || e.Error.Code != rpc.CodeOverloaded || e.Error.Kind != rpc.KindOverloaded || !e.Error.Retryable {
+	if e.ID != 3 || e.Error == nil || e.Error.Code != api.CodeOverloaded || e.Error.Kind != api.KindOverloaded || !e.Error.Retryable {
 		t.Fatalf("third call: got %+v (%+v), want -32001 overloaded retryable", e, e.Error)
 	}
 	close(release)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/internal/jsonrpc"
 )
 
@@ -83,9 +84,9 @@ func (s *Server) Handler() http.Handler {
 
 // writeHTTPError writes a JSON-RPC error response (id null) with the
 // given HTTP status.
-func writeHTTPError(w http.ResponseWriter, status int, e *Error) {
+func writeHTTPError(w http.ResponseWriter, status int, e *api.Error) {
 	w.Header().Set("Content-Type", "application/json")
-	if e.Kind == KindOverloaded {
+	if e.Kind == api.KindOverloaded {
 		w.Header().Set("Retry-After", "1")
 	}
 	w.WriteHeader(status)
@@ -94,17 +95,17 @@ func writeHTTPError(w http.ResponseWriter, status int, e *Error) {
 
 func (s *Server) servePOST(w http.ResponseWriter, r *http.Request) {
 	if err := s.checkOrigin(r); err != nil {
-		writeHTTPError(w, http.StatusForbidden, NewError(KindUnauthorized, err.Error()))
+		writeHTTPError(w, http.StatusForbidden, api.NewError(api.KindUnauthorized, err.Error()))
 		return
 	}
 	if !s.acquireConn() {
-		writeHTTPError(w, http.StatusServiceUnavailable, Errorf(KindOverloaded, "too many connections (limit %d)", s.cfg.MaxConns))
+		writeHTTPError(w, http.StatusServiceUnavailable, api.Errorf(api.KindOverloaded, "too many connections (limit %d)", s.cfg.MaxConns))
 		return
 	}
 	c := s.newConn(r.Context(), TransportHTTP, nil)
 	defer s.releaseConn(c)
 	if !s.track(c) {
-		writeHTTPError(w, http.StatusServiceUnavailable, NewError(KindOverloaded, "server closing"))
+		writeHTTPError(w, http.StatusServiceUnavailable, api.NewError(api.KindOverloaded, "server closing"))
 		return
 	}
 	defer c.cancel()
@@ -115,11 +116,11 @@ func (s *Server) servePOST(w http.ResponseWriter, r *http.Request) {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			writeHTTPError(w, http.StatusRequestEntityTooLarge,
-				Errorf(KindTooLarge, "frame exceeds %d bytes", s.cfg.MaxFrameBytes).With("limit", s.cfg.MaxFrameBytes))
+				api.Errorf(api.KindTooLarge, "frame exceeds %d bytes", s.cfg.MaxFrameBytes).With("limit", s.cfg.MaxFrameBytes))
 			return
 		}
 		s.log.Debug("rpc: read request body", "conn", c.id, "err", err)
-		writeHTTPError(w, http.StatusBadRequest, NewError(KindInvalidRequest, "cannot read request body"))
+		writeHTTPError(w, http.StatusBadRequest, api.NewError(api.KindInvalidRequest, "cannot read request body"))
 		return
 	}
 	var out []byte
@@ -138,11 +139,11 @@ func (s *Server) servePOST(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	if err := s.checkOrigin(r); err != nil {
-		writeHTTPError(w, http.StatusForbidden, NewError(KindUnauthorized, err.Error()))
+		writeHTTPError(w, http.StatusForbidden, api.NewError(api.KindUnauthorized, err.Error()))
 		return
 	}
 	if !s.acquireConn() {
-		writeHTTPError(w, http.StatusServiceUnavailable, Errorf(KindOverloaded, "too many connections (limit %d)", s.cfg.MaxConns))
+		writeHTTPError(w, http.StatusServiceUnavailable, api.Errorf(api.KindOverloaded, "too many connections (limit %d)", s.cfg.MaxConns))
 		return
 	}
 	var c *Conn

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 
 	"weft.dev/weft/env"
+	"weft.dev/weft/store"
 )
 
 // Spec describes a tool to the model.
@@ -33,6 +34,39 @@ type Call struct {
 	// Env is the session's mounts as of this call; all file and process
 	// access goes through it.
 	Env *env.Binding
+	// Background starts background processes for the call through the
+	// owner of the calling session; nil means the caller has none, and
+	// tools that would start one refuse.
+	Background Background
+}
+
+// BackgroundRequest is a process a tool asks to start: a shell command or
+// a tool call that goes on after the asking call returns.
+type BackgroundRequest struct {
+	// Kind is store.ProcessShell or store.ProcessTool.
+	Kind string
+	// Command and Cwd are a shell process's command line and working
+	// directory (a path in the call's mounts; empty means the shell
+	// default mount's root).
+	Command, Cwd string
+	// Tool and Args are a tool process's tool and validated arguments.
+	Tool string
+	Args json.RawMessage
+	// Disposition is store.OwnerBound, store.Rerunnable or
+	// store.ExternallyOwned; empty means owner-bound.
+	Disposition string
+	// WakeOnExit starts a run of the session when the process ends.
+	WakeOnExit bool
+	// CreatedBy says which tool asked (e.g. "tool:shell").
+	CreatedBy string
+}
+
+// Background starts the processes tools ask for. The session owner
+// implements it, so that a start cannot race a change of the session's
+// mounts; the process gets an ID of its own ("proc_…"), not the call's.
+// Safe for concurrent use.
+type Background interface {
+	StartProcess(ctx context.Context, call *Call, req BackgroundRequest) (store.Process, error)
 }
 
 // Result is what the model sees.

@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"strings"
 	"time"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
-	"weft.dev/weft/host"
 )
 
 // errNoHost reports that no host answered.
@@ -107,7 +108,7 @@ func (c *steerCmd) Run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer cl.Close()
-	r, err := cl.SteerRun(ctx, host.SteerParams{RunID: c.RunID, Input: host.Input(event.TextParts(c.Text))})
+	r, err := cl.SteerRun(ctx, api.SteerParams{RunID: c.RunID, Input: api.Input(event.TextParts(c.Text))})
 	if err != nil {
 		return err
 	}
@@ -125,7 +126,7 @@ func (c *cancelCmd) Run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer cl.Close()
-	r, err := cl.CancelRun(ctx, host.CancelParams{RunID: c.RunID, Reason: c.Reason})
+	r, err := cl.CancelRun(ctx, api.CancelParams{RunID: c.RunID, Reason: c.Reason})
 	if err != nil {
 		return err
 	}
@@ -168,11 +169,29 @@ func printJSON(a *app, v any) error {
 	return nil
 }
 
-// runViaHost runs c through the host: creates or continues the session,
-// starts the run, and (unless detached) prints its events until it ends,
-// cancelling it on the first interrupt.
+// runViaHost runs c through the host at the other end of cl.
 func (c *runCmd) runViaHost(ctx context.Context, a *app, cl *client.Client, prompt string) error {
 	defer cl.Close()
+	tok, _ := a.token(false)
+	follow := func(ctx context.Context, sessionID string, after int64) iter.Seq2[event.Event, error] {
+		return client.Follow(ctx, a.dialer(tok), sessionID, after, "")
+	}
+	return c.runOn(ctx, a, cl, follow, prompt)
+}
+
+// runner is what `weft run` needs of a host: *client.Client over the
+// wire, *host.Host in process.
+type runner interface {
+	CreateSession(ctx context.Context, p api.CreateSessionParams) (*api.SessionResult, error)
+	GetSession(ctx context.Context, id string) (*api.SessionResult, error)
+	StartRun(ctx context.Context, p api.StartRunParams) (*api.RunResult, error)
+	CancelRun(ctx context.Context, p api.CancelParams) (*api.RunResult, error)
+}
+
+// runOn runs c on h: creates or continues the session, starts the run,
+// and (unless detached) prints its events, as follow delivers them, until
+// it ends, cancelling it on the first interrupt.
+func (c *runCmd) runOn(ctx context.Context, a *app, h runner, follow func(ctx context.Context, sessionID string, after int64) iter.Seq2[event.Event, error], prompt string) error {
 	sessionID := c.Session
 	var cursor int64
 	if sessionID == "" {
@@ -180,19 +199,19 @@ func (c *runCmd) runViaHost(ctx context.Context, a *app, cl *client.Client, prom
 		if err != nil {
 			return usageErr("%v", err)
 		}
-		s, err := cl.CreateSession(ctx, host.CreateSessionParams{Title: clip(prompt, 60), Model: c.Model, Mounts: mounts, Network: c.Network})
+		s, err := h.CreateSession(ctx, api.CreateSessionParams{Title: clip(prompt, 60), Model: c.Model, Mounts: mounts, Network: c.Network})
 		if err != nil {
 			return err
 		}
 		sessionID = s.ID
 	} else {
-		s, err := cl.GetSession(ctx, sessionID)
+		s, err := h.GetSession(ctx, sessionID)
 		if err != nil {
 			return err
 		}
 		cursor = s.LastSeq
 	}
-	r, err := cl.StartRun(ctx, host.StartRunParams{SessionID: sessionID, Input: host.Input(event.TextParts(prompt)), Model: c.Model, MaxSteps: c.MaxSteps, Busy: c.Busy})
+	r, err := h.StartRun(ctx, api.StartRunParams{SessionID: sessionID, Input: api.Input(event.TextParts(prompt)), Model: c.Model, MaxSteps: c.MaxSteps, Busy: c.Busy})
 	if err != nil {
 		return err
 	}
@@ -200,7 +219,6 @@ func (c *runCmd) runViaHost(ctx context.Context, a *app, cl *client.Client, prom
 		fmt.Fprintf(a.stdout, "%s %s\n", sessionID, r.ID)
 		return nil
 	}
-	tok, _ := a.token(false)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -209,7 +227,7 @@ func (c *runCmd) runViaHost(ctx context.Context, a *app, cl *client.Client, prom
 		case <-ctx.Done():
 			return
 		}
-		cl.CancelRun(context.WithoutCancel(ctx), host.CancelParams{RunID: r.ID, Reason: "interrupted by the user"})
+		h.CancelRun(context.WithoutCancel(ctx), api.CancelParams{RunID: r.ID, Reason: "interrupted by the user"})
 		select {
 		case <-a.interrupts:
 			fmt.Fprintln(a.stderr, "\nweft: second interrupt: exiting now")
@@ -218,7 +236,7 @@ func (c *runCmd) runViaHost(ctx context.Context, a *app, cl *client.Client, prom
 		}
 	}()
 	pr := &printer{stdout: a.stdout, stderr: a.stderr, json: c.JSON, tty: isTerminal(a.stderr)}
-	for e, err := range client.Follow(ctx, a.dialer(tok), sessionID, cursor, "") {
+	for e, err := range follow(ctx, sessionID, cursor) {
 		if err != nil {
 			return err
 		}

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/env"
 	"weft.dev/weft/event"
-	"weft.dev/weft/host"
 )
 
 type mountCmd struct {
@@ -60,7 +60,7 @@ func (c *mountCmd) Run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer cl.Close()
-	r, err := cl.Mount(ctx, host.MountParams{SessionID: c.Session, Mount: m, Replace: c.Replace, InjectContext: c.Inject})
+	r, err := cl.Mount(ctx, api.MountParams{SessionID: c.Session, Mount: m, Replace: c.Replace, InjectContext: c.Inject})
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (c *unmountCmd) Run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer cl.Close()
-	r, err := cl.Unmount(ctx, host.UnmountParams{SessionID: c.Session, MountID: c.ID, NewDefaultMountID: c.NewDefault,
+	r, err := cl.Unmount(ctx, api.UnmountParams{SessionID: c.Session, MountID: c.ID, NewDefaultMountID: c.NewDefault,
 		NewDefaultShellMountID: c.NewShellDefault, InjectContext: c.Inject})
 	if err != nil {
 		return err
@@ -137,7 +137,7 @@ func (c *mountsCmd) Run(ctx context.Context, a *app) error {
 	return tw.Flush()
 }
 
-func printWarnings(a *app, ws []host.Warning) {
+func printWarnings(a *app, ws []api.Warning) {
 	for _, w := range ws {
 		fmt.Fprintf(a.stderr, "weft: warning: %s: %s\n", w.Code, w.Message)
 	}

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
-	"weft.dev/weft/host"
 )
 
 // TestMountCommands drives weft mount, mounts and unmount against a
@@ -25,7 +25,7 @@ func TestMountCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.CreateSession(ctx, host.CreateSessionParams{Mounts: []event.Mount{{ID: "work", Path: e.work}}})
+	s, err := c.CreateSession(ctx, api.CreateSessionParams{Mounts: []event.Mount{{ID: "work", Path: e.work}}})
 	c.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func TestMountCommands(t *testing.T) {
 		t.Fatalf("mount: %d %q %q", code, out, stderr)
 	}
 	out, stderr, code = weft("mount", s.ID, "--scratch", "--shell-default", "--inject", "--json")
-	var r host.MountResult
+	var r api.MountResult
 	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.Mount == nil || r.Mount.Kind != event.KindScratch ||
 		r.BindingVersion != 3 || r.CurrentDefaultShellMountID != "scratch" || len(r.Warnings) != 1 {
 		t.Fatalf("mount --scratch: %d %q %q", code, out, stderr)

@@ -7,8 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"weft.dev/weft/host"
-	"weft.dev/weft/rpc"
+	"weft.dev/weft/api"
 	"weft.dev/weft/store"
 )
 
@@ -24,7 +23,7 @@ func (c *psCmd) Run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer cl.Close()
-	p := host.ProcessListParams{SessionID: c.Session}
+	p := api.ProcessListParams{SessionID: c.Session}
 	if !c.All {
 		p.Status = store.ProcessRunning
 	}
@@ -81,7 +80,7 @@ func (c *procLogsCmd) Run(ctx context.Context, a *app) error {
 			case <-ctx.Done():
 			}
 		}()
-		seq, err := cl.FollowProcess(ctx, rpc.ProcessFollowParams{ID: c.ID, Offset: c.Offset})
+		seq, err := cl.FollowProcess(ctx, api.ProcessFollowParams{ID: c.ID, Offset: c.Offset})
 		if err != nil {
 			return err
 		}
@@ -101,7 +100,7 @@ func (c *procLogsCmd) Run(ctx context.Context, a *app) error {
 	}
 	offset := c.Offset
 	for {
-		out, err := cl.ProcessOutput(ctx, host.ProcessOutputParams{ID: c.ID, Offset: offset, Limit: 1 << 20})
+		out, err := cl.ProcessOutput(ctx, api.ProcessOutputParams{ID: c.ID, Offset: offset, Limit: 1 << 20})
 		if err != nil {
 			return err
 		}
@@ -133,7 +132,7 @@ func (c *procWaitCmd) Run(ctx context.Context, a *app) error {
 		if c.Timeout > 0 {
 			step = min(step, time.Until(deadline))
 		}
-		r, err := cl.AwaitProcess(ctx, host.ProcessAwaitParams{ID: c.ID, TimeoutMs: max(step.Milliseconds(), 0)})
+		r, err := cl.AwaitProcess(ctx, api.ProcessAwaitParams{ID: c.ID, TimeoutMs: max(step.Milliseconds(), 0)})
 		if err != nil {
 			return err
 		}
@@ -163,7 +162,7 @@ func (c *procSignalCmd) Run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer cl.Close()
-	p := host.ProcessSignalParams{ID: c.ID, Name: strings.TrimPrefix(strings.ToLower(c.Name), "sig")}
+	p := api.ProcessSignalParams{ID: c.ID, Name: strings.TrimPrefix(strings.ToLower(c.Name), "sig")}
 	if c.Payload != "" {
 		if !json.Valid([]byte(c.Payload)) {
 			return usageErr("--payload is not valid JSON")
@@ -188,7 +187,7 @@ func (c *procKillCmd) Run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer cl.Close()
-	r, err := cl.CancelProcess(ctx, host.ProcessCancelParams{ID: c.ID, Reason: c.Reason})
+	r, err := cl.CancelProcess(ctx, api.ProcessCancelParams{ID: c.ID, Reason: c.Reason})
 	if err != nil {
 		return err
 	}

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
-	"weft.dev/weft/host"
 	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 )
@@ -53,11 +53,11 @@ func TestServeSIGKILLLeavesNoOrphan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2, err := c.CreateSession(ctx, host.CreateSessionParams{Mounts: mountsFor(e)})
+	s2, err := c.CreateSession(ctx, api.CreateSessionParams{Mounts: mountsFor(e)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := c.StartProcess(ctx, host.ProcessStartParams{SessionID: s2.ID, Command: "sh -c 'sleep 300 & sleep 300'"})
+	p, err := c.StartProcess(ctx, api.ProcessStartParams{SessionID: s2.ID, Command: "sh -c 'sleep 300 & sleep 300'"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestServeSIGKILLLeavesNoOrphan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	got, err := c.GetProcess(ctx, host.ProcessIDParams{ID: p.ID})
+	got, err := c.GetProcess(ctx, api.ProcessIDParams{ID: p.ID})
 	if err != nil || got.Status != store.ProcessAbandoned {
 		t.Fatalf("record after restart: %+v %v", got, err)
 	}
@@ -117,17 +117,17 @@ func TestProcCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	s, err := c.CreateSession(ctx, host.CreateSessionParams{Mounts: mountsFor(e)})
+	s, err := c.CreateSession(ctx, api.CreateSessionParams{Mounts: mountsFor(e)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := c.StartProcess(ctx, host.ProcessStartParams{SessionID: s.ID,
+	p, err := c.StartProcess(ctx, api.ProcessStartParams{SessionID: s.ID,
 		Command: "trap 'echo got-int; exit 7' INT; for i in 1 2 3; do echo line$i; done; while :; do sleep 0.05; done"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 200 {
-		o, _ := c.ProcessOutput(ctx, host.ProcessOutputParams{ID: p.ID})
+		o, _ := c.ProcessOutput(ctx, api.ProcessOutputParams{ID: p.ID})
 		if strings.Contains(string(o.Data), "line3") {
 			break
 		}
@@ -152,7 +152,7 @@ func TestProcCommands(t *testing.T) {
 	if !strings.HasSuffix(out, "got-int\n") {
 		t.Fatalf("proc logs --follow of an ended process: %q", out)
 	}
-	q, err := c.StartProcess(ctx, host.ProcessStartParams{SessionID: s.ID, Command: "sleep 300"})
+	q, err := c.StartProcess(ctx, api.ProcessStartParams{SessionID: s.ID, Command: "sleep 300"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,22 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 
-	"weft.dev/weft/agent"
-	"weft.dev/weft/env"
+	"weft.dev/weft/api"
 	"weft.dev/weft/event"
+	"weft.dev/weft/host"
 	"weft.dev/weft/internal/config"
-	"weft.dev/weft/internal/ids"
-	"weft.dev/weft/internal/journal"
-	"weft.dev/weft/internal/lease"
-	"weft.dev/weft/internal/reconcile"
-	"weft.dev/weft/store"
-	"weft.dev/weft/tool"
-	"weft.dev/weft/tool/builtin"
 )
 
 type runCmd struct {
@@ -59,165 +54,68 @@ func (c *runCmd) Run(ctx context.Context, a *app) error {
 			return err
 		}
 	}
-	cfgFile, cfgPath, err := a.loadConfig()
-	if err != nil {
-		return err
-	}
-	st, storePath, err := a.openStore(ctx, cfgFile)
+	return c.runLocal(ctx, a, prompt)
+}
+
+// runLocal runs c through a host in this process: the same admission,
+// busy policy and background processes as through `weft serve`, over the
+// store this process opens.
+func (c *runCmd) runLocal(ctx context.Context, a *app, prompt string) error {
+	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h, st, _, err := a.newHost(ctx, log, local)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-
-	jcfg := journal.Config{Store: st}
-	var (
-		j         *journal.Journal
-		sessionID = c.Session
-		modelName = c.Model
-		cursor    int64
-	)
-	if sessionID != "" {
-		s, err := st.Session(ctx, sessionID)
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("session %s not found in %s (see `weft sessions`)", sessionID, storePath)
-		} else if err != nil {
-			return err
-		}
-		if modelName == "" {
-			modelName = s.Model
-		}
-		cursor = s.LastSeq
-	}
-	if modelName == "" {
-		modelName = cfgFile.DefaultModel
-	}
-	model, err := config.Resolve(modelName, cfgFile, cfgPath, a.getenv)
-	if err != nil {
-		return err
-	}
-
-	if sessionID == "" {
-		sessionID = ids.New("ses")
-	}
-	ls, err := lease.Acquire(lockDir(storePath), sessionID)
-	if err != nil {
-		return err
-	}
-	defer ls.Release()
-
-	if c.Session == "" {
-		mounts, err := parseMounts(c.Mount)
-		if err != nil {
-			return usageErr("%v", err)
-		}
-		j, err = journal.Create(ctx, jcfg, sessionID, event.SessionCreatedData{Title: clip(prompt, 60), Model: model.Name, Mounts: mounts, Network: c.Network})
+	defer h.Close()
+	// Say what is wrong with the model before anything is written.
+	name := c.Model
+	if c.Session != "" {
+		s, err := h.GetSession(ctx, c.Session)
 		if err != nil {
 			return err
 		}
-	} else {
-		if len(c.Mount) > 0 {
-			return usageErr("--mount applies to new sessions; session %s keeps its mounts", sessionID)
-		}
-		if j, err = journal.Open(ctx, jcfg, sessionID); err != nil {
-			return err
+		if name == "" {
+			name = s.Model
 		}
 	}
-	defer j.Close()
+	cfgFile, cfgPath, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		name = a.defaultModel(cfgFile)
+	}
+	if _, err := config.Resolve(name, cfgFile, cfgPath, a.getenv); err != nil {
+		return err
+	}
+	follow := func(ctx context.Context, sessionID string, after int64) iter.Seq2[event.Event, error] {
+		return followLocal(ctx, h, sessionID, after)
+	}
+	return c.runOn(ctx, a, h, follow, prompt)
+}
 
-	// The printer sees only committed events, from the cursor on.
-	pr := &printer{stdout: a.stdout, stderr: a.stderr, json: c.JSON, tty: isTerminal(a.stderr)}
-	runID := ids.New("run")
-	printCtx, stopPrint := context.WithCancel(ctx)
-	printed := make(chan error, 1)
-	go func() {
-		for e, err := range j.Events(printCtx, cursor, journal.SubscribeOptions{}) {
+// followLocal follows a session of an in-process host from after: the
+// replay, then live, subscribing again from the last event it yielded
+// when the subscription ends lagged.
+func followLocal(ctx context.Context, h *host.Host, sessionID string, after int64) iter.Seq2[event.Event, error] {
+	return func(yield func(event.Event, error) bool) {
+		for {
+			seq, err := h.Subscribe(ctx, sessionID, after, "")
 			if err != nil {
-				printed <- err
+				yield(event.Event{}, err)
 				return
 			}
-			pr.print(e)
-			if e.RunID == runID && event.IsTerminalRun(e.Type) {
-				printed <- nil
-				return
+			for e, err := range seq {
+				if errors.Is(err, api.ErrLagged) {
+					break
+				}
+				if !yield(e, err) || err != nil {
+					return
+				}
+				after = e.Seq
 			}
 		}
-		printed <- nil
-	}()
-	defer stopPrint()
-
-	if closed, err := reconcile.Session(ctx, st, j, sessionID); err != nil {
-		return err
-	} else if len(closed) > 0 && !c.JSON {
-		fmt.Fprintf(a.stderr, "weft: closed %d run(s) a crash left open: %s\n", len(closed), strings.Join(closed, ", "))
-	}
-
-	sess := j.Session()
-	binding, err := env.Open(sess.Binding)
-	if err != nil {
-		return fmt.Errorf("session %s: mounts: %w", sessionID, err)
-	}
-	defer binding.Close()
-
-	history, err := agent.LoadTranscript(ctx, st, sessionID)
-	if err != nil {
-		return err
-	}
-	maxSteps := c.MaxSteps
-	if maxSteps <= 0 {
-		maxSteps = cfgFile.MaxSteps
-	}
-	input := event.TextParts(prompt)
-	q, err := event.New(runID, event.RunQueued, event.RunQueuedData{Model: model.Name, MaxSteps: maxSteps, Input: input})
-	if err != nil {
-		return err
-	}
-	if _, err := j.Append(ctx, q); err != nil {
-		return err
-	}
-
-	reg := tool.NewRegistry()
-	if err := builtin.Register(reg, builtin.Options{Sandbox: cfgFile.Sandbox()}); err != nil {
-		return err
-	}
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go func() {
-		select {
-		case <-a.interrupts:
-		case <-runCtx.Done():
-			return
-		}
-		cancel(errors.New("interrupted by the user"))
-		select {
-		case <-a.interrupts:
-			fmt.Fprintln(a.stderr, "\nweft: second interrupt: exiting now")
-			os.Exit(exitCancelled)
-		case <-runCtx.Done():
-		}
-	}()
-	out, err := agent.Execute(runCtx, agent.Config{
-		Provider: model.Provider, Model: model.Model, Tools: reg, MaxSteps: maxSteps, MaxTokens: model.MaxTokens,
-	}, j, agent.Run{
-		ID: runID, SessionID: sessionID, ModelName: model.Name, Input: input, History: history,
-		Env: func() *env.Binding { return binding },
-	})
-	if err != nil {
-		return err
-	}
-	if err := <-printed; err != nil {
-		return err
-	}
-	if !c.JSON {
-		fmt.Fprintf(a.stderr, "weft: session %s · run %s · %d step(s) · %d in / %d out tokens\n",
-			sessionID, runID, out.Steps, out.Usage.InputTokens, out.Usage.OutputTokens)
-	}
-	switch out.Type {
-	case event.RunCompleted:
-		return nil
-	case event.RunCancelled:
-		return &exitError{code: exitCancelled}
-	default:
-		return &exitError{code: exitFailed}
 	}
 }
 

@@ -14,13 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"weft.dev/weft/host"
-	"weft.dev/weft/internal/config"
-	"weft.dev/weft/process"
 	"weft.dev/weft/rpc"
-	"weft.dev/weft/store/sqlite"
-	"weft.dev/weft/tool"
-	"weft.dev/weft/tool/builtin"
 )
 
 const defaultListen = "127.0.0.1:7878"
@@ -79,58 +73,6 @@ func (a *app) token(create bool) (string, error) {
 	return tok, nil
 }
 
-// newHost builds a host over the SQLite store, with the built-in tools and
-// the configured models.
-func (a *app) newHost(ctx context.Context, log *slog.Logger) (*host.Host, *sqlite.Store, *tool.Registry, error) {
-	cfgFile, cfgPath, err := a.loadConfig()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	st, storePath, err := a.openStore(ctx, cfgFile)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	procs, err := process.New(process.Config{Store: st, Logger: log, BaseEnv: os.Environ(), Sandbox: cfgFile.Sandbox()})
-	if err != nil {
-		st.Close()
-		return nil, nil, nil, err
-	}
-	reg := tool.NewRegistry()
-	if err := builtin.Register(reg, builtin.Options{Sandbox: cfgFile.Sandbox(), Background: &process.BackgroundShell{Manager: procs}}); err != nil {
-		st.Close()
-		return nil, nil, nil, err
-	}
-	if err := process.RegisterTools(reg, procs); err != nil {
-		st.Close()
-		return nil, nil, nil, err
-	}
-	state, err := a.stateDir()
-	if err != nil {
-		st.Close()
-		return nil, nil, nil, err
-	}
-	def := a.getenv("WEFT_MODEL")
-	if def == "" {
-		def = cfgFile.DefaultModel
-	}
-	h, err := host.New(ctx, host.Config{
-		Store: st, Tools: reg, DefaultModel: def, MaxSteps: cfgFile.MaxSteps,
-		LockDir: lockDir(storePath), ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
-		ResolveModel: func(name string) (*host.Model, error) {
-			m, err := config.Resolve(name, cfgFile, cfgPath, a.getenv)
-			if err != nil {
-				return nil, err
-			}
-			return &host.Model{Name: m.Name, Provider: m.Provider, Model: m.Model, MaxTokens: m.MaxTokens}, nil
-		},
-	})
-	if err != nil {
-		st.Close()
-		return nil, nil, nil, err
-	}
-	return h, st, reg, nil
-}
-
 func isLoopback(addr string) bool {
 	h, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -154,7 +96,7 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	h, st, reg, err := a.newHost(ctx, log)
+	h, st, reg, err := a.newHost(ctx, log, serving)
 	if err != nil {
 		return err
 	}
@@ -187,7 +129,7 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 
 func (c *rpcCmd) Run(ctx context.Context, a *app) error {
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h, st, reg, err := a.newHost(ctx, log)
+	h, st, reg, err := a.newHost(ctx, log, serving)
 	if err != nil {
 		return err
 	}

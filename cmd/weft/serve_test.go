@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
-	"weft.dev/weft/host"
-	"weft.dev/weft/rpc"
 )
 
 func freeAddr(t *testing.T) string {
@@ -77,15 +76,15 @@ func TestServeSIGKILLAndResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.CreateSession(ctx, host.CreateSessionParams{Model: "scripted:" + slow})
+	s, err := c.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:" + slow})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := c.StartRun(ctx, host.StartRunParams{SessionID: s.ID, Input: host.Input(event.TextParts("go")), IdempotencyKey: "start-1"})
+	r, err := c.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("go")), IdempotencyKey: "start-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	seq, err := c.Subscribe(ctx, rpc.SubscribeParams{SessionID: s.ID})
+	seq, err := c.Subscribe(ctx, api.SubscribeParams{SessionID: s.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +133,7 @@ func TestServeSIGKILLAndResume(t *testing.T) {
 	}
 	defer c.Close()
 	// Nothing delivered before the kill is missing from the log.
-	page, err := c.ReadEvents(ctx, host.ReadEventsParams{SessionID: s.ID, Limit: 1000})
+	page, err := c.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,16 +143,16 @@ func TestServeSIGKILLAndResume(t *testing.T) {
 		}
 	}
 	// The retried start is a replay, not a second run.
-	again, err := c.StartRun(ctx, host.StartRunParams{SessionID: s.ID, Input: host.Input(event.TextParts("go")), IdempotencyKey: "start-1"})
+	again, err := c.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("go")), IdempotencyKey: "start-1"})
 	if err != nil || !again.Replayed || again.ID != r.ID {
 		t.Fatalf("retried start after restart: %+v %v", again, err)
 	}
 	fast := e.script("fast.json", `{"loop":true,"steps":[{"text":"fine"}]}`)
-	r2, err := c.StartRun(ctx, host.StartRunParams{SessionID: s.ID, Input: host.Input(event.TextParts("again")), Model: "scripted:" + fast})
+	r2, err := c.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("again")), Model: "scripted:" + fast})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := c.WaitRun(ctx, host.WaitRunParams{RunID: r2.ID, TimeoutMs: 20000})
+	w, err := c.WaitRun(ctx, api.WaitRunParams{RunID: r2.ID, TimeoutMs: 20000})
 	if err != nil || w.Run.Status != "completed" {
 		t.Fatalf("run after restart: %+v %v", w, err)
 	}
@@ -210,15 +209,15 @@ func TestRPCStdio(t *testing.T) {
 	cl := client.NewStdio(stdout, stdin, client.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := cl.CreateSession(ctx, host.CreateSessionParams{Model: "scripted:" + fast})
+	s, err := cl.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:" + fast})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := cl.StartRun(ctx, host.StartRunParams{SessionID: s.ID, Input: host.Input(event.TextParts("stdio"))})
+	r, err := cl.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("stdio"))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := cl.WaitRun(ctx, host.WaitRunParams{RunID: r.ID, TimeoutMs: 10000})
+	w, err := cl.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 10000})
 	if err != nil || w.Run.Status != "completed" {
 		t.Fatalf("%+v %v", w, err)
 	}

@@ -35,6 +35,11 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives write failures. Nil means silent.
 	Logger *slog.Logger
+	// Committed, if set, is called by the writer goroutine with every
+	// batch once it is durable and published, in commit order. It must
+	// not block or call back into the journal; the session owner uses it
+	// to learn that a run's terminal event is committed.
+	Committed func(batch []event.Event)
 }
 
 // Journal owns one session's log. All methods are safe for concurrent use;
@@ -47,6 +52,7 @@ type Journal struct {
 	quit      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
+	failed    chan struct{} // closed when err is set
 
 	mu   sync.Mutex // guards proj snapshot fields, subs, err and last
 	proj *store.Projection
@@ -141,6 +147,7 @@ func newJournal(cfg Config, sessionID string, proj *store.Projection) *Journal {
 		reqs:      make(chan request, 256),
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
+		failed:    make(chan struct{}),
 		proj:      proj,
 		subs:      make(map[*subscriber]struct{}),
 		last:      proj.Session.LastSeq,
@@ -172,6 +179,12 @@ func (j *Journal) LastSeq() int64 {
 	defer j.mu.Unlock()
 	return j.last
 }
+
+// Failed returns a channel that is closed when a write fails. A failed
+// journal refuses every later write with that failure (see [Journal.Err]);
+// its projection is what the store holds. The owner recovers by opening a
+// new journal once the store accepts writes again.
+func (j *Journal) Failed() <-chan struct{} { return j.failed }
 
 // Err returns the write failure that stopped the journal, if any.
 func (j *Journal) Err() error {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -232,38 +233,40 @@ func TestSubscribeWhileAppending(t *testing.T) {
 	}
 }
 
+// A subscriber that falls behind by more than its buffer ends with
+// ErrLagged, and its queue is dropped at once so that a stalled reader
+// holds no memory.
 func TestLaggedSubscriberIsClosed(t *testing.T) {
-	j, _ := newJournal(t, journal.Config{})
-	ctx := context.Background()
-	if _, err := j.Append(ctx, runQueued(t, "run_1")); err != nil {
-		t.Fatal(err)
-	}
-	next, stop := iterPull(j.Events(ctx, j.LastSeq(), journal.SubscribeOptions{Buffer: 4}))
-	defer stop()
-	// Register the subscriber by pulling once in the background.
-	first := make(chan error, 1)
-	go func() { _, err, _ := next(); first <- err }()
-	time.Sleep(20 * time.Millisecond)
-	for i := range 20 {
-		e, _ := event.New("run_1", event.ModelRetry, event.ModelRetryData{Attempt: i})
-		if _, err := j.Append(ctx, e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := <-first; err != nil {
-		t.Fatalf("first event: %v", err)
-	}
-	for {
-		_, err, ok := next()
-		if !ok {
-			t.Fatal("iterator ended without ErrLagged")
-		}
-		if err != nil {
-			if !errors.Is(err, journal.ErrLagged) {
-				t.Fatalf("got %v, want ErrLagged", err)
+	for _, opts := range []journal.SubscribeOptions{{Buffer: 4}, {Bytes: 1 << 10}} {
+		synctest.Test(t, func(t *testing.T) {
+			j, _ := newJournal(t, journal.Config{})
+			ctx := context.Background()
+			if _, err := j.Append(ctx, runQueued(t, "run_1")); err != nil {
+				t.Fatal(err)
 			}
-			return
-		}
+			next, stop := iterPull(j.Events(ctx, j.LastSeq(), opts))
+			defer stop()
+			// Register the subscriber by pulling once in the background.
+			first := make(chan error, 1)
+			go func() { _, err, _ := next(); first <- err }()
+			synctest.Wait()
+			for i := range 20 {
+				e, _ := event.New("run_1", event.ModelRetry, event.ModelRetryData{Attempt: i, Error: strings.Repeat("x", 200)})
+				if _, err := j.Append(ctx, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := <-first
+			for err == nil {
+				var ok bool
+				if _, err, ok = next(); !ok {
+					t.Fatal("iterator ended without ErrLagged")
+				}
+			}
+			if !errors.Is(err, journal.ErrLagged) {
+				t.Fatalf("%+v: got %v, want ErrLagged", opts, err)
+			}
+		})
 	}
 }
 

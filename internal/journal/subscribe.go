@@ -7,6 +7,8 @@ import (
 	"iter"
 	"sync"
 
+	"weft.dev/weft/api"
+
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
 )
@@ -15,7 +17,7 @@ import (
 var (
 	// ErrLagged ends a subscription whose buffer overflowed because its
 	// consumer fell behind; the consumer resumes from its cursor.
-	ErrLagged = errors.New("subscriber lagged behind: resume from the last cursor")
+	ErrLagged = api.ErrLagged
 	// ErrCursor reports a cursor beyond the end of the log.
 	ErrCursor = errors.New("cursor is beyond the end of the log")
 )
@@ -27,7 +29,20 @@ type SubscribeOptions struct {
 	// Buffer is how many live events may wait for the consumer before the
 	// subscription ends with ErrLagged. Zero means 4096.
 	Buffer int
+	// Bytes is how many bytes of live events (their data plus a fixed
+	// overhead each) may wait for the consumer before the subscription
+	// ends with ErrLagged. Zero means 4 MiB. Queued batches are shared by
+	// every subscriber, so this bounds what one slow reader keeps alive.
+	Bytes int
 }
+
+// replayPageBytes bounds one page of a subscription's replay, the most a
+// reader that stalls during the replay holds.
+const replayPageBytes = 64 << 10
+
+// eventCost is what an event counts against a subscriber's byte limit:
+// its data and the envelope around it.
+func eventCost(e event.Event) int { return len(e.Data) + 128 }
 
 // subscriber is one subscription's bounded queue. The writer appends each
 // committed batch (shared, read-only) and wakes the consumer; the consumer
@@ -37,7 +52,9 @@ type subscriber struct {
 	mu      sync.Mutex
 	batches [][]event.Event
 	n       int // events queued
+	bytes   int // their cost
 	limit   int
+	maxB    int
 	closed  bool
 	err     error         // why it closed
 	wake    chan struct{} // capacity 1
@@ -47,14 +64,20 @@ type subscriber struct {
 // subscriber whose queue would exceed its limit is dropped with ErrLagged.
 // Called with j.mu held, so that registration and publication are ordered.
 func (j *Journal) publish(batch []event.Event) {
+	cost := 0
+	for _, e := range batch {
+		cost += eventCost(e)
+	}
 	for s := range j.subs {
 		s.mu.Lock()
-		if s.n+len(batch) > s.limit {
+		if s.n+len(batch) > s.limit || s.n > 0 && s.bytes+cost > s.maxB {
 			s.closed, s.err = true, ErrLagged
+			s.batches, s.n, s.bytes = nil, 0, 0
 			delete(j.subs, s)
 		} else {
 			s.batches = append(s.batches, batch)
 			s.n += len(batch)
+			s.bytes += cost
 		}
 		s.mu.Unlock()
 		select {
@@ -92,7 +115,7 @@ func (s *subscriber) take() ([][]event.Event, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := s.batches
-	s.batches, s.n = nil, 0
+	s.batches, s.n, s.bytes = nil, 0, 0
 	return b, s.closed, s.err
 }
 
@@ -104,6 +127,9 @@ func (s *subscriber) take() ([][]event.Event, bool, error) {
 func (j *Journal) Events(ctx context.Context, after int64, opts SubscribeOptions) iter.Seq2[event.Event, error] {
 	if opts.Buffer <= 0 {
 		opts.Buffer = 4096
+	}
+	if opts.Bytes <= 0 {
+		opts.Bytes = 4 << 20
 	}
 	return func(yield func(event.Event, error) bool) {
 		j.mu.Lock()
@@ -125,7 +151,7 @@ func (j *Journal) Events(ctx context.Context, after int64, opts SubscribeOptions
 			yield(event.Event{}, fmt.Errorf("%w: session %s: cursor %d, last seq %d", ErrCursor, j.sessionID, after, last))
 			return
 		}
-		sub := &subscriber{limit: opts.Buffer, wake: make(chan struct{}, 1)}
+		sub := &subscriber{limit: opts.Buffer, maxB: opts.Bytes, wake: make(chan struct{}, 1)}
 		j.subs[sub] = struct{}{}
 		live := j.last
 		j.mu.Unlock()
@@ -136,12 +162,17 @@ func (j *Journal) Events(ctx context.Context, after int64, opts SubscribeOptions
 		}()
 
 		// Replay what was committed before we registered: seqs (after, live].
+		// Pages are bounded in bytes, so a reader that stalls here holds
+		// at most one small page.
 		cursor := after
 		for cursor < live {
-			page, err := j.cfg.Store.Read(ctx, store.ReadParams{SessionID: j.sessionID, After: cursor, Limit: 512, RunID: opts.RunID})
+			page, err := j.cfg.Store.Read(ctx, store.ReadParams{SessionID: j.sessionID, After: cursor, Limit: 512, RunID: opts.RunID, MaxBytes: replayPageBytes})
 			if err != nil {
 				yield(event.Event{}, fmt.Errorf("replay session %s after %d: %w", j.sessionID, cursor, err))
 				return
+			}
+			if len(page) == 0 {
+				break
 			}
 			for _, e := range page {
 				if e.Seq > live {
@@ -150,9 +181,6 @@ func (j *Journal) Events(ctx context.Context, after int64, opts SubscribeOptions
 				if !yield(e, nil) {
 					return
 				}
-			}
-			if len(page) < 512 {
-				break
 			}
 			cursor = page[len(page)-1].Seq
 		}

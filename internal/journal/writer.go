@@ -151,11 +151,16 @@ func (j *Journal) commit(batch []event.Event, receipts []store.Receipt) error {
 		}
 		j.err = err
 		j.mu.Unlock()
+		close(j.failed)
+		j.closeSubs(err)
 		return err
 	}
 	j.mu.Lock()
 	j.last = seq
 	j.publish(batch)
 	j.mu.Unlock()
+	if j.cfg.Committed != nil {
+		j.cfg.Committed(batch)
+	}
 	return nil
 }

@@ -24,16 +24,30 @@ type Appender interface {
 // InterruptedOutput is the result given to tool calls a crash cut short.
 const InterruptedOutput = "error: interrupted: the host stopped before this tool call finished; its effects, if any, are unknown"
 
-// Session closes every non-terminal run of sessionID. It returns the IDs of
-// the runs it closed.
-func Session(ctx context.Context, st store.Store, log Appender, sessionID string) ([]string, error) {
+// Options say how [Session] closes runs. The zero value closes every
+// non-terminal run as interrupted, as after a crash.
+type Options struct {
+	// Keep, if set, names runs to leave open: the queued runs that a live
+	// owner still holds after a storage failure.
+	Keep func(runID string) bool
+	// Failure, if set, ends the runs as failed with this error instead of
+	// interrupted: a run cut short by a store that refused writes.
+	Failure *event.Error
+}
+
+// Session closes every non-terminal run of sessionID (but those
+// opts.Keep names). It returns the IDs of the runs it closed.
+func Session(ctx context.Context, st store.Store, log Appender, sessionID string, opts Options) ([]string, error) {
 	runs, err := st.Runs(ctx, store.ListRunsParams{SessionID: sessionID, Statuses: []string{store.RunQueued, store.RunRunning, store.RunWaiting}, Limit: 1 << 20})
 	if err != nil {
 		return nil, fmt.Errorf("reconcile session %s: %w", sessionID, err)
 	}
 	var closed []string
 	for _, r := range runs {
-		evs, err := closing(ctx, st, r)
+		if opts.Keep != nil && opts.Keep(r.ID) {
+			continue
+		}
+		evs, err := closing(ctx, st, r, opts.Failure)
 		if err != nil {
 			return closed, err
 		}
@@ -46,7 +60,7 @@ func Session(ctx context.Context, st store.Store, log Appender, sessionID string
 }
 
 // closing returns the events that close run r.
-func closing(ctx context.Context, st store.Store, r store.Run) ([]event.Event, error) {
+func closing(ctx context.Context, st store.Store, r store.Run, failure *event.Error) ([]event.Event, error) {
 	var (
 		open   []event.ToolCall
 		done   = map[string]bool{}
@@ -110,7 +124,11 @@ func closing(ctx context.Context, st store.Store, r store.Run) ([]event.Event, e
 		if done[c.ID] {
 			continue
 		}
-		if err := add(event.ToolCallCompleted, event.ToolCallCompletedData{ID: c.ID, Name: c.Name, Output: InterruptedOutput, IsError: true}); err != nil {
+		out := InterruptedOutput
+		if failure != nil {
+			out = "error: the run failed before this tool call's result could be stored; its effects, if any, are unknown"
+		}
+		if err := add(event.ToolCallCompleted, event.ToolCallCompletedData{ID: c.ID, Name: c.Name, Output: out, IsError: true}); err != nil {
 			return nil, err
 		}
 	}
@@ -118,9 +136,17 @@ func closing(ctx context.Context, st store.Store, r store.Run) ([]event.Event, e
 		if ended[s.SteerID] {
 			continue
 		}
-		if err := add(event.SteerDropped, event.SteerData{SteerID: s.SteerID, Input: s.Input, Reason: "the host stopped before the steer was consumed"}); err != nil {
+		reason := "the host stopped before the steer was consumed"
+		if failure != nil {
+			reason = "the run failed before the steer was consumed"
+		}
+		if err := add(event.SteerDropped, event.SteerData{SteerID: s.SteerID, Input: s.Input, Reason: reason}); err != nil {
 			return nil, err
 		}
+	}
+	if failure != nil {
+		err := add(event.RunFailed, event.RunEndedData{Steps: r.Steps, Usage: u, Error: failure})
+		return evs, err
 	}
 	err := add(event.RunInterrupted, event.RunEndedData{Steps: r.Steps, Usage: u,
 		Error: &event.Error{Kind: "interrupted", Message: "the host stopped while the run was " + r.Status}})

@@ -3,8 +3,8 @@
 // ([DialWebSocket]), HTTP POST per call ([NewHTTP]) and a stdio pair such as
 // a `weft rpc` subprocess ([NewStdio]).
 //
-// Error responses come back as *rpc.Error (weft.dev/weft/rpc), so callers
-// branch on [rpc.Error.Kind]. Server-to-client notifications arrive through
+// Error responses come back as *api.Error (weft.dev/weft/api), so callers
+// branch on [api.Error.Kind]. Server-to-client notifications arrive through
 // [Client.Notifications], bounded by [Config.NotifyBuffer].
 package client
 
@@ -24,8 +24,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/internal/jsonrpc"
-	"weft.dev/weft/rpc"
 )
 
 // Errors reported by a Client.
@@ -50,8 +50,8 @@ type Config struct {
 	// means http.DefaultClient.
 	HTTPClient *http.Client
 	// MaxFrameBytes bounds inbound and outbound frames. Zero means
-	// rpc.DefaultMaxFrameBytes. A call whose request exceeds it fails with
-	// a too_large *rpc.Error without being sent.
+	// api.DefaultMaxFrameBytes. A call whose request exceeds it fails with
+	// a too_large *api.Error without being sent.
 	MaxFrameBytes int64
 	// NotifyBuffer bounds the notifications received but not yet consumed.
 	// Zero means 256.
@@ -95,7 +95,7 @@ type Client struct {
 
 func (cfg *Config) defaults() {
 	if cfg.MaxFrameBytes <= 0 {
-		cfg.MaxFrameBytes = rpc.DefaultMaxFrameBytes
+		cfg.MaxFrameBytes = api.DefaultMaxFrameBytes
 	}
 	if cfg.NotifyBuffer <= 0 {
 		cfg.NotifyBuffer = 256
@@ -125,7 +125,7 @@ func NewStdio(r io.ReadCloser, w io.WriteCloser, cfg Config) *Client {
 
 // DialWebSocket connects to a weft WebSocket endpoint such as
 // "ws://127.0.0.1:8080/rpc/ws", sending the bearer token. A refused
-// handshake returns an error wrapping the server's *rpc.Error when the
+// handshake returns an error wrapping the server's *api.Error when the
 // response carried one (unauthorized, overloaded). ctx bounds the dial
 // only.
 func DialWebSocket(ctx context.Context, url string, cfg Config) (*Client, error) {
@@ -243,7 +243,7 @@ func (c *Client) Done() <-chan struct{} { return c.done }
 // result (a pointer, or nil to discard it). params is encoded as the params
 // object; nil omits it.
 //
-// It returns a *rpc.Error for an error response, ctx.Err() if ctx ends
+// It returns a *api.Error for an error response, ctx.Err() if ctx ends
 // first (the call is abandoned; the server may still run it), an error
 // wrapping ErrClosed when the connection ends, or an error wrapping a
 // transport or decoding failure.
@@ -263,7 +263,7 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 		return err
 	}
 	if m.Error != nil {
-		var e rpc.Error
+		var e api.Error
 		if err := json.Unmarshal(m.Error, &e); err != nil {
 			return fmt.Errorf("client: %s: decode error response: %w", method, err)
 		}
@@ -308,7 +308,7 @@ func (c *Client) encode(id json.RawMessage, method string, params any) ([]byte, 
 	}
 	frame := jsonrpc.AppendRequest(nil, id, method, raw)
 	if int64(len(frame)) > c.cfg.MaxFrameBytes {
-		return nil, rpc.Errorf(rpc.KindTooLarge, "request of %d bytes exceeds the client's limit of %d", len(frame), c.cfg.MaxFrameBytes)
+		return nil, api.Errorf(api.KindTooLarge, "request of %d bytes exceeds the client's limit of %d", len(frame), c.cfg.MaxFrameBytes)
 	}
 	return frame, nil
 }
@@ -360,7 +360,7 @@ func (c *Client) postCall(ctx context.Context, frame []byte) (jsonrpc.Message, e
 }
 
 // post sends one frame over HTTP and returns the response body (nil for
-// 204). A non-2xx status with a JSON-RPC error body returns the *rpc.Error.
+// 204). A non-2xx status with a JSON-RPC error body returns the *api.Error.
 func (c *Client) post(ctx context.Context, frame []byte) ([]byte, error) {
 	select {
 	case <-c.done:
@@ -383,7 +383,7 @@ func (c *Client) post(ctx context.Context, frame []byte) ([]byte, error) {
 		return nil, fmt.Errorf("client: read response: %w", err)
 	}
 	if int64(len(body)) > c.cfg.MaxFrameBytes {
-		return nil, rpc.Errorf(rpc.KindTooLarge, "response exceeds the client's limit of %d bytes", c.cfg.MaxFrameBytes)
+		return nil, api.Errorf(api.KindTooLarge, "response exceeds the client's limit of %d bytes", c.cfg.MaxFrameBytes)
 	}
 	if resp.StatusCode == http.StatusNoContent {
 		return nil, nil
@@ -398,13 +398,13 @@ func (c *Client) post(ctx context.Context, frame []byte) ([]byte, error) {
 }
 
 // readErrorBody decodes a JSON-RPC error response body, or returns nil.
-func readErrorBody(r io.Reader) *rpc.Error {
+func readErrorBody(r io.Reader) *api.Error {
 	b, _ := io.ReadAll(io.LimitReader(r, 64<<10))
 	msgs, err := jsonrpc.DecodeMessages(b)
 	if err != nil || len(msgs) != 1 || msgs[0].Error == nil {
 		return nil
 	}
-	var e rpc.Error
+	var e api.Error
 	if json.Unmarshal(msgs[0].Error, &e) != nil {
 		return nil
 	}

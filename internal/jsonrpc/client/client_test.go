@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/internal/jsonrpc/client"
 	"weft.dev/weft/rpc"
 )
@@ -35,7 +36,7 @@ func server() *rpc.Server {
 		return &addResult{Sum: p.A + p.B}, nil
 	})
 	rpc.Register(s, "missing", "Not found.", func(context.Context, *none) (*none, error) {
-		return nil, rpc.NewError(rpc.KindNotFound, "no such thing").With("id", "x")
+		return nil, api.NewError(api.KindNotFound, "no such thing").With("id", "x")
 	})
 	rpc.Register(s, "notify", "Push count notifications.", func(ctx context.Context, p *countParams) (*none, error) {
 		for i := range p.Count {
@@ -95,11 +96,11 @@ func TestCall(t *testing.T) {
 				t.Fatalf("add: %v %+v", err, r)
 			}
 			err := c.Call(ctx, "missing", nil, nil)
-			var e *rpc.Error
-			if !errors.As(err, &e) || e.Code != rpc.CodeNotFound || e.Kind != rpc.KindNotFound || e.Data["id"] != "x" {
+			var e *api.Error
+			if !errors.As(err, &e) || e.Code != api.CodeNotFound || e.Kind != api.KindNotFound || e.Data["id"] != "x" {
 				t.Fatalf("missing: %#v", err)
 			}
-			if !errors.Is(err, rpc.NewError(rpc.KindNotFound, "")) {
+			if !errors.Is(err, api.NewError(api.KindNotFound, "")) {
 				t.Error("errors.Is by kind failed")
 			}
 			if err := c.Notify(ctx, "add", addParams{A: 1, B: 1}); err != nil {
@@ -179,8 +180,8 @@ func TestTooLargeRequest(t *testing.T) {
 	c := client.NewHTTP("http://127.0.0.1:1/rpc", client.Config{MaxFrameBytes: 64})
 	defer c.Close()
 	err := c.Call(context.Background(), "add", map[string]string{"x": strings.Repeat("y", 100)}, nil)
-	var e *rpc.Error
-	if !errors.As(err, &e) || e.Kind != rpc.KindTooLarge {
+	var e *api.Error
+	if !errors.As(err, &e) || e.Kind != api.KindTooLarge {
 		t.Fatalf("%v", err)
 	}
 }

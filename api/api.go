@@ -1,0 +1,85 @@
+// Package api holds weft's wire types: the params and results of every
+// JSON-RPC method, the notifications, and the error table. It depends on
+// nothing of the engine (no host, agent loop, process manager or
+// sandbox), so that a client of weft links only this package, the event
+// envelope and the store's record types.
+//
+// The host implements these methods in process (package host) and over
+// the wire (package rpc); package client calls them. Errors that callers
+// branch on are the sentinels of this package ([ErrNotFound],
+// [ErrRunConflict], …), matched with errors.Is on either side of the wire.
+package api
+
+// Method names. Mutating methods take an optional idempotencyKey.
+const (
+	MethodInitialize = "initialize"
+
+	MethodSessionCreate = "session/create"
+	MethodSessionGet    = "session/get"
+	MethodSessionList   = "session/list"
+	MethodSessionDelete = "session/delete"
+
+	MethodRunStart  = "run/start"
+	MethodRunGet    = "run/get"
+	MethodRunList   = "run/list"
+	MethodRunWait   = "run/wait"
+	MethodRunSteer  = "run/steer"
+	MethodRunCancel = "run/cancel"
+
+	MethodEventsRead        = "events/read"
+	MethodEventsSubscribe   = "events/subscribe"
+	MethodEventsUnsubscribe = "events/unsubscribe"
+
+	MethodEnvList    = "env/list"
+	MethodEnvMount   = "env/mount"
+	MethodEnvUnmount = "env/unmount"
+
+	MethodToolsList = "tools/list"
+
+	MethodProcessStart  = "process/start"
+	MethodProcessGet    = "process/get"
+	MethodProcessList   = "process/list"
+	MethodProcessAwait  = "process/await"
+	MethodProcessOutput = "process/output"
+	MethodProcessWrite  = "process/write"
+	MethodProcessSignal = "process/signal"
+	MethodProcessCancel = "process/cancel"
+	MethodProcessGrant  = "process/grant"
+	MethodProcessRevoke = "process/revoke"
+	MethodProcessFollow = "process/follow"
+)
+
+// Notification names (server to client).
+const (
+	// NotifyEvent carries one event of a subscription: [EventNotification].
+	NotifyEvent = "events/event"
+	// NotifyClosed ends a subscription: [ClosedNotification].
+	NotifyClosed = "events/closed"
+	// NotifyProcessOutput carries a chunk of a followed process:
+	// [ProcessOutputNotification].
+	NotifyProcessOutput = "process/output"
+	// NotifyProcessClosed ends a follow: [ProcessClosedNotification].
+	NotifyProcessClosed = "process/closed"
+)
+
+// DefaultMaxFrameBytes is the default bound of one JSON-RPC frame (a stdio
+// line, an HTTP body, a WebSocket message) on both ends.
+const DefaultMaxFrameBytes = 8 << 20
+
+// Limits of what one request may carry. A request beyond one is refused
+// with [ErrInvalidParams] naming the limit (error data: field, limit).
+const (
+	// MaxTitleBytes caps a session title.
+	MaxTitleBytes = 1 << 10
+	// MaxInputBytes caps the input of one run or steer (text and parts,
+	// encoded).
+	MaxInputBytes = 1 << 20
+	// MaxMetadataBytes caps a session's metadata (keys and values).
+	MaxMetadataBytes = 16 << 10
+	// MaxMetadataKeys caps the number of metadata entries.
+	MaxMetadataKeys = 64
+	// MaxIDBytes caps an ID or idempotency key given by a client.
+	MaxIDBytes = 256
+	// MaxReasonBytes caps a cancel reason.
+	MaxReasonBytes = 4 << 10
+)

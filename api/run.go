@@ -1,0 +1,92 @@
+package api
+
+import "weft.dev/weft/store"
+
+// Busy policies for a run started while another is active.
+const (
+	// BusyReject refuses the new run with a run conflict naming the active run.
+	BusyReject = "reject"
+	// BusyQueue starts the new run, in order, when the active run ends.
+	BusyQueue = "queue"
+	// BusyInterrupt cancels the active run, then starts the new one.
+	BusyInterrupt = "interrupt"
+	// BusySteer folds the input into the active run as a steer.
+	BusySteer = "steer"
+)
+
+// StartRunParams are the params of run/start.
+type StartRunParams struct {
+	SessionID string `json:"sessionId"`
+	// Input is at most MaxInputBytes.
+	Input Input `json:"input"`
+	// Model overrides the session's model for this run.
+	Model    string `json:"model,omitempty"`
+	MaxSteps int    `json:"maxSteps,omitempty"`
+	// Busy is one of reject (default), queue, interrupt, steer.
+	Busy           string `json:"busy,omitempty"`
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+}
+
+// RunResult is a run, as returned by run/start, run/get and run/cancel.
+type RunResult struct {
+	store.Run
+	// Steer is set when run/start with busy=steer folded the input into the active run.
+	Steer    *SteerReceipt `json:"steer,omitempty"`
+	Replayed bool          `json:"replayed,omitempty"`
+}
+
+// RunIDParams name a run.
+type RunIDParams struct {
+	RunID string `json:"runId"`
+}
+
+// ListRunsParams are the params of run/list.
+type ListRunsParams struct {
+	SessionID string `json:"sessionId"`
+	Status    string `json:"status,omitempty"`
+}
+
+// ListRunsResult lists runs.
+type ListRunsResult struct {
+	Runs []store.Run `json:"runs"`
+}
+
+// WaitRunParams are the params of run/wait.
+type WaitRunParams struct {
+	RunID     string `json:"runId"`
+	TimeoutMs int64  `json:"timeoutMs"`
+}
+
+// WaitRunResult says whether the run ended before the timeout.
+type WaitRunResult struct {
+	Run      store.Run `json:"run"`
+	TimedOut bool      `json:"timedOut"`
+}
+
+// SteerParams are the params of run/steer.
+type SteerParams struct {
+	RunID string `json:"runId"`
+	// ExpectedRunID, if set, must be the session's active run.
+	ExpectedRunID string `json:"expectedRunId,omitempty"`
+	// Input is at most MaxInputBytes.
+	Input          Input  `json:"input"`
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+}
+
+// SteerReceipt acknowledges a steer.
+type SteerReceipt struct {
+	SteerID string `json:"steerId"`
+	RunID   string `json:"runId"`
+	Status  string `json:"status"`
+	// EventCursor is the seq of the steer.accepted event.
+	EventCursor int64 `json:"eventCursor"`
+	Replayed    bool  `json:"replayed,omitempty"`
+}
+
+// CancelParams are the params of run/cancel.
+type CancelParams struct {
+	RunID string `json:"runId"`
+	// Reason is at most MaxReasonBytes.
+	Reason         string `json:"reason,omitempty"`
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+}

@@ -1,0 +1,80 @@
+package api
+
+import (
+	"encoding/json"
+
+	"weft.dev/weft/event"
+	"weft.dev/weft/store"
+)
+
+// Input is user input: a string or a list of content parts.
+type Input []event.Part
+
+// UnmarshalJSON accepts "text" or [{"type":"text","text":"…"}].
+func (in *Input) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*in = event.TextParts(s)
+		return nil
+	}
+	var parts []event.Part
+	if err := json.Unmarshal(b, &parts); err != nil {
+		return Errorf(KindInvalidParams, "input: want a string or a list of content parts").With("field", "input")
+	}
+	*in = parts
+	return nil
+}
+
+// CreateSessionParams are the params of session/create.
+type CreateSessionParams struct {
+	// Title is at most MaxTitleBytes.
+	Title string `json:"title,omitempty"`
+	Model string `json:"model,omitempty"`
+	// Metadata is the client's own labels: at most MaxMetadataKeys
+	// entries and MaxMetadataBytes in all.
+	Metadata map[string]string `json:"metadata,omitempty"`
+	Mounts   []event.Mount     `json:"mounts,omitempty"`
+	// Network is the shells' network policy, "allow" or "deny"; empty
+	// means the host's default (deny unless configured).
+	Network        string `json:"network,omitempty"`
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+}
+
+// SessionResult is a session, as returned by session/create and session/get.
+type SessionResult struct {
+	store.Session
+	Replayed bool `json:"replayed,omitempty"`
+}
+
+// SessionGetParams are the params of session/get.
+type SessionGetParams struct {
+	SessionID string `json:"sessionId"`
+}
+
+// SessionIDParams name a session for a mutation (session/delete).
+type SessionIDParams struct {
+	SessionID      string `json:"sessionId"`
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+}
+
+// ListSessionsParams are the params of session/list.
+type ListSessionsParams struct {
+	// Cursor is the nextCursor of the previous page.
+	Cursor string `json:"cursor,omitempty"`
+	// Limit caps the page (default 100, at most 1000); a page is also cut
+	// when its encoding would exceed about 1 MiB.
+	Limit int `json:"limit,omitempty"`
+}
+
+// ListSessionsResult is a page of sessions.
+type ListSessionsResult struct {
+	Sessions   []store.Session `json:"sessions"`
+	NextCursor string          `json:"nextCursor,omitempty"`
+}
+
+// DeleteResult acknowledges session/delete.
+type DeleteResult struct {
+	SessionID string `json:"sessionId"`
+	Deleted   bool   `json:"deleted"`
+	Replayed  bool   `json:"replayed,omitempty"`
+}

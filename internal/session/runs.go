@@ -1,0 +1,339 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"weft.dev/weft/agent"
+	"weft.dev/weft/api"
+	"weft.dev/weft/event"
+	"weft.dev/weft/internal/idem"
+	"weft.dev/weft/store"
+)
+
+// activeID returns the run that makes the session busy: the active run
+// unless its terminal event is already committed (its goroutine is only
+// tidying up, and starts the next queued run when it has).
+func (s *Session) activeID() string {
+	if s.active == nil {
+		return ""
+	}
+	if r, ok := s.j.Run(s.active.id); ok && store.IsTerminal(r.Status) {
+		return ""
+	}
+	return s.active.id
+}
+
+// Start admits a run of p (validated by the host) under p.Busy: it starts
+// at once on an idle session; otherwise it is queued behind the active run
+// (queue), replaces it (interrupt), or is folded into it as a steer
+// (steer); reject refuses with api.ErrRunConflict naming the active run.
+// run.queued (or steer.accepted) is committed with rc's receipt.
+func (s *Session) Start(ctx context.Context, p api.StartRunParams, rc *idem.Claim) (*api.RunResult, error) {
+	var res *api.RunResult
+	err := s.command(func() error {
+		activeID := s.activeID()
+		q := queuedRun{id: s.cfg.NewID("run"), model: p.Model, maxSteps: p.MaxSteps, input: p.Input}
+		ref := idem.Ref{ID: q.id}
+		if activeID == "" && len(s.queue) == 0 {
+			r, err := s.admit(ctx, q, rc, ref, false)
+			res = &api.RunResult{Run: r}
+			return err
+		}
+		switch p.Busy {
+		case api.BusyQueue:
+			r, err := s.admit(ctx, q, rc, ref, false)
+			res = &api.RunResult{Run: r}
+			return err
+		case api.BusyInterrupt:
+			r, err := s.admit(ctx, q, rc, ref, true)
+			if err != nil {
+				return err
+			}
+			if s.active != nil {
+				s.active.cancel(errors.New("interrupted by run " + q.id))
+			}
+			res = &api.RunResult{Run: r}
+			return nil
+		case api.BusySteer:
+			if activeID == "" {
+				break // only queued runs: nothing to steer
+			}
+			rcpt := &api.SteerReceipt{SteerID: s.cfg.NewID("steer"), RunID: activeID, Status: "accepted"}
+			cur, err := s.steer(ctx, s.active, rcpt.SteerID, p.Input, rc, idem.Ref{ID: activeID, Steer: rcpt})
+			if err != nil {
+				return err
+			}
+			rcpt.EventCursor = cur
+			r, _ := s.j.Run(activeID)
+			res = &api.RunResult{Run: r, Steer: rcpt}
+			return nil
+		}
+		return api.Errorf(api.KindRunConflict, "session %s is busy with run %s (start with busy queue, interrupt or steer)", s.id, activeID).
+			With("sessionId", s.id).With("activeRunId", activeID)
+	})
+	return res, err
+}
+
+// admit appends run.queued for a new run and starts it if the session is
+// idle. Called by commands.
+func (s *Session) admit(ctx context.Context, q queuedRun, rc *idem.Claim, ref idem.Ref, front bool) (store.Run, error) {
+	e, err := event.New(q.id, event.RunQueued, event.RunQueuedData{Model: q.model, MaxSteps: q.maxSteps, Input: q.input})
+	if err != nil {
+		return store.Run{}, err
+	}
+	s.track(q.id)
+	if _, err := s.append(ctx, rc, ref, e); err != nil {
+		s.doneMu.Lock()
+		delete(s.done, q.id)
+		s.doneMu.Unlock()
+		return store.Run{}, err
+	}
+	if front {
+		s.queue = append([]queuedRun{q}, s.queue...)
+	} else {
+		s.queue = append(s.queue, q)
+	}
+	if s.active == nil {
+		s.startNext()
+	}
+	r, _ := s.j.Run(q.id)
+	return r, nil
+}
+
+// startNext starts the first queued run. Called with mu held and no
+// active run; it does nothing while the session is not open.
+func (s *Session) startNext() {
+	if len(s.queue) == 0 || s.state != stateOpen || s.ctx.Err() != nil {
+		return
+	}
+	q := s.queue[0]
+	s.queue = s.queue[1:]
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	a := &activeRun{id: q.id, cancel: cancel, inbox: &agent.Steers{}, finished: make(chan struct{})}
+	s.active = a
+	s.wg.Go(func() {
+		defer close(a.finished)
+		defer cancel(nil)
+		s.execute(ctx, q, a)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.active = nil
+		s.closeRetired()
+		s.startNext()
+	})
+}
+
+// runLog is the log a run's agent loop writes to: the session's journal,
+// with the receipts of the cancels that ended the run stored in the same
+// transaction as its terminal event.
+type runLog struct {
+	s *Session
+	a *activeRun
+}
+
+func (l runLog) journal() journalWriter {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	return l.s.j
+}
+
+// journalWriter is what a run writes through.
+type journalWriter interface {
+	AppendReceipts(ctx context.Context, receipts []store.Receipt, events ...event.Event) ([]event.Event, error)
+	Delta(ctx context.Context, runID string, t event.Type, step int, text string) error
+}
+
+func (l runLog) Append(ctx context.Context, evs ...event.Event) ([]event.Event, error) {
+	var claims []*idem.Claim
+	var rcpts []store.Receipt
+	for _, e := range evs {
+		if e.RunID == l.a.id && event.IsTerminalRun(e.Type) {
+			l.a.mu.Lock()
+			claims, l.a.receipts = l.a.receipts, nil
+			l.a.mu.Unlock()
+			for _, c := range claims {
+				rcpts = append(rcpts, c.Receipt(l.s.id, idem.Ref{ID: l.a.id}))
+			}
+		}
+	}
+	out, err := l.journal().AppendReceipts(ctx, rcpts, evs...)
+	if err == nil {
+		for _, c := range claims {
+			c.Stored()
+		}
+	}
+	return out, err
+}
+
+func (l runLog) Delta(ctx context.Context, runID string, t event.Type, step int, text string) error {
+	return l.journal().Delta(ctx, runID, t, step, text)
+}
+
+// execute runs one run to its terminal event. A failure before the agent
+// loop starts (unknown model, unusable mounts) still ends the run.
+func (s *Session) execute(ctx context.Context, q queuedRun, a *activeRun) {
+	log := runLog{s: s, a: a}
+	fail := func(kind, msg string) {
+		a.inbox.Close()
+		e, _ := event.New(q.id, event.RunFailed, event.RunEndedData{Error: &event.Error{Kind: kind, Message: msg}})
+		if ctx.Err() != nil {
+			// Cancelled before the loop began: that is a cancel, not a failure.
+			e, _ = event.New(q.id, event.RunCancelled, event.RunEndedData{Reason: context.Cause(ctx).Error()})
+		}
+		if _, err := log.Append(context.WithoutCancel(ctx), e); err != nil {
+			s.cfg.Logger.Error("write the end of a run", "session", s.id, "run", q.id, "err", err)
+		}
+	}
+	name := q.model
+	if name == "" {
+		name = s.Record().Model
+	}
+	if name == "" {
+		name = s.cfg.DefaultModel
+	}
+	m, err := s.cfg.ResolveModel(name)
+	if err != nil {
+		fail("model", err.Error())
+		return
+	}
+	if _, err := s.binding(); err != nil {
+		fail("environment", err.Error())
+		return
+	}
+	history, err := agent.LoadTranscript(ctx, s.cfg.Store, s.id)
+	if err != nil {
+		fail("log", err.Error())
+		return
+	}
+	maxSteps := q.maxSteps
+	if maxSteps <= 0 {
+		maxSteps = s.cfg.MaxSteps
+	}
+	_, err = agent.Execute(ctx, agent.Config{
+		Provider: m.Provider, Model: m.Model, Tools: s.cfg.Tools, MaxSteps: maxSteps,
+		MaxTokens: m.MaxTokens, Logger: s.cfg.Logger,
+	}, log, agent.Run{
+		ID: q.id, SessionID: s.id, ModelName: m.Name, Input: q.input, History: history,
+		Env: s.currentBinding, Inbox: a.inbox, Background: background{s},
+	})
+	if err != nil {
+		s.cfg.Logger.Error("run ended without its terminal event", "session", s.id, "run", q.id, "err", err)
+	}
+}
+
+// Steer injects input into the active run p.RunID (p.ExpectedRunID, if
+// set, must be the active run). steer.accepted is committed with rc's
+// receipt before the run can consume the steer.
+func (s *Session) Steer(ctx context.Context, p api.SteerParams, rc *idem.Claim) (*api.SteerReceipt, error) {
+	var rcpt *api.SteerReceipt
+	err := s.command(func() error {
+		activeID := s.activeID()
+		if p.ExpectedRunID != "" && p.ExpectedRunID != activeID {
+			return api.Errorf(api.KindRunConflict, "expected active run %s, but the active run is %q", p.ExpectedRunID, activeID).
+				With("expectedRunId", p.ExpectedRunID).With("activeRunId", activeID)
+		}
+		if activeID != p.RunID {
+			cur, _ := s.j.Run(p.RunID)
+			return api.Errorf(api.KindRunConflict, "run %s is not active (status %s)", p.RunID, cur.Status).
+				With("runId", p.RunID).With("status", cur.Status).With("activeRunId", activeID)
+		}
+		r := &api.SteerReceipt{SteerID: s.cfg.NewID("steer"), RunID: p.RunID, Status: "accepted"}
+		cur, err := s.steer(ctx, s.active, r.SteerID, p.Input, rc, idem.Ref{ID: p.RunID, Steer: r})
+		if err != nil {
+			return err
+		}
+		r.EventCursor = cur
+		rcpt = r
+		return nil
+	})
+	return rcpt, err
+}
+
+// steer appends steer.accepted and hands the input to the active run.
+// Called by commands.
+func (s *Session) steer(ctx context.Context, a *activeRun, steerID string, input []event.Part, rc *idem.Claim, ref idem.Ref) (int64, error) {
+	var cursor int64
+	err := a.inbox.Add(func() error {
+		e, err := event.New(a.id, event.SteerAccepted, event.SteerData{SteerID: steerID, Input: input})
+		if err != nil {
+			return err
+		}
+		evs, err := s.append(ctx, rc, ref, e)
+		if err != nil {
+			return err
+		}
+		cursor = evs[0].Seq
+		return nil
+	}, agent.Steer{ID: steerID, Input: input})
+	if errors.Is(err, agent.ErrSteersClosed) {
+		return 0, api.Errorf(api.KindRunConflict, "run %s is finishing and takes no more steering", a.id).
+			With("runId", a.id).With("status", "finishing")
+	}
+	return cursor, err
+}
+
+// Cancel cancels run id and returns once its terminal event is committed;
+// a queued run ends at once with run.cancelled. Cancelling a run that has
+// ended returns it as it is. rc's receipt is stored with the terminal
+// event when this cancel ends the run.
+func (s *Session) Cancel(ctx context.Context, id, reason string, rc *idem.Claim) (store.Run, error) {
+	var ch chan struct{}
+	err := s.command(func() error {
+		ch = s.doneChan(id)
+		if s.active != nil && s.active.id == id && s.activeID() == id {
+			if rc != nil {
+				s.active.mu.Lock()
+				s.active.receipts = append(s.active.receipts, rc)
+				s.active.mu.Unlock()
+			}
+			s.active.cancel(errors.New(reason))
+			return nil
+		}
+		for i, q := range s.queue {
+			if q.id != id {
+				continue
+			}
+			e, err := event.New(q.id, event.RunCancelled, event.RunEndedData{Reason: reason})
+			if err != nil {
+				return err
+			}
+			if _, err := s.append(ctx, rc, idem.Ref{ID: id}, e); err != nil {
+				return err
+			}
+			s.queue = append(s.queue[:i], s.queue[i+1:]...)
+			return nil
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Run{}, err
+	}
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return store.Run{}, ctx.Err()
+		}
+	}
+	r, _ := s.Run(id)
+	return r, nil
+}
+
+// Wait waits until run id is terminal or timeout passes, and returns the
+// run as it is then.
+func (s *Session) Wait(ctx context.Context, id string, timeout time.Duration) (store.Run, error) {
+	if ch := s.doneChan(id); ch != nil {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		select {
+		case <-ch:
+		case <-t.C:
+		case <-ctx.Done():
+			return store.Run{}, ctx.Err()
+		}
+	}
+	r, _ := s.Run(id)
+	return r, nil
+}
