@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"weft.dev/weft/env/sandbox"
 )
 
 // MarkerKey is the environment variable tests mark processes with.
@@ -129,3 +131,17 @@ func describe(marker string) string {
 // double-forked one and a foreground one, sleeping 300, 301 and 302
 // seconds (see WaitTree).
 const Tree = `setsid sh -c 'sleep 300' & (sleep 301 &) ; sleep 302`
+
+// EachContainment runs f once per containment mode, with an unsandboxed
+// sandbox configuration forcing it: a PID namespace where this machine
+// allows one (skipped elsewhere), and the subreaper fallback.
+func EachContainment(t *testing.T, f func(t *testing.T, cfg sandbox.Config)) {
+	for _, mode := range []string{sandbox.ContainmentPIDNamespace, sandbox.ContainmentSubreaper} {
+		t.Run(mode, func(t *testing.T) {
+			if got, err := sandbox.Containment(); mode == sandbox.ContainmentPIDNamespace && got != mode {
+				t.Skipf("no PID namespace on this machine: %v", err)
+			}
+			f(t, sandbox.Config{Unsandboxed: true, Containment: mode, TempRoot: t.TempDir()})
+		})
+	}
+}
