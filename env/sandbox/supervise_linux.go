@@ -130,18 +130,36 @@ func hostGone(fd int) bool {
 
 // reap reaps every child of the helper, the shell and the orphans it
 // adopts, sends the shell's status to shellDone and closes empty once the
-// helper has no child left.
+// helper has no child left. When the shell was the last, empty is closed
+// before its status is sent, so that the helper exits without looking for
+// descendants.
 func reap(shell int, shellDone chan<- syscall.WaitStatus, empty chan<- struct{}) {
-	defer close(empty)
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, 0, nil)
 		switch {
 		case err == syscall.EINTR:
 		case err != nil:
-			return // ECHILD: nothing of the tree is left
+			close(empty) // ECHILD: nothing of the tree is left
+			return
+		case pid == shell && !hasChildren():
+			close(empty)
+			shellDone <- ws
+			return
 		case pid == shell:
 			shellDone <- ws
+		}
+	}
+}
+
+// hasChildren reports whether the helper has a child, running or not,
+// without reaping any.
+func hasChildren() bool {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		if err != syscall.EINTR {
+			return err != syscall.ECHILD
 		}
 	}
 }
@@ -165,6 +183,11 @@ func endTree(pid1 bool, empty <-chan struct{}) {
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		select {
+		case <-empty:
+			return
+		default:
+		}
 		if pid1 {
 			syscall.Kill(-1, syscall.SIGKILL)
 		} else {
