@@ -168,3 +168,20 @@ func TestContainedHostDeath(t *testing.T) {
 		}
 	})
 }
+
+// TestStartFailureCleansUp: a shell whose helper cannot start leaves no
+// temporary directory behind.
+func TestStartFailureCleansUp(t *testing.T) {
+	root := t.TempDir()
+	f := setup(t, process.Config{Sandbox: &sandbox.Config{Unsandboxed: true, Executable: "/nonexistent/weft", TempRoot: root}})
+	for _, pty := range []bool{false, true} {
+		_, err := f.m.Start(context.Background(), process.StartParams{SessionID: "s1", Kind: store.ProcessShell, Command: "true",
+			Binding: f.b, Disposition: store.OwnerBound, PTY: pty})
+		if err == nil {
+			t.Fatalf("pty=%v: Start succeeded", pty)
+		}
+		if left, _ := os.ReadDir(root); len(left) != 0 {
+			t.Errorf("pty=%v: left %v", pty, left)
+		}
+	}
+}

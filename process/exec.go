@@ -218,6 +218,9 @@ func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartPar
 		return store.Process{}, err
 	}
 	fail := func(err error) (store.Process, error) {
+		if p.sandbox != nil {
+			p.sandbox.Close() // the TMPDIR and the helper's pipe, when the start failed
+		}
 		m.mu.Lock()
 		delete(m.live, p.id)
 		m.mu.Unlock()
