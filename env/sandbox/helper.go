@@ -107,8 +107,8 @@ const (
 //     everything it starts are confined while the helper is not.
 //   - The shell runs in a process group of its own (on a terminal, the
 //     terminal's foreground group); SIGINT, SIGTERM, SIGHUP, SIGQUIT,
-//     SIGUSR1, SIGUSR2 and SIGWINCH sent to the helper are forwarded to
-//     that group.
+//     SIGUSR1, SIGUSR2, and on a terminal SIGWINCH, sent to the helper are
+//     forwarded to that group.
 //   - It reaps every process that ends in the tree and, once the shell has
 //     exited, kills the rest and exits with the shell's status: its exit
 //     code, or 128+n when signal n killed it, as a shell reports.
