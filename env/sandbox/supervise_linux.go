@@ -82,9 +82,9 @@ func supervise(w wirePolicy, shell string, argv []string) (int, error) {
 		return exitCode(err), err
 	}
 	// The shell holds its standard input and output; the helper lets go
-	// of its copies so that it keeps no pipe open (stderr stays for the
-	// helper's own messages, and the helper outlives the tree by
-	// moments only).
+	// of its copies so that it keeps no pipe open. Stderr stays, so that
+	// a crash of the helper would be seen; the helper outlives the tree
+	// by moments only.
 	if null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
 		unix.Dup3(int(null.Fd()), 0, 0)
 		unix.Dup3(int(null.Fd()), 1, 0)
