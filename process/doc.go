@@ -11,11 +11,17 @@
 // evidence. The session log only carries summaries, written by the host
 // when the [Notifier] tells it that a process ended.
 //
-// Shell processes run as Shell -c COMMAND in a process group of their own
-// with Pdeathsig (SIGKILL) on Linux, in a working directory resolved
+// Shell processes run as Shell -c COMMAND in a working directory resolved
 // through an env.Binding (it must lie in a read-write mount), with an
 // environment scrubbed to an allow-list plus explicit variables plus
-// [MarkerEnv]. Output (stdout and stderr, or a pty) is captured into the
+// [MarkerEnv]. With Config.Sandbox set (the weft host always sets it) they
+// run under the sandbox helper, which contains the shell's whole tree (a
+// PID namespace, or a subreaper; see env/sandbox): cancel, a kill signal,
+// Close and the host's death end everything the shell started, setsid and
+// double-forked processes included, and what a shell leaves running in
+// the background dies when it exits. Without it a shell leads a process
+// group of its own with Pdeathsig (SIGKILL) on Linux, and only that group
+// is stopped. Output (stdout and stderr, or a pty) is captured into the
 // log in chunks of at most Config.ChunkBytes, coalesced for
 // Config.FlushInterval; offsets count the bytes of all streams together.
 // Memory per process is bounded (a few read buffers and one chunk); the
@@ -32,10 +38,11 @@
 // await, signal, write, grant and cancel are recorded in the process log.
 //
 // After a crash, [Manager.Recover] reconciles by disposition: it sweeps
-// each recorded process group (killing members that carry the process's
-// marker), marks owner_bound processes abandoned with evidence, reruns
-// rerunnable tool processes and leaves externally_owned ones alone.
+// what is left of each recorded shell (killing the processes that carry
+// its marker), marks owner_bound processes abandoned with evidence, reruns
+// rerunnable tool processes and leaves externally_owned ones alone; it
+// also removes the temporary directories dead weft processes left.
 //
-// The package is Unix-only (process groups, signals, ptys); the group
-// sweep reads /proc on Linux.
+// The package is Unix-only (process groups, signals, ptys); the sweep
+// reads /proc on Linux.
 package process

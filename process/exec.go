@@ -220,6 +220,9 @@ func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartPar
 		return store.Process{}, err
 	}
 	fail := func(err error) (store.Process, error) {
+		if p.sandbox != nil {
+			p.sandbox.Close() // the TMPDIR and the helper's pipe, when the start failed
+		}
 		m.mu.Lock()
 		delete(m.live, p.id)
 		m.mu.Unlock()
@@ -232,13 +235,19 @@ func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartPar
 		Dir:  hostDir,
 		Env:  m.shellEnv(rec.ID, hostDir, sp.Env),
 	}
+	// The shell (or the sandbox helper, which keeps the shell in a group
+	// of its own) leads its own group: Setpgid, or Setsid for a pty.
+	cmd.SysProcAttr = groupAttr()
+	if sp.PTY {
+		cmd.SysProcAttr = ptyAttr()
+	}
 	if m.cfg.Sandbox != nil {
 		// The process outlives the request: no context may kill it.
 		sc, err := sandbox.Command(context.Background(), sandbox.ForBinding(*m.cfg.Sandbox, sp.Binding), m.cfg.Shell, "-c", sp.Command)
 		if err != nil {
 			return fail(fmt.Errorf("process %s: %w", rec.ID, err))
 		}
-		sc.Dir, sc.Env = cmd.Dir, cmd.Env
+		sc.Dir, sc.Env, sc.SysProcAttr = cmd.Dir, cmd.Env, cmd.SysProcAttr
 		if err := sc.Prepare(); err != nil {
 			return fail(fmt.Errorf("process %s: %w", rec.ID, err))
 		}
@@ -247,7 +256,8 @@ func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartPar
 	var readers []streamReader
 	var closeAfterStart []*os.File
 	if sp.PTY {
-		f, err := pty.StartWithAttrs(cmd, nil, ptyAttr())
+		// StartWithAttrs sets SysProcAttr: pass on what Prepare completed.
+		f, err := pty.StartWithAttrs(cmd, nil, cmd.SysProcAttr)
 		if err != nil {
 			return fail(fmt.Errorf("process %s: starting %s on a pty: %w", rec.ID, m.cfg.Shell, err))
 		}
@@ -273,7 +283,6 @@ func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartPar
 			return fail(fmt.Errorf("process %s: %w", rec.ID, err))
 		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-		cmd.SysProcAttr = groupAttr()
 		closeAfterStart = []*os.File{inR, outW, errW}
 		err = cmd.Start()
 		for _, f := range closeAfterStart {
@@ -290,14 +299,13 @@ func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartPar
 	}
 	p.cmd = cmd
 	pid := cmd.Process.Pid
-	// The shell leads its own group (Setpgid, or Setsid for a pty).
 	err = p.append(ctx, []store.ProcessEvent{newEvent(EventStarted, StartedData{
 		Kind: rec.Kind, Spec: rec.Spec, Disposition: rec.Disposition, CreatedBy: rec.CreatedBy,
 		SessionID: rec.SessionID, RunID: rec.RunID, Pid: pid, Pgid: pid,
 	})}, 0, func(r *store.Process) { r.Pgid = pid })
 	if err != nil {
-		killGroup(pid)
-		cmd.Wait()
+		p.kill()
+		p.wait()
 		for _, r := range readers {
 			r.f.Close()
 		}
@@ -309,6 +317,36 @@ func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartPar
 	out, _ := p.snapshot()
 	go p.superviseShell(readers)
 	return out, nil
+}
+
+// wait waits for a started shell (through the sandbox Cmd, which also
+// removes its TMPDIR).
+func (p *proc) wait() error {
+	if p.sandbox != nil {
+		return p.sandbox.Wait()
+	}
+	return p.cmd.Wait()
+}
+
+// kill ends a started shell for good: its whole tree under the sandbox
+// helper, else its process group.
+func (p *proc) kill() {
+	if p.sandbox != nil {
+		p.sandbox.Kill()
+		return
+	}
+	killGroup(p.cmd.Process.Pid)
+}
+
+// signal sends sig to a started shell's group: the group it leads, or
+// under the helper the helper's, which forwards it to the shell's group.
+// SIGKILL, which the helper cannot catch, ends the whole tree instead.
+func (p *proc) signal(sig syscall.Signal) {
+	if sig == syscall.SIGKILL {
+		p.kill()
+		return
+	}
+	signalGroup(p.cmd.Process.Pid, sig)
 }
 
 type streamReader struct {
@@ -358,12 +396,13 @@ func (p *proc) superviseShell(readers []streamReader) {
 		p.collect(pieces)
 	}()
 
-	werr := p.cmd.Wait()
-	if p.sandbox != nil {
-		p.sandbox.Close() // the private TMPDIR
+	werr := p.wait()
+	if p.sandbox == nil {
+		// Whatever is left of the group (background jobs) ends with the
+		// shell. Under the helper nothing is left: it killed the tree
+		// before it exited.
+		killGroup(p.cmd.Process.Pid)
 	}
-	// Whatever is left of the group (background jobs) ends with the shell.
-	killGroup(p.cmd.Process.Pid)
 	if p.stdin != nil && p.stdin != p.pty {
 		p.stdin.Close()
 	}
@@ -402,7 +441,7 @@ func (p *proc) superviseShell(readers []streamReader) {
 		status, d.Cancel = store.ProcessCancelled, cancelq
 	case closing:
 		status = store.ProcessAbandoned
-		d.Evidence = &Evidence{Writer: "close", Reason: "the host shut down and killed the process group", Pgid: p.cmd.Process.Pid}
+		d.Evidence = &Evidence{Writer: "close", Reason: "the host shut down and killed the process tree", Pgid: p.cmd.Process.Pid}
 	case exit == nil || *exit != 0:
 		status = store.ProcessFailed
 	}

@@ -11,9 +11,9 @@ func groupAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: tru
 // ptyAttr starts a shell as a session leader on the pty.
 func ptyAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true, Setctty: true} }
 
-// sweepGroup kills group pgid without checking its members: without /proc
+// sweep kills group pgid without checking its members: without /proc
 // the marker cannot be read.
-func sweepGroup(pgid int, _ string) []int {
+func sweep(pgid int, _ string) []int {
 	if syscall.Kill(-pgid, syscall.SIGKILL) == nil {
 		return []int{pgid}
 	}

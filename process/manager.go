@@ -152,10 +152,14 @@ type Config struct {
 	// FlushInterval is how long small writes are coalesced into one output
 	// event. Zero means 20 ms.
 	FlushInterval time.Duration
-	// Sandbox confines shell processes with Landlock, as the foreground
-	// shell tool is confined (see package env/sandbox); nil runs them
-	// unconfined. A program that sets it must call sandbox.Main when
-	// sandbox.IsHelper reports true.
+	// Sandbox runs shell processes under the sandbox helper, as the
+	// foreground shell tool runs (see package env/sandbox): confined by
+	// Landlock unless Sandbox.Unsandboxed, and with their whole process
+	// tree contained, so that cancel, Close and the host's death end
+	// everything a shell started, setsid and double-forked processes
+	// included. Nil runs them directly: unconfined, and only their
+	// process group is stopped. A program that sets it must call
+	// sandbox.Main when sandbox.IsHelper reports true.
 	Sandbox *sandbox.Config
 	// Shell is the shell binary for shell processes, run as Shell -c
 	// COMMAND. Empty means /bin/sh.
@@ -278,7 +282,7 @@ type proc struct {
 	done chan struct{} // closed once the terminal event is committed (or Close gave up on it)
 
 	// shell processes
-	sandbox *sandbox.Cmd // nil when unsandboxed; Close removes its TMPDIR
+	sandbox *sandbox.Cmd // nil without Config.Sandbox; its Wait removes the TMPDIR
 	cmd     *exec.Cmd
 	stdin   *os.File // nil if none (the PTY master for PTY processes)
 	pty     *os.File
@@ -573,7 +577,8 @@ func (p *proc) end(status string, d EndedData, exit *int) store.Process {
 // happens to a live process depends on its disposition:
 //
 //   - owner_bound (and rerunnable shell) processes are killed (SIGKILL to
-//     their group) and recorded as abandoned with evidence "close";
+//     their whole tree under the sandbox helper, else to their group) and
+//     recorded as abandoned with evidence "close";
 //   - rerunnable tool processes have their ctx cancelled and stay
 //     "running" in the store, so that the next host's Recover runs them
 //     again;
@@ -602,7 +607,7 @@ func (m *Manager) Close() error {
 		p.closing = true
 		p.mu.Unlock()
 		if p.cmd != nil {
-			killGroup(p.cmd.Process.Pid)
+			p.kill()
 		}
 	}
 	m.cancel()

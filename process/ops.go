@@ -235,8 +235,9 @@ var posixSignals = map[string]syscall.Signal{
 
 // Signal appends signal.<name> with payload to process id's log and
 // returns its seq. For a live shell process the names interrupt,
-// terminate, kill and hangup also send SIGINT, SIGTERM, SIGKILL or SIGHUP
-// to its process group. name must match [a-z0-9][a-z0-9_.-]{0,63}
+// terminate and hangup also send SIGINT, SIGTERM or SIGHUP to its process
+// group (under the sandbox helper, through the helper), and kill ends its
+// whole process tree with SIGKILL. name must match [a-z0-9][a-z0-9_.-]{0,63}
 // ([ErrInvalid]); payload must be JSON or empty. A caller that cannot
 // address the process gets [ErrNotFound] (recorded); an ended process
 // [ErrEnded].
@@ -251,15 +252,16 @@ func (m *Manager) Signal(ctx context.Context, id, name string, payload json.RawM
 		return 0, err
 	}
 	var sig syscall.Signal
-	var pgid int
+	var target *proc
 	rec, err := m.update(ctx, id, func(rec *store.Process) ([]store.ProcessEvent, error) {
 		if store.IsProcessTerminal(rec.Status) {
 			return nil, fmt.Errorf("%w: %s is %s", ErrEnded, id, rec.Status)
 		}
 		d := SignalData{Payload: payload, By: caller}
+		// A recorded group means the shell has started.
 		if s, ok := posixSignals[name]; ok && rec.Kind == store.ProcessShell && rec.Pgid > 0 {
 			if p := m.liveProc(id); p != nil {
-				sig, pgid, d.Posix = s, rec.Pgid, signalName(s)
+				sig, target, d.Posix = s, p, signalName(s)
 			}
 		}
 		return []store.ProcessEvent{newEvent(event.Type(SignalPrefix+name), d)}, nil
@@ -267,8 +269,8 @@ func (m *Manager) Signal(ctx context.Context, id, name string, payload json.RawM
 	if err != nil {
 		return 0, err
 	}
-	if pgid > 0 {
-		signalGroup(pgid, sig)
+	if target != nil {
+		target.signal(sig)
 	}
 	return rec.LastSeq, nil
 }
@@ -278,8 +280,8 @@ func (m *Manager) Signal(ctx context.Context, id, name string, payload json.RawM
 // [CancelPolicy] refuses gets an error wrapping [ErrDenied] and the
 // policy's error. Both attempts are recorded as process.cancel_requested
 // with denied set. An allowed cancel records process.cancel_requested,
-// sends SIGTERM to a shell's group (SIGKILL after Config.KillGrace) or
-// cancels a tool call's ctx; the terminal event is process.cancelled. A
+// sends SIGTERM to a shell's group (then, after Config.KillGrace, SIGKILL
+// to its whole tree) or cancels a tool call's ctx; the terminal event is process.cancelled. A
 // process that is running in the store but not under this Manager (left by
 // an earlier host) is marked cancelled at once, after its recorded group
 // is swept. Cancelling an ended process returns its record unchanged.
@@ -317,13 +319,12 @@ func (m *Manager) Cancel(ctx context.Context, id, reason string, caller Caller) 
 			return store.Process{}, aerr
 		}
 		if p.cmd != nil {
-			pgid := p.cmd.Process.Pid
-			signalGroup(pgid, syscall.SIGTERM)
+			p.signal(syscall.SIGTERM)
 			grace := time.NewTimer(m.cfg.KillGrace)
 			select {
 			case <-p.done:
 			case <-grace.C:
-				killGroup(pgid)
+				p.kill()
 			case <-ctx.Done():
 			}
 			grace.Stop()
@@ -341,7 +342,7 @@ func (m *Manager) Cancel(ctx context.Context, id, reason string, caller Caller) 
 	// Not live here: settle the record.
 	var killed []int
 	if rec.Pgid > 0 {
-		killed = sweepGroup(rec.Pgid, rec.ID)
+		killed = sweep(rec.Pgid, rec.ID)
 	}
 	var ended bool
 	rec, err = m.update(ctx, id, func(r *store.Process) ([]store.ProcessEvent, error) {

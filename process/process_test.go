@@ -22,6 +22,7 @@ import (
 	"weft.dev/weft/env"
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
+	"weft.dev/weft/internal/proctest"
 	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
@@ -31,6 +32,11 @@ import (
 )
 
 const childEnv = "WEFT_PROCESS_TEST_CHILD"
+
+// containEnv makes the child host of childEnv run its shell under the
+// sandbox helper: CONTAINMENT:MARKER:TEMPROOT, the shell being
+// proctest.Tree marked with MARKER.
+const containEnv = "WEFT_PROCESS_TEST_CONTAIN"
 
 func TestMain(m *testing.M) {
 	if sandbox.IsHelper(os.Args) {
@@ -53,19 +59,25 @@ func childHost(db string) {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	m, err := process.New(process.Config{Store: st})
+	cfg := process.Config{Store: st}
+	sp := process.StartParams{SessionID: "s1", Kind: store.ProcessShell, Command: "sleep 300 & sleep 300", Disposition: store.OwnerBound}
+	if spec := os.Getenv(containEnv); spec != "" {
+		f := strings.SplitN(spec, ":", 3)
+		cfg.Sandbox = &sandbox.Config{Unsandboxed: true, Containment: f[0], TempRoot: f[2]}
+		sp.Command, sp.Env = proctest.Tree, map[string]string{proctest.MarkerKey: f[1]}
+	}
+	m, err := process.New(cfg)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
 	dir := filepath.Dir(db)
-	b, err := env.NewBinding(1, []event.Mount{{ID: "work", Path: dir, Mode: event.ModeReadWrite, Kind: event.KindLocal}})
+	sp.Binding, err = env.NewBinding(1, []event.Mount{{ID: "work", Path: dir, Mode: event.ModeReadWrite, Kind: event.KindLocal}})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	p, err := m.Start(ctx, process.StartParams{SessionID: "s1", Kind: store.ProcessShell, Command: "sleep 300 & sleep 300",
-		Binding: b, Disposition: store.OwnerBound})
+	p, err := m.Start(ctx, sp)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)

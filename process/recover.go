@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/store"
 )
 
@@ -17,9 +18,13 @@ type RecoverReport struct {
 	Rerun []string `json:"rerun,omitempty"`
 	// Left are the externally_owned processes left alone.
 	Left []string `json:"left,omitempty"`
-	// Killed counts the OS processes of recorded groups that were still
+	// Killed counts the OS processes of recorded shells that were still
 	// alive and were killed.
 	Killed int `json:"killed"`
+	// TempDirs counts the private temporary directories of commands that
+	// dead weft processes left in Config.Sandbox.TempRoot, removed (see
+	// sandbox.RemoveStale).
+	TempDirs int `json:"tempDirs,omitempty"`
 }
 
 // Recover reconciles the processes a previous host left running. Call it
@@ -27,19 +32,31 @@ type RecoverReport struct {
 // store. For every process recorded as running that is not live under this
 // Manager:
 //
-//   - a recorded process group is swept first: every process of the group
-//     that carries the process's [MarkerEnv] is killed with SIGKILL
-//     (externally_owned processes excepted);
+//   - a shell's leftovers are swept first: every process that carries the
+//     process's [MarkerEnv] is killed with SIGKILL, in its recorded group
+//     or not (externally_owned processes excepted). Under the sandbox
+//     helper nothing should be left: the tree died with the host;
 //   - owner_bound processes, and rerunnable shells, become abandoned with
 //     evidence (writer "recovery", the group and the pids killed);
 //   - rerunnable tool processes run again through Config.Tools, with a
 //     process.restarted event (abandoned if no ToolRunner is configured);
 //   - externally_owned processes are left alone.
 //
+// With Config.Sandbox set, it also removes the commands' temporary
+// directories that dead weft processes left (sandbox.RemoveStale; those of
+// live ones stay); a failure there is logged, not returned.
+//
 // The Notifier hears of each abandoned process. Errors are store errors;
 // the processes settled before the error stay settled.
 func (m *Manager) Recover(ctx context.Context) (RecoverReport, error) {
 	var rep RecoverReport
+	if m.cfg.Sandbox != nil {
+		n, err := sandbox.RemoveStale(m.cfg.Sandbox.TempRoot)
+		rep.TempDirs = n
+		if err != nil {
+			m.log.Warn("removing stale temporary directories", "err", err)
+		}
+	}
 	ps, err := m.st.Processes(ctx, store.ListProcessesParams{Statuses: []string{store.ProcessRunning}, Limit: 1 << 30})
 	if err != nil {
 		return rep, fmt.Errorf("recover processes: %w", err)
@@ -54,7 +71,7 @@ func (m *Manager) Recover(ctx context.Context) (RecoverReport, error) {
 		}
 		var killed []int
 		if rec.Pgid > 0 {
-			killed = sweepGroup(rec.Pgid, rec.ID)
+			killed = sweep(rec.Pgid, rec.ID)
 			rep.Killed += len(killed)
 		}
 		if rec.Disposition == store.Rerunnable && rec.Kind == store.ProcessTool && m.hooks.Load().tools != nil {
@@ -64,7 +81,7 @@ func (m *Manager) Recover(ctx context.Context) (RecoverReport, error) {
 			rep.Rerun = append(rep.Rerun, rec.ID)
 			continue
 		}
-		reason := "the host that ran it died; its process group was swept"
+		reason := "the host that ran it died; what was left of it was swept"
 		if rec.Kind == store.ProcessTool {
 			reason = "the host that ran the tool call died"
 		}

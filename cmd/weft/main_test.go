@@ -451,7 +451,7 @@ func TestSIGKILLWhileToolRuns(t *testing.T) {
 		return true
 	})
 	e.checkRecovered(seen[0].SessionID, seen, seen[len(seen)-1].RunID)
-	// The foreground shell died with weft (Pdeathsig).
+	// The foreground shell died with weft (the sandbox helper contains it).
 	out, _ := exec.CommandContext(context.Background(), "pgrep", "-f", "echo started > marker; sleep 30").Output()
 	if len(bytes.TrimSpace(out)) > 0 {
 		t.Errorf("the killed weft's shell survived: pids %s", out)

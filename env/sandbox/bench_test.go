@@ -7,36 +7,48 @@ import (
 	"weft.dev/weft/env/sandbox"
 )
 
-// BenchmarkStartPlain starts /bin/true with os/exec and waits for it.
-func BenchmarkStartPlain(b *testing.B) {
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := exec.Command("/bin/true").Run(); err != nil {
-			b.Fatal(err)
+// BenchmarkStart measures start to exit of sh -c true: started with
+// os/exec ("plain"), and through Command in each containment mode,
+// unsandboxed and under Landlock (temporary directory, re-exec of the
+// test binary as the helper, namespace or subreaper, Landlock on a
+// throwaway thread, fork and exec of the shell, reaping, removal). Modes
+// this machine lacks are skipped.
+func BenchmarkStart(b *testing.B) {
+	b.Run("plain", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := exec.Command("/bin/sh", "-c", "true").Run(); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
-}
-
-// BenchmarkStartSandboxed starts /bin/true through Command: temporary
-// directory, re-exec of the (test) binary, Landlock, exec, removal. Where
-// the kernel has no Landlock it measures the unsandboxed path instead and
-// says so.
-func BenchmarkStartSandboxed(b *testing.B) {
+	})
 	l := newLayout(b)
-	cfg := sandbox.Config{}
-	if abi, err := sandbox.Probe(); abi == 0 {
-		b.Logf("no Landlock (%v): measuring the unsandboxed path", err)
-		cfg.Unsandboxed = true
-	}
-	p := l.policy(cfg)
-	b.ReportAllocs()
-	for b.Loop() {
-		c, err := sandbox.Command(b.Context(), p, "/bin/true")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := c.Run(); err != nil {
-			b.Fatal(err)
+	mode, err := sandbox.Containment()
+	for _, containment := range []string{sandbox.ContainmentPIDNamespace, sandbox.ContainmentSubreaper} {
+		for _, landlock := range []bool{false, true} {
+			name := containment + "/unsandboxed"
+			if landlock {
+				name = containment + "/landlock"
+			}
+			b.Run(name, func(b *testing.B) {
+				if containment == sandbox.ContainmentPIDNamespace && mode != containment {
+					b.Skipf("no PID namespace here: %v", err)
+				}
+				if abi, err := sandbox.Probe(); landlock && abi == 0 {
+					b.Skipf("no Landlock: %v", err)
+				}
+				p := l.policy(sandbox.Config{Unsandboxed: !landlock, Containment: containment, TempRoot: b.TempDir()})
+				b.ReportAllocs()
+				for b.Loop() {
+					c, err := sandbox.Command(b.Context(), p, "/bin/sh", "-c", "true")
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := c.Run(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }

@@ -14,16 +14,27 @@ import (
 // wireVersion is the version of the policy encoding. A helper refuses a
 // policy of another version, which can only come from a different weft
 // binary.
-const wireVersion = 1
+const wireVersion = 2
 
 // wirePolicy is the policy as the helper receives it, JSON in its second
 // argument.
 type wirePolicy struct {
-	V        int      `json:"v"`
-	Network  string   `json:"network"`
-	Mounts   []Mount  `json:"mounts,omitempty"`
-	ReadOnly []string `json:"readOnly,omitempty"`
-	TempDir  string   `json:"tempDir"`
+	V int `json:"v"`
+	// Unsandboxed: contain the shell but do not apply Landlock.
+	Unsandboxed bool     `json:"unsandboxed,omitempty"`
+	Network     string   `json:"network"`
+	Mounts      []Mount  `json:"mounts,omitempty"`
+	ReadOnly    []string `json:"readOnly,omitempty"`
+	TempDir     string   `json:"tempDir"`
+	// TTY: the helper is a session leader whose standard input is its
+	// controlling terminal; the shell becomes the terminal's foreground
+	// process group.
+	TTY bool `json:"tty,omitempty"`
+	// LiveFD is the helper's descriptor for the read end of a pipe whose
+	// write end only the host holds: end of file on it means the host is
+	// gone. Descriptors below it are passed on to the shell. Zero means
+	// none (the shell gets 0, 1 and 2).
+	LiveFD int `json:"liveFD,omitempty"`
 }
 
 // decodeWire parses and checks a policy received by the helper.
@@ -45,6 +56,9 @@ func decodeWire(s string) (wirePolicy, error) {
 	}
 	if !filepath.IsAbs(w.TempDir) {
 		return wirePolicy{}, fmt.Errorf("policy: temporary directory %q is not absolute", w.TempDir)
+	}
+	if w.LiveFD != 0 && w.LiveFD < 3 {
+		return wirePolicy{}, fmt.Errorf("policy: host pipe descriptor %d is a standard one", w.LiveFD)
 	}
 	for _, m := range w.Mounts {
 		if !filepath.IsAbs(m.Path) {
@@ -78,40 +92,57 @@ const (
 
 // Main runs the helper: args are os.Args of a process for which [IsHelper]
 // is true, as [Command] builds them (program, [HelperArg], policy JSON,
-// shell, shell arguments). Main restricts the process with Landlock and
-// then replaces it with the shell, keeping its pid, process group,
-// parent-death signal, working directory, environment and open files.
+// shell, shell arguments). Main supervises the shell until it and
+// everything it started have ended:
+//
+//   - It contains the shell's process tree. Started by [Cmd] in a PID
+//     namespace of its own, it is the namespace's init: when it exits for
+//     any reason the kernel kills every process left in the namespace.
+//     Otherwise it makes itself a child subreaper, so that orphans of the
+//     tree are re-parented to it, and kills all its descendants before it
+//     exits. It dies with the host (parent-death signal, and end of file
+//     on a pipe only the host holds).
+//   - Unless the policy is unsandboxed, it restricts one thread of its own
+//     with Landlock and forks the shell from it, so the shell and
+//     everything it starts are confined while the helper is not.
+//   - The shell runs in a process group of its own (on a terminal, the
+//     terminal's foreground group); SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+//     SIGUSR1, SIGUSR2, and on a terminal SIGWINCH, sent to the helper are
+//     forwarded to that group.
+//   - It reaps every process that ends in the tree and, once the shell has
+//     exited, kills the rest and exits with the shell's status: its exit
+//     code, or 128+n when signal n killed it, as a shell reports.
 //
 // Main never returns. When it cannot apply the policy it writes
 // "weft sandbox: <reason>" to stderr and exits with [ExitCannotRun]; when
 // the shell cannot be executed it exits with [ExitNotFound] or
-// [ExitCannotRun]. It never runs the shell unrestricted.
+// [ExitCannotRun]. It never runs the shell unrestricted unless the policy
+// says unsandboxed.
 func Main(args []string) {
-	err := helper(args)
-	code := ExitCannotRun
-	var ee *execError
-	if errors.As(err, &ee) && errors.Is(ee.err, syscall.ENOENT) {
-		code = ExitNotFound
+	code, err := helper(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "weft sandbox: %v\n", err)
 	}
-	fmt.Fprintf(os.Stderr, "weft sandbox: %v\n", err)
-	os.Exit(code)
+	// Nothing to flush: exit at once. os.Exit would run the runtime's exit
+	// hooks, which in a race-instrumented binary (tests) sleep a second.
+	syscall.Exit(code)
 }
 
-// helper applies the policy and execs the shell; it returns only on
-// failure.
-func helper(args []string) error {
+// helper decodes its arguments and supervises the shell; it returns the
+// exit status of the helper and what went wrong, if anything.
+func helper(args []string) (int, error) {
 	if !IsHelper(args) || len(args) < 4 {
-		return errors.New("usage: " + HelperArg + " POLICY SHELL [ARG...]")
+		return ExitCannotRun, errors.New("usage: " + HelperArg + " POLICY SHELL [ARG...]")
 	}
 	w, err := decodeWire(args[2])
 	if err != nil {
-		return err
+		return ExitCannotRun, err
 	}
 	shell := args[3]
 	if !filepath.IsAbs(shell) {
-		return fmt.Errorf("shell %q is not an absolute path", shell)
+		return ExitCannotRun, fmt.Errorf("shell %q is not an absolute path", shell)
 	}
-	return restrictAndExec(w, shell, args[3:])
+	return supervise(w, shell, args[3:])
 }
 
 // execError is a failure of execve itself.
@@ -122,3 +153,12 @@ type execError struct {
 
 func (e *execError) Error() string { return fmt.Sprintf("exec %s: %v", e.path, e.err) }
 func (e *execError) Unwrap() error { return e.err }
+
+// exitCode is the helper's status for a failure to start the shell.
+func exitCode(err error) int {
+	var ee *execError
+	if errors.As(err, &ee) && errors.Is(ee.err, syscall.ENOENT) {
+		return ExitNotFound
+	}
+	return ExitCannotRun
+}

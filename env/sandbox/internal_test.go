@@ -34,7 +34,7 @@ func TestWireRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, w) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got, w)
 	}
-	want := wirePolicy{V: 1, Network: "allow", Mounts: p.Mounts, ReadOnly: p.ReadOnly, TempDir: "/tmp/weft-cmd-1"}
+	want := wirePolicy{V: wireVersion, Network: "allow", Mounts: p.Mounts, ReadOnly: p.ReadOnly, TempDir: "/tmp/weft-cmd-1"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("decoded %+v, want %+v", got, want)
 	}
@@ -57,14 +57,16 @@ func TestDecodeWireRejects(t *testing.T) {
 	for _, s := range []string{
 		``,
 		`[]`,
-		`{"v":1,"network":"deny","tempDir":"/t"} {}`,
-		`{"v":2,"network":"deny","tempDir":"/t"}`,
-		`{"v":1,"network":"","tempDir":"/t"}`,
-		`{"v":1,"network":"deny","tempDir":"t"}`,
-		`{"v":1,"network":"deny"}`,
-		`{"v":1,"network":"deny","tempDir":"/t","mounts":[{"path":"rel"}]}`,
-		`{"v":1,"network":"deny","tempDir":"/t","readOnly":["rel"]}`,
-		`{"v":1,"network":"deny","tempDir":"/t","unsandboxed":true}`,
+		`{"v":2,"network":"deny","tempDir":"/t"} {}`,
+		`{"v":1,"network":"deny","tempDir":"/t"}`,
+		`{"v":3,"network":"deny","tempDir":"/t"}`,
+		`{"v":2,"network":"","tempDir":"/t"}`,
+		`{"v":2,"network":"deny","tempDir":"t"}`,
+		`{"v":2,"network":"deny"}`,
+		`{"v":2,"network":"deny","tempDir":"/t","mounts":[{"path":"rel"}]}`,
+		`{"v":2,"network":"deny","tempDir":"/t","readOnly":["rel"]}`,
+		`{"v":2,"network":"deny","tempDir":"/t","liveFD":2}`,
+		`{"v":2,"network":"deny","tempDir":"/t","sandboxed":false}`,
 	} {
 		if w, err := decodeWire(s); err == nil {
 			t.Errorf("decodeWire(%s) = %+v", s, w)
@@ -83,12 +85,13 @@ func TestRefusedWithoutLandlock(t *testing.T) {
 	if err.Error() != want {
 		t.Errorf("error:\n got %s\nwant %s", err, want)
 	}
-	// Unsandboxed runs anyway, directly, without the helper.
+	// Unsandboxed runs anyway: through the helper, which contains the
+	// tree but applies no Landlock (directly off Linux).
 	c, err := command(t.Context(), Policy{Config: Config{Unsandboxed: true}}, none, "/bin/sh", "-c", "true")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Path != "/bin/sh" || !c.Status.Unsandboxed || c.Status.Warning() != "" || !strings.HasPrefix(c.Status.String(), "unsandboxed") {
+	if c.helper != usesHelper || !c.Status.Unsandboxed || c.Status.Warning() != "" || !strings.HasPrefix(c.Status.String(), "unsandboxed") {
 		t.Errorf("path %q, status %+v", c.Path, c.Status)
 	}
 	if err := c.Run(); err != nil {

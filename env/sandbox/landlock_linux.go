@@ -94,12 +94,23 @@ func rules(w wirePolicy, abi int) []landlock.Rule {
 	return rs
 }
 
-// restrictAndExec restricts this thread with Landlock and execs shell on
-// it, so the shell inherits the domain. It returns only on failure.
-func restrictAndExec(w wirePolicy, shell string, argv []string) error {
+// startShell forks and execs the shell with attr and returns its pid.
+// Unless w is unsandboxed, the shell is forked from a thread of the helper
+// restricted with Landlock (and no_new_privs), so the shell and everything
+// it starts inherit the domain while the helper's other threads, which go
+// on to supervise, do not; the restricted thread ends as soon as the shell
+// runs. Exec failures come back as *execError.
+func startShell(w wirePolicy, shell string, argv []string, attr *syscall.ProcAttr) (int, error) {
+	if w.Unsandboxed {
+		pid, err := syscall.ForkExec(shell, argv, attr)
+		if err != nil {
+			return 0, &execError{path: shell, err: err}
+		}
+		return pid, nil
+	}
 	abi, err := Probe()
 	if abi <= 0 {
-		return fmt.Errorf("refusing to run unsandboxed: this kernel has no Landlock (%v)", err)
+		return 0, fmt.Errorf("refusing to run unsandboxed: this kernel has no Landlock (%v)", err)
 	}
 	// Strongest known configuration, lowered to what the kernel supports;
 	// a kernel with Landlock enforces at least ABI 1's file rules.
@@ -107,24 +118,54 @@ func restrictAndExec(w wirePolicy, shell string, argv []string) error {
 	if w.Network == NetworkAllow {
 		cfg.HandledAccessNet = 0
 	}
-	// The domain is per thread and survives execve, which runs on the
-	// calling thread: lock it and never unlock it. No other thread needs
-	// restricting since exec ends them.
-	runtime.LockOSThread()
 	fd, flags, err := cfg.NewRulesetFD(rules(w, abi)...)
 	if err != nil {
-		return fmt.Errorf("landlock: %w", err)
+		return 0, fmt.Errorf("landlock: %w", err)
 	}
 	if fd < 0 {
-		return errors.New("landlock: nothing to enforce; refusing to run unsandboxed")
+		return 0, errors.New("landlock: nothing to enforce; refusing to run unsandboxed")
 	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
-	}
-	if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
-		return fmt.Errorf("landlock_restrict_self: %w", err)
-	}
-	unix.Close(fd)
-	err = syscall.Exec(shell, argv, os.Environ())
-	return &execError{path: shell, err: err}
+	defer unix.Close(fd) // close-on-exec: the shell does not get it
+	// One thread only: never synchronise the domain to the others.
+	flags &^= llsys.FlagRestrictSelfTSync
+	var pid int
+	err = onThrowawayThread(func() error {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+		}
+		if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
+			return fmt.Errorf("landlock_restrict_self: %w", err)
+		}
+		// fork runs on the calling thread and copies its credentials,
+		// the Landlock domain among them.
+		p, err := syscall.ForkExec(shell, argv, attr)
+		if err != nil {
+			return &execError{path: shell, err: err}
+		}
+		pid = p
+		return nil
+	})
+	return pid, err
+}
+
+// onThrowawayThread runs f on an OS thread locked to it that ends when f
+// returns, so that what f changes per thread (a Landlock domain,
+// no_new_privs) reaches no other thread of the process. The main thread
+// is never used: the runtime parks it instead of ending it. New threads
+// the runtime makes meanwhile are cloned from its template thread, not
+// from a locked one.
+func onThrowawayThread(f func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			// Holding the main thread, the next goroutine gets another.
+			errc <- onThrowawayThread(f)
+			runtime.UnlockOSThread()
+			return
+		}
+		errc <- f()
+		// Return still locked: the runtime ends the thread.
+	}()
+	return <-errc
 }

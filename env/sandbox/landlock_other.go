@@ -17,7 +17,8 @@ func Probe() (abi int, err error) {
 // defaultExecutable is the running binary.
 func defaultExecutable() (string, error) { return os.Executable() }
 
-// restrictAndExec refuses: there is no Landlock here.
-func restrictAndExec(w wirePolicy, shell string, argv []string) error {
-	return errors.New("refusing to run unsandboxed: Landlock is Linux-only; this is " + runtime.GOOS)
+// supervise refuses: the helper is Linux-only ([Command] does not use it
+// elsewhere).
+func supervise(w wirePolicy, shell string, argv []string) (int, error) {
+	return ExitCannotRun, errors.New("refusing to run: the sandbox helper is Linux-only; this is " + runtime.GOOS)
 }

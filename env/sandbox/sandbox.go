@@ -30,6 +30,20 @@ const (
 	NetworkAllow = "allow"
 )
 
+// Containment modes, the values of [Config.Containment] and
+// [Status.Containment]; see [Containment] and docs/sandbox.md.
+const (
+	// ContainmentPIDNamespace runs the helper as init of a PID namespace
+	// of its own: when it exits, the kernel kills everything in it.
+	ContainmentPIDNamespace = "pid-namespace"
+	// ContainmentSubreaper runs the helper as a child subreaper that
+	// kills every descendant it has before it exits.
+	ContainmentSubreaper = "subreaper"
+	// ContainmentNone is reported off Linux, where an (unsandboxed)
+	// command runs directly and its tree is not contained.
+	ContainmentNone = "none"
+)
+
 // ErrNoLandlock is wrapped by the error [Command] returns when the kernel
 // has no usable Landlock and the policy is not unsandboxed.
 var ErrNoLandlock = errors.New("no Landlock")
@@ -53,12 +67,13 @@ func (e *RefusedError) Unwrap() error { return ErrNoLandlock }
 // command line sets it from the user's configuration. The zero value
 // sandboxes with the network denied.
 type Config struct {
-	// Unsandboxed runs commands without Landlock and without the helper:
-	// the shell is started directly, reaches whatever the user running
-	// weft reaches, and only gets the private TMPDIR. It is the user's
-	// explicit choice ("unsandboxed": true in the config); nothing sets
-	// it by default, and without it a kernel lacking Landlock makes
-	// [Command] fail.
+	// Unsandboxed runs commands without Landlock: the shell reaches
+	// whatever the user running weft reaches, and only gets the private
+	// TMPDIR and the containment of its process tree (on Linux the helper
+	// still supervises it; elsewhere the shell is started directly). It
+	// is the user's explicit choice ("unsandboxed": true in the config);
+	// nothing sets it by default, and without it a kernel lacking
+	// Landlock makes [Command] fail.
 	Unsandboxed bool
 	// Network is [NetworkDeny] or [NetworkAllow]. Empty means
 	// [NetworkDeny]. Other values make [Command] fail.
@@ -72,6 +87,19 @@ type Config struct {
 	// commands may read and execute beyond the system list, for example
 	// /opt or /nix. Paths must be absolute; missing ones are skipped.
 	ReadOnly []string
+	// TempRoot is the directory in which each command's private
+	// temporary directory is made, named weft-cmd-PID-START-* after the
+	// weft process that made it, so that [RemoveStale] can tell a dead
+	// owner's leftovers. Empty means [os.TempDir]. It must be absolute.
+	TempRoot string
+	// Containment is how a command's process tree is contained: empty
+	// means the best this process can do ([Containment]):
+	// [ContainmentPIDNamespace] where it can make PID namespaces, else
+	// [ContainmentSubreaper]. ContainmentSubreaper forces the fallback
+	// (for tests, or where namespaces misbehave); ContainmentPIDNamespace
+	// makes [Command] fail where no namespace can be made. Other values
+	// make Command fail.
+	Containment string
 }
 
 // Mount is a host directory a command may use.
@@ -127,6 +155,9 @@ func (p *Policy) validate() error {
 			return fmt.Errorf("sandbox: read-only path %q is not absolute", r)
 		}
 	}
+	if p.TempRoot != "" && !filepath.IsAbs(p.TempRoot) {
+		return fmt.Errorf("sandbox: temporary root %q is not absolute", p.TempRoot)
+	}
 	return nil
 }
 
@@ -145,6 +176,11 @@ type Status struct {
 	// UDPDenied reports that UDP bind, connect and send are denied: the
 	// policy denies the network and the ABI is 10 or later.
 	UDPDenied bool
+	// Containment is how the command's process tree is contained
+	// ([ContainmentPIDNamespace], [ContainmentSubreaper] or
+	// [ContainmentNone]); empty when unknown or when the command would be
+	// refused.
+	Containment string
 }
 
 func newStatus(p *Policy, abi int) Status {
@@ -163,7 +199,12 @@ func newStatus(p *Policy, abi int) Status {
 // For version output, tool descriptions and logs.
 func (c Config) Status() Status {
 	abi, _ := Probe()
-	return newStatus(&Policy{Config: c}, abi)
+	p := &Policy{Config: c}
+	s := newStatus(p, abi)
+	if mode, _, err := p.resolveContainment(); err == nil {
+		s.Containment = mode
+	}
+	return s
 }
 
 // Warning returns what the policy asked for but the kernel cannot
@@ -179,8 +220,17 @@ func (s Status) Warning() string {
 // String describes the confinement in one line, for tool descriptions
 // and logs.
 func (s Status) String() string {
+	var contained string
+	switch s.Containment {
+	case ContainmentPIDNamespace:
+		contained = "; each command's process tree in a PID namespace"
+	case ContainmentSubreaper:
+		contained = "; each command's process tree under a subreaper (no PID namespace)"
+	case ContainmentNone:
+		contained = "; process trees not contained"
+	}
 	if s.Unsandboxed {
-		return "unsandboxed (chosen in the config)"
+		return "unsandboxed (chosen in the config)" + contained
 	}
 	if s.ABI <= 0 {
 		return "no Landlock: commands are refused"
@@ -195,29 +245,48 @@ func (s Status) String() string {
 	default:
 		net = "network not restricted (needs Landlock ABI 4)"
 	}
-	return fmt.Sprintf("Landlock ABI %d; %s", s.ABI, net)
+	return fmt.Sprintf("Landlock ABI %d; %s%s", s.ABI, net, contained)
 }
 
 // Cmd is a command prepared by [Command]. Use it as the [exec.Cmd] it
-// embeds (set Dir, Env, Stdin, Stdout, Stderr, SysProcAttr, Cancel,
-// WaitDelay), but start and wait through Cmd's own Start, Wait, Run,
-// Output or CombinedOutput: Start creates the private temporary
-// directory, completes Args and sets TMPDIR; Wait removes the directory.
-// Calling the embedded exec.Cmd's methods directly bypasses that and, when
-// sandboxed, fails in the helper.
+// embeds (set Dir, Env, Stdin, Stdout, Stderr, ExtraFiles, SysProcAttr,
+// WaitDelay), but start, stop and wait through Cmd's own Start, Kill,
+// Wait, Run, Output or CombinedOutput: Start creates the private
+// temporary directory, completes Args and SysProcAttr and sets TMPDIR;
+// Kill ends the whole process tree; Wait removes the directory. Calling
+// the embedded exec.Cmd's methods directly bypasses that and, on Linux,
+// fails in the helper.
 //
-// Path and Args are the helper's, not the shell's, unless unsandboxed. A
-// Cmd is not safe for concurrent use, except that Wait may run in another
-// goroutine than Start, as with exec.Cmd.
+// On Linux, Path and Args are the helper's, not the shell's, sandboxed or
+// not; the helper's process is the one in Process and ProcessState, and
+// it exits with the shell's status. SysProcAttr applies to the helper:
+// set Setpgid, or Setsid with Setctty for a terminal, as for the shell
+// itself; Start adds the namespaces and the parent-death signal of the
+// containment and overrides Pdeathsig. Signals sent to the helper's
+// process (or its group, when it leads one) are forwarded to the shell's
+// process group, as [Main] says; SIGKILL is not, use [Cmd.Kill].
+//
+// A Cmd is not safe for concurrent use, except that Kill may be called
+// from any goroutine and Wait may run in another goroutine than Start, as
+// with exec.Cmd.
 type Cmd struct {
 	*exec.Cmd
-	// Status is how the command is confined.
+	// Status is how the command is confined and contained.
 	Status Status
 
-	wire      wirePolicy // zero when unsandboxed
-	tempDir   string
+	helper     bool       // runs through the helper
+	wire       wirePolicy // the helper's policy, completed by Prepare
+	cloneFlags uintptr    // the helper's namespaces
+	tempRoot   string
+	tempDir    string
+	// live is the pipe by which the helper learns that the host is gone:
+	// it gets the read end, the host holds the write end until Close.
+	live      [2]*os.File
 	closeOnce sync.Once
 	closeErr  error
+
+	mu     sync.Mutex // orders Kill before the helper is reaped
+	reaped bool
 }
 
 // Command prepares shell to run with args (shell's argv is shell followed
@@ -227,14 +296,15 @@ type Cmd struct {
 //
 // Unless p.Unsandboxed is set, Command probes the kernel and fails with a
 // [*RefusedError] (wrapping [ErrNoLandlock]) when Landlock is unavailable.
-// It also fails on an invalid policy. It does no other I/O: mount paths
-// are opened by the helper, which exits with status 126 and a message on
-// stderr if it cannot apply the policy (for example a missing mount), 127
-// if the shell does not exist, and 126 if it cannot be executed.
+// It also fails on an invalid policy, and when p.Containment asks for a
+// PID namespace that cannot be made. It does no other I/O but the
+// one-time probe of [Containment]: mount paths are opened by the helper,
+// which exits with status 126 and a message on stderr if it cannot apply
+// the policy (for example a missing mount), 127 if the shell does not
+// exist, and 126 if it cannot be executed.
 //
-// ctx kills the process as in [exec.CommandContext]; it kills the shell,
-// not its process group, so callers that manage the group themselves can
-// pass a context that is never done.
+// ctx ends the command as [Cmd.Kill] does, the whole tree; callers that
+// stop the command themselves can pass a context that is never done.
 func Command(ctx context.Context, p Policy, shell string, args ...string) (*Cmd, error) {
 	return command(ctx, p, Probe, shell, args...)
 }
@@ -246,17 +316,27 @@ func command(ctx context.Context, p Policy, probe func() (int, error), shell str
 	if !filepath.IsAbs(shell) {
 		return nil, fmt.Errorf("sandbox: shell %q is not an absolute path", shell)
 	}
-	if p.Unsandboxed {
-		c := &Cmd{Cmd: exec.CommandContext(ctx, shell, args...), Status: newStatus(&p, 0)}
-		return c, nil
-	}
-	abi, err := probe()
-	if abi <= 0 {
-		reason := "unknown reason"
-		if err != nil {
-			reason = err.Error()
+	abi := 0
+	if !p.Unsandboxed {
+		var err error
+		abi, err = probe()
+		if abi <= 0 {
+			reason := "unknown reason"
+			if err != nil {
+				reason = err.Error()
+			}
+			return nil, &RefusedError{Reason: reason}
 		}
-		return nil, &RefusedError{Reason: reason}
+	}
+	mode, flags, err := p.resolveContainment()
+	if err != nil {
+		return nil, err
+	}
+	st := newStatus(&p, abi)
+	st.Containment = mode
+	if !usesHelper {
+		c := &Cmd{Cmd: exec.CommandContext(ctx, shell, args...), Status: st, tempRoot: p.TempRoot}
+		return c, nil
 	}
 	exe := p.Executable
 	if exe == "" {
@@ -266,15 +346,17 @@ func command(ctx context.Context, p Policy, probe func() (int, error), shell str
 		}
 	}
 	w := wirePolicy{
-		V:        wireVersion,
-		Network:  p.network(),
-		Mounts:   append([]Mount(nil), p.Mounts...),
-		ReadOnly: append([]string(nil), p.ReadOnly...),
+		V:           wireVersion,
+		Unsandboxed: p.Unsandboxed,
+		Network:     p.network(),
+		Mounts:      append([]Mount(nil), p.Mounts...),
+		ReadOnly:    append([]string(nil), p.ReadOnly...),
 	}
-	// Args[2] is the policy, filled in by Start once the temporary
+	// Args[2] is the policy, filled in by Prepare once the temporary
 	// directory exists.
 	helperArgs := append([]string{HelperArg, "", shell}, args...)
-	c := &Cmd{Cmd: exec.CommandContext(ctx, exe, helperArgs...), Status: newStatus(&p, abi), wire: w}
+	c := &Cmd{Cmd: exec.CommandContext(ctx, exe, helperArgs...), Status: st, helper: true, wire: w, cloneFlags: flags, tempRoot: p.TempRoot}
+	c.Cmd.Cancel = c.Kill
 	return c, nil
 }
 
@@ -282,10 +364,8 @@ func command(ctx context.Context, p Policy, probe func() (int, error), shell str
 // or "" before Start.
 func (c *Cmd) TempDir() string { return c.tempDir }
 
-// Start creates the private temporary directory (mode 0700, under
-// [os.TempDir]), sets TMPDIR to it in the command's environment (Env, or
-// the process's environment when Env is nil), encodes the policy and
-// starts the command. If it fails, the directory is removed.
+// Start prepares the command as [Cmd.Prepare] does and starts it. If it
+// fails, the temporary directory is removed.
 func (c *Cmd) Start() error {
 	if err := c.Prepare(); err != nil {
 		return err
@@ -298,36 +378,81 @@ func (c *Cmd) Start() error {
 }
 
 // Prepare does everything Start does but start the command: it creates the
-// temporary directory, sets TMPDIR and encodes the policy, so that a
-// caller that must start the embedded exec.Cmd itself (for example on a
-// pseudo-terminal) can. Such a caller calls Close after the command ends.
+// temporary directory (mode 0700, under Config.TempRoot), sets TMPDIR to
+// it in the command's environment (Env, or the process's environment when
+// Env is nil), encodes the policy, adds the helper's end of the host pipe
+// to ExtraFiles and completes SysProcAttr, so that a caller that must
+// start the embedded exec.Cmd itself (for example on a pseudo-terminal,
+// passing SysProcAttr on) can. Such a caller still stops the command with
+// Kill and waits for it with Cmd's Wait, or calls Close after it ends.
 func (c *Cmd) Prepare() error {
 	if c.tempDir != "" {
 		return errors.New("sandbox: already started")
 	}
-	dir, err := os.MkdirTemp("", "weft-cmd-")
+	dir, err := makeTempDir(c.tempRoot)
 	if err != nil {
 		return fmt.Errorf("sandbox: temporary directory: %w", err)
 	}
 	c.tempDir = dir
-	if !c.Status.Unsandboxed {
-		w := c.wire
-		w.TempDir = dir
-		data, err := json.Marshal(w)
+	if c.helper {
+		r, w, err := os.Pipe()
+		if err != nil {
+			c.Close()
+			return fmt.Errorf("sandbox: %w", err)
+		}
+		c.live = [2]*os.File{r, w}
+		c.ExtraFiles = append(c.ExtraFiles, r)
+		wp := c.wire
+		wp.TempDir = dir
+		wp.LiveFD = 2 + len(c.ExtraFiles)
+		wp.TTY = c.onTerminal()
+		data, err := json.Marshal(wp)
 		if err != nil {
 			c.Close()
 			return fmt.Errorf("sandbox: encoding the policy: %w", err)
 		}
 		c.Args[2] = string(data)
+		c.contain()
 	}
 	c.Env = setEnv(c.Environ(), "TMPDIR", dir)
 	return nil
+}
+
+// Kill ends the command and everything it started, whichever process
+// group or session they are in: in a PID namespace it kills the helper,
+// whose death makes the kernel kill the rest; as a subreaper it kills the
+// helper's descendants (repeatedly, until none is left or a few seconds
+// have passed) and then the helper. Off Linux it kills the shell only.
+// Kill returns [os.ErrProcessDone] once the command has been waited for,
+// and is safe to call from any goroutine, also while Wait runs.
+func (c *Cmd) Kill() error {
+	if c.Process == nil {
+		return errors.New("sandbox: not started")
+	}
+	if !c.helper {
+		return c.Process.Kill()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reaped {
+		return os.ErrProcessDone
+	}
+	return c.killHelperTree()
 }
 
 // Wait waits for the command as [exec.Cmd.Wait] does, then removes the
 // temporary directory. It returns the command's error only; [Cmd.Close]
 // reports whether the removal failed.
 func (c *Cmd) Wait() error {
+	if c.helper && c.Process != nil {
+		// Kill must not look for the descendants of a pid that may be
+		// reused: mark the helper reaped under the lock, while it is
+		// still a zombie.
+		waitExited(c.Process.Pid)
+		c.mu.Lock()
+		c.reaped = true
+		c.mu.Unlock()
+	}
 	err := c.Cmd.Wait()
 	c.Close()
 	return err
@@ -366,15 +491,24 @@ func (c *Cmd) CombinedOutput() ([]byte, error) {
 }
 
 // Close removes the temporary directory and everything in it, even
-// read-only subdirectories, and returns the first removal error. Wait
-// and a failed Start call it; call it yourself only for a Cmd that was
-// started but will never be waited for. It may be called more than once
-// and returns the same result; it does not stop the command.
+// read-only subdirectories, closes the host's ends of the helper's pipe
+// and returns the first removal error. Wait and a failed Start call it;
+// call it yourself only for a Cmd that was started but will never be
+// waited for. It may be called more than once and returns the same
+// result; it does not stop the command, though a helper whose pipe is
+// closed takes the host for dead and ends the tree.
 func (c *Cmd) Close() error {
 	if c.tempDir == "" {
 		return nil
 	}
-	c.closeOnce.Do(func() { c.closeErr = removeAll(c.tempDir) })
+	c.closeOnce.Do(func() {
+		for _, f := range c.live {
+			if f != nil {
+				f.Close()
+			}
+		}
+		c.closeErr = removeAll(c.tempDir)
+	})
 	return c.closeErr
 }
 

@@ -206,7 +206,8 @@ func TestTempDirRemovedEvenIfReadOnly(t *testing.T) {
 }
 
 func TestStartFailureRemovesTempDir(t *testing.T) {
-	p := sandbox.Policy{Config: sandbox.Config{Unsandboxed: true}}
+	// Neither the helper nor the shell (started directly off Linux) exists.
+	p := sandbox.Policy{Config: sandbox.Config{Unsandboxed: true, Executable: "/nonexistent/weft"}}
 	c, err := sandbox.Command(t.Context(), p, "/nonexistent/shell")
 	if err != nil {
 		t.Fatal(err)
@@ -233,17 +234,17 @@ func TestHelperFailures(t *testing.T) {
 		out, _ := cmd.CombinedOutput()
 		return cmd.ProcessState.ExitCode(), string(out)
 	}
-	if code, out := run(`{"v":1`, "/bin/true"); code != sandbox.ExitCannotRun || !strings.HasPrefix(out, "weft sandbox: policy:") {
+	if code, out := run(`{"v":2`, "/bin/true"); code != sandbox.ExitCannotRun || !strings.HasPrefix(out, "weft sandbox: policy:") {
 		t.Errorf("bad JSON: exit %d, %q", code, out)
 	}
-	if code, out := run(`{"v":1,"network":"deny","tempDir":"/tmp"}`); code != sandbox.ExitCannotRun || !strings.Contains(out, "usage") {
+	if code, out := run(`{"v":2,"network":"deny","tempDir":"/tmp"}`); code != sandbox.ExitCannotRun || !strings.Contains(out, "usage") {
 		t.Errorf("no shell: exit %d, %q", code, out)
 	}
-	if code, out := run(`{"v":1,"network":"deny","tempDir":"/tmp"}`, "true"); code != sandbox.ExitCannotRun || !strings.Contains(out, "not an absolute path") {
+	if code, out := run(`{"v":2,"network":"deny","tempDir":"/tmp"}`, "true"); code != sandbox.ExitCannotRun || !strings.Contains(out, "not an absolute path") {
 		t.Errorf("relative shell: exit %d, %q", code, out)
 	}
 	tmp := t.TempDir()
-	pol := fmt.Sprintf(`{"v":1,"network":"deny","tempDir":%q}`, tmp)
+	pol := fmt.Sprintf(`{"v":2,"network":"deny","tempDir":%q}`, tmp)
 	code, out := run(pol, "/nonexistent/sh")
 	if abi, _ := sandbox.Probe(); abi == 0 {
 		// Without Landlock the helper refuses before it tries to exec.
@@ -255,7 +256,7 @@ func TestHelperFailures(t *testing.T) {
 	if code != sandbox.ExitNotFound || !strings.Contains(out, "exec /nonexistent/sh") {
 		t.Errorf("missing shell: exit %d, %q", code, out)
 	}
-	pol = fmt.Sprintf(`{"v":1,"network":"deny","tempDir":%q,"mounts":[{"path":"/nonexistent/mount","write":true}]}`, tmp)
+	pol = fmt.Sprintf(`{"v":2,"network":"deny","tempDir":%q,"mounts":[{"path":"/nonexistent/mount","write":true}]}`, tmp)
 	if code, out := run(pol, "/bin/true"); code != sandbox.ExitCannotRun || !strings.Contains(out, "/nonexistent/mount") {
 		t.Errorf("missing mount: exit %d, %q", code, out)
 	}

@@ -62,13 +62,16 @@ type Options struct {
 	// ShellKillGrace is how long a process group has between SIGTERM and
 	// SIGKILL. Zero means 2 seconds.
 	ShellKillGrace time.Duration
-	// Sandbox confines shell commands with Landlock (see package
-	// sandbox): each runs through [sandbox.Command] with the call's mounts,
-	// and is refused when the kernel has no Landlock unless
-	// Sandbox.Unsandboxed is set. Nil runs commands directly, unconfined
-	// and without a private TMPDIR: an embedder's explicit opt-out. The
-	// weft host and command line always set it. The program must call
-	// [sandbox.Main] when [sandbox.IsHelper] reports true.
+	// Sandbox runs shell commands under the sandbox helper (see package
+	// sandbox): each runs through [sandbox.Command] with the call's
+	// mounts, confined by Landlock and refused when the kernel has none
+	// unless Sandbox.Unsandboxed is set, and with its whole process tree
+	// contained, so that nothing it starts outlives the call. Nil runs
+	// commands directly, unconfined, uncontained (only the shell's
+	// process group is stopped) and without a private TMPDIR: an
+	// embedder's explicit opt-out. The weft host and command line always
+	// set it. The program must call [sandbox.Main] when
+	// [sandbox.IsHelper] reports true.
 	Sandbox *sandbox.Config
 	// Background starts the shell tool's background commands; nil makes
 	// background: true an error result.

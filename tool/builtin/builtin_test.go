@@ -1,6 +1,7 @@
 package builtin_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,16 +13,51 @@ import (
 	"weft.dev/weft/env"
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
+	"weft.dev/weft/internal/proctest"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
 )
+
+// hostEnv makes the test binary a "host" that runs one foreground shell
+// call and waits to be killed (see TestShellHostDeath); its value is
+// CONTAINMENT:MARKER:DIR.
+const hostEnv = "WEFT_BUILTIN_TEST_HOST"
 
 func TestMain(m *testing.M) {
 	// Sandboxed shells re-execute the test binary as the helper.
 	if sandbox.IsHelper(os.Args) {
 		sandbox.Main(os.Args)
 	}
+	if spec := os.Getenv(hostEnv); spec != "" {
+		foregroundHost(spec)
+		return
+	}
 	goleak.VerifyTestMain(m)
+}
+
+// foregroundHost runs the containment tree through the shell tool, with
+// the containment, marker and mount directory of spec, until it is killed.
+func foregroundHost(spec string) {
+	f := strings.SplitN(spec, ":", 3)
+	if len(f) != 3 {
+		fmt.Println("bad spec", spec)
+		os.Exit(2)
+	}
+	b, err := env.NewBinding(1, []event.Mount{{ID: "work", Kind: event.KindLocal, Path: f[2], Mode: event.ModeReadWrite, Default: true}})
+	if err != nil {
+		fmt.Println(err)
+		os.Exit(2)
+	}
+	r := tool.NewRegistry()
+	cfg := &sandbox.Config{Unsandboxed: true, Containment: f[0], TempRoot: f[2]}
+	if err := builtin.Register(r, builtin.Options{Sandbox: cfg, ShellEnv: []string{proctest.Env(f[1])}}); err != nil {
+		fmt.Println(err)
+		os.Exit(2)
+	}
+	raw, _ := json.Marshal(map[string]any{"command": proctest.Tree})
+	res := r.Call(context.Background(), "shell", &tool.Call{Arguments: raw, Env: b}, tool.CallOptions{})
+	fmt.Println("the call returned:", res.Output)
+	os.Exit(1)
 }
 
 type fixture struct {

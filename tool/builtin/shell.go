@@ -82,11 +82,17 @@ type BackgroundStarter interface {
 // Options.Sandbox set, Landlock does (see package sandbox), with the
 // call's mounts as the policy.
 //
-// When the command ends, times out or ctx is cancelled, the whole group
-// gets SIGTERM, then SIGKILL after Options.ShellKillGrace; the call
-// returns only after the shell has been reaped. A non-zero exit is
-// reported in the output, not as an error result; a timeout or a failure
-// to start is an error result.
+// With Options.Sandbox set, the command runs under the sandbox helper,
+// which contains everything it starts (see [sandbox.Cmd]): nothing
+// outlives the call, processes that left the group (setsid, double
+// forks) included, and a host that dies takes the tree with it. When the
+// command times out or ctx is cancelled, the shell's group gets SIGTERM
+// (through the helper), then the whole tree SIGKILL after
+// Options.ShellKillGrace; when the shell exits, the helper kills what it
+// left. Without a sandbox configuration the same happens to the shell's
+// process group only. The call returns only after the shell has been
+// reaped. A non-zero exit is reported in the output, not as an error
+// result; a timeout or a failure to start is an error result.
 func (t *tools) shell(ctx context.Context, call *tool.Call, in shellArgs) (tool.Result, error) {
 	if strings.TrimSpace(in.Command) == "" {
 		return tool.Result{}, errors.New("command is empty")
@@ -157,27 +163,31 @@ const (
 )
 
 // runShell runs command and returns its exit code (-1 when killed by a
-// signal), how it ended, and what the sandbox could not enforce. It
-// returns after the shell has been reaped and the output pipe drained (or
-// abandoned after the grace period, if a process that left the group
-// still holds it). A sandbox refusal is returned as is.
+// signal; under the helper, 128+n when the shell was), how it ended, and
+// what the sandbox could not enforce. It returns after the shell has been
+// reaped and the output pipe drained (or abandoned after the grace
+// period, if a process that left the group still holds it). A sandbox
+// refusal is returned as is.
 func (t *tools) runShell(ctx context.Context, b *env.Binding, command, dir string, timeout time.Duration, out io.Writer) (int, runStatus, string, error) {
 	var (
 		cmd     *exec.Cmd
 		start   func() error
 		wait    func() error
+		kill    func() // ends what start started, for good
 		warning string
 	)
 	if t.opts.Sandbox == nil {
 		cmd = &exec.Cmd{Path: t.opts.Shell, Args: []string{"sh", "-c", command}}
 		start, wait = cmd.Start, cmd.Wait
+		kill = func() { signalGroup(cmd.Process, syscall.SIGKILL) }
 	} else {
-		// The group is stopped below (SIGTERM, grace, SIGKILL), not by ctx.
+		// The command is stopped below (SIGTERM, grace, Kill), not by ctx.
 		sc, err := sandbox.Command(context.WithoutCancel(ctx), sandbox.ForBinding(*t.opts.Sandbox, b), t.opts.Shell, "-c", command)
 		if err != nil {
 			return 0, 0, "", err
 		}
 		cmd, start, wait, warning = sc.Cmd, sc.Start, sc.Wait, sc.Status.Warning()
+		kill = func() { sc.Kill() }
 	}
 	cmd.Dir = dir
 	cmd.Env = t.shellEnv(dir)
@@ -215,22 +225,28 @@ func (t *tools) runShell(ctx context.Context, b *env.Binding, command, dir strin
 		status = cancelled
 	}
 	if status != exited {
+		// To the group the shell leads; under the helper, the helper's
+		// group, and the helper forwards it to the shell's.
 		signalGroup(cmd.Process, syscall.SIGTERM)
 		grace := time.NewTimer(t.opts.ShellKillGrace)
 		select {
 		case werr = <-waited:
 			grace.Stop()
 		case <-grace.C:
-			signalGroup(cmd.Process, syscall.SIGKILL)
+			kill()
 			werr = <-waited
 		}
 	}
-	// Whatever is left in the group (background jobs, or children that
-	// ignored SIGTERM) does not outlive the call.
-	signalGroup(cmd.Process, syscall.SIGKILL)
+	if t.opts.Sandbox == nil {
+		// Whatever is left in the group (background jobs, or children
+		// that ignored SIGTERM) does not outlive the call. Under the
+		// helper nothing is left: it killed the tree before it exited.
+		signalGroup(cmd.Process, syscall.SIGKILL)
+	}
 
-	// The pipe closes when the last holder exits; a process that left the
-	// group could hold it forever, so stop reading after the grace period.
+	// The pipe closes when the last holder exits; without the helper, a
+	// process that left the group could hold it forever, so stop reading
+	// after the grace period.
 	pr.SetReadDeadline(time.Now().Add(t.opts.ShellKillGrace))
 	<-copied
 

@@ -14,6 +14,7 @@ import (
 
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
+	"weft.dev/weft/internal/proctest"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
 )
@@ -221,17 +222,20 @@ func TestShellSandboxed(t *testing.T) {
 }
 
 // TestShellSandboxedKillsGroup checks that the group semantics survive the
-// helper: Setpgid and the group kill reach the shell and its children.
+// helper: the timeout and the end of the call reach the shell and its
+// children. Processes are found by a marker in their environment: pids
+// the shell prints ($$, $!) are its PID namespace's.
 func TestShellSandboxedKillsGroup(t *testing.T) {
 	needLandlock(t)
-	f := newFixture(t, builtin.Options{ShellKillGrace: 300 * time.Millisecond, Sandbox: &sandbox.Config{}})
-	cmd := `echo pid=$$; sleep 100 & echo pid=$!; sh -c 'trap "" TERM; echo pid=$$; sleep 100; sleep 100' & sleep 100`
+	mark := proctest.NewMarker()
+	f := newFixture(t, builtin.Options{ShellKillGrace: 300 * time.Millisecond, Sandbox: &sandbox.Config{}, ShellEnv: []string{proctest.Env(mark)}})
+	cmd := `echo started; sleep 100 & sh -c 'trap "" TERM; echo started; sleep 100; sleep 100' & sleep 100`
 	res := f.call("shell", m{"command": cmd, "timeout": 1})
-	check(t, res, true, "[timed out after 1s; the command and its children were killed]")
-	checkDead(t, pids(t, res.Output), 3)
-	res = f.call("shell", m{"command": `sleep 100 & echo pid=$!`})
-	check(t, res, false, "[exit code 0]")
-	checkDead(t, pids(t, res.Output), 1)
+	check(t, res, true, "started\nstarted\n", "[timed out after 1s; the command and its children were killed]")
+	proctest.WaitGone(t, mark)
+	res = f.call("shell", m{"command": `sleep 100 & echo started`})
+	check(t, res, false, "started\n[exit code 0]")
+	proctest.WaitGone(t, mark)
 }
 
 // TestShellUnsandboxedOptIn checks the explicit opt-out: the command runs

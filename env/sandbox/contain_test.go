@@ -1,0 +1,325 @@
+//go:build linux
+
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"weft.dev/weft/env/sandbox"
+	"weft.dev/weft/internal/proctest"
+)
+
+// eachContainment runs f under each containment mode: a PID namespace
+// where this machine allows one (skipped otherwise), and the subreaper
+// fallback, forced. Each gets an unsandboxed and, where the kernel has
+// Landlock, a sandboxed policy.
+func eachContainment(t *testing.T, f func(t *testing.T, p sandbox.Policy)) {
+	for _, mode := range []string{sandbox.ContainmentPIDNamespace, sandbox.ContainmentSubreaper} {
+		t.Run(mode, func(t *testing.T) {
+			if got, err := sandbox.Containment(); mode == sandbox.ContainmentPIDNamespace && got != mode {
+				t.Skipf("no PID namespace on this machine: %v", err)
+			}
+			l := newLayout(t)
+			for _, sandboxed := range []bool{false, true} {
+				name := "unsandboxed"
+				if sandboxed {
+					name = "landlock"
+				}
+				t.Run(name, func(t *testing.T) {
+					if abi, _ := sandbox.Probe(); sandboxed && abi == 0 {
+						t.Skip("no Landlock")
+					}
+					p := l.policy(sandbox.Config{Unsandboxed: !sandboxed, Containment: mode})
+					p.TempRoot = t.TempDir()
+					f(t, p)
+				})
+			}
+		})
+	}
+}
+
+// marked prepares script under p with a fresh marker in its environment.
+func marked(t *testing.T, ctx context.Context, p sandbox.Policy, script string) (*sandbox.Cmd, string) {
+	t.Helper()
+	c, err := sandbox.Command(ctx, p, "/bin/sh", "-c", script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Status.Containment != p.Containment {
+		t.Fatalf("containment %q, want %q", c.Status.Containment, p.Containment)
+	}
+	m := proctest.NewMarker()
+	c.Dir = p.Mounts[0].Path
+	c.Env = []string{"PATH=/usr/bin:/bin", proctest.Env(m)}
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return c, m
+}
+
+func exitOf(t *testing.T, err error, c *sandbox.Cmd) int {
+	t.Helper()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	return c.ProcessState.ExitCode()
+}
+
+// TestContainedExitAndStdio: statuses, stdin and stdout pass through the
+// helper unchanged.
+func TestContainedExitAndStdio(t *testing.T) {
+	eachContainment(t, func(t *testing.T, p sandbox.Policy) {
+		for script, want := range map[string]int{
+			"exit 0":        0,
+			"exit 3":        3,
+			"exit 255":      255,
+			"kill -TERM $$": 128 + int(syscall.SIGTERM),
+			"kill -KILL $$": 128 + int(syscall.SIGKILL),
+		} {
+			c, _ := marked(t, t.Context(), p, script)
+			if got := exitOf(t, c.Run(), c); got != want {
+				t.Errorf("%s: exit %d, want %d", script, got, want)
+			}
+		}
+		// The shell's parent is the helper: init of the namespace, or not.
+		c, _ := marked(t, t.Context(), p, `echo $PPID`)
+		out, err := c.Output()
+		if ns := p.Containment == sandbox.ContainmentPIDNamespace; err != nil || (string(out) == "1\n") != ns {
+			t.Errorf("%s: the shell's parent is %q (%v)", p.Containment, out, err)
+		}
+		c, _ = marked(t, t.Context(), p, `read a; read b; echo "got $a $b"; echo err >&2; cat`)
+		c.Stdin = strings.NewReader("one\ntwo\nrest\n")
+		out, err = c.Output()
+		if err != nil || string(out) != "got one two\nrest\n" {
+			t.Errorf("stdio: %q, %v", out, err)
+		}
+		for shell, want := range map[string]int{"/nonexistent/sh": sandbox.ExitNotFound, "/dev/null": sandbox.ExitCannotRun} {
+			p := p
+			p.ReadOnly = append(p.ReadOnly, "/dev/null")
+			c, err := sandbox.Command(t.Context(), p, shell)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := c.CombinedOutput()
+			if got := exitOf(t, err, c); got != want || !strings.Contains(string(out), "weft sandbox: exec "+shell) {
+				t.Errorf("%s: exit %d, want %d: %q", shell, got, want, out)
+			}
+		}
+	})
+}
+
+// TestContainedLeftoversDie: what a shell leaves running in the
+// background, setsid and double-forked included, dies when it exits.
+func TestContainedLeftoversDie(t *testing.T) {
+	eachContainment(t, func(t *testing.T, p sandbox.Policy) {
+		c, m := marked(t, t.Context(), p, `setsid sleep 300 & (sleep 301 &); sleep 302 & exit 0`)
+		if err := c.Run(); err != nil {
+			t.Fatal(err)
+		}
+		proctest.WaitGone(t, m)
+	})
+}
+
+// TestContainedKill: Kill and the context end the whole tree, setsid and
+// double-forked descendants included.
+func TestContainedKill(t *testing.T) {
+	eachContainment(t, func(t *testing.T, p sandbox.Policy) {
+		c, m := marked(t, t.Context(), p, proctest.Tree)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		proctest.WaitTree(t, m, "300", "301", "302")
+		if err := c.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		c.Wait()
+		proctest.WaitGone(t, m)
+		if err := c.Kill(); !errors.Is(err, os.ErrProcessDone) {
+			t.Errorf("Kill after Wait = %v", err)
+		}
+
+		ctx, cancel := context.WithCancel(t.Context())
+		c, m = marked(t, ctx, p, proctest.Tree)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		proctest.WaitTree(t, m, "300", "301", "302")
+		cancel()
+		if err := c.Wait(); err == nil {
+			t.Error("Wait after cancel = nil")
+		}
+		proctest.WaitGone(t, m)
+	})
+}
+
+// TestContainedSignals: signals sent to the helper reach the shell's
+// group, and a shell that ignores them keeps running.
+func TestContainedSignals(t *testing.T) {
+	eachContainment(t, func(t *testing.T, p sandbox.Policy) {
+		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1} {
+			c, m := marked(t, t.Context(), p, `trap 'echo got; exit 3' `+strings.TrimPrefix(sigName(sig), "SIG")+`; sleep 302 & wait`)
+			var out strings.Builder
+			c.Stdout = &out
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			proctest.WaitTree(t, m, "302")
+			// As the process manager does: to the helper's group.
+			syscall.Kill(-c.Process.Pid, sig)
+			if got := exitOf(t, c.Wait(), c); got != 3 || out.String() != "got\n" {
+				t.Errorf("%v: exit %d, output %q", sig, got, out.String())
+			}
+			proctest.WaitGone(t, m)
+		}
+	})
+}
+
+// TestHelperUnrestricted: only the shell is confined; the thread the
+// helper restricted to fork it is gone, so none of the helper's threads
+// has no_new_privs (nor, with it, the Landlock domain).
+func TestHelperUnrestricted(t *testing.T) {
+	needLandlock(t, 1)
+	eachContainment(t, func(t *testing.T, p sandbox.Policy) {
+		if p.Unsandboxed {
+			t.Skip("nothing to restrict")
+		}
+		c, m := marked(t, t.Context(), p, `sleep 302`)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { c.Kill(); c.Wait() }()
+		proctest.WaitTree(t, m, "302")
+		sleep := proctest.Running(m, "sleep", "302")[0].Pid
+		if got := noNewPrivs(t, sleep, sleep); got != "1" {
+			t.Errorf("the shell's NoNewPrivs = %q", got)
+		}
+		proctest.Eventually(t, 5*time.Second, "a thread of the helper has no_new_privs", func() bool {
+			tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(c.Process.Pid) + "/task")
+			for _, task := range tasks {
+				tid, _ := strconv.Atoi(task.Name())
+				if noNewPrivs(t, c.Process.Pid, tid) != "0" {
+					return false
+				}
+			}
+			return len(tasks) > 0
+		})
+	})
+}
+
+// noNewPrivs returns the NoNewPrivs flag of thread tid of pid.
+func noNewPrivs(t *testing.T, pid, tid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/status")
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "NoNewPrivs:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func sigName(s syscall.Signal) string {
+	return map[syscall.Signal]string{syscall.SIGINT: "INT", syscall.SIGTERM: "TERM", syscall.SIGHUP: "HUP", syscall.SIGUSR1: "USR1"}[s]
+}
+
+// TestContainmentStatus: the mode is reported, and a forced mode is
+// validated.
+func TestContainmentStatus(t *testing.T) {
+	mode, err := sandbox.Containment()
+	t.Logf("containment %s (%v)", mode, err)
+	if mode != sandbox.ContainmentPIDNamespace && mode != sandbox.ContainmentSubreaper {
+		t.Fatalf("Containment() = %q", mode)
+	}
+	st := sandbox.Config{Unsandboxed: true, Containment: sandbox.ContainmentSubreaper}.Status()
+	if st.Containment != sandbox.ContainmentSubreaper || !strings.Contains(st.String(), "subreaper") {
+		t.Errorf("status %+v %q", st, st)
+	}
+	if _, err := sandbox.Command(t.Context(), sandbox.Policy{Config: sandbox.Config{Unsandboxed: true, Containment: "jail"}}, "/bin/sh"); err == nil {
+		t.Error("unknown containment accepted")
+	}
+	if _, err := sandbox.Command(t.Context(), sandbox.Policy{Config: sandbox.Config{Unsandboxed: true, TempRoot: "tmp"}}, "/bin/sh"); err == nil {
+		t.Error("relative TempRoot accepted")
+	}
+}
+
+// TestRemoveStale: the directories of a dead owner go, a live owner's
+// stay, whatever the owner.
+func TestRemoveStale(t *testing.T) {
+	root := t.TempDir()
+	// Our own command's directory: its owner (this test) is alive.
+	c, err := sandbox.Command(t.Context(), sandbox.Policy{Config: sandbox.Config{Unsandboxed: true, TempRoot: root}}, "/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Prepare(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	mine := c.TempDir()
+	if filepath.Dir(mine) != root || !strings.HasPrefix(filepath.Base(mine), "weft-cmd-") {
+		t.Fatalf("temporary directory %s not under %s", mine, root)
+	}
+	// Another live process's, then the same once it is dead.
+	other := exec.Command("/bin/sleep", "300")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer other.Process.Kill()
+	otherDir := filepath.Join(root, "weft-cmd-"+pidStart(t, other.Process.Pid)+"-123")
+	// A dead owner (a pid that never started at that time), a name of an
+	// older weft, and a file.
+	deadDir := filepath.Join(root, "weft-cmd-"+pidStart(t, os.Getpid())+"9-456")
+	oldDir := filepath.Join(root, "weft-cmd-789")
+	for _, d := range []string{otherDir, deadDir, oldDir} {
+		if err := os.MkdirAll(filepath.Join(d, "sub"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(filepath.Join(d, "sub"), 0) // removed all the same
+	}
+	write(t, filepath.Join(root, "weft-cmd-1-1-file"), "x")
+
+	n, err := sandbox.RemoveStale(root)
+	if err != nil || n != 1 {
+		t.Errorf("RemoveStale = %d, %v; want 1", n, err)
+	}
+	for _, d := range []string{mine, otherDir, oldDir, filepath.Join(root, "weft-cmd-1-1-file")} {
+		if _, err := os.Lstat(d); err != nil {
+			t.Errorf("%s removed: %v", filepath.Base(d), err)
+		}
+	}
+	if _, err := os.Lstat(deadDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("dead owner's directory kept: %v", err)
+	}
+
+	other.Process.Kill()
+	other.Wait()
+	if n, err := sandbox.RemoveStale(root); err != nil || n != 1 {
+		t.Errorf("after the owner died: RemoveStale = %d, %v; want 1", n, err)
+	}
+	if _, err := os.Lstat(otherDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("dead owner's directory kept: %v", err)
+	}
+	if _, err := os.Lstat(mine); err != nil {
+		t.Errorf("live owner's directory removed: %v", err)
+	}
+}
+
+// pidStart returns "PID-START" of a running process, as temporary
+// directory names hold it.
+func pidStart(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return strconv.Itoa(pid) + "-" + f[19]
+}
