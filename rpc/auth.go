@@ -3,11 +3,57 @@ package rpc
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"net"
 	"net/http"
 	"strings"
 
 	"weft.dev/weft/api"
 )
+
+// authenticate wraps next with the server's access rules, in order: the
+// Host rule of [Config.Loopback] (403), then the token: [RequireToken]
+// with [Config.Token], or nothing when [Config.NoAuth] is set and Token is
+// empty. With neither Token nor NoAuth every request is answered 401.
+// Every authenticated route the server's handlers expose goes through it.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	if s.cfg.Token != "" || !s.cfg.NoAuth {
+		next = RequireToken(s.cfg.Token, next)
+	}
+	return s.checkHost(next)
+}
+
+// checkHost wraps next with the Host rule of [Config.Loopback]; without
+// it, next is returned as is.
+func (s *Server) checkHost(next http.Handler) http.Handler {
+	if !s.cfg.Loopback {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isLoopbackHost(r.Host) {
+			writeHTTPError(w, http.StatusForbidden,
+				api.Errorf(api.KindUnauthorized, "host %q is not a loopback name: use localhost or a loopback IP address", r.Host))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// isLoopbackHost reports whether a Host header value, with or without a
+// port, is "localhost" or a loopback IP address. A name that merely
+// resolves to a loopback address is not: that is how DNS rebinding works.
+func isLoopbackHost(hostport string) bool {
+	h := hostport
+	if hh, _, err := net.SplitHostPort(hostport); err == nil {
+		h = hh
+	} else if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+		h = h[1 : len(h)-1] // "[::1]" without a port
+	}
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
 
 // RequireToken wraps next so that every request must present token, else
 // it is answered with HTTP 401, a "WWW-Authenticate: Bearer" header and a

@@ -12,7 +12,7 @@ import (
 )
 
 func benchServer(b *testing.B) *rpc.Server {
-	s := rpc.NewServer(rpc.Config{})
+	s := rpc.NewServer(rpc.Config{NoAuth: true})
 	rpc.Register(s, "echo", "Echo.", func(_ context.Context, p *echoParams) (*echoResult, error) {
 		return &echoResult{Text: p.Text}, nil
 	})

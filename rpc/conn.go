@@ -474,13 +474,18 @@ func (s *Server) releaseConn(c *Conn) {
 }
 
 // Close ends every connection: it cancels their contexts (and so their
-// handlers), refuses new connections and waits until every connection
-// the server is serving has finished. It returns nil; calling it again is
-// harmless. Close does not stop an http.Server; shut that down first so
-// no new requests arrive.
+// handlers), ends the SSE streams of [HTTPHandler], refuses new
+// connections and waits until every connection the server is serving has
+// finished. It returns nil; calling it again is harmless. Close does not
+// stop an http.Server: register it with http.Server.RegisterOnShutdown,
+// so that Shutdown first stops the listeners and then ends the streams
+// that would otherwise hold it for its whole timeout.
 func (s *Server) Close() error {
 	s.connMu.Lock()
-	s.closed = true
+	if !s.closed {
+		s.closed = true
+		close(s.done)
+	}
 	for c := range s.conns {
 		c.cancel()
 	}
@@ -488,3 +493,7 @@ func (s *Server) Close() error {
 	s.connWG.Wait()
 	return nil
 }
+
+// Done returns a channel closed when Close begins: long-lived streams
+// outside the JSON-RPC connections (SSE) end on it.
+func (s *Server) Done() <-chan struct{} { return s.done }

@@ -1,8 +1,9 @@
 // Package rpc is weft's JSON-RPC 2.0 server: the typed method table
 // ([Register]), the one error table of DESIGN §4 ([Error], [Kind]), the
 // transports (stdio NDJSON via [Server.ServeStdio]; HTTP POST /rpc and
-// WebSocket /rpc/ws via [Server.Handler]), bearer-token auth
-// ([RequireToken]) and discovery (initialize and rpc.discover, an OpenRPC
+// WebSocket /rpc/ws via [Server.Handler]), bearer-token auth that fails
+// closed ([RequireToken], [Config.Token], [Config.NoAuth]), the Host check
+// of loopback servers ([Config.Loopback]) and discovery (initialize and rpc.discover, an OpenRPC
 // 1.3 document generated from the registered Go types).
 //
 // The protocol is strict: "jsonrpc":"2.0" is required; ids are strings or

@@ -58,7 +58,7 @@ func post(t testing.TB, url, token, body string, hdr map[string]string) (int, st
 }
 
 func TestHTTP(t *testing.T) {
-	_, hs := newHTTPServer(t, rpc.Config{MaxFrameBytes: 1024}, nil)
+	_, hs := newHTTPServer(t, rpc.Config{MaxFrameBytes: 1024, NoAuth: true}, nil)
 	u := hs.URL + "/rpc"
 	tests := []struct {
 		name, body string
@@ -99,7 +99,7 @@ func TestHTTP(t *testing.T) {
 
 func TestHTTPMaxConns(t *testing.T) {
 	release, started := make(chan struct{}), make(chan struct{})
-	s := rpc.NewServer(rpc.Config{MaxConns: 1})
+	s := rpc.NewServer(rpc.Config{MaxConns: 1, NoAuth: true})
 	rpc.Register(s, "hold", "Hold the only connection slot.", func(context.Context, *empty) (*empty, error) {
 		close(started)
 		<-release
@@ -184,8 +184,105 @@ func TestAuth(t *testing.T) {
 	c.Close()
 }
 
+// TestFailClosed: a server with neither a token nor NoAuth answers 401 on
+// every authenticated route; NoAuth does not lift a token that is set.
+func TestFailClosed(t *testing.T) {
+	call := `{"jsonrpc":"2.0","id":1,"method":"hello"}`
+	_, hs := newHTTPServer(t, rpc.Config{}, nil)
+	if status, body := post(t, hs.URL+"/rpc", "", call, nil); status != 401 || !strings.Contains(body, `"kind":"unauthorized"`) {
+		t.Errorf("POST without token or NoAuth: %d %s", status, body)
+	}
+	if status, _ := post(t, hs.URL+"/rpc", "anything", call, nil); status != 401 {
+		t.Errorf("POST with a token to a server without one: %d", status)
+	}
+	_, resp, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(hs.URL, "http")+"/rpc/ws", nil)
+	if err == nil || resp == nil || resp.StatusCode != 401 {
+		t.Errorf("WebSocket without token or NoAuth: %v %v", resp, err)
+	}
+	_, hs = newHTTPServer(t, rpc.Config{Token: testToken, NoAuth: true}, nil)
+	if status, _ := post(t, hs.URL+"/rpc", "", call, nil); status != 401 {
+		t.Errorf("NoAuth with a token set: %d", status)
+	}
+	_, hs = newHTTPServer(t, rpc.Config{NoAuth: true}, nil)
+	if status, body := post(t, hs.URL+"/rpc", "", call, nil); status != 200 {
+		t.Errorf("NoAuth: %d %s", status, body)
+	}
+}
+
+// TestLoopbackHost: a Loopback server answers only requests whose Host is
+// localhost or a loopback IP, so a rebound DNS name cannot reach it.
+func TestLoopbackHost(t *testing.T) {
+	_, hs := newHTTPServer(t, rpc.Config{Token: testToken, Loopback: true}, nil)
+	_, port, _ := strings.Cut(strings.TrimPrefix(hs.URL, "http://"), ":")
+	call := `{"jsonrpc":"2.0","id":1,"method":"hello"}`
+	do := func(method, path, host string, hdr http.Header) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, hs.URL+path, nil)
+		if method == http.MethodPost {
+			req.Body = io.NopCloser(strings.NewReader(call))
+		}
+		for k, v := range hdr {
+			req.Header[k] = v
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	auth := http.Header{"Authorization": {"Bearer " + testToken}}
+	for _, tt := range []struct {
+		host string
+		ok   bool
+	}{
+		{"127.0.0.1:" + port, true},
+		{"localhost:" + port, true},
+		{"LOCALHOST:" + port, true},
+		{"[::1]:" + port, true},
+		{"127.0.0.2:" + port, true},
+		{"localhost", true},
+		{"[::1]", true},
+		{"evil.example:7878", false},
+		{"evil.example", false},
+		{"localhost.evil.example:" + port, false},
+		{"127.0.0.1.nip.io:" + port, false},
+		{"10.0.0.1:" + port, false},
+	} {
+		status, body := do(http.MethodPost, "/rpc", tt.host, auth)
+		if tt.ok && status != 200 {
+			t.Errorf("POST with Host %q: %d %s", tt.host, status, body)
+		}
+		if !tt.ok && (status != 403 || !strings.Contains(body, `"code":-32017`) || !strings.Contains(body, `"kind":"unauthorized"`)) {
+			t.Errorf("POST with Host %q: %d %s, want 403 unauthorized", tt.host, status, body)
+		}
+		status, _ = do(http.MethodGet, "/healthz", tt.host, nil)
+		if tt.ok != (status == 200) || !tt.ok && status != 403 {
+			t.Errorf("healthz with Host %q: %d", tt.host, status)
+		}
+		c, resp, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(hs.URL, "http")+"/rpc/ws",
+			&websocket.DialOptions{Host: tt.host, HTTPHeader: auth})
+		if err == nil {
+			c.CloseNow()
+		}
+		if tt.ok != (err == nil) || !tt.ok && (resp == nil || resp.StatusCode != 403) {
+			t.Errorf("WebSocket with Host %q: %v %v", tt.host, resp, err)
+		}
+	}
+	// The Host rule comes first: a rebinding page never learns whether a
+	// token would be needed.
+	if status, _ := do(http.MethodPost, "/rpc", "evil.example:7878", nil); status != 403 {
+		t.Errorf("no token, foreign Host: %d, want 403", status)
+	}
+	if status, _ := do(http.MethodPost, "/rpc", "127.0.0.1:"+port, nil); status != 401 {
+		t.Errorf("no token, loopback Host: %d, want 401", status)
+	}
+}
+
 func TestOrigin(t *testing.T) {
-	_, hs := newHTTPServer(t, rpc.Config{AllowedOrigins: []string{"app.example.com"}}, nil)
+	_, hs := newHTTPServer(t, rpc.Config{AllowedOrigins: []string{"app.example.com"}, NoAuth: true}, nil)
 	ws := "ws" + strings.TrimPrefix(hs.URL, "http") + "/rpc/ws"
 	ctx := context.Background()
 	for _, tt := range []struct {

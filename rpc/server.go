@@ -79,10 +79,26 @@ type Config struct {
 	// always allowed.
 	AllowedOrigins []string
 
-	// Token, when non-empty, makes [Server.Handler] require it on /rpc and
-	// /rpc/ws through [RequireToken]. /healthz stays open. Empty means no
-	// authentication (only sensible on loopback; the host enforces that).
+	// Token is the bearer token [Server.Handler] requires on /rpc and
+	// /rpc/ws, through [RequireToken]; /healthz stays open. Empty means
+	// every request to those routes is answered 401 (fail closed), unless
+	// NoAuth is set.
 	Token string
+
+	// NoAuth, with an empty Token, serves /rpc and /rpc/ws without
+	// authentication: anyone who can reach the handler drives the host. It
+	// is meant for a loopback listener on a single-user machine, or for a
+	// handler mounted behind the embedder's own authentication. It has no
+	// effect when Token is set. False means Token is required.
+	NoAuth bool
+
+	// Loopback declares that the handler is reached over loopback only:
+	// every route of [Server.Handler], /healthz included, then answers 403
+	// (kind unauthorized) to a request whose Host header is not
+	// "localhost" or a loopback IP address (any port), so that a page
+	// whose DNS name was rebound to 127.0.0.1 cannot reach it. False means
+	// any Host is accepted.
+	Loopback bool
 
 	// MapError maps errors returned by handlers that are not already an
 	// *api.Error (for example the host's sentinels) to wire errors. Returning
@@ -116,6 +132,7 @@ type Server struct {
 	conns    map[*Conn]struct{}
 	nconns   int // live conns plus in-flight HTTP POSTs
 	closed   bool
+	done     chan struct{} // closed by Close
 	connWG   sync.WaitGroup
 	nextConn uint64
 }
@@ -149,6 +166,7 @@ func NewServer(cfg Config) *Server {
 		methods: map[string]*method{},
 		events:  map[string]*eventInfo{},
 		conns:   map[*Conn]struct{}{},
+		done:    make(chan struct{}),
 	}
 	s.registerBuiltins()
 	return s

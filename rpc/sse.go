@@ -23,31 +23,79 @@ type SSEOptions struct {
 	Heartbeat time.Duration
 	// RetryMs is the reconnection delay hinted to EventSource; zero means 1000.
 	RetryMs int
+	// WriteTimeout is how long one write to a client may block; a reader
+	// that stays stalled longer is dropped (it resumes by cursor), so it
+	// holds no memory. Zero means 30 s.
+	WriteTimeout time.Duration
+}
+
+func (o SSEOptions) withDefaults() SSEOptions {
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 15 * time.Second
+	}
+	if o.RetryMs <= 0 {
+		o.RetryMs = 1000
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 30 * time.Second
+	}
+	return o
 }
 
 // HTTPHandler serves the whole HTTP surface of a host: JSON-RPC on
-// POST /rpc and GET /rpc/ws, GET /healthz, and the SSE endpoint
-// GET /v1/sessions/{id}/events. With a token configured on s, every route
-// but /healthz requires it.
+// POST /rpc and GET /rpc/ws, GET /healthz, and the SSE endpoints
+// GET /v1/sessions/{id}/events and GET /v1/processes/{id}/output. Every
+// route but /healthz is authenticated as [Server.Handler]'s are. The
+// streams end when s closes.
 func HTTPHandler(s *Server, h *host.Host, opts SSEOptions) http.Handler {
+	opts = opts.withDefaults()
 	mux := http.NewServeMux()
 	mux.Handle("/", s.Handler())
-	var sse http.Handler = &sseHandler{h: h, opts: opts}
-	if s.cfg.Token != "" {
-		sse = RequireToken(s.cfg.Token, sse)
-	}
-	mux.Handle("GET /v1/sessions/{id}/events", sse)
-	var out http.Handler = &processSSE{h: h, opts: opts}
-	if s.cfg.Token != "" {
-		out = RequireToken(s.cfg.Token, out)
-	}
-	mux.Handle("GET /v1/processes/{id}/output", out)
+	mux.Handle("GET /v1/sessions/{id}/events", s.authenticate(&sseHandler{h: h, opts: opts, done: s.Done()}))
+	mux.Handle("GET /v1/processes/{id}/output", s.authenticate(&processSSE{h: h, opts: opts, done: s.Done()}))
 	return mux
+}
+
+// sseWriter writes one SSE stream with a deadline on every write, so a
+// client that stops reading is dropped rather than kept forever.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func newSSEWriter(w http.ResponseWriter, timeout time.Duration) *sseWriter {
+	return &sseWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+}
+
+// start writes the stream's headers and its retry hint.
+func (sw *sseWriter) start(retryMs int) error {
+	sw.w.Header().Set("Content-Type", "text/event-stream")
+	sw.w.Header().Set("Cache-Control", "no-cache")
+	sw.w.Header().Set("X-Accel-Buffering", "no")
+	sw.w.WriteHeader(http.StatusOK)
+	return sw.write(true, "retry: %d\n\n", retryMs)
+}
+
+// write writes one piece within the write deadline, flushing it when
+// flush is set.
+func (sw *sseWriter) write(flush bool, format string, args ...any) error {
+	if err := sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	if _, err := fmt.Fprintf(sw.w, format, args...); err != nil {
+		return err
+	}
+	if flush {
+		return sw.rc.Flush()
+	}
+	return nil
 }
 
 type processSSE struct {
 	h    *host.Host
 	opts SSEOptions
+	done <-chan struct{} // the server is closing
 }
 
 // ServeHTTP streams a process's output as Server-Sent Events, one chunk
@@ -80,14 +128,24 @@ func (ps *processSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusNotFound, e)
 		return
 	}
-	rc := http.NewResponseController(w)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	fmt.Fprintf(w, "retry: %d\n\n", max(ps.opts.RetryMs, 1000))
-	rc.Flush()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() {
+		select {
+		case <-ps.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	})
+	sw := newSSEWriter(w, ps.opts.WriteTimeout)
+	if sw.start(ps.opts.RetryMs) != nil {
+		return
+	}
 	caller := process.Caller{Host: sessionID == "", SessionID: sessionID}
-	for c, err := range pm.Follow(r.Context(), id, offset, caller) {
+	for c, err := range pm.Follow(ctx, id, offset, caller) {
 		if err != nil {
 			return
 		}
@@ -95,17 +153,17 @@ func (ps *processSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", c.Offset+int64(len(c.Data)), b); err != nil || rc.Flush() != nil {
+		if sw.write(true, "id: %d\ndata: %s\n\n", c.Offset+int64(len(c.Data)), b) != nil {
 			return
 		}
 	}
-	fmt.Fprint(w, "event: end\ndata: {}\n\n")
-	rc.Flush()
+	sw.write(true, "event: end\ndata: {}\n\n")
 }
 
 type sseHandler struct {
 	h    *host.Host
 	opts SSEOptions
+	done <-chan struct{} // the server is closing
 }
 
 // ServeHTTP streams a session's events as Server-Sent Events: each event's
@@ -114,14 +172,6 @@ type sseHandler struct {
 // client goes, when it falls too far behind (the client reconnects and
 // resumes), or when the host shuts down.
 func (sh *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	heartbeat := sh.opts.Heartbeat
-	if heartbeat <= 0 {
-		heartbeat = 15 * time.Second
-	}
-	retry := sh.opts.RetryMs
-	if retry <= 0 {
-		retry = 1000
-	}
 	id := r.PathValue("id")
 	var after int64
 	cursor := r.Header.Get("Last-Event-ID")
@@ -131,7 +181,7 @@ func (sh *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if cursor != "" {
 		n, err := strconv.ParseInt(cursor, 10, 64)
 		if err != nil {
-			writeHTTPError(w, http.StatusBadRequest, api.Errorf(api.KindCursorInvalid, "cursor %q is not a seq", cursor))
+			writeHTTPError(w, http.StatusBadRequest, api.Errorf(api.KindCursorInvalid, "cursor %q is not a seq", clip(cursor, 64)))
 			return
 		}
 		after = n
@@ -151,19 +201,18 @@ func (sh *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, status, e)
 		return
 	}
-	rc := http.NewResponseController(w)
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	fmt.Fprintf(w, "retry: %d\n\n", retry)
-	rc.Flush()
-
+	sw := newSSEWriter(w, sh.opts.WriteTimeout)
+	if sw.start(sh.opts.RetryMs) != nil {
+		return
+	}
 	type item struct {
 		e   event.Event
 		err error
 	}
-	items := make(chan item, 64)
+	// A small queue between the subscription and the writer, so that
+	// heartbeats go out while no event comes; what a stalled reader holds
+	// is this queue and one replay page.
+	items := make(chan item, 8)
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for e, err := range seq {
@@ -179,7 +228,7 @@ func (sh *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 	defer wg.Wait()
 	defer cancel()
-	tick := time.NewTicker(heartbeat)
+	tick := time.NewTicker(sh.opts.Heartbeat)
 	defer tick.Stop()
 	for {
 		select {
@@ -191,19 +240,16 @@ func (sh *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				return
 			}
-			if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", it.e.Seq, b); err != nil {
-				return
-			}
 			// Flush only when nothing else is ready, so bursts share a write.
-			if len(items) == 0 {
-				if rc.Flush() != nil {
-					return
-				}
+			if sw.write(len(items) == 0, "id: %d\ndata: %s\n\n", it.e.Seq, b) != nil {
+				return
 			}
 		case <-tick.C:
-			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil || rc.Flush() != nil {
+			if sw.write(true, ": ping\n\n") != nil {
 				return
 			}
+		case <-sh.done:
+			return
 		case <-ctx.Done():
 			return
 		}
@@ -218,4 +264,12 @@ func wireError(err error) *api.Error {
 		return e.Normalize()
 	}
 	return api.NewError(api.KindInternal, "internal error")
+}
+
+// clip shortens s to n bytes for an error message.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

@@ -58,27 +58,24 @@ func (w writeOnly) Write(p []byte) (int, error) { return w.w.Write(p) }
 //
 //	POST /rpc      one JSON-RPC message or batch per request body (no push)
 //	GET  /rpc/ws   WebSocket, one JSON-RPC message per text message, with notifications
-//	GET  /healthz  200 {"ok":true}, never authenticated
+//	GET  /healthz  200 {"ok":true}, without a token
 //
-// When [Config.Token] is set, /rpc and /rpc/ws are wrapped with
-// [RequireToken]. Browser requests (those with an Origin header) must come
-// from the request's own host or from [Config.AllowedOrigins], else 403.
+// /rpc and /rpc/ws fail closed: they require [Config.Token] through
+// [RequireToken], and with an empty Token answer 401 to every request
+// unless [Config.NoAuth] is set. With [Config.Loopback], every route,
+// /healthz included, first checks the Host header (403 otherwise).
+// Browser requests (those with an Origin header) must come from the
+// request's own host or from [Config.AllowedOrigins], else 403.
 // The host may mount the handler inside its own mux; each call returns a
 // new handler over the same server. Safe for concurrent use.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	post := http.Handler(http.HandlerFunc(s.servePOST))
-	ws := http.Handler(http.HandlerFunc(s.serveWebSocket))
-	if s.cfg.Token != "" {
-		post = RequireToken(s.cfg.Token, post)
-		ws = RequireToken(s.cfg.Token, ws)
-	}
-	mux.Handle("POST /rpc", post)
-	mux.Handle("GET /rpc/ws", ws)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.Handle("POST /rpc", s.authenticate(http.HandlerFunc(s.servePOST)))
+	mux.Handle("GET /rpc/ws", s.authenticate(http.HandlerFunc(s.serveWebSocket)))
+	mux.Handle("GET /healthz", s.checkHost(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"ok":true}`+"\n")
-	})
+	})))
 	return mux
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 func TestWebSocket(t *testing.T) {
-	_, hs := newHTTPServer(t, rpc.Config{MaxFrameBytes: 1024}, nil)
+	_, hs := newHTTPServer(t, rpc.Config{MaxFrameBytes: 1024, NoAuth: true}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/rpc/ws", nil)
@@ -53,7 +53,7 @@ func TestWebSocket(t *testing.T) {
 }
 
 func TestWebSocketNotifications(t *testing.T) {
-	_, hs := newHTTPServer(t, rpc.Config{}, nil)
+	_, hs := newHTTPServer(t, rpc.Config{NoAuth: true}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := client.DialWebSocket(ctx, "ws"+strings.TrimPrefix(hs.URL, "http")+"/rpc/ws", client.Config{})
@@ -82,7 +82,7 @@ func TestWebSocketNotifications(t *testing.T) {
 }
 
 func TestWebSocketDisconnectEndsConn(t *testing.T) {
-	s := rpc.NewServer(rpc.Config{})
+	s := rpc.NewServer(rpc.Config{NoAuth: true})
 	var mu sync.Mutex
 	var conn *rpc.Conn
 	rpc.Register(s, "hold", "Remember the connection.", func(ctx context.Context, _ *empty) (*empty, error) {

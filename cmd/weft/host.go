@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/config"
+	"weft.dev/weft/internal/lease"
 	"weft.dev/weft/process"
 	"weft.dev/weft/store/sqlite"
 	"weft.dev/weft/tool"
@@ -19,47 +21,93 @@ type hostKind int
 
 const (
 	// serving: `weft serve` and `weft rpc`, the store's one host, which
-	// recovers what a crash left.
+	// holds the store's host lease exclusively and recovers what a crash
+	// left.
 	serving hostKind = iota
-	// local: a one-shot `weft run` in this process, which shares the store
-	// with other one-shot runs and opens only its own session.
-	local
+	// oneShot: a `weft run` in this process, which holds the host lease
+	// shared with other one-shot runs and opens only its own session.
+	oneShot
 )
 
+// localHost is a host over the SQLite store with what it runs on. It holds
+// the store's host lease from before recovery until Close.
+type localHost struct {
+	host  *host.Host
+	store *sqlite.Store
+	tools *tool.Registry
+	lease *lease.Lease
+}
+
+// Close shuts the host, then the store, then gives the lease up.
+func (l *localHost) Close() {
+	l.host.Close()
+	l.store.Close()
+	l.lease.Release()
+}
+
 // newHost builds a host over the SQLite store, with the built-in tools,
-// background processes and the configured models.
-func (a *app) newHost(ctx context.Context, log *slog.Logger, kind hostKind) (*host.Host, *sqlite.Store, *tool.Registry, error) {
+// background processes and the configured models. It first takes the
+// store's host lease in the name of holder ("weft serve"): exclusively for
+// a serving host, shared for a one-shot run. While another host serves the
+// store it fails at once, before it opens the store or recovers anything.
+func (a *app) newHost(ctx context.Context, log *slog.Logger, kind hostKind, holder string) (_ *localHost, err error) {
+	// holder names an exclusive holder in the lease file; shared holders
+	// are not named.
 	cfgFile, cfgPath, err := a.loadConfig()
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	st, storePath, err := a.openStore(ctx, cfgFile)
+	storePath, err := a.storePath(cfgFile)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
+	var ls *lease.Lease
+	if kind == oneShot {
+		ls, err = lease.AcquireHostShared(lockDir(storePath))
+	} else {
+		ls, err = lease.AcquireHost(lockDir(storePath), holder)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", err, storePath)
+	}
+	defer func() {
+		if err != nil {
+			ls.Release()
+		}
+	}()
+	st, _, err := a.openStore(ctx, cfgFile)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			st.Close()
+		}
+	}()
 	procs, err := process.New(process.Config{Store: st, Logger: log, BaseEnv: os.Environ(), Sandbox: cfgFile.Sandbox()})
 	if err != nil {
-		st.Close()
-		return nil, nil, nil, err
+		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			procs.Close()
+		}
+	}()
 	reg := tool.NewRegistry()
 	if err := builtin.Register(reg, builtin.Options{Sandbox: cfgFile.Sandbox(), Background: process.BackgroundShell{}}); err != nil {
-		st.Close()
-		return nil, nil, nil, err
+		return nil, err
 	}
 	if err := process.RegisterTools(reg, procs); err != nil {
-		st.Close()
-		return nil, nil, nil, err
+		return nil, err
 	}
 	state, err := a.stateDir()
 	if err != nil {
-		st.Close()
-		return nil, nil, nil, err
+		return nil, err
 	}
 	h, err := host.New(ctx, host.Config{
 		Store: st, Tools: reg, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps,
 		LockDir: lockDir(storePath), ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
-		Shared: kind == local,
+		Shared: kind == oneShot,
 		ResolveModel: func(name string) (*host.Model, error) {
 			m, err := config.Resolve(name, cfgFile, cfgPath, a.getenv)
 			if err != nil {
@@ -69,10 +117,9 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, kind hostKind) (*ho
 		},
 	})
 	if err != nil {
-		st.Close()
-		return nil, nil, nil, err
+		return nil, err
 	}
-	return h, st, reg, nil
+	return &localHost{host: h, store: st, tools: reg, lease: ls}, nil
 }
 
 // defaultModel is WEFT_MODEL or the config file's default model.

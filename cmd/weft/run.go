@@ -16,6 +16,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/config"
+	"weft.dev/weft/internal/lease"
 )
 
 type runCmd struct {
@@ -62,12 +63,15 @@ func (c *runCmd) Run(ctx context.Context, a *app) error {
 // store this process opens.
 func (c *runCmd) runLocal(ctx context.Context, a *app, prompt string) error {
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h, st, _, err := a.newHost(ctx, log, local)
+	lh, err := a.newHost(ctx, log, oneShot, "weft run")
+	if errors.Is(err, lease.ErrHostHeld) {
+		return fmt.Errorf("%w; run without --local to run through that host", err)
+	}
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	defer h.Close()
+	defer lh.Close()
+	h := lh.host
 	// Say what is wrong with the model before anything is written.
 	name := c.Model
 	if c.Session != "" {

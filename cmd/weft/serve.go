@@ -6,12 +6,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"weft.dev/weft/rpc"
@@ -20,7 +23,8 @@ import (
 const defaultListen = "127.0.0.1:7878"
 
 type serveCmd struct {
-	Listen string `help:"Address to listen on." default:"127.0.0.1:7878" env:"WEFT_LISTEN"`
+	Listen         string `help:"Address to listen on." default:"127.0.0.1:7878" env:"WEFT_LISTEN"`
+	InsecureNoAuth bool   `name:"insecure-no-auth" help:"Serve without a token, on a loopback address only: every user and program on this machine can then drive the host."`
 }
 
 type rpcCmd struct{}
@@ -38,39 +42,144 @@ func (a *app) stateDir() (string, error) {
 	return filepath.Join(dir, "weft"), nil
 }
 
-// token returns WEFT_TOKEN or the token file's content; create makes the
-// file (0600) when it is missing.
+// token returns the bearer token: WEFT_TOKEN when set, else the token file
+// under the state directory. create makes the file when it is missing
+// (weft serve does; clients do not). It never returns an empty token: a
+// blank WEFT_TOKEN, or a token file that is empty, unreadable, not a
+// regular file, or open to other users, is an error that says what to do.
 func (a *app) token(create bool) (string, error) {
 	if t := a.getenv("WEFT_TOKEN"); t != "" {
+		if t = strings.TrimSpace(t); t == "" {
+			return "", errors.New("WEFT_TOKEN is blank: set it to the token, or unset it to use the token file")
+		}
 		return t, nil
 	}
 	dir, err := a.stateDir()
 	if err != nil {
 		return "", err
 	}
+	if create {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return "", fmt.Errorf("state directory %s: %w", dir, err)
+		}
+	}
+	if err := checkStateDir(dir); err != nil {
+		return "", err
+	}
 	path := filepath.Join(dir, "token")
-	b, err := os.ReadFile(path)
-	if err == nil {
-		return strings.TrimSpace(string(b)), nil
+	tok, err := readToken(path)
+	if errors.Is(err, fs.ErrNotExist) && create {
+		return writeToken(dir, path)
 	}
-	if !errors.Is(err, os.ErrNotExist) || !create {
-		return "", err
+	return tok, err
+}
+
+// checkStateDir refuses a state directory that other users can write to:
+// they could replace the token file. A missing directory is not an error.
+func checkStateDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("state directory %s: %w", dir, err)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("state directory %s is writable by other users (mode %#o): chmod 700 it, or set XDG_STATE_HOME to a private directory", dir, fi.Mode().Perm())
 	}
-	var raw [32]byte
-	rand.Read(raw[:])
-	tok := hex.EncodeToString(raw[:])
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	return nil
+}
+
+// readToken reads the token file at path. A missing file is an error
+// wrapping fs.ErrNotExist; every other problem is refused with the fix.
+func readToken(path string) (string, error) {
+	const redo = "remove it and start `weft serve` again to make a new one, or set WEFT_TOKEN"
+	// O_NOFOLLOW: the file itself, not what a link points to; O_NONBLOCK:
+	// a FIFO in its place must not block the open.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("token file %s: %w", path, err)
+	case errors.Is(err, syscall.ELOOP):
+		return "", fmt.Errorf("token file %s is a symbolic link: %s", path, redo)
+	case err != nil:
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return "", fmt.Errorf("cannot read token file %s (%v): make it yours with mode 0600, or %s", path, err, redo)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
 	if err != nil {
 		return "", fmt.Errorf("token file %s: %w", path, err)
 	}
-	defer f.Close()
-	if _, err := f.WriteString(tok + "\n"); err != nil {
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("token file %s is not a regular file (%s): %s", path, fi.Mode().Type(), redo)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("token file %s is open to other users (mode %#o), who may have read the token: %s (or chmod 600 it if nobody else can have read it)", path, perm, redo)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return "", fmt.Errorf("cannot read token file %s (%v): %s", path, err, redo)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("token file %s is empty (a disk-full start?): %s", path, redo)
+	}
+	return tok, nil
+}
+
+// writeToken makes a new token and publishes it at path atomically: it is
+// written and synced under a temporary name in dir (mode 0600), then
+// linked to path, and dir is synced, so a crash or a full disk leaves
+// either no token file or a complete one. Linking, unlike renaming, never
+// replaces a file: when another weft made the token first, its token wins
+// and is returned. Filesystems without hard links fall back to a rename.
+func writeToken(dir, path string) (string, error) {
+	var raw [32]byte
+	rand.Read(raw[:])
+	tok := hex.EncodeToString(raw[:])
+	f, err := os.CreateTemp(dir, ".token-*")
+	if err != nil {
+		return "", fmt.Errorf("create token file in %s: %w", dir, err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // after the link, or after a failure; a no-op after a rename
+	_, err = f.WriteString(tok + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("write token file %s: %w", tmp, err)
+	}
+	if err := os.Link(tmp, path); errors.Is(err, fs.ErrExist) {
+		return readToken(path)
+	} else if err != nil {
+		if err := os.Rename(tmp, path); err != nil {
+			return "", fmt.Errorf("token file %s: %w", path, err)
+		}
+	}
+	if err := syncDir(dir); err != nil {
 		return "", fmt.Errorf("token file %s: %w", path, err)
 	}
 	return tok, nil
+}
+
+// syncDir makes the entries just created in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func isLoopback(addr string) bool {
@@ -78,7 +187,7 @@ func isLoopback(addr string) bool {
 	if err != nil {
 		return false
 	}
-	if h == "localhost" {
+	if strings.EqualFold(h, "localhost") {
 		return true
 	}
 	ip := net.ParseIP(h)
@@ -87,32 +196,44 @@ func isLoopback(addr string) bool {
 
 func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	tok, err := a.token(true)
-	if err != nil {
-		return err
-	}
-	if !isLoopback(c.Listen) && tok == "" {
-		return usageErr("refusing to listen on %s without a token: set WEFT_TOKEN", c.Listen)
+	loopback := isLoopback(c.Listen)
+	var tok string
+	if c.InsecureNoAuth {
+		if !loopback {
+			return usageErr("--insecure-no-auth is allowed only on a loopback address (127.0.0.1, [::1], localhost), not %s", c.Listen)
+		}
+	} else {
+		var err error
+		if tok, err = a.token(true); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	h, st, reg, err := a.newHost(ctx, log, serving)
+	h, err := a.newHost(ctx, log, serving, "weft serve")
 	if err != nil {
 		return err
 	}
-	defer st.Close()
 	defer h.Close()
-	srv := rpc.NewHostServer(h, rpc.HostConfig{Tools: reg, Config: rpc.Config{
-		Logger: log, Token: tok, ServerInfo: rpc.Info{Name: "weft", Version: version},
+	srv := rpc.NewHostServer(h.host, rpc.HostConfig{Tools: h.tools, Config: rpc.Config{
+		Logger: log, Token: tok, NoAuth: c.InsecureNoAuth, Loopback: loopback,
+		ServerInfo: rpc.Info{Name: "weft", Version: version},
 	}})
 	defer srv.Close()
 	ln, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", c.Listen, err)
 	}
-	hs := &http.Server{Handler: rpc.HTTPHandler(srv, h, rpc.SSEOptions{}), ReadHeaderTimeout: 10 * time.Second}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); c.InsecureNoAuth && (!ok || !tcp.IP.IsLoopback()) {
+		ln.Close()
+		return fmt.Errorf("--insecure-no-auth: %s resolved to %s, which is not a loopback address", c.Listen, ln.Addr())
+	}
+	hs := &http.Server{Handler: rpc.HTTPHandler(srv, h.host, rpc.SSEOptions{}), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	if c.InsecureNoAuth {
+		log.Warn("serving WITHOUT authentication (--insecure-no-auth): every user and program on this machine can drive this host", "addr", ln.Addr().String())
+	}
 	log.Info("weft serving", "addr", ln.Addr().String(), "version", version)
 	select {
 	case <-a.interrupts:
@@ -120,22 +241,24 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	case err := <-errc:
 		return err
 	}
+	// Stop the listener first; the streams that Shutdown would otherwise
+	// wait for (SSE, WebSocket) end when the RPC server closes, which
+	// Shutdown triggers. The host closes last (deferred).
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer scancel()
-	srv.Close()
+	hs.RegisterOnShutdown(func() { srv.Close() })
 	hs.Shutdown(sctx)
 	return nil
 }
 
 func (c *rpcCmd) Run(ctx context.Context, a *app) error {
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h, st, reg, err := a.newHost(ctx, log, serving)
+	h, err := a.newHost(ctx, log, serving, "weft rpc")
 	if err != nil {
 		return err
 	}
-	defer st.Close()
 	defer h.Close()
-	srv := rpc.NewHostServer(h, rpc.HostConfig{Tools: reg, Config: rpc.Config{Logger: log, ServerInfo: rpc.Info{Name: "weft", Version: version}}})
+	srv := rpc.NewHostServer(h.host, rpc.HostConfig{Tools: h.tools, Config: rpc.Config{Logger: log, ServerInfo: rpc.Info{Name: "weft", Version: version}}})
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

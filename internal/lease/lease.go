@@ -2,6 +2,10 @@
 // non-blocking flock on a file per session. The kernel releases it when the
 // owner dies, however it dies, so a lease that can be taken means no live
 // process is writing the session and its active runs were left by a crash.
+//
+// A store also has a host lease ([AcquireHost], [AcquireHostShared]): held
+// exclusively by the one process that serves the store, before it recovers
+// anything, and shared by one-shot in-process runs.
 package lease
 
 import (

@@ -31,7 +31,7 @@ type countParams struct {
 type none struct{}
 
 func server() *rpc.Server {
-	s := rpc.NewServer(rpc.Config{})
+	s := rpc.NewServer(rpc.Config{NoAuth: true})
 	rpc.Register(s, "add", "Add.", func(_ context.Context, p *addParams) (*addResult, error) {
 		return &addResult{Sum: p.A + p.B}, nil
 	})
