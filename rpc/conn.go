@@ -188,7 +188,10 @@ func (c *Conn) writeLoop() {
 		if c.ctx.Err() != nil {
 			return false // cancelled: nobody is waiting for more output
 		}
-		if err := c.stream.Write(c.ctx, f.b); err != nil {
+		wctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.WriteTimeout)
+		err := c.stream.Write(wctx, f.b)
+		cancel()
+		if err != nil {
 			c.s.log.Debug("rpc: write failed; closing connection", "conn", c.id, "err", err)
 			c.cancel()
 			return false

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -26,6 +27,7 @@ const (
 	DefaultMaxConcurrentPerConn = 64
 	DefaultMaxConns             = 256
 	DefaultNotifyQueue          = 256
+	DefaultWriteTimeout         = 30 * time.Second
 	DefaultProtocolVersion      = "2026-01-01"
 )
 
@@ -64,6 +66,12 @@ type Config struct {
 	// connection; when full, [Conn.Notify] fails with [ErrNotifyOverflow].
 	// Zero means DefaultNotifyQueue.
 	NotifyQueue int
+
+	// WriteTimeout bounds one write of a frame to a WebSocket client; a
+	// client that stops reading for longer is disconnected (its
+	// subscriptions resume by cursor when it comes back), so that it
+	// holds no memory. Zero means DefaultWriteTimeout.
+	WriteTimeout time.Duration
 
 	// ServerInfo is returned by initialize.
 	ServerInfo Info
@@ -151,6 +159,9 @@ func NewServer(cfg Config) *Server {
 	}
 	if cfg.NotifyQueue <= 0 {
 		cfg.NotifyQueue = DefaultNotifyQueue
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
 	}
 	if cfg.ProtocolVersion == "" {
 		cfg.ProtocolVersion = DefaultProtocolVersion

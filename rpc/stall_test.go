@@ -1,0 +1,138 @@
+package rpc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"weft.dev/weft/api"
+	"weft.dev/weft/event"
+	"weft.dev/weft/host"
+	"weft.dev/weft/llm/scripted"
+	"weft.dev/weft/rpc"
+	"weft.dev/weft/store/memory"
+)
+
+// smallReceiveBuffer makes a dialer whose sockets buffer 4 KiB, so that a
+// reader that does not read stalls the host's writes at once.
+func smallReceiveBuffer() *net.Dialer {
+	return &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return serr
+	}}
+}
+
+// stallEnv is a host whose one session has a log of about 16 MB, served
+// with write deadlines of 200 ms.
+func stallEnv(t *testing.T) (srv *httptest.Server, sid string, logBytes int) {
+	t.Helper()
+	word := strings.Repeat("y", 4000) + " "
+	src := `{"loop":true,"steps":[{"text":"` + strings.Repeat(word, 1000) + `"}]}`
+	h, err := host.New(context.Background(), host.Config{
+		Store: memory.New(), DefaultModel: "big",
+		ResolveModel: func(name string) (*host.Model, error) {
+			p, err := scripted.Parse(name, []byte(src))
+			return &host.Model{Name: name, Provider: p, Model: name}, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rpc.NewHostServer(h, rpc.HostConfig{Config: rpc.Config{Token: token, WriteTimeout: 200 * time.Millisecond}})
+	srv = httptest.NewServer(rpc.HTTPHandler(s, h, rpc.SSEOptions{WriteTimeout: 200 * time.Millisecond}))
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		s.Close()
+		srv.Close()
+		h.Close()
+	})
+	ctx := context.Background()
+	ses, err := h.CreateSession(ctx, api.CreateSessionParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		r, err := h.StartRun(ctx, api.StartRunParams{SessionID: ses.ID, Input: api.Input(event.TextParts(fmt.Sprint(i)))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w, err := h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 60_000}); err != nil || w.TimedOut {
+			t.Fatalf("run %d: %+v, %v", i, w, err)
+		}
+	}
+	return srv, ses.ID, 4 * len(word) * 1000
+}
+
+// stall waits, in real time, longer than the host's write deadline: the
+// host's writes to a reader that does not read block on the network, so
+// this cannot run on a synctest clock.
+func stall() { <-time.After(time.Second) }
+
+// A reader that stops reading an SSE stream is dropped once a write has
+// blocked past the write deadline: when it reads again it finds the
+// stream ended long before the end of the log (it resumes by cursor).
+func TestStalledSSEReaderIsDropped(t *testing.T) {
+	srv, sid, logBytes := stallEnv(t)
+	conn, err := smallReceiveBuffer().Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /v1/sessions/%s/events HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", sid, srv.Listener.Addr(), token)
+	stall()
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := io.Copy(io.Discard, conn)
+	if err != nil {
+		t.Fatalf("after %d bytes: %v; want the host to have closed the stalled stream", n, err)
+	}
+	if int(n) >= logBytes {
+		t.Fatalf("read %d bytes of a %d-byte log: the stalled reader was not dropped", n, logBytes)
+	}
+}
+
+// A WebSocket client that stops reading is disconnected once a write
+// has blocked past the write deadline, with its subscriptions.
+func TestStalledWebSocketReaderIsDropped(t *testing.T) {
+	srv, sid, logBytes := stallEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hc := &http.Client{Transport: &http.Transport{DialContext: smallReceiveBuffer().DialContext}}
+	wc, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/rpc/ws", &websocket.DialOptions{
+		HTTPClient: hc, HTTPHeader: http.Header{"Authorization": {"Bearer " + token}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.CloseNow()
+	wc.SetReadLimit(-1)
+	req := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"events/subscribe","params":{"sessionId":%q}}`, sid)
+	if err := wc.Write(ctx, websocket.MessageText, []byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	stall()
+	n := 0
+	for {
+		_, b, err := wc.Read(ctx)
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("after %d bytes the connection was still open: the stalled reader was not dropped", n)
+			}
+			break
+		}
+		n += len(b)
+	}
+	if n >= logBytes {
+		t.Fatalf("read %d bytes of a %d-byte log: the stalled reader was not dropped", n, logBytes)
+	}
+}
