@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -18,40 +17,13 @@ import (
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/storetest"
 )
 
 // diskFull is what a store returns when its disk is full.
 var diskFull = &fs.PathError{Op: "write", Path: "weft.db-wal", Err: syscall.ENOSPC}
 
-// faultStore is a store whose writes fail while full is set, as a
-// store's do when its disk is full; reads keep working.
-type faultStore struct {
-	store.Store
-	full atomic.Bool
-}
-
-func (f *faultStore) Append(ctx context.Context, b store.Batch) error {
-	if f.full.Load() {
-		return diskFull
-	}
-	return f.Store.Append(ctx, b)
-}
-
-func (f *faultStore) PutReceipt(ctx context.Context, r store.Receipt) (store.Receipt, error) {
-	if f.full.Load() {
-		return store.Receipt{}, diskFull
-	}
-	return f.Store.PutReceipt(ctx, r)
-}
-
-func (f *faultStore) AppendProcess(ctx context.Context, b store.ProcessBatch) error {
-	if f.full.Load() {
-		return diskFull
-	}
-	return f.Store.AppendProcess(ctx, b)
-}
-
-func newFaultHost(t *testing.T, fst *faultStore) *host.Host {
+func newFaultHost(t *testing.T, fst *storetest.Faulty) *host.Host {
 	t.Helper()
 	h, err := host.New(context.Background(), host.Config{
 		Store: fst, DefaultModel: "scripted:fast", Journal: journalFast(), StorageRetry: 10 * time.Millisecond,
@@ -82,7 +54,7 @@ func newFaultHost(t *testing.T, fst *faultStore) *host.Host {
 // skipped, and the next run completes.
 func TestStorageFailureEndsRunAndSessionRecovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fst := &faultStore{Store: memory.New()}
+		fst := &storetest.Faulty{Store: memory.New()}
 		h := newFaultHost(t, fst)
 		ctx := context.Background()
 		s, err := h.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:slow"})
@@ -95,7 +67,7 @@ func TestStorageFailureEndsRunAndSessionRecovers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fst.full.Store(true)
+		fst.Fail(diskFull)
 		time.Sleep(200 * time.Millisecond) // the next commit fails
 
 		_, err = h.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: input("more"), Busy: api.BusyQueue})
@@ -114,7 +86,7 @@ func TestStorageFailureEndsRunAndSessionRecovers(t *testing.T) {
 			t.Fatalf("run/wait on a full disk = %+v, %v; want it to wait out its timeout", w, err)
 		}
 
-		fst.full.Store(false) // the operator frees the disk
+		fst.Fail(nil) // the operator frees the disk
 		w, err = h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 10_000})
 		if err != nil || w.Run.Status != store.RunFailed || w.Run.Error == nil || w.Run.Error.Kind != "storage" {
 			t.Fatalf("run after recovery = %+v, %v; want failed with kind storage", w.Run, err)
@@ -154,14 +126,14 @@ func TestStorageFailureEndsRunAndSessionRecovers(t *testing.T) {
 // leaves nothing behind; once the disk is freed the same request works.
 func TestStorageFailureOnCreate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fst := &faultStore{Store: memory.New()}
+		fst := &storetest.Faulty{Store: memory.New()}
 		h := newFaultHost(t, fst)
 		ctx := context.Background()
-		fst.full.Store(true)
+		fst.Fail(diskFull)
 		if _, err := h.CreateSession(ctx, api.CreateSessionParams{Title: "t", IdempotencyKey: "k"}); !errors.Is(err, api.ErrStorageUnavailable) {
 			t.Fatalf("create on a full disk: %v", err)
 		}
-		fst.full.Store(false)
+		fst.Fail(nil)
 		s, err := h.CreateSession(ctx, api.CreateSessionParams{Title: "t", IdempotencyKey: "k"})
 		if err != nil || s.Replayed {
 			t.Fatalf("create after the disk was freed: %+v, %v", s, err)
