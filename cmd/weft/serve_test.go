@@ -545,6 +545,19 @@ func TestSecondHostRefused(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("the second host listened on %s", addr2)
 	}
+	// A one-shot run in its own process refuses while a host serves the
+	// store, and touches nothing: no reconciliation under the host.
+	before, err := c.GetSession(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, code := e.refused(nil, "run", "--local", "-s", s.ID, "-p", "hi")
+	if code == 0 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "without --local") {
+		t.Fatalf("weft run --local: exit %d\n%s\nwant %q and a hint", code, stderr, want)
+	}
+	if after, err := c.GetSession(ctx, s.ID); err != nil || after.LastSeq != before.LastSeq {
+		t.Fatalf("the refused local run wrote to the session: %+v, %v", after, err)
+	}
 	got, err := c.GetProcess(ctx, api.ProcessIDParams{ID: p.ID})
 	if err != nil || got.Status != store.ProcessRunning {
 		t.Fatalf("the first host's process after the refusals: %+v %v", got, err)
