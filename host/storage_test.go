@@ -91,7 +91,16 @@ func TestStorageFailureEndsRunAndSessionRecovers(t *testing.T) {
 		if err != nil || w.Run.Status != store.RunFailed || w.Run.Error == nil || w.Run.Error.Kind != "storage" {
 			t.Fatalf("run after recovery = %+v, %v; want failed with kind storage", w.Run, err)
 		}
-		next := start(t, h, api.StartRunParams{SessionID: s.ID, Input: input("again"), Model: "scripted:fast"})
+		// The run's end is written before the session takes commands again:
+		// a client retries the retryable error, as it would any.
+		next, err := h.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: input("again"), Model: "scripted:fast"})
+		for errors.Is(err, api.ErrStorageUnavailable) {
+			time.Sleep(time.Millisecond)
+			next, err = h.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: input("again"), Model: "scripted:fast"})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 		if got := wait(t, h, next.ID); got.Status != store.RunCompleted {
 			t.Fatalf("next run: %s", got.Status)
 		}

@@ -93,6 +93,7 @@ type Session struct {
 
 	mu      sync.Mutex
 	state   state
+	failure error          // the write failure the session recovers from (stateFailed)
 	j       *journal.Journal
 	lease   *lease.Lease
 	bind    *env.Binding   // current binding, opened on first use
@@ -224,7 +225,7 @@ func (s *Session) command(f func() error) error {
 	case stateClosed:
 		return ErrClosed
 	case stateFailed:
-		return storageErr(s.id, s.j.Err())
+		return storageErr(s.id, s.failure)
 	}
 	return f()
 }
@@ -383,10 +384,20 @@ func (s *Session) recover(failed *journal.Journal) bool {
 		s.mu.Unlock()
 		return false
 	}
-	s.state = stateFailed
 	cause := failed.Err()
+	s.state, s.failure = stateFailed, cause
 	a := s.active
 	s.mu.Unlock()
+	defer func() {
+		// Once a new journal has replaced it, the failed one is done;
+		// until then it is the session's, and Close releases it.
+		s.mu.Lock()
+		replaced := s.j != failed
+		s.mu.Unlock()
+		if replaced {
+			failed.Close()
+		}
+	}()
 	s.cfg.Logger.Error("session write failed; recovering", "session", s.id, "err", cause)
 	if a != nil {
 		a.cancel(fmt.Errorf("the store refused a write: %w", cause))
@@ -414,7 +425,19 @@ func (s *Session) recover(failed *journal.Journal) bool {
 			s.cfg.Logger.Warn("session recovery: reload", "session", s.id, "err", err)
 			continue
 		}
+		// The new journal is the session's from now on (commands still
+		// refused), so that whoever wakes on a run's terminal event reads
+		// the projection that holds it.
 		s.mu.Lock()
+		if s.state == stateClosed {
+			s.mu.Unlock()
+			j.Close()
+			return false
+		}
+		if s.j != failed {
+			s.j.Close() // an earlier attempt's
+		}
+		s.j = j
 		queued := map[string]bool{}
 		for _, q := range s.queue {
 			queued[q.id] = true
@@ -424,22 +447,19 @@ func (s *Session) recover(failed *journal.Journal) bool {
 			Keep: func(id string) bool { return queued[id] }, Failure: failure,
 		})
 		if err != nil {
-			j.Close()
 			s.cfg.Logger.Warn("session recovery: close runs", "session", s.id, "err", err)
 			continue
 		}
 		s.mu.Lock()
 		if s.state == stateClosed {
 			s.mu.Unlock()
-			j.Close()
 			return false
 		}
-		s.j, s.state = j, stateOpen
+		s.state, s.failure = stateOpen, nil
 		if s.active == nil {
 			s.startNext()
 		}
 		s.mu.Unlock()
-		failed.Close()
 		s.cfg.Logger.Info("session recovered from a write failure", "session", s.id)
 		return true
 	}
