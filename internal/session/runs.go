@@ -25,6 +25,19 @@ func (s *Session) activeID() string {
 	return s.active.id
 }
 
+// busyWith returns the run a client sees as the session's active run: the
+// active run, or, while that one only tidies up after its terminal event,
+// the queued run that starts next (it was admitted to an idle session).
+func (s *Session) busyWith() (id string, queued bool) {
+	if id := s.activeID(); id != "" {
+		return id, false
+	}
+	if s.active != nil && len(s.queue) > 0 {
+		return s.queue[0].id, true
+	}
+	return "", false
+}
+
 // Start admits a run of p (validated by the host) under p.Busy: it starts
 // at once on an idle session; otherwise it is queued behind the active run
 // (queue), replaces it (interrupt), or is folded into it as a steer
@@ -34,6 +47,7 @@ func (s *Session) Start(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 	var res *api.RunResult
 	err := s.command(func() error {
 		activeID := s.activeID()
+		busyID, busyQueued := s.busyWith()
 		q := queuedRun{id: s.cfg.NewID("run"), model: p.Model, maxSteps: p.MaxSteps, input: p.Input}
 		ref := idem.Ref{ID: q.id}
 		if activeID == "" && len(s.queue) == 0 {
@@ -47,12 +61,19 @@ func (s *Session) Start(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 			res = &api.RunResult{Run: r}
 			return err
 		case api.BusyInterrupt:
+			reason := "interrupted by run " + q.id
+			if busyQueued {
+				// It has not started: it ends now, and the new run takes its place.
+				if err := s.cancelQueued(ctx, busyID, reason, nil); err != nil {
+					return err
+				}
+			}
 			r, err := s.admit(ctx, q, rc, ref, true)
 			if err != nil {
 				return err
 			}
-			if s.active != nil {
-				s.active.cancel(errors.New("interrupted by run " + q.id))
+			if !busyQueued && s.active != nil {
+				s.active.cancel(errors.New(reason))
 			}
 			res = &api.RunResult{Run: r}
 			return nil
@@ -70,8 +91,8 @@ func (s *Session) Start(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 			res = &api.RunResult{Run: r, Steer: rcpt}
 			return nil
 		}
-		return api.Errorf(api.KindRunConflict, "session %s is busy with run %s (start with busy queue, interrupt or steer)", s.id, activeID).
-			With("sessionId", s.id).With("activeRunId", activeID)
+		return api.Errorf(api.KindRunConflict, "session %s is busy with run %s (start with busy queue, interrupt or steer)", s.id, busyID).
+			With("sessionId", s.id).With("activeRunId", busyID)
 	})
 	return res, err
 }
@@ -291,21 +312,7 @@ func (s *Session) Cancel(ctx context.Context, id, reason string, rc *idem.Claim)
 			s.active.cancel(errors.New(reason))
 			return nil
 		}
-		for i, q := range s.queue {
-			if q.id != id {
-				continue
-			}
-			e, err := event.New(q.id, event.RunCancelled, event.RunEndedData{Reason: reason})
-			if err != nil {
-				return err
-			}
-			if _, err := s.append(ctx, rc, idem.Ref{ID: id}, e); err != nil {
-				return err
-			}
-			s.queue = append(s.queue[:i], s.queue[i+1:]...)
-			return nil
-		}
-		return nil
+		return s.cancelQueued(ctx, id, reason, rc)
 	})
 	if err != nil {
 		return store.Run{}, err
@@ -319,6 +326,26 @@ func (s *Session) Cancel(ctx context.Context, id, reason string, rc *idem.Claim)
 	}
 	r, _ := s.Run(id)
 	return r, nil
+}
+
+// cancelQueued ends queued run id with run.cancelled (and rc's receipt);
+// a run that is not queued is left alone. Called by commands.
+func (s *Session) cancelQueued(ctx context.Context, id, reason string, rc *idem.Claim) error {
+	for i, q := range s.queue {
+		if q.id != id {
+			continue
+		}
+		e, err := event.New(q.id, event.RunCancelled, event.RunEndedData{Reason: reason})
+		if err != nil {
+			return err
+		}
+		if _, err := s.append(ctx, rc, idem.Ref{ID: id}, e); err != nil {
+			return err
+		}
+		s.queue = append(s.queue[:i], s.queue[i+1:]...)
+		return nil
+	}
+	return nil
 }
 
 // Wait waits until run id is terminal or timeout passes, and returns the
