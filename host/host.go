@@ -64,8 +64,12 @@ type Config struct {
 	// SubscriberBytes is how many bytes of events a subscriber may fall
 	// behind by before it is closed with reason overflow; zero means 4 MiB.
 	SubscriberBytes int
-	// Journal tunes the session writers; its Store field is ignored.
-	Journal journal.Config
+	// CoalesceWindow is how long a streamed-text event may collect deltas
+	// before it is committed; zero means 50 ms.
+	CoalesceWindow time.Duration
+	// CoalesceBytes is the most text one streamed-text event collects;
+	// zero means 16 KiB.
+	CoalesceBytes int
 	// Logger receives diagnostics; nil means silent.
 	Logger *slog.Logger
 	// Processes runs background processes; nil refuses them. The host
@@ -150,14 +154,12 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.NewID == nil {
 		cfg.NewID = ids.New
 	}
-	if cfg.Journal.Logger == nil {
-		cfg.Journal.Logger = cfg.Logger
-	}
 	hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	h := &Host{cfg: cfg, ctx: hctx, stop: stop, sessions: map[string]*entry{}, seed: maphash.MakeSeed()}
 	h.scfg = session.Config{
-		Store: cfg.Store, Journal: cfg.Journal, ResolveModel: cfg.ResolveModel, DefaultModel: cfg.DefaultModel,
-		Tools: cfg.Tools, MaxSteps: cfg.MaxSteps, Processes: cfg.Processes, LockDir: cfg.LockDir,
+		Store: cfg.Store, ResolveModel: cfg.ResolveModel, DefaultModel: cfg.DefaultModel,
+		Journal: journal.Config{CoalesceWindow: cfg.CoalesceWindow, CoalesceBytes: cfg.CoalesceBytes, Logger: cfg.Logger},
+		Tools:   cfg.Tools, MaxSteps: cfg.MaxSteps, Processes: cfg.Processes, LockDir: cfg.LockDir,
 		SubscriberBuffer: cfg.SubscriberBuffer, SubscriberBytes: cfg.SubscriberBytes, RetryBackoff: cfg.StorageRetry,
 		NewID: cfg.NewID, Logger: cfg.Logger,
 	}

@@ -42,7 +42,7 @@ func newHost(t *testing.T) (*host.Host, store.Store) {
 	}
 	h, err := host.New(context.Background(), host.Config{
 		Store: st, Tools: reg, DefaultModel: "scripted:fast",
-		Journal: journalFast(),
+		CoalesceWindow: 2 * time.Millisecond,
 		ResolveModel: func(name string) (*host.Model, error) {
 			key := strings.TrimPrefix(name, "scripted:")
 			src, ok := scripts[key]
@@ -440,7 +440,7 @@ func TestIdleSessionsUnload(t *testing.T) {
 	locks := t.TempDir()
 	reg := tool.NewRegistry()
 	h, err := host.New(context.Background(), host.Config{
-		Store: memory.New(), Tools: reg, DefaultModel: "scripted:fast", Journal: journalFast(),
+		Store: memory.New(), Tools: reg, DefaultModel: "scripted:fast", CoalesceWindow: 2 * time.Millisecond,
 		LockDir: locks, IdleUnload: 20 * time.Millisecond, MaxLoadedSessions: 1,
 		ResolveModel: func(name string) (*host.Model, error) {
 			p, err := scripted.Parse("fast.json", []byte(scripts["fast"]))

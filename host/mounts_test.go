@@ -107,7 +107,7 @@ func newMountHost(t *testing.T) *mountEnv {
 		t.Fatal(err)
 	}
 	h, err := host.New(context.Background(), host.Config{
-		Store: st, Tools: reg, DefaultModel: "fast", Journal: journalFast(), ScratchDir: t.TempDir(), Processes: pm,
+		Store: st, Tools: reg, DefaultModel: "fast", CoalesceWindow: 2 * time.Millisecond, ScratchDir: t.TempDir(), Processes: pm,
 		ResolveModel: func(name string) (*host.Model, error) {
 			src, ok := mountScripts(name)
 			if !ok {

@@ -35,7 +35,7 @@ func newProcHost(t *testing.T, extra map[string]string) *host.Host {
 		t.Fatal(err)
 	}
 	h, err := host.New(context.Background(), host.Config{
-		Store: st, Tools: reg, DefaultModel: "scripted:fast", Journal: journalFast(), Processes: m,
+		Store: st, Tools: reg, DefaultModel: "scripted:fast", CoalesceWindow: 2 * time.Millisecond, Processes: m,
 		ResolveModel: func(name string) (*host.Model, error) {
 			key := strings.TrimPrefix(name, "scripted:")
 			src, ok := extra[key]

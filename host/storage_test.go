@@ -26,7 +26,7 @@ var diskFull = &fs.PathError{Op: "write", Path: "weft.db-wal", Err: syscall.ENOS
 func newFaultHost(t *testing.T, fst *storetest.Faulty) *host.Host {
 	t.Helper()
 	h, err := host.New(context.Background(), host.Config{
-		Store: fst, DefaultModel: "scripted:fast", Journal: journalFast(), StorageRetry: 10 * time.Millisecond,
+		Store: fst, DefaultModel: "scripted:fast", CoalesceWindow: 2 * time.Millisecond, StorageRetry: 10 * time.Millisecond,
 		ResolveModel: func(name string) (*host.Model, error) {
 			key := strings.TrimPrefix(name, "scripted:")
 			src, ok := scripts[key]

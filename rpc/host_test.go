@@ -20,7 +20,6 @@ import (
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
-	"weft.dev/weft/internal/journal"
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/rpc"
 	"weft.dev/weft/rpc/rpctest"
@@ -45,7 +44,7 @@ func newHostEnv(t *testing.T) *hostEnv {
 	t.Helper()
 	h, err := host.New(context.Background(), host.Config{
 		Store: memory.New(), DefaultModel: "fast",
-		Journal: journal.Config{CoalesceWindow: 2 * time.Millisecond},
+		CoalesceWindow: 2 * time.Millisecond,
 		ResolveModel: func(name string) (*host.Model, error) {
 			src, ok := hostScripts[name]
 			if !ok {
