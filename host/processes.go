@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"weft.dev/weft/api"
@@ -26,6 +27,32 @@ func (h *Host) procs() (*process.Manager, error) {
 		return nil, session.ErrNoProcesses
 	}
 	return h.cfg.Processes, nil
+}
+
+// receiptCaller is caller(sessionID) carrying rc's receipt for process
+// id, which the manager stores in the transaction of the event the
+// request appends; stored reports, once the request succeeded, whether it
+// did (a request that appends nothing leaves the receipt to the wrapper).
+// With withSeq the receipt's result is the event's seq (process/signal).
+func receiptCaller(sessionID, id string, rc *idem.Claim, withSeq bool) (c process.Caller, stored func()) {
+	c = caller(sessionID)
+	if rc == nil {
+		return c, func() {}
+	}
+	var used atomic.Bool
+	c.Receipt = func(seq int64) store.Receipt {
+		used.Store(true)
+		ref := idem.Ref{ID: id}
+		if withSeq {
+			ref.Result, _ = json.Marshal(api.ProcessSignalResult{Seq: seq})
+		}
+		return rc.Receipt(sessionID, ref)
+	}
+	return c, func() {
+		if used.Load() {
+			rc.Stored()
+		}
+	}
 }
 
 func caller(sessionID string) process.Caller {
@@ -238,16 +265,18 @@ func (h *Host) WriteProcess(ctx context.Context, p api.ProcessWriteParams) (*api
 	return h.m.writeProcess(ctx, p)
 }
 
-func (h *Host) writeProcess(ctx context.Context, p api.ProcessWriteParams, _ *idem.Claim) (*api.ProcessResult, idem.Ref, error) {
+func (h *Host) writeProcess(ctx context.Context, p api.ProcessWriteParams, rc *idem.Claim) (*api.ProcessResult, idem.Ref, error) {
 	m, err := h.procs()
 	if err != nil {
 		return nil, idem.Ref{}, err
 	}
 	c := caller(p.SessionID)
 	if p.Data != "" {
-		if err := m.Write(ctx, p.ID, []byte(p.Data), c); err != nil {
+		wc, stored := receiptCaller(p.SessionID, p.ID, rc, false)
+		if err := m.Write(ctx, p.ID, []byte(p.Data), wc); err != nil {
 			return nil, idem.Ref{}, procErr(err)
 		}
+		stored()
 	}
 	if p.Close {
 		if err := m.CloseInput(ctx, p.ID, c); err != nil {
@@ -264,15 +293,17 @@ func (h *Host) SignalProcess(ctx context.Context, p api.ProcessSignalParams) (*a
 	return h.m.signalProcess(ctx, p)
 }
 
-func (h *Host) signalProcess(ctx context.Context, p api.ProcessSignalParams, _ *idem.Claim) (*api.ProcessSignalResult, idem.Ref, error) {
+func (h *Host) signalProcess(ctx context.Context, p api.ProcessSignalParams, rc *idem.Claim) (*api.ProcessSignalResult, idem.Ref, error) {
 	m, err := h.procs()
 	if err != nil {
 		return nil, idem.Ref{}, err
 	}
-	seq, err := m.Signal(ctx, p.ID, p.Name, p.Payload, caller(p.SessionID))
+	c, stored := receiptCaller(p.SessionID, p.ID, rc, true)
+	seq, err := m.Signal(ctx, p.ID, p.Name, p.Payload, c)
 	if err != nil {
 		return nil, idem.Ref{}, procErr(err)
 	}
+	stored()
 	res := &api.ProcessSignalResult{Seq: seq}
 	b, err := jsonRaw(res)
 	return res, idem.Ref{ID: p.ID, Result: b}, err
@@ -292,7 +323,7 @@ func (h *Host) CancelProcess(ctx context.Context, p api.ProcessCancelParams) (*a
 	return h.m.cancelProcess(ctx, p)
 }
 
-func (h *Host) cancelProcess(ctx context.Context, p api.ProcessCancelParams, _ *idem.Claim) (*api.ProcessResult, idem.Ref, error) {
+func (h *Host) cancelProcess(ctx context.Context, p api.ProcessCancelParams, rc *idem.Claim) (*api.ProcessResult, idem.Ref, error) {
 	m, err := h.procs()
 	if err != nil {
 		return nil, idem.Ref{}, err
@@ -300,10 +331,12 @@ func (h *Host) cancelProcess(ctx context.Context, p api.ProcessCancelParams, _ *
 	if err := checkSize("reason", len(p.Reason), api.MaxReasonBytes); err != nil {
 		return nil, idem.Ref{}, err
 	}
-	rec, err := m.Cancel(ctx, p.ID, p.Reason, caller(p.SessionID))
+	c, stored := receiptCaller(p.SessionID, p.ID, rc, false)
+	rec, err := m.Cancel(ctx, p.ID, p.Reason, c)
 	if err != nil {
 		return nil, idem.Ref{}, procErr(err)
 	}
+	stored()
 	return processResult(rec), idem.Ref{ID: p.ID}, nil
 }
 
@@ -312,15 +345,17 @@ func (h *Host) GrantProcess(ctx context.Context, p api.ProcessGrantParams) (*api
 	return h.m.grantProcess(ctx, p)
 }
 
-func (h *Host) grantProcess(ctx context.Context, p api.ProcessGrantParams, _ *idem.Claim) (*api.ProcessResult, idem.Ref, error) {
+func (h *Host) grantProcess(ctx context.Context, p api.ProcessGrantParams, rc *idem.Claim) (*api.ProcessResult, idem.Ref, error) {
 	m, err := h.procs()
 	if err != nil {
 		return nil, idem.Ref{}, err
 	}
-	rec, err := m.Grant(ctx, p.ID, p.ToSessionID, caller(p.SessionID))
+	c, stored := receiptCaller(p.SessionID, p.ID, rc, false)
+	rec, err := m.Grant(ctx, p.ID, p.ToSessionID, c)
 	if err != nil {
 		return nil, idem.Ref{}, procErr(err)
 	}
+	stored()
 	return processResult(rec), idem.Ref{ID: p.ID}, nil
 }
 
@@ -329,15 +364,17 @@ func (h *Host) RevokeProcess(ctx context.Context, p api.ProcessGrantParams) (*ap
 	return h.m.revokeProcess(ctx, p)
 }
 
-func (h *Host) revokeProcess(ctx context.Context, p api.ProcessGrantParams, _ *idem.Claim) (*api.ProcessResult, idem.Ref, error) {
+func (h *Host) revokeProcess(ctx context.Context, p api.ProcessGrantParams, rc *idem.Claim) (*api.ProcessResult, idem.Ref, error) {
 	m, err := h.procs()
 	if err != nil {
 		return nil, idem.Ref{}, err
 	}
-	rec, err := m.Revoke(ctx, p.ID, p.ToSessionID, caller(p.SessionID))
+	c, stored := receiptCaller(p.SessionID, p.ID, rc, false)
+	rec, err := m.Revoke(ctx, p.ID, p.ToSessionID, c)
 	if err != nil {
 		return nil, idem.Ref{}, procErr(err)
 	}
+	stored()
 	return processResult(rec), idem.Ref{ID: p.ID}, nil
 }
 

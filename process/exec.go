@@ -544,7 +544,7 @@ func (p *proc) writeOutput(stream string, data []byte) {
 		if drop > 0 {
 			r.DroppedBytes = drop
 		}
-	})
+	}, Caller{})
 	if err != nil {
 		m.log.Error("process output lost", "process", p.id, "bytes", off-p.rec.OutputBytes, "err", err)
 	}

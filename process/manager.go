@@ -54,6 +54,24 @@ type Caller struct {
 	// Host marks the host itself (recovery, operators); it sees every
 	// process and passes every check but the cancel policy.
 	Host bool `json:"host,omitempty"`
+	// Receipt, if set, makes the idempotency receipt of the request that
+	// asks, given the seq of the one event the request appends to the
+	// process's log (signal.<name>, process.cancel_requested,
+	// process.granted or process.revoked, process.input); the Manager
+	// stores it in that append's transaction. It is not recorded.
+	Receipt Receipt `json:"-"`
+}
+
+// Receipt makes an idempotency receipt for the event at seq; see
+// [Caller.Receipt].
+type Receipt func(seq int64) store.Receipt
+
+// receipts returns the receipt for the last of evs, or none.
+func (c Caller) receipts(evs []store.ProcessEvent) []store.Receipt {
+	if c.Receipt == nil || len(evs) == 0 {
+		return nil
+	}
+	return []store.Receipt{c.Receipt(evs[len(evs)-1].Seq)}
 }
 
 // CanSee reports whether c may address the process p.
@@ -296,10 +314,12 @@ type proc struct {
 func (p *proc) append(ctx context.Context, evs []store.ProcessEvent, drop int64, mutate func(*store.Process)) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.appendLocked(ctx, evs, drop, mutate)
+	return p.appendLocked(ctx, evs, drop, mutate, Caller{})
 }
 
-func (p *proc) appendLocked(ctx context.Context, evs []store.ProcessEvent, drop int64, mutate func(*store.Process)) error {
+// appendLocked is append with p.mu held; by's receipt, if any, joins the
+// transaction.
+func (p *proc) appendLocked(ctx context.Context, evs []store.ProcessEvent, drop int64, mutate func(*store.Process), by Caller) error {
 	rec := p.rec
 	rec.Grants = slices.Clone(rec.Grants)
 	if mutate != nil {
@@ -310,7 +330,7 @@ func (p *proc) appendLocked(ctx context.Context, evs []store.ProcessEvent, drop 
 		rec.LastSeq++
 		evs[i].Seq, evs[i].ProcessID, evs[i].Time = rec.LastSeq, p.id, now
 	}
-	if err := p.m.st.AppendProcess(ctx, store.ProcessBatch{ProcessID: p.id, Events: evs, Record: &rec, DropOutputBefore: drop}); err != nil {
+	if err := p.m.st.AppendProcess(ctx, store.ProcessBatch{ProcessID: p.id, Events: evs, Record: &rec, DropOutputBefore: drop, Receipts: by.receipts(evs)}); err != nil {
 		return fmt.Errorf("process %s: %w", p.id, err)
 	}
 	p.rec = rec
@@ -338,8 +358,9 @@ func newEvent(typ event.Type, v any) store.ProcessEvent {
 
 // update appends to process id whether it is live or not: mutate sees the
 // current record and returns the events to append (none: nothing is
-// written) or an error. It returns the record after the append.
-func (m *Manager) update(ctx context.Context, id string, mutate func(rec *store.Process) ([]store.ProcessEvent, error)) (store.Process, error) {
+// written) or an error. by's receipt, if any, joins the transaction. It
+// returns the record after the append.
+func (m *Manager) update(ctx context.Context, id string, by Caller, mutate func(rec *store.Process) ([]store.ProcessEvent, error)) (store.Process, error) {
 	if p := m.liveProc(id); p != nil {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -348,7 +369,7 @@ func (m *Manager) update(ctx context.Context, id string, mutate func(rec *store.
 		if err != nil || len(evs) == 0 {
 			return p.rec, err
 		}
-		if err := p.appendLocked(ctx, evs, 0, func(r *store.Process) { *r = rec; r.LastSeq = p.rec.LastSeq }); err != nil {
+		if err := p.appendLocked(ctx, evs, 0, func(r *store.Process) { *r = rec; r.LastSeq = p.rec.LastSeq }, by); err != nil {
 			return p.rec, err
 		}
 		return p.rec, nil
@@ -368,7 +389,7 @@ func (m *Manager) update(ctx context.Context, id string, mutate func(rec *store.
 		rec.LastSeq++
 		evs[i].Seq, evs[i].ProcessID, evs[i].Time = rec.LastSeq, id, now
 	}
-	if err := m.st.AppendProcess(ctx, store.ProcessBatch{ProcessID: id, Events: evs, Record: &rec}); err != nil {
+	if err := m.st.AppendProcess(ctx, store.ProcessBatch{ProcessID: id, Events: evs, Record: &rec, Receipts: by.receipts(evs)}); err != nil {
 		return rec, fmt.Errorf("process %s: %w", id, err)
 	}
 	return rec, nil
@@ -421,7 +442,7 @@ func (m *Manager) access(ctx context.Context, id string, caller Caller, op strin
 		} else {
 			ev = newEvent(EventAccessDenied, AccessDeniedData{Op: op, By: caller})
 		}
-		if _, err := m.update(context.WithoutCancel(ctx), id, func(*store.Process) ([]store.ProcessEvent, error) {
+		if _, err := m.update(context.WithoutCancel(ctx), id, Caller{}, func(*store.Process) ([]store.ProcessEvent, error) {
 			return []store.ProcessEvent{ev}, nil
 		}); err != nil {
 			m.log.Warn("record denied access", "process", id, "op", op, "err", err)
@@ -503,7 +524,7 @@ func (m *Manager) changeGrant(ctx context.Context, id, session string, caller Ca
 	if _, _, err := m.access(ctx, id, caller, op, true); err != nil {
 		return store.Process{}, err
 	}
-	return m.update(ctx, id, func(rec *store.Process) ([]store.ProcessEvent, error) {
+	return m.update(ctx, id, caller, func(rec *store.Process) ([]store.ProcessEvent, error) {
 		if !caller.Host && caller.SessionID != rec.SessionID {
 			return nil, fmt.Errorf("%w: %s of process %s: only the owning session may %s", ErrDenied, op, id, op)
 		}

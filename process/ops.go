@@ -206,7 +206,9 @@ func (m *Manager) Write(ctx context.Context, id string, data []byte, caller Call
 	if _, err := p.stdin.Write(data); err != nil {
 		return fmt.Errorf("%w: %s: write input: %v", ErrEnded, id, err)
 	}
-	return p.append(ctx, []store.ProcessEvent{newEvent(EventInput, InputData{Bytes: len(data), By: caller})}, 0, nil)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.appendLocked(ctx, []store.ProcessEvent{newEvent(EventInput, InputData{Bytes: len(data), By: caller})}, 0, nil, caller)
 }
 
 // CloseInput closes the stdin of a running shell process (not of a pty),
@@ -253,7 +255,7 @@ func (m *Manager) Signal(ctx context.Context, id, name string, payload json.RawM
 	}
 	var sig syscall.Signal
 	var target *proc
-	rec, err := m.update(ctx, id, func(rec *store.Process) ([]store.ProcessEvent, error) {
+	rec, err := m.update(ctx, id, caller, func(rec *store.Process) ([]store.ProcessEvent, error) {
 		if store.IsProcessTerminal(rec.Status) {
 			return nil, fmt.Errorf("%w: %s is %s", ErrEnded, id, rec.Status)
 		}
@@ -295,7 +297,7 @@ func (m *Manager) Cancel(ctx context.Context, id, reason string, caller Caller) 
 	}
 	if perr := m.cfg.Policy.AllowCancel(ctx, rec, caller); perr != nil {
 		ev := newEvent(EventCancelRequested, CancelRequestedData{By: caller, Reason: reason, Denied: true, DenyReason: perr.Error()})
-		if _, err := m.update(context.WithoutCancel(ctx), id, func(*store.Process) ([]store.ProcessEvent, error) {
+		if _, err := m.update(context.WithoutCancel(ctx), id, Caller{}, func(*store.Process) ([]store.ProcessEvent, error) {
 			return []store.ProcessEvent{ev}, nil
 		}); err != nil {
 			m.log.Warn("record denied cancel", "process", id, "err", err)
@@ -308,7 +310,7 @@ func (m *Manager) Cancel(ctx context.Context, id, reason string, caller Caller) 
 		already := p.cancelq != nil
 		var aerr error
 		if !already && !store.IsProcessTerminal(p.rec.Status) {
-			aerr = p.appendLocked(ctx, []store.ProcessEvent{newEvent(EventCancelRequested, req)}, 0, nil)
+			aerr = p.appendLocked(ctx, []store.ProcessEvent{newEvent(EventCancelRequested, req)}, 0, nil, caller)
 			if aerr == nil {
 				p.cancelq = req
 			}
@@ -345,7 +347,7 @@ func (m *Manager) Cancel(ctx context.Context, id, reason string, caller Caller) 
 		killed = sweep(rec.Pgid, rec.ID)
 	}
 	var ended bool
-	rec, err = m.update(ctx, id, func(r *store.Process) ([]store.ProcessEvent, error) {
+	rec, err = m.update(ctx, id, caller, func(r *store.Process) ([]store.ProcessEvent, error) {
 		if store.IsProcessTerminal(r.Status) {
 			return nil, nil
 		}

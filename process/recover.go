@@ -86,7 +86,7 @@ func (m *Manager) Recover(ctx context.Context) (RecoverReport, error) {
 			reason = "the host that ran the tool call died"
 		}
 		var ended bool
-		final, err := m.update(ctx, rec.ID, func(r *store.Process) ([]store.ProcessEvent, error) {
+		final, err := m.update(ctx, rec.ID, Caller{}, func(r *store.Process) ([]store.ProcessEvent, error) {
 			if r.Status != store.ProcessRunning {
 				return nil, nil
 			}

@@ -355,6 +355,10 @@ type ProcessBatch struct {
 	// DropOutputBefore, if positive, deletes the output chunks of earlier
 	// batches that end at or before this offset.
 	DropOutputBefore int64
+	// Receipts are idempotency receipts stored in the same transaction as
+	// the events (a signal, a cancel request, a grant); an existing
+	// (key, method) fails the batch with ErrReceiptExists.
+	Receipts []Receipt
 }
 
 // ReadProcessParams selects events of one process's log.

@@ -49,18 +49,26 @@ func ValidateBatch(b Batch) error {
 			return fmt.Errorf("%w: session %s: run %q of session %q", ErrInvalid, b.SessionID, r.ID, r.SessionID)
 		}
 	}
-	type key struct{ key, method string }
-	seen := make(map[key]bool, len(b.Receipts))
 	for _, r := range b.Receipts {
-		if err := ValidateReceipt(r); err != nil {
-			return fmt.Errorf("session %s: %w", b.SessionID, err)
-		}
 		if r.SessionID != "" && r.SessionID != b.SessionID {
 			return fmt.Errorf("%w: session %s: receipt %s %s of session %q", ErrInvalid, b.SessionID, r.Method, r.Key, r.SessionID)
 		}
+	}
+	return validateReceipts("session "+b.SessionID, b.Receipts)
+}
+
+// validateReceipts checks each receipt and that no (key, method) comes
+// twice in one batch.
+func validateReceipts(batch string, rs []Receipt) error {
+	type key struct{ key, method string }
+	seen := make(map[key]bool, len(rs))
+	for _, r := range rs {
+		if err := ValidateReceipt(r); err != nil {
+			return fmt.Errorf("%s: %w", batch, err)
+		}
 		k := key{r.Key, r.Method}
 		if seen[k] {
-			return fmt.Errorf("%w: session %s: receipt %s %s twice in one batch", ErrReceiptExists, b.SessionID, r.Method, r.Key)
+			return fmt.Errorf("%w: %s: receipt %s %s twice in one batch", ErrReceiptExists, batch, r.Method, r.Key)
 		}
 		seen[k] = true
 	}
@@ -130,7 +138,7 @@ func ValidateProcessBatch(b ProcessBatch) error {
 			return fmt.Errorf("%w: process %s: start time %s outside the years 1678..2261", ErrInvalid, b.ProcessID, r.StartedAt)
 		}
 	}
-	return nil
+	return validateReceipts("process "+b.ProcessID, b.Receipts)
 }
 
 // validTime reports whether t can be stored as Unix nanoseconds, as

@@ -67,10 +67,18 @@ func (s *Store) AppendProcess(ctx context.Context, b store.ProcessBatch) error {
 	if first := b.Events[0].Seq; first != last+1 {
 		return fmt.Errorf("%w: process %s: expected seq %d, got %d", store.ErrSeqConflict, b.ProcessID, last+1, first)
 	}
-	if p == nil {
-		if rec == nil {
-			return fmt.Errorf("%w: process %s: the first batch must carry the record", store.ErrInvalid, b.ProcessID)
+	if p == nil && rec == nil {
+		return fmt.Errorf("%w: process %s: the first batch must carry the record", store.ErrInvalid, b.ProcessID)
+	}
+	for _, r := range b.Receipts {
+		if _, ok := s.receipts[receiptKey{r.Key, r.Method}]; ok {
+			return fmt.Errorf("%w: process %s: receipt %s %s", store.ErrReceiptExists, b.ProcessID, r.Method, r.Key)
 		}
+	}
+	for _, r := range b.Receipts {
+		s.receipts[receiptKey{r.Key, r.Method}] = cloneReceipt(r)
+	}
+	if p == nil {
 		p = &procEntry{}
 		s.procs[b.ProcessID] = p
 	}

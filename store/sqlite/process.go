@@ -87,6 +87,9 @@ func (s *Store) AppendProcess(ctx context.Context, b store.ProcessBatch) error {
 	} else if _, err := tx.ExecContext(ctx, `UPDATE processes SET last_seq = ? WHERE id = ?`, lastSeq, b.ProcessID); err != nil {
 		return s.errorf(op, err)
 	}
+	if err := s.insertReceipts(ctx, tx, "process "+b.ProcessID, b.Receipts); err != nil {
+		return err
+	}
 	if err := tx.Commit(); err != nil {
 		return s.errorf(op+": commit", err)
 	}

@@ -372,19 +372,29 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 			}
 		}
 	}
-	if len(b.Receipts) > 0 {
-		st := tx.StmtContext(ctx, s.insertReceipt)
-		for _, r := range b.Receipts {
-			if _, err := st.ExecContext(ctx, r.Key, r.Method, r.Fingerprint, nilIfEmpty(r.Result), r.SessionID, encodeTime(r.CreatedAt)); err != nil {
-				if isConstraint(err) {
-					return fmt.Errorf("%w: session %s: receipt %s %s", store.ErrReceiptExists, b.SessionID, r.Method, r.Key)
-				}
-				return s.errorf("append to session "+b.SessionID+": store receipt", err)
-			}
-		}
+	if err := s.insertReceipts(ctx, tx, "session "+b.SessionID, b.Receipts); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return s.errorf("append to session "+b.SessionID+": commit", err)
+	}
+	return nil
+}
+
+// insertReceipts stores the receipts of a batch (of what, for errors) in
+// its transaction.
+func (s *Store) insertReceipts(ctx context.Context, tx *sql.Tx, of string, rs []store.Receipt) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	st := tx.StmtContext(ctx, s.insertReceipt)
+	for _, r := range rs {
+		if _, err := st.ExecContext(ctx, r.Key, r.Method, r.Fingerprint, nilIfEmpty(r.Result), r.SessionID, encodeTime(r.CreatedAt)); err != nil {
+			if isConstraint(err) {
+				return fmt.Errorf("%w: %s: receipt %s %s", store.ErrReceiptExists, of, r.Method, r.Key)
+			}
+			return s.errorf("append to "+of+": store receipt", err)
+		}
 	}
 	return nil
 }

@@ -329,3 +329,41 @@ func testProcessClose(t *testing.T, s store.Store) {
 		}
 	}
 }
+
+// testProcessReceipts: a process batch stores its receipts in the same
+// transaction as its events: both or neither.
+func testProcessReceipts(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	p := newProc("p1", "s1", "work", t0)
+	mustAppendProcess(t, s, p.batch(p.ev(t, "process.started", map[string]any{})))
+	rcpt := store.Receipt{Key: "k1", Method: "process/signal", Fingerprint: "f", Result: []byte(`{"id":"p1"}`), SessionID: "s1", CreatedAt: t0}
+	b := p.batch(p.ev(t, "signal.note", map[string]any{}))
+	b.Receipts = []store.Receipt{rcpt}
+	mustAppendProcess(t, s, b)
+	got, err := s.Receipt(ctx, "k1", "process/signal")
+	if err != nil || got.Fingerprint != "f" || string(got.Result) != `{"id":"p1"}` {
+		t.Fatalf("receipt stored with the batch: %+v, %v", got, err)
+	}
+	// The same (key, method) again: the whole batch is refused.
+	b = p.batch(p.ev(t, "signal.note", map[string]any{}))
+	b.Receipts = []store.Receipt{rcpt}
+	if err := s.AppendProcess(ctx, b); !errors.Is(err, store.ErrReceiptExists) {
+		t.Fatalf("a batch repeating a receipt: %v; want ErrReceiptExists", err)
+	}
+	evs, err := s.ReadProcess(ctx, store.ReadProcessParams{ProcessID: "p1"})
+	if err != nil || len(evs) != 2 {
+		t.Fatalf("the refused batch left events: %v, %v", procSeqs(evs), err)
+	}
+	// Twice in one batch is refused too.
+	p.rec.LastSeq = 2
+	b = p.batch(p.ev(t, "signal.note", map[string]any{}))
+	r2 := rcpt
+	r2.Key = "k2"
+	b.Receipts = []store.Receipt{r2, r2}
+	if err := s.AppendProcess(ctx, b); !errors.Is(err, store.ErrReceiptExists) {
+		t.Fatalf("a receipt twice in one batch: %v", err)
+	}
+	if _, err := s.Receipt(ctx, "k2", "process/signal"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused batch's receipt was stored: %v", err)
+	}
+}

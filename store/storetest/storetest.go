@@ -79,6 +79,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ProcessRecords", testProcessRecords},
 		{"ProcessOutputTrim", testProcessOutputTrim},
 		{"ProcessClose", testProcessClose},
+		{"ProcessReceipts", testProcessReceipts},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
