@@ -246,19 +246,30 @@ func (r *rig) checkReplies(s *sess) {
 			op.logged = ids[0]
 		}
 		fresh := 0
+		roundFresh := map[int]int{}
 		for _, rep := range op.replies {
 			if !rep.replayed {
 				fresh++
+				roundFresh[rep.round]++
 			}
 			if rep.run != op.logged {
 				r.violate(s, 0, "run/start %s (kill %d) replied run %s, but the log's run for the key is %q", op.key, rep.kill, rep.run, op.logged)
 			}
-			if rep.retry && rep.replayed != (rep.expect != "") {
-				r.violate(s, 0, "run/start %s, sent again after a restart (kill %d), replied replayed=%v, but before it the log's run for the key was %q", op.key, rep.kill, rep.replayed, rep.expect)
+			if rep.retry && rep.expect != "" && !rep.replayed {
+				r.violate(s, 0, "run/start %s, sent again after a restart (kill %d), made run %s anew, but the key's run %s was in the log before", op.key, rep.kill, rep.run, rep.expect)
 			}
 		}
 		if fresh > 1 {
 			r.violate(s, 0, "run/start %s got %d replies that were not replays", op.key, fresh)
+		}
+		for _, rep := range op.replies {
+			// A round sent while the log held no run for the key makes
+			// the run: one of its replies says so, unless an attempt got
+			// no reply (that one may have made it).
+			if rep.expect == "" && !rep.lost && roundFresh[rep.round] == 0 {
+				r.violate(s, 0, "run/start %s (kill %d, retry %v) replied run %s as a replay, but the log held no run for the key before", op.key, rep.kill, rep.retry, rep.run)
+				break
+			}
 		}
 	}
 	for _, op := range s.steers {

@@ -71,7 +71,8 @@ type startOp struct {
 	key     string
 	params  api.StartRunParams
 	replies []startReply
-	lost    bool   // the last attempt got no reply
+	rounds  int
+	lost    bool   // the last round got no reply
 	logged  string // the run whose run.queued carries the key, as of the last check; "" for none
 }
 
@@ -79,7 +80,11 @@ type startReply struct {
 	run      string
 	replayed bool
 	kill     int
-	// retry is set for an attempt after a restart whose first reply was
+	// round counts the sends of the op (one or two attempts at once);
+	// lost is set when an attempt of the round got no reply.
+	round int
+	lost  bool
+	// retry is set for a round after a restart whose first reply was
 	// lost; expect is then the key's run in the log before the retry.
 	retry  bool
 	expect string
@@ -128,12 +133,11 @@ type loadEnv struct {
 // probe collects what one goroutine of the load saw; the test merges the
 // probes once the load is over.
 type probe struct {
-	env     loadEnv
-	got     []received
-	bad     []violation
-	starts  int
-	retries int
-	dups    int
+	env                   loadEnv
+	got                   []received
+	bad                   []violation
+	starts, retries, dups int
+	steers, cancels       int
 }
 
 func (p *probe) violate(s *sess, seq int64, format string, args ...any) {
@@ -230,6 +234,8 @@ func (r *rig) load(srv *server, d time.Duration) {
 		r.stats.starts += p.starts
 		r.stats.retries += p.retries
 		r.stats.duplicates += p.dups
+		r.stats.steers += p.steers
+		r.stats.cancels += p.cancels
 	}
 }
 
@@ -335,13 +341,20 @@ func (u *runner) send(ctx context.Context, c *client.Client, op *startOp, retry 
 		})
 	}
 	wg.Wait()
-	alive := true
+	op.rounds++
+	alive, someLost := true, false
+	for _, res := range results {
+		if res.err != nil && !errors.As(res.err, new(*api.Error)) {
+			someLost = true
+		}
+	}
 	for _, res := range results {
 		var ae *api.Error
 		switch {
 		case res.err == nil:
 			op.lost = false
-			op.replies = append(op.replies, startReply{run: res.res.ID, replayed: res.res.Replayed, kill: u.p.env.kill, retry: retry, expect: op.logged})
+			op.replies = append(op.replies, startReply{run: res.res.ID, replayed: res.res.Replayed, kill: u.p.env.kill,
+				round: op.rounds, lost: someLost, retry: retry, expect: op.logged})
 		case errors.As(res.err, &ae):
 			op.lost = false
 			u.p.violate(u.s, 0, "run/start %s was refused: %v", op.key, res.err)
@@ -365,6 +378,7 @@ func (u *runner) steer(ctx context.Context, c *client.Client, run, tag string) b
 // host is gone.
 func (u *runner) steerOnce(ctx context.Context, c *client.Client, op *steerOp, retry bool) bool {
 	op.lost = true
+	u.p.steers++
 	res, err := c.SteerRun(ctx, op.params)
 	var ae *api.Error
 	switch {
@@ -391,6 +405,7 @@ func (u *runner) cancel(ctx context.Context, c *client.Client, run, tag string) 
 		t.Stop()
 		return false
 	}
+	u.p.cancels++
 	res, err := c.CancelRun(ctx, api.CancelParams{RunID: run, Reason: "torture", IdempotencyKey: u.s.key(tag + ".cancel")})
 	var ae *api.Error
 	switch {

@@ -20,10 +20,11 @@ import (
 
 // server is one `weft serve` process on the rig's store.
 type server struct {
-	cmd  *exec.Cmd
-	addr string
-	done chan struct{} // closed once the process has exited and err is set
-	err  error
+	cmd     *exec.Cmd
+	addr    string
+	started time.Time
+	done    chan struct{} // closed once the process has exited and err is set
+	err     error
 }
 
 // httpClient serves the health checks and the SSE followers. Without
@@ -48,7 +49,7 @@ func (r *rig) start() *server {
 	if err := c.Start(); err != nil {
 		r.t.Fatal(err)
 	}
-	s := &server{cmd: c, addr: addr, done: make(chan struct{})}
+	s := &server{cmd: c, addr: addr, started: time.Now(), done: make(chan struct{})}
 	go func() {
 		s.err = c.Wait()
 		close(s.done)
@@ -73,6 +74,7 @@ func (r *rig) waitHealthy(s *server) {
 		}
 		cancel()
 		if err == nil && resp.StatusCode == http.StatusOK {
+			r.stats.startup = append(r.stats.startup, time.Since(s.started))
 			if r.token == "" {
 				r.readToken()
 			}
@@ -129,15 +131,17 @@ func (r *rig) dial(ctx context.Context, s *server) (*client.Client, error) {
 }
 
 // iteration is one kill: start the host, and either kill it while it
-// starts (about one kill in ten), or wait for it, check what the previous
-// kill left, put it under load and kill it then. The store is checked
-// after the kill.
+// starts (about one kill in ten, at a random point of up to 1.5 times the
+// last start's time to healthy: mostly while it recovers what the previous
+// kill left open), or wait for it, check what the previous kill left, put
+// it under load and kill it then. The store is checked after the kill.
 func (r *rig) iteration() {
 	r.stats.kills++
 	srv := r.start()
 	if r.kill > 1 && r.rng.IntN(10) == 0 {
 		r.stats.startupKills++
-		t := time.NewTimer(time.Duration(r.rng.IntN(150)) * time.Millisecond)
+		last := r.stats.startup[len(r.stats.startup)-1]
+		t := time.NewTimer(time.Duration(r.rng.Int64N(int64(last)*3/2 + 1)))
 		select {
 		case <-t.C:
 		case <-srv.done:

@@ -75,6 +75,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -225,7 +226,7 @@ var (
 	toolsScript = fmt.Sprintf(`{"loop":true,"steps":[
 		{"text":%q,"delayMs":1,"toolCalls":[
 			{"name":"write_file","arguments":{"path":"out/{{turn}}.txt","content":"{{input}}\n"}},
-			{"name":"shell","arguments":{"command":"echo turn {{turn}}"}}]},
+			{"name":"shell","arguments":{"command":"echo turn {{turn}}; sleep 0.1"}}]},
 		{"text":%q,"delayMs":1}]}`, words("tool", 30), words("done", 30))
 )
 
@@ -294,14 +295,17 @@ func (r *rig) close() {
 
 // stats are the tallies the summary line reports.
 type stats struct {
-	kills, startupKills         int
-	sessions                    int
-	runs                        map[string]int // by terminal status, over retired and final sessions
-	toolCalls                   int
-	logEvents                   int // events checked in logs, over all checks
-	sse, ws                     int // follower events checked against the store
-	starts, retries, duplicates int
-	violations                  int
+	kills, startupKills int
+	sessions            int
+	runs                map[string]int // by terminal status, over retired and final sessions
+	toolCalls           int
+	logEvents           int // events checked in logs, over all checks
+	sse, ws             int // follower events checked against the store
+	starts, retries     int // run/start sent, and sent again after a restart
+	duplicates          int // run/start sent twice at once
+	steers, cancels     int
+	startup             []time.Duration // from exec to a healthy /healthz, per start
+	violations          int
 }
 
 func (s *stats) summary(d time.Duration) string {
@@ -311,10 +315,18 @@ func (s *stats) summary(d time.Duration) string {
 		total += s.runs[st]
 		by = append(by, fmt.Sprintf("%s %d", st, s.runs[st]))
 	}
+	startup := slices.Clone(s.startup)
+	slices.Sort(startup)
+	var median, worst time.Duration
+	if n := len(startup); n > 0 {
+		median, worst = startup[n/2], startup[n-1]
+	}
 	return fmt.Sprintf("%d kills (%d during startup), %d sessions, %d runs (%s), %d tool calls, "+
-		"%d run/start (%d retried after a restart, %d sent twice at once), "+
-		"%d log events checked, %d follower events checked (SSE %d, WebSocket %d), %d violations, %s",
+		"%d run/start (%d sent again after a restart, %d sent twice at once), %d steers, %d cancels, "+
+		"%d log events checked, %d follower events checked (SSE %d, WebSocket %d), "+
+		"restart to healthy median %s max %s, %d violations, %s",
 		s.kills, s.startupKills, s.sessions, total, strings.Join(by, ", "), s.toolCalls,
-		s.starts, s.retries, s.duplicates,
-		s.logEvents, s.sse+s.ws, s.sse, s.ws, s.violations, d.Round(time.Second))
+		s.starts, s.retries, s.duplicates, s.steers, s.cancels,
+		s.logEvents, s.sse+s.ws, s.sse, s.ws,
+		median.Round(time.Millisecond), worst.Round(time.Millisecond), s.violations, d.Round(time.Second))
 }
