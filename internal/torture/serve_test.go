@@ -54,6 +54,7 @@ func (r *rig) start() *server {
 		s.err = c.Wait()
 		close(s.done)
 	}()
+	r.srv = s
 	return s
 }
 

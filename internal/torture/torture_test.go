@@ -3,13 +3,15 @@
 // TestTorture builds the weft binary (CGO_ENABLED=0), runs `weft serve` on
 // one SQLite store, and repeats: start the host, check it, put it under load
 // for a random 50–500 ms, SIGKILL it, check the store. About one kill in ten
-// instead lands 0–150 ms after the process starts, while it recovers what
-// the previous kill left open. The load, per session (four at a time, each
-// retired after a few kills and replaced by a new one):
+// instead lands while the process starts (at a random point of up to 1.5
+// times the previous start's time to healthy), mostly while it recovers
+// what the previous kill left open. The load, per session (four at a time,
+// each retired after 2–10 kills and replaced by a new one):
 //
 //   - a runner that starts runs with idempotency keys and busy=queue, some
 //     streaming text word by word (message and reasoning deltas), some in
-//     one burst, some calling write_file and a sandboxed shell `echo`;
+//     one burst, some calling write_file and a sandboxed shell (`echo`,
+//     `sleep 0.1`) in parallel;
 //     now and then it sends the same run/start twice at once, steers,
 //     cancels, or waits for a run; every run/start or run/steer whose reply
 //     a kill swallowed is sent again, unchanged, after the restart;
@@ -35,10 +37,13 @@
 //     steer its steer.accepted, and every run that run/wait or run/cancel
 //     reported terminal its terminal event of that status;
 //   - idempotency: one key never made two runs (or two steers); every reply
-//     for a key names the same run and at most one is not a replay; a retry
-//     after the restart is a replay exactly when the key's run is in the
-//     log, and a lost steer's retry is a replay exactly when its
-//     steer.accepted is in the log (otherwise the run is over: run_conflict).
+//     for a key names the key's run in the log and at most one is not a
+//     replay; a send (or a retry after a restart) while the log held the
+//     key's run is a replay, and one while it did not makes the run (one
+//     reply of the round is not a replay, unless an attempt of it went
+//     unanswered); a lost steer's retry is a replay exactly when its
+//     steer.accepted is in the log (otherwise the run is over: run_conflict);
+//   - the host did not die by itself before the kill.
 //
 // After each restart it checks, through the restarted host and once no run
 // is active (polling run/list with a deadline):
@@ -165,7 +170,8 @@ type rig struct {
 	logf  *os.File // the hosts' stderr, all of them
 	token string
 	model models
-	kill  int // the current kill, from 1
+	kill  int     // the current kill, from 1
+	srv   *server // the last host started
 
 	sessions []*sess
 	created  int // sessions created so far
@@ -285,6 +291,9 @@ func (r *rig) report() {
 // close removes the directory, unless the test failed: then the store and
 // the hosts' log stay for inspection.
 func (r *rig) close() {
+	if r.srv != nil {
+		r.srv.kill()
+	}
 	r.logf.Close()
 	if r.failed() {
 		r.t.Logf("store, scripts and the hosts' log (serve.log) kept in %s; seed %d", r.dir, r.seed)
