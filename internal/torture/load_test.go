@@ -230,7 +230,9 @@ func (r *rig) load(srv *server, d time.Duration) {
 			s := byID[g.ev.SessionID]
 			s.got = append(s.got, g)
 		}
-		r.bad = append(r.bad, p.bad...)
+		for _, v := range p.bad {
+			r.add(v)
+		}
 		r.stats.starts += p.starts
 		r.stats.retries += p.retries
 		r.stats.duplicates += p.dups

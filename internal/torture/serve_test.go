@@ -154,7 +154,7 @@ func (r *rig) iteration() {
 	}
 	r.waitHealthy(srv)
 	r.checkHost(srv)
-	if r.failed() {
+	if r.stopped() {
 		srv.kill()
 		return
 	}
@@ -170,7 +170,7 @@ func (r *rig) finish() {
 	srv := r.start()
 	r.waitHealthy(srv)
 	r.checkHost(srv)
-	if !r.failed() {
+	if !r.stopped() {
 		r.finalRuns(srv)
 		r.checkHost(srv)
 	}

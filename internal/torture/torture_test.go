@@ -62,8 +62,9 @@
 // session must complete, and the host must stop cleanly on SIGINT.
 //
 // Any violation fails the test with the kill, session, seq and what is
-// wrong, and the test stops after that kill; the store and the host's log
-// are kept for inspection. The random choices come from one seed, printed
+// wrong, and the test stops after that kill (with -torture.keepgoing it
+// goes on, reporting each distinct violation once, and fails at the end);
+// the store and the host's log are kept for inspection. The random choices come from one seed, printed
 // first, and -torture.seed replays them (the kill points still depend on
 // timing). Run it:
 //
@@ -91,6 +92,7 @@ import (
 var (
 	killsFlag = flag.Int("torture.kills", 0, "how many times to SIGKILL weft serve (0: 8, or 3 with -short)")
 	seedFlag  = flag.Uint64("torture.seed", 0, "seed of the random choices (0: from the clock)")
+	goingFlag = flag.Bool("torture.keepgoing", false, "go on after a kill that found violations (the test still fails), to count them over all the kills")
 )
 
 // weftBin is the weft binary, built once by TestMain.
@@ -138,17 +140,17 @@ func TestTorture(t *testing.T) {
 	t.Logf("torture: seed %d, %d kills (replay the choices with -torture.seed=%d)", seed, kills, seed)
 	r := newRig(t, seed)
 	begin := time.Now()
-	for k := 1; k <= kills && !r.failed(); k++ {
+	for k := 1; k <= kills && !r.stopped(); k++ {
 		r.kill = k
 		r.iteration()
-		if r.report(); r.failed() {
+		if r.report(); r.stopped() {
 			break
 		}
 		if k%100 == 0 && k < kills {
 			t.Logf("torture: %d kills, %s", k, r.stats.summary(time.Since(begin)))
 		}
 	}
-	if !r.failed() {
+	if !r.stopped() {
 		r.finish()
 		r.report()
 	}
@@ -178,7 +180,8 @@ type rig struct {
 
 	stats stats
 	bad   []violation
-	shown int // violations already reported
+	seen  map[string]bool // violations found, without their kill: each is reported once
+	shown int             // violations already reported
 }
 
 // models are the scripted models the load uses, as model names.
@@ -192,7 +195,7 @@ func newRig(t *testing.T, seed uint64) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0)), dir: dir, store: filepath.Join(dir, "weft.db")}
+	r := &rig{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0)), dir: dir, store: filepath.Join(dir, "weft.db"), seen: map[string]bool{}}
 	r.env = []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + dir,
@@ -270,10 +273,24 @@ func (r *rig) violate(s *sess, seq int64, format string, args ...any) {
 	if s != nil {
 		id = s.id
 	}
-	r.bad = append(r.bad, violation{kill: r.kill, session: id, seq: seq, what: fmt.Sprintf(format, args...)})
+	r.add(violation{kill: r.kill, session: id, seq: seq, what: fmt.Sprintf(format, args...)})
+}
+
+// add records v unless it was found before: a dangling tool call, say, is
+// found again after every restart.
+func (r *rig) add(v violation) {
+	k := fmt.Sprintf("%s %d %s", v.session, v.seq, v.what)
+	if !r.seen[k] {
+		r.seen[k] = true
+		r.bad = append(r.bad, v)
+	}
 }
 
 func (r *rig) failed() bool { return len(r.bad) > 0 || r.t.Failed() }
+
+// stopped reports whether the torture stops: at the first kill that found
+// a violation, unless -torture.keepgoing.
+func (r *rig) stopped() bool { return r.t.Failed() || len(r.bad) > 0 && !*goingFlag }
 
 // report fails the test with the violations found since the last report.
 func (r *rig) report() {
