@@ -398,14 +398,21 @@ func (u *runner) steerOnce(ctx context.Context, c *client.Client, op *steerOp, r
 	return true
 }
 
-// cancel cancels run after up to 150 ms.
+// cancel cancels run after up to 150 ms or, half the time, on a cue
+// from the run's own events.
 func (u *runner) cancel(ctx context.Context, c *client.Client, run, tag string) bool {
-	t := time.NewTimer(time.Duration(u.rng.IntN(150)) * time.Millisecond)
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		t.Stop()
-		return false
+	if u.rng.IntN(2) == 0 {
+		if !u.cue(ctx, c, run) {
+			return false
+		}
+	} else {
+		t := time.NewTimer(time.Duration(u.rng.IntN(150)) * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
 	}
 	u.p.cancels++
 	res, err := c.CancelRun(ctx, api.CancelParams{RunID: run, Reason: "torture", IdempotencyKey: u.s.key(tag + ".cancel")})
@@ -423,6 +430,44 @@ func (u *runner) cancel(ctx context.Context, c *client.Client, run, tag string) 
 		return false
 	}
 	return true
+}
+
+// cue returns 0–60 ms after run's first step.started is visible (or at
+// its end, or after a second): a tool step streams for about 40 ms and
+// then writes its calls, so a cancel sent then lands anywhere in the step,
+// the boundary included, where the run writes its tool calls or its
+// terminal event. It reports false when the host is gone.
+func (u *runner) cue(ctx context.Context, c *client.Client, run string) bool {
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	seq, err := c.Subscribe(cctx, api.SubscribeParams{SessionID: u.s.id, RunID: run})
+	var ae *api.Error
+	switch {
+	case errors.As(err, &ae):
+		u.p.violate(u.s, 0, "events/subscribe to run %s was refused: %v", run, err)
+		return true
+	case err != nil:
+		return ctx.Err() == nil && cctx.Err() != nil
+	}
+	started := false
+	for ev, err := range seq {
+		if err != nil || event.IsTerminalRun(ev.Type) {
+			break
+		}
+		if ev.Type == event.StepStarted {
+			started = true
+			break
+		}
+	}
+	if started {
+		t := time.NewTimer(time.Duration(u.rng.IntN(60)) * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	return ctx.Err() == nil
 }
 
 // wait waits up to a second for run to end.
