@@ -1,0 +1,422 @@
+package torture
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"weft.dev/weft/api"
+	"weft.dev/weft/client"
+	"weft.dev/weft/event"
+	"weft.dev/weft/store"
+	"weft.dev/weft/store/sqlite"
+)
+
+// checkStore opens the store while no host runs and checks every session
+// under load: its log, what the followers received, and what the replies
+// acknowledged.
+func (r *rig) checkStore() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: r.store})
+	if err != nil {
+		r.fatalf("open the store after the kill: %v", err)
+	}
+	defer st.Close()
+	for _, s := range r.sessions {
+		var evs []event.Event
+		for after := int64(0); ; {
+			page, err := st.Read(ctx, store.ReadParams{SessionID: s.id, After: after, Limit: 1000})
+			if err != nil {
+				r.violate(s, 0, "the store cannot read the log after seq %d: %v", after, err)
+				break
+			}
+			evs = append(evs, page...)
+			if len(page) < 1000 {
+				break
+			}
+			after = page[len(page)-1].Seq
+		}
+		log, ok := r.checkLog(s, evs, "the store")
+		if !ok {
+			continue
+		}
+		s.log = log
+		r.checkReceived(s)
+		r.checkReplies(s)
+	}
+}
+
+// checkHost checks, through a restarted host and once no run is active,
+// that it serves the log as stored and that recovery closed every run,
+// tool call and steer.
+func (r *rig) checkHost(srv *server) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := r.dial(ctx, srv)
+	if err != nil {
+		r.fatalf("dial the restarted host: %v", err)
+	}
+	defer c.Close()
+	for _, s := range r.sessions {
+		runs := r.waitIdle(ctx, c, s)
+		var evs []event.Event
+		for after := int64(0); ; {
+			page, err := c.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.id, After: after, Limit: 1000})
+			if err != nil {
+				r.violate(s, 0, "the restarted host cannot read the log after seq %d: %v", after, err)
+				break
+			}
+			evs = append(evs, page.Events...)
+			if !page.HasMore {
+				break
+			}
+			after = page.NextCursor
+		}
+		log, ok := r.checkLog(s, evs, "the restarted host")
+		if !ok {
+			continue
+		}
+		s.log = log
+		r.checkRuns(s, runs)
+		got, err := c.GetSession(ctx, s.id)
+		switch {
+		case err != nil:
+			r.violate(s, 0, "session/get after the restart: %v", err)
+		case got.ActiveRunID != "":
+			r.violate(s, 0, "session/get after the restart names active run %s", got.ActiveRunID)
+		case got.LastSeq != int64(len(log)):
+			r.violate(s, 0, "session/get after the restart says lastSeq %d; the log ends at %d", got.LastSeq, len(log))
+		}
+	}
+}
+
+// waitIdle polls run/list until no run of s is active, for up to 10 s,
+// and returns the runs.
+func (r *rig) waitIdle(ctx context.Context, c *client.Client, s *sess) []store.Run {
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		res, err := c.ListRuns(ctx, api.ListRunsParams{SessionID: s.id})
+		if err != nil {
+			r.violate(s, 0, "run/list after the restart: %v", err)
+			return nil
+		}
+		var active []string
+		for _, run := range res.Runs {
+			if !store.IsTerminal(run.Status) {
+				active = append(active, run.ID+" "+run.Status)
+			}
+		}
+		if len(active) == 0 {
+			return res.Runs
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			r.violate(s, 0, "10 s after the restart, runs are still active: %s", strings.Join(active, ", "))
+			return res.Runs
+		}
+	}
+}
+
+// checkLog checks that evs, s's log as read from where, is contiguous from
+// seq 1, starts with session.created, and begins with every event of the
+// previous check, byte for byte. It returns the log with the encoding of
+// each event and whether it is sound enough to check further.
+func (r *rig) checkLog(s *sess, evs []event.Event, where string) ([]logged, bool) {
+	log := make([]logged, len(evs))
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			r.violate(s, ev.Seq, "%s: position %d of the log holds seq %d: the log has a gap or a duplicate", where, i+1, ev.Seq)
+			return nil, false
+		}
+		if ev.SessionID != s.id {
+			r.violate(s, ev.Seq, "%s: the event belongs to session %s", where, ev.SessionID)
+			return nil, false
+		}
+		raw, err := json.Marshal(ev)
+		if err != nil {
+			r.violate(s, ev.Seq, "%s: the event does not encode: %v", where, err)
+			return nil, false
+		}
+		log[i] = logged{ev: ev, raw: raw}
+	}
+	r.stats.logEvents += len(log)
+	if len(log) == 0 || log[0].ev.Type != event.SessionCreated {
+		r.violate(s, 1, "%s: the log does not start with session.created (it has %d events)", where, len(log))
+		return nil, false
+	}
+	if len(log) < len(s.log) {
+		r.violate(s, int64(len(log)+1), "%s: the log shrank from %d to %d events", where, len(s.log), len(log))
+		return nil, false
+	}
+	for i, old := range s.log {
+		if !bytes.Equal(old.raw, log[i].raw) {
+			r.violate(s, old.ev.Seq, "%s: the event changed since the last check:\nwas %s\nnow %s", where, old.raw, log[i].raw)
+			return nil, false
+		}
+	}
+	return log, true
+}
+
+// checkReceived checks that every event the followers received is in s's
+// log at its seq, byte for byte.
+func (r *rig) checkReceived(s *sess) {
+	for _, g := range s.got {
+		switch g.via {
+		case "SSE":
+			r.stats.sse++
+		default:
+			r.stats.ws++
+		}
+		if g.ev.Seq < 1 || g.ev.Seq > int64(len(s.log)) {
+			r.violate(s, g.ev.Seq, "a %s follower received an event the store does not hold (the log ends at seq %d): %s", g.via, len(s.log), g.raw)
+			continue
+		}
+		stored := s.log[g.ev.Seq-1]
+		if !bytes.Equal(g.raw, stored.raw) {
+			r.violate(s, g.ev.Seq, "a %s follower received\n%s\nbut the store holds\n%s\ndiff (-stored +received):\n%s",
+				g.via, g.raw, stored.raw, cmp.Diff(stored.ev, g.ev))
+		}
+	}
+	s.got = nil
+}
+
+// keyOf returns the key after prefix in the first word of a run's or a
+// steer's input ("key=K …", "steer=K"), or "".
+func keyOf(in []event.Part, prefix string) string {
+	if len(in) == 0 {
+		return ""
+	}
+	w, _, _ := strings.Cut(in[0].Text, " ")
+	k, ok := strings.CutPrefix(w, prefix)
+	if !ok {
+		return ""
+	}
+	return k
+}
+
+// checkReplies checks what replies said against s's log: every
+// acknowledged run/start, run/steer, run/wait and run/cancel is durable,
+// and idempotency keys made one run (or steer) each.
+func (r *rig) checkReplies(s *sess) {
+	runs := map[string][]string{}   // key → runs whose run.queued carries it
+	steers := map[string][]string{} // key → steers whose steer.accepted carries it
+	terminal := map[string]event.Type{}
+	for _, l := range s.log {
+		switch ev := l.ev; ev.Type {
+		case event.RunQueued:
+			var d event.RunQueuedData
+			if err := ev.Decode(&d); err != nil {
+				r.violate(s, ev.Seq, "%v", err)
+			} else if k := keyOf(d.Input, "key="); k != "" {
+				runs[k] = append(runs[k], ev.RunID)
+			}
+		case event.SteerAccepted:
+			var d event.SteerData
+			if err := ev.Decode(&d); err != nil {
+				r.violate(s, ev.Seq, "%v", err)
+			} else if k := keyOf(d.Input, "steer="); k != "" {
+				steers[k] = append(steers[k], d.SteerID)
+			}
+		case event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted:
+			terminal[ev.RunID] = ev.Type
+		}
+	}
+	for k, ids := range runs {
+		if len(ids) > 1 {
+			r.violate(s, 0, "idempotency key %s made %d runs: %s", k, len(ids), strings.Join(ids, ", "))
+		}
+	}
+	for k, ids := range steers {
+		if len(ids) > 1 {
+			r.violate(s, 0, "idempotency key %s made %d steers: %s", k, len(ids), strings.Join(ids, ", "))
+		}
+	}
+	for _, op := range s.starts {
+		op.logged = ""
+		if ids := runs[op.key]; len(ids) > 0 {
+			op.logged = ids[0]
+		}
+		fresh := 0
+		roundFresh := map[int]int{}
+		for _, rep := range op.replies {
+			if !rep.replayed {
+				fresh++
+				roundFresh[rep.round]++
+			}
+			if rep.run != op.logged {
+				r.violate(s, 0, "run/start %s (kill %d) replied run %s, but the log's run for the key is %q", op.key, rep.kill, rep.run, op.logged)
+			}
+			if rep.retry && rep.expect != "" && !rep.replayed {
+				r.violate(s, 0, "run/start %s, sent again after a restart (kill %d), made run %s anew, but the key's run %s was in the log before", op.key, rep.kill, rep.run, rep.expect)
+			}
+		}
+		if fresh > 1 {
+			r.violate(s, 0, "run/start %s got %d replies that were not replays", op.key, fresh)
+		}
+		for _, rep := range op.replies {
+			// A round sent while the log held no run for the key makes
+			// the run: one of its replies says so, unless an attempt got
+			// no reply (that one may have made it).
+			if rep.expect == "" && !rep.lost && roundFresh[rep.round] == 0 {
+				r.violate(s, 0, "run/start %s (kill %d, retry %v) replied run %s as a replay, but the log held no run for the key before", op.key, rep.kill, rep.retry, rep.run)
+				break
+			}
+		}
+	}
+	for _, op := range s.steers {
+		op.logged = ""
+		if ids := steers[op.key]; len(ids) > 0 {
+			op.logged = ids[0]
+		}
+		for _, rep := range op.replies {
+			if rep.refused == "" && rep.steer != op.logged {
+				r.violate(s, 0, "run/steer %s (kill %d) replied steer %s, but the log's steer for the key is %q", op.key, rep.kill, rep.steer, op.logged)
+			}
+			if !rep.retry {
+				continue
+			}
+			switch {
+			case rep.expect != "" && (rep.refused != "" || !rep.replayed || rep.steer != rep.expect):
+				r.violate(s, 0, "run/steer %s, sent again after a restart (kill %d), got %+v, but its steer %s was accepted before", op.key, rep.kill, rep, rep.expect)
+			case rep.expect == "" && rep.refused != api.KindRunConflict:
+				r.violate(s, 0, "run/steer %s, sent again after a restart (kill %d) for a run that is over, got %+v; want run_conflict", op.key, rep.kill, rep)
+			}
+		}
+	}
+	for _, a := range s.acks {
+		t, ok := terminal[a.run]
+		switch {
+		case !ok:
+			r.violate(s, 0, "%s said run %s is %s, but the log has no terminal event for it", a.via, a.run, a.status)
+		case statusOf(t) != a.status:
+			r.violate(s, 0, "%s said run %s is %s, but the log ends it with %s", a.via, a.run, a.status, t)
+		}
+	}
+	s.acks = nil
+}
+
+// statusOf returns the run status a terminal event sets.
+func statusOf(t event.Type) string { return strings.TrimPrefix(string(t), "run.") }
+
+// checkRuns checks every run of s's log, once no run is active: it is
+// terminal, its terminal event is its last and only one, run/list agrees,
+// and every tool call and steer in it was closed.
+func (r *rig) checkRuns(s *sess, listed []store.Run) {
+	type trace struct {
+		first, last event.Event
+		terminal    []int64
+		calls       map[string]int64   // tool call id → seq of its start
+		done        map[string][]int64 // tool call id → seqs of its results
+		steers      map[string]int64
+		ended       map[string][]int64
+	}
+	runs := map[string]*trace{}
+	var order []string
+	for _, l := range s.log {
+		ev := l.ev
+		if ev.RunID == "" {
+			continue
+		}
+		tr := runs[ev.RunID]
+		if tr == nil {
+			tr = &trace{first: ev, calls: map[string]int64{}, done: map[string][]int64{}, steers: map[string]int64{}, ended: map[string][]int64{}}
+			runs[ev.RunID] = tr
+			order = append(order, ev.RunID)
+		}
+		tr.last = ev
+		switch ev.Type {
+		case event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted:
+			tr.terminal = append(tr.terminal, ev.Seq)
+		case event.ToolCallStarted:
+			var d event.ToolCallStartedData
+			if err := ev.Decode(&d); err != nil {
+				r.violate(s, ev.Seq, "%v", err)
+			} else {
+				tr.calls[d.ID] = ev.Seq
+			}
+		case event.ToolCallCompleted:
+			var d event.ToolCallCompletedData
+			if err := ev.Decode(&d); err != nil {
+				r.violate(s, ev.Seq, "%v", err)
+			} else {
+				if _, ok := tr.calls[d.ID]; !ok {
+					r.violate(s, ev.Seq, "run %s: tool.call.completed %s without an earlier tool.call.started", ev.RunID, d.ID)
+				}
+				tr.done[d.ID] = append(tr.done[d.ID], ev.Seq)
+			}
+		case event.SteerAccepted, event.SteerConsumed, event.SteerDropped:
+			var d event.SteerData
+			if err := ev.Decode(&d); err != nil {
+				r.violate(s, ev.Seq, "%v", err)
+			} else if ev.Type == event.SteerAccepted {
+				tr.steers[d.SteerID] = ev.Seq
+			} else {
+				tr.ended[d.SteerID] = append(tr.ended[d.SteerID], ev.Seq)
+			}
+		}
+	}
+	for _, id := range order {
+		tr := runs[id]
+		if tr.first.Type != event.RunQueued {
+			r.violate(s, tr.first.Seq, "run %s begins with %s, not run.queued", id, tr.first.Type)
+		}
+		switch {
+		case len(tr.terminal) == 0:
+			r.violate(s, tr.last.Seq, "run %s has no terminal event after the restart; its last is %s", id, tr.last.Type)
+		case len(tr.terminal) > 1:
+			r.violate(s, tr.terminal[1], "run %s has %d terminal events, at seqs %v", id, len(tr.terminal), tr.terminal)
+		case tr.terminal[0] != tr.last.Seq:
+			r.violate(s, tr.last.Seq, "run %s goes on after its terminal event (seq %d) with %s", id, tr.terminal[0], tr.last.Type)
+		}
+		for call, seq := range tr.calls {
+			if n := len(tr.done[call]); n != 1 {
+				r.violate(s, seq, "run %s: tool call %s has %d tool.call.completed", id, call, n)
+			}
+		}
+		for st, seq := range tr.steers {
+			if n := len(tr.ended[st]); n != 1 {
+				r.violate(s, seq, "run %s: steer %s was consumed or dropped %d times", id, st, n)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, run := range listed {
+		seen[run.ID] = true
+		tr := runs[run.ID]
+		switch {
+		case tr == nil:
+			r.violate(s, 0, "run/list names run %s, which has no event in the log", run.ID)
+		case len(tr.terminal) > 0 && statusOf(s.log[tr.terminal[0]-1].ev.Type) != run.Status:
+			r.violate(s, 0, "run/list says run %s is %s; the log ends it with %s", run.ID, run.Status, s.log[tr.terminal[0]-1].ev.Type)
+		}
+	}
+	for _, id := range order {
+		if !seen[id] {
+			r.violate(s, runs[id].first.Seq, "run %s is in the log but not in run/list", id)
+		}
+	}
+}
+
+// tally adds s's runs and tool calls to the summary; s leaves the load.
+func (r *rig) tally(s *sess) {
+	if r.stats.runs == nil {
+		r.stats.runs = map[string]int{}
+	}
+	for _, l := range s.log {
+		switch l.ev.Type {
+		case event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted:
+			r.stats.runs[statusOf(l.ev.Type)]++
+		case event.ToolCallStarted:
+			r.stats.toolCalls++
+		}
+	}
+}
