@@ -226,6 +226,11 @@ func (j *Journal) send(ctx context.Context, r request) ([]event.Event, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	// Once the writer has the request, its answer is the truth: a caller
+	// whose ctx ends now must not take an append that may still commit for
+	// one that did not (a cancelled run would then leave its tool calls
+	// started and never completed). The wait is one commit, bounded by the
+	// store's timeout.
 	select {
 	case res := <-r.done:
 		return res.events, res.err
@@ -237,9 +242,6 @@ func (j *Journal) send(ctx context.Context, r request) ([]event.Event, error) {
 		default:
 			return nil, ErrClosed
 		}
-	case <-ctx.Done():
-		// The append may still commit; the caller learns of it from the log.
-		return nil, ctx.Err()
 	}
 }
 

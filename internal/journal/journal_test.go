@@ -305,3 +305,46 @@ func TestClosedJournal(t *testing.T) {
 		t.Fatalf("got %v, want ErrClosed", err)
 	}
 }
+
+// blockingStore holds every append until released.
+type blockingStore struct {
+	store.Store
+	entered, release chan struct{}
+}
+
+func (b *blockingStore) Append(ctx context.Context, batch store.Batch) error {
+	b.entered <- struct{}{}
+	<-b.release
+	return b.Store.Append(ctx, batch)
+}
+
+// An append whose ctx ends after the writer took it answers with the
+// commit's outcome, not with ctx's error: the caller must not take an
+// append that commits for one that did not (found by the torture test: a
+// cancelled run left its tool calls started and never completed).
+func TestAppendOutcomeSurvivesCancel(t *testing.T) {
+	bs := &blockingStore{Store: memory.New(), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	close(bs.release)
+	j, err := journal.Create(context.Background(), journal.Config{Store: bs}, "ses_1", event.SessionCreatedData{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	<-bs.entered
+	bs.release = make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := j.Append(ctx, runQueued(t, "run_1"))
+		done <- err
+	}()
+	<-bs.entered // the writer has the append
+	cancel()
+	close(bs.release)
+	if err := <-done; err != nil {
+		t.Fatalf("append committed, but returned %v", err)
+	}
+	if _, ok := j.Run("run_1"); !ok {
+		t.Fatal("the run is not in the projection")
+	}
+}
