@@ -185,6 +185,9 @@ type ToolCallCompletedData struct {
 	// Truncated reports whether Output was cut to the result budget.
 	Truncated  bool  `json:"truncated,omitempty"`
 	DurationMs int64 `json:"durationMs"`
+	// By, for the call of a tool a client executes, says which client
+	// answered (or, with Policy set, that the run's cancel closed it).
+	By *By `json:"by,omitempty"`
 }
 
 // UsageData is the data of [Usage].

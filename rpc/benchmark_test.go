@@ -242,7 +242,7 @@ func prefill(b *testing.B, st store.Store, id string, n int64) {
 			}
 		}
 		bt := store.Batch{SessionID: id, Events: evs}
-		bt.Session, bt.Runs = proj.Flush()
+		proj.Flush(&bt)
 		if err := st.Append(ctx, bt); err != nil {
 			b.Fatal(err)
 		}

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"weft.dev/weft/event"
 )
@@ -18,17 +20,105 @@ type Projection struct {
 	runs    map[string]*Run
 	dirty   map[string]bool
 	touched bool
+	// open are the open requests, by ID; requests holds them and those
+	// that changed since the last Flush.
+	open      map[string]*Request
+	changed   map[string]*Request
+	toolCalls map[string]string // open client-tool call ID -> request ID
 }
 
-// NewProjection returns the projection of a session whose records are s and
-// runs (as loaded from a store); use a zero Session for a new session.
-func NewProjection(s Session, runs []Run) *Projection {
-	p := &Projection{Session: s, runs: make(map[string]*Run), dirty: make(map[string]bool)}
+// NewProjection returns the projection of a session whose records are s,
+// runs and open requests (as loaded from a store); use a zero Session for
+// a new session. Closed requests need not be given.
+func NewProjection(s Session, runs []Run, open ...Request) *Projection {
+	p := &Projection{Session: s, runs: make(map[string]*Run), dirty: make(map[string]bool),
+		open: map[string]*Request{}, changed: map[string]*Request{}, toolCalls: map[string]string{}}
 	for i := range runs {
 		r := runs[i]
 		p.runs[r.ID] = &r
 	}
+	for i := range open {
+		q := open[i]
+		if q.Status != RequestOpen {
+			continue
+		}
+		p.open[q.ID] = &q
+		if q.Kind == event.RequestTool {
+			p.toolCalls[q.ToolCall.ID] = q.ID
+		}
+	}
 	return p
+}
+
+// Request returns an open request, or one that changed since the last
+// Flush, or false.
+func (p *Projection) Request(id string) (Request, bool) {
+	if q, ok := p.open[id]; ok {
+		return *q, true
+	}
+	if q, ok := p.changed[id]; ok {
+		return *q, true
+	}
+	return Request{}, false
+}
+
+// OpenRequests returns the open requests, oldest first.
+func (p *Projection) OpenRequests() []Request {
+	out := make([]Request, 0, len(p.open))
+	for _, q := range p.open {
+		out = append(out, *q)
+	}
+	slices.SortFunc(out, func(a, b Request) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out
+}
+
+// ClientToolRequest returns the ID of the open request of the client tool
+// call callID, if any.
+func (p *Projection) ClientToolRequest(callID string) (string, bool) {
+	id, ok := p.toolCalls[callID]
+	return id, ok
+}
+
+// openRequest records a new open request of run r.
+func (p *Projection) openRequest(r *Run, q Request) {
+	p.open[q.ID] = &q
+	p.changed[q.ID] = &q
+	if q.Kind == event.RequestTool {
+		p.toolCalls[q.ToolCall.ID] = q.ID
+	}
+	r.Requests = append(r.Requests, q.ID)
+	if !IsTerminal(r.Status) {
+		r.Status = RunWaiting
+	}
+	p.dirty[r.ID] = true
+}
+
+// closeRequest ends open request id with status; set fills in the rest.
+func (p *Projection) closeRequest(id string, e event.Event, status string, set func(*Request)) {
+	q, ok := p.open[id]
+	if !ok {
+		return // already closed: a later answer changes nothing
+	}
+	t := e.Time
+	q.Status, q.ResolvedAt = status, &t
+	if set != nil {
+		set(q)
+	}
+	delete(p.open, id)
+	if q.Kind == event.RequestTool {
+		delete(p.toolCalls, q.ToolCall.ID)
+	}
+	p.changed[id] = q
+	if r, ok := p.runs[q.RunID]; ok {
+		r.Requests = slices.DeleteFunc(r.Requests, func(x string) bool { return x == id })
+		if len(r.Requests) == 0 {
+			r.Requests = nil
+			if r.Status == RunWaiting {
+				r.Status = RunRunning
+			}
+		}
+		p.dirty[r.ID] = true
+	}
 }
 
 // Run returns the projected run or false.
@@ -129,10 +219,78 @@ func (p *Projection) Apply(e event.Event) error {
 		}
 		r.Usage.Add(d.Usage)
 		p.dirty[r.ID] = true
+	case event.ApprovalRequested:
+		var d event.ApprovalRequestedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		rule := d.Rule
+		p.openRequest(r, Request{ID: d.ApprovalID, SessionID: e.SessionID, RunID: r.ID, Kind: event.RequestApproval,
+			ToolCall: d.ToolCall, Step: d.Step, Status: RequestOpen, Rule: &rule, Options: d.Options,
+			Deadline: d.Deadline, Default: d.Default, Seq: e.Seq, CreatedAt: e.Time})
+	case event.ApprovalResolved, event.ApprovalExpired:
+		var d event.ApprovalResolvedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		status := RequestResolved
+		switch {
+		case e.Type == event.ApprovalExpired:
+			status = RequestExpired
+		case d.Decision == event.DecisionCancelled:
+			status = RequestCancelled
+		}
+		by := d.By
+		p.closeRequest(d.ApprovalID, e, status, func(q *Request) { q.Decision, q.Message, q.By = d.Decision, d.Message, &by })
+	case event.InputRequested:
+		var d event.InputRequestedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		p.openRequest(r, Request{ID: d.RequestID, SessionID: e.SessionID, RunID: r.ID, Kind: event.RequestInput,
+			ToolCall: d.ToolCall, Step: d.Step, Status: RequestOpen, Question: d.Question, Choices: d.Choices,
+			Deadline: d.Deadline, Seq: e.Seq, CreatedAt: e.Time})
+	case event.InputResolved:
+		var d event.InputResolvedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		status := map[string]string{event.InputAnswered: RequestResolved, event.InputExpired: RequestExpired, event.InputCancelled: RequestCancelled}[d.Status]
+		if status == "" {
+			return fmt.Errorf("session %s seq %d: input.resolved with status %q", e.SessionID, e.Seq, d.Status)
+		}
+		by := d.By
+		p.closeRequest(d.RequestID, e, status, func(q *Request) { q.Message, q.By = d.Text, &by })
+	case event.ToolCallRequested:
+		var d event.ToolCallRequestedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		p.openRequest(r, Request{ID: d.RequestID, SessionID: e.SessionID, RunID: r.ID, Kind: event.RequestTool,
+			ToolCall: d.ToolCall, Step: d.Step, Status: RequestOpen, Seq: e.Seq, CreatedAt: e.Time})
+	case event.ToolCallCompleted:
+		if len(p.toolCalls) == 0 {
+			break
+		}
+		var d event.ToolCallCompletedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		if id, ok := p.toolCalls[d.ID]; ok && p.open[id].RunID == r.ID {
+			status := RequestResolved
+			if d.By != nil && d.By.Policy != "" {
+				status = RequestCancelled
+			}
+			p.closeRequest(id, e, status, func(q *Request) { q.By = d.By })
+		}
 	case event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted:
 		var d event.RunEndedData
 		if err := e.Decode(&d); err != nil {
 			return err
+		}
+		// A run that ends takes its open requests with it.
+		for _, id := range slices.Clone(r.Requests) {
+			p.closeRequest(id, e, RequestCancelled, nil)
 		}
 		t := e.Time
 		r.EndedAt, r.Error = &t, d.Error
@@ -163,27 +321,30 @@ func (p *Projection) nextQueued() string {
 	return next.ID
 }
 
-// Flush returns the records changed since the last Flush, ready for a
-// [Batch], and forgets them. An event that changes nothing but the seq and
-// time of the last event (a delta, a tool call) changes no record: a
-// session's LastSeq and UpdatedAt and a run's LastSeq are read from the log
-// by the store, so a stream of such events writes only events.
-func (p *Projection) Flush() (*Session, []Run) {
-	if !p.touched && len(p.dirty) == 0 {
-		return nil, nil
-	}
-	var sess *Session
+// Flush puts the records changed since the last Flush into b (Session,
+// Runs, Requests) and forgets them. An event that changes nothing but the
+// seq and time of the last event (a delta, a tool call) changes no record:
+// a session's LastSeq and UpdatedAt and a run's LastSeq are read from the
+// log by the store, so a stream of such events writes only events.
+func (p *Projection) Flush(b *Batch) {
+	b.Session, b.Runs, b.Requests = nil, nil, nil
 	if p.touched {
 		s := p.Session
-		sess = &s
+		b.Session = &s
 	}
-	runs := make([]Run, 0, len(p.dirty))
 	for id := range p.dirty {
-		runs = append(runs, *p.runs[id])
+		r := *p.runs[id]
+		r.Requests = slices.Clone(r.Requests)
+		b.Runs = append(b.Runs, r)
+	}
+	for _, q := range p.changed {
+		c := *q
+		c.Choices, c.Options = slices.Clone(c.Choices), slices.Clone(c.Options)
+		b.Requests = append(b.Requests, c)
 	}
 	clear(p.dirty)
+	clear(p.changed)
 	p.touched = false
-	return sess, runs
 }
 
 // Runs returns all projected runs in no particular order.

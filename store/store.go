@@ -56,6 +56,11 @@ type Store interface {
 	Run(ctx context.Context, id string) (Run, error)
 	// Runs lists runs matching p, oldest first.
 	Runs(ctx context.Context, p ListRunsParams) ([]Run, error)
+	// Request returns a request record (an approval, a question, a client
+	// tool call) or ErrNotFound.
+	Request(ctx context.Context, id string) (Request, error)
+	// Requests lists the request records matching p, oldest first.
+	Requests(ctx context.Context, p ListRequestsParams) ([]Request, error)
 	// Receipt returns the idempotency receipt for (key, method) or ErrNotFound.
 	Receipt(ctx context.Context, key, method string) (Receipt, error)
 	// PutReceipt stores a receipt outside any session's batch (for
@@ -82,6 +87,8 @@ type Batch struct {
 	Session *Session
 	// Runs replace the run records with the same IDs.
 	Runs []Run
+	// Requests replace the request records with the same IDs.
+	Requests []Request
 	// Receipts are stored alongside; an existing (key, method) is an error.
 	Receipts []Receipt
 }
@@ -158,6 +165,71 @@ type Run struct {
 	// stores read LastSeq from the log, not from the record.
 	FirstSeq int64 `json:"firstSeq"`
 	LastSeq  int64 `json:"lastSeq"`
+	// Requests are the run's open requests (approvals, questions, client
+	// tool calls), by ID; while there are any the run is waiting.
+	Requests []string `json:"requests,omitempty"`
+}
+
+// Request statuses. Open is the only one that is not final.
+const (
+	RequestOpen      = "open"
+	RequestResolved  = "resolved"
+	RequestExpired   = "expired"
+	RequestCancelled = "cancelled"
+)
+
+// Request is the projection of one request to a person or a client: an
+// approval of a tool call, a question the model asked, or a call of a
+// tool the client executes.
+type Request struct {
+	ID        string `json:"id"`
+	SessionID string `json:"sessionId"`
+	RunID     string `json:"runId"`
+	// Kind is event.RequestApproval, event.RequestInput or event.RequestTool.
+	Kind string `json:"kind"`
+	// ToolCall is the call the request gates.
+	ToolCall event.ToolCall `json:"toolCall"`
+	Step     int            `json:"step"`
+	// Status is one of the Request* statuses.
+	Status string `json:"status"`
+	// Decision is an approval's decision (allow_once, allow_session,
+	// deny, cancelled; for an expired one, the default it took).
+	Decision string `json:"decision,omitempty"`
+	// Message is the answerer's message (an approval), or the answer's
+	// text (a question).
+	Message string `json:"message,omitempty"`
+	// By says who answered.
+	By *event.By `json:"by,omitempty"`
+	// Rule is the policy rule that asked (approvals).
+	Rule *event.Rule `json:"rule,omitempty"`
+	// Question and Choices are a question's (input requests).
+	Question string   `json:"question,omitempty"`
+	Choices  []string `json:"choices,omitempty"`
+	// Options are the decisions an approval accepts.
+	Options []string `json:"options,omitempty"`
+	// Deadline, if set, is when the request expires; Default is the
+	// decision it then takes.
+	Deadline *time.Time `json:"deadline,omitempty"`
+	Default  string     `json:"default,omitempty"`
+	// Seq is the seq of the event that opened it.
+	Seq        int64      `json:"seq"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	ResolvedAt *time.Time `json:"resolvedAt,omitempty"`
+}
+
+// IsRequestFinal reports whether a request status is final.
+func IsRequestFinal(status string) bool { return status != RequestOpen }
+
+// ListRequestsParams selects request records.
+type ListRequestsParams struct {
+	// SessionID, if set, keeps one session's requests.
+	SessionID string
+	// RunID, if set, keeps one run's requests.
+	RunID string
+	// Statuses, if set, keeps only requests in one of them.
+	Statuses []string
+	// Limit caps the list; zero or negative means 1000.
+	Limit int
 }
 
 // ListSessionsParams pages through sessions.

@@ -49,6 +49,11 @@ func ValidateBatch(b Batch) error {
 			return fmt.Errorf("%w: session %s: run %q of session %q", ErrInvalid, b.SessionID, r.ID, r.SessionID)
 		}
 	}
+	for _, q := range b.Requests {
+		if q.ID == "" || q.SessionID != b.SessionID || q.RunID == "" {
+			return fmt.Errorf("%w: session %s: request %q of session %q, run %q", ErrInvalid, b.SessionID, q.ID, q.SessionID, q.RunID)
+		}
+	}
 	for _, r := range b.Receipts {
 		if r.SessionID != "" && r.SessionID != b.SessionID {
 			return fmt.Errorf("%w: session %s: receipt %s %s of session %q", ErrInvalid, b.SessionID, r.Method, r.Key, r.SessionID)

@@ -137,7 +137,11 @@ func load(ctx context.Context, st store.Store, sessionID string) (*store.Project
 	if err != nil {
 		return nil, fmt.Errorf("open session %s: runs: %w", sessionID, err)
 	}
-	return store.NewProjection(s, runs), nil
+	open, err := st.Requests(ctx, store.ListRequestsParams{SessionID: sessionID, Statuses: []string{store.RequestOpen}, Limit: 1 << 30})
+	if err != nil {
+		return nil, fmt.Errorf("open session %s: requests: %w", sessionID, err)
+	}
+	return store.NewProjection(s, runs, open...), nil
 }
 
 func newJournal(cfg Config, sessionID string, proj *store.Projection) *Journal {

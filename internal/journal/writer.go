@@ -133,13 +133,14 @@ func (j *Journal) commit(batch []event.Event, receipts []store.Receipt) error {
 			break
 		}
 	}
-	sess, runs := j.proj.Flush()
+	b := store.Batch{SessionID: j.sessionID, Events: batch, Receipts: receipts}
+	j.proj.Flush(&b)
 	j.mu.Unlock()
 
 	err := applyErr
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err = j.cfg.Store.Append(ctx, store.Batch{SessionID: j.sessionID, Events: batch, Session: sess, Runs: runs, Receipts: receipts})
+		err = j.cfg.Store.Append(ctx, b)
 		cancel()
 	}
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -35,6 +36,7 @@ type Store struct {
 	receipts map[receiptKey]store.Receipt
 	procs    map[string]*procEntry // process ID -> record and log; see process.go
 	runLast  map[string]int64      // run ID -> seq of its last event
+	requests map[string][]byte     // request ID -> JSON record
 }
 
 type sessionEntry struct {
@@ -61,6 +63,7 @@ func New() *Store {
 		runs:     make(map[string]runEntry),
 		receipts: make(map[receiptKey]store.Receipt),
 		runLast:  make(map[string]int64),
+		requests: make(map[string][]byte),
 	}
 }
 
@@ -124,6 +127,14 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 	for i, r := range b.Receipts {
 		receipts[i] = cloneReceipt(r)
 	}
+	requests := make(map[string][]byte, len(b.Requests))
+	for _, q := range b.Requests {
+		js, err := json.Marshal(q)
+		if err != nil {
+			return fmt.Errorf("%w: session %s: encode request %s: %v", store.ErrInvalid, b.SessionID, q.ID, err)
+		}
+		requests[q.ID] = js
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -145,6 +156,15 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 			return fmt.Errorf("%w: session %s: receipt %s %s", store.ErrReceiptExists, b.SessionID, r.Method, r.Key)
 		}
 	}
+	for id := range requests {
+		if old, ok := s.requests[id]; ok {
+			var q store.Request
+			if json.Unmarshal(old, &q) == nil && q.SessionID != b.SessionID {
+				return fmt.Errorf("%w: session %s: request %s belongs to another session", store.ErrInvalid, b.SessionID, id)
+			}
+		}
+	}
+	maps.Copy(s.requests, requests)
 	s.logs[b.SessionID] = append(log, events...)
 	for _, e := range events {
 		if e.RunID != "" {
@@ -341,6 +361,64 @@ func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
 	}
 	out.LastSeq = last
 	return out, nil
+}
+
+// Request returns a request record or an error wrapping
+// [store.ErrNotFound] or [store.ErrClosed].
+func (s *Store) Request(ctx context.Context, id string) (store.Request, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Request{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return store.Request{}, store.ErrClosed
+	}
+	js, ok := s.requests[id]
+	if !ok {
+		return store.Request{}, fmt.Errorf("%w: request %s", store.ErrNotFound, id)
+	}
+	var q store.Request
+	err := json.Unmarshal(js, &q)
+	return q, err
+}
+
+// Requests lists the requests matching p, oldest first (by session, then
+// seq), at most p.Limit (default 1000).
+func (s *Store) Requests(ctx context.Context, p store.ListRequestsParams) ([]store.Request, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return nil, store.ErrClosed
+	}
+	var out []store.Request
+	for _, js := range s.requests {
+		var q store.Request
+		if err := json.Unmarshal(js, &q); err != nil {
+			s.mu.RUnlock()
+			return nil, err
+		}
+		if p.SessionID != "" && q.SessionID != p.SessionID || p.RunID != "" && q.RunID != p.RunID ||
+			len(p.Statuses) > 0 && !slices.Contains(p.Statuses, q.Status) {
+			continue
+		}
+		out = append(out, q)
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b store.Request) int {
+		if c := cmp.Compare(a.SessionID, b.SessionID); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Seq, b.Seq)
+	})
+	return out[:min(limit, len(out))], nil
 }
 
 // Runs lists the runs of p.SessionID (all sessions if empty) whose status is

@@ -52,7 +52,7 @@ func (o *benchOwner) batch(b testing.TB, evs []event.Event) store.Batch {
 		}
 	}
 	bt := store.Batch{SessionID: o.id, Events: evs}
-	bt.Session, bt.Runs = o.proj.Flush()
+	o.proj.Flush(&bt)
 	return bt
 }
 

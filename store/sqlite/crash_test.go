@@ -302,7 +302,7 @@ func TestCrashChild(t *testing.T) {
 			}
 			b.Events = append(b.Events, e)
 		}
-		b.Session, b.Runs = o.proj.Flush()
+		o.proj.Flush(&b)
 		if err := s.Append(ctx, b); err != nil {
 			t.Fatal(err)
 		}

@@ -43,7 +43,7 @@ func Example() {
 		}
 		b.Events = append(b.Events, e)
 	}
-	b.Session, b.Runs = p.Flush()
+	p.Flush(&b)
 	if err := s.Append(ctx, b); err != nil {
 		log.Fatal(err)
 	}

@@ -372,6 +372,23 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 			}
 		}
 	}
+	for _, q := range b.Requests {
+		rec, err := json.Marshal(q)
+		if err != nil {
+			return fmt.Errorf("%w: session %s: encode request %s: %v", store.ErrInvalid, b.SessionID, q.ID, err)
+		}
+		res, err := tx.ExecContext(ctx, `INSERT INTO requests (id, session_id, run_id, status, seq, record) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record WHERE requests.session_id = excluded.session_id`,
+			q.ID, q.SessionID, q.RunID, q.Status, q.Seq, rec)
+		if err != nil {
+			return s.errorf("append to session "+b.SessionID+": store request "+q.ID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return s.errorf("append to session "+b.SessionID+": store request "+q.ID, err)
+		} else if n == 0 {
+			return fmt.Errorf("%w: session %s: request %s belongs to another session", store.ErrInvalid, b.SessionID, q.ID)
+		}
+	}
 	if err := s.insertReceipts(ctx, tx, "session "+b.SessionID, b.Receipts); err != nil {
 		return err
 	}
@@ -602,6 +619,77 @@ func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
 		return store.Run{}, fmt.Errorf("store %s: run %s: decode record: %w", s.path, id, err)
 	}
 	out.LastSeq = last.Int64
+	return out, nil
+}
+
+// Request returns a request record or an error wrapping
+// [store.ErrNotFound].
+func (s *Store) Request(ctx context.Context, id string) (store.Request, error) {
+	if err := s.acquire(); err != nil {
+		return store.Request{}, err
+	}
+	defer s.mu.RUnlock()
+	var rec []byte
+	err := s.r.QueryRowContext(ctx, `SELECT record FROM requests WHERE id = ?`, id).Scan(&rec)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Request{}, fmt.Errorf("%w: request %s", store.ErrNotFound, id)
+	}
+	if err != nil {
+		return store.Request{}, s.errorf("read request "+id, err)
+	}
+	var out store.Request
+	if err := json.Unmarshal(rec, &out); err != nil {
+		return store.Request{}, fmt.Errorf("store %s: request %s: decode record: %w", s.path, id, err)
+	}
+	return out, nil
+}
+
+// Requests lists the requests matching p, oldest first (by session, then
+// seq), at most p.Limit (default 1000).
+func (s *Store) Requests(ctx context.Context, p store.ListRequestsParams) ([]store.Request, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	var q strings.Builder
+	var args []any
+	q.WriteString(`SELECT id, record FROM requests WHERE 1`)
+	if p.SessionID != "" {
+		q.WriteString(` AND session_id = ?`)
+		args = append(args, p.SessionID)
+	}
+	if p.RunID != "" {
+		q.WriteString(` AND run_id = ?`)
+		args = append(args, p.RunID)
+	}
+	args = whereIn(&q, args, "status", p.Statuses)
+	q.WriteString(` ORDER BY session_id, seq LIMIT ?`)
+	args = append(args, limit)
+	rows, err := s.r.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return nil, s.errorf("list requests", err)
+	}
+	defer rows.Close()
+	var out []store.Request
+	for rows.Next() {
+		var id string
+		var rec []byte
+		if err := rows.Scan(&id, &rec); err != nil {
+			return nil, s.errorf("list requests", err)
+		}
+		var r store.Request
+		if err := json.Unmarshal(rec, &r); err != nil {
+			return nil, fmt.Errorf("store %s: request %s: decode record: %w", s.path, id, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.errorf("list requests", err)
+	}
 	return out, nil
 }
 

@@ -66,7 +66,7 @@ func createBatch(id string) store.Batch {
 		panic(err)
 	}
 	b := store.Batch{SessionID: id, Events: []event.Event{e}}
-	b.Session, b.Runs = p.Flush()
+	p.Flush(&b)
 	return b
 }
 
@@ -216,8 +216,8 @@ func TestReopen(t *testing.T) {
 	}
 	s.Close()
 	var v int
-	if err := rawDB(t, path).QueryRow(`SELECT max(version) FROM schema_version`).Scan(&v); err != nil || v != 2 {
-		t.Fatalf("schema version = %d, %v; want 2", v, err)
+	if err := rawDB(t, path).QueryRow(`SELECT max(version) FROM schema_version`).Scan(&v); err != nil || v != 3 {
+		t.Fatalf("schema version = %d, %v; want 3", v, err)
 	}
 }
 

@@ -73,6 +73,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Copies", testCopies},
 		{"Times", testTimes},
 		{"Projection", testProjection},
+		{"Requests", testRequests},
 		{"Close", testClose},
 		{"ProcessLog", testProcessLog},
 		{"ProcessConcurrent", testProcessConcurrent},
@@ -129,7 +130,7 @@ func (o *owner) batch(t testing.TB, evs ...event.Event) store.Batch {
 		}
 		b.Events = append(b.Events, e)
 	}
-	b.Session, b.Runs = o.proj.Flush()
+	o.proj.Flush(&b)
 	return b
 }
 
@@ -1152,6 +1153,101 @@ func testClose(t *testing.T, s store.Store) {
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, store.ErrClosed) {
 			t.Errorf("%s after Close = %v; want ErrClosed", name, err)
+		}
+	}
+}
+
+// testRequests: approvals, questions and client tool calls are records
+// projected from their events like runs: open ones make the run waiting,
+// the first answer closes them, and the store lists them by session, run
+// and status.
+func testRequests(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	o := newOwner("s1", t0)
+	mustAppend(t, s, o.create(t))
+	call := func(id, name string) event.ToolCall { return event.ToolCall{ID: id, Name: name, Arguments: `{}`} }
+	deadline := t0.Add(time.Hour)
+	mustAppend(t, s, o.batch(t,
+		ev(t, "r1", event.RunQueued, event.RunQueuedData{Model: "m", Input: event.TextParts("go")}),
+		ev(t, "r1", event.RunStarted, event.RunStartedData{Model: "m"}),
+		ev(t, "r1", event.MessageCompleted, event.MessageCompletedData{Step: 1, ToolCalls: []event.ToolCall{call("c1", "shell"), call("c2", "ask_user"), call("c3", "pick")}}),
+		ev(t, "r1", event.ApprovalRequested, event.ApprovalRequestedData{ApprovalID: "apr_1", Step: 1, ToolCall: call("c1", "shell"),
+			Rule: event.Rule{Tool: "shell", Action: "ask", Source: "preset:ask-writes"}, Options: []string{event.DecisionAllowOnce, event.DecisionDeny}, Deadline: &deadline, Default: event.DecisionDeny}),
+		ev(t, "r1", event.InputRequested, event.InputRequestedData{RequestID: "inp_1", Step: 1, ToolCall: call("c2", "ask_user"), Question: "which?", Choices: []string{"a", "b"}}),
+		ev(t, "r1", event.ToolCallRequested, event.ToolCallRequestedData{RequestID: "tcr_1", Step: 1, ToolCall: call("c3", "pick")}),
+	))
+	r, err := s.Run(ctx, "r1")
+	if err != nil || r.Status != store.RunWaiting || len(r.Requests) != 3 {
+		t.Fatalf("run with three open requests: %+v, %v", r, err)
+	}
+	open, err := s.Requests(ctx, store.ListRequestsParams{SessionID: "s1", Statuses: []string{store.RequestOpen}})
+	if err != nil || len(open) != 3 || open[0].ID != "apr_1" || open[1].ID != "inp_1" || open[2].ID != "tcr_1" {
+		t.Fatalf("open requests: %+v, %v", open, err)
+	}
+	if open[0].Rule == nil || open[0].Rule.Source != "preset:ask-writes" || open[0].Deadline == nil || !open[0].Deadline.Equal(deadline) || open[1].Question != "which?" {
+		t.Fatalf("request records: %+v", open)
+	}
+	one := 1
+	mustAppend(t, s, o.batch(t,
+		ev(t, "r1", event.ApprovalResolved, event.ApprovalResolvedData{ApprovalID: "apr_1", Decision: event.DecisionAllowOnce, By: event.By{Client: "cli"}}),
+		ev(t, "r1", event.InputResolved, event.InputResolvedData{RequestID: "inp_1", Status: event.InputAnswered, Text: "b", Choice: &one}),
+		ev(t, "r1", event.ToolCallCompleted, event.ToolCallCompletedData{ID: "c2", Name: "ask_user", Output: "b"}),
+	))
+	if r, _ := s.Run(ctx, "r1"); r.Status != store.RunWaiting || len(r.Requests) != 1 || r.Requests[0] != "tcr_1" {
+		t.Fatalf("run with one open request: %+v", r)
+	}
+	q, err := s.Request(ctx, "apr_1")
+	if err != nil || q.Status != store.RequestResolved || q.Decision != event.DecisionAllowOnce || q.By == nil || q.By.Client != "cli" || q.ResolvedAt == nil {
+		t.Fatalf("resolved approval: %+v, %v", q, err)
+	}
+	// A client tool call's result closes its request.
+	mustAppend(t, s, o.batch(t,
+		ev(t, "r1", event.ToolCallCompleted, event.ToolCallCompletedData{ID: "c3", Name: "pick", Output: "ok", By: &event.By{Client: "ide"}}),
+	))
+	if r, _ := s.Run(ctx, "r1"); r.Status != store.RunRunning || r.Requests != nil {
+		t.Fatalf("run after its last answer: %+v", r)
+	}
+	// A second run waits again and its end cancels what is still open.
+	mustAppend(t, s, o.batch(t,
+		ev(t, "r1", event.RunCompleted, event.RunEndedData{}),
+		ev(t, "r2", event.RunQueued, event.RunQueuedData{Model: "m", Input: event.TextParts("go")}),
+		ev(t, "r2", event.RunStarted, event.RunStartedData{Model: "m"}),
+		ev(t, "r2", event.ApprovalRequested, event.ApprovalRequestedData{ApprovalID: "apr_2", Step: 1, ToolCall: call("c9", "shell"), Rule: event.Rule{Tool: "*", Action: "ask"}}),
+	))
+	mustAppend(t, s, o.batch(t, ev(t, "r2", event.RunInterrupted, event.RunEndedData{})))
+	if q, _ := s.Request(ctx, "apr_2"); q.Status != store.RequestCancelled {
+		t.Fatalf("request of an ended run: %+v", q)
+	}
+	all, err := s.Requests(ctx, store.ListRequestsParams{SessionID: "s1"})
+	if err != nil || len(all) != 4 {
+		t.Fatalf("all requests: %+v, %v", all, err)
+	}
+	if got, _ := s.Requests(ctx, store.ListRequestsParams{RunID: "r2"}); len(got) != 1 {
+		t.Fatalf("run r2's requests: %+v", got)
+	}
+	if _, err := s.Request(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown request: %v", err)
+	}
+	// The stored records are the log's projection.
+	p := store.NewProjection(store.Session{}, nil)
+	evs, err := s.Read(ctx, store.ReadParams{SessionID: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if err := p.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b store.Batch
+	p.Flush(&b)
+	byID := map[string]store.Request{}
+	for _, q := range b.Requests {
+		byID[q.ID] = q
+	}
+	for _, q := range all {
+		if diff := cmp.Diff(byID[q.ID], q); diff != "" {
+			t.Errorf("request %s (-log +stored):\n%s", q.ID, diff)
 		}
 	}
 }
