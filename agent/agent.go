@@ -118,17 +118,34 @@ type Run struct {
 	// Background starts the processes tools ask for; nil means tools
 	// cannot start any.
 	Background tool.Background
+	// Gate decides what becomes of each tool call before it runs; nil
+	// means every call runs.
+	Gate Gate
+	// ClientTools are offered to the model beside Config.Tools; their
+	// calls are executed by the client (the Gate hands them over).
+	ClientTools []llm.ToolSpec
+	// Resume, if set, continues a run that waited for answers: the loop
+	// writes no run.started or message.user, settles the waiting step's
+	// calls as Resume says, and goes on from there. History is then the
+	// conversation up to the assistant message that asked for the calls
+	// (see [ResumeState]).
+	Resume *Resume
 	// MaxSteps overrides Config.MaxSteps when positive.
 	MaxSteps int
 }
 
 // Outcome is how a run ended; it mirrors the run's terminal event.
 type Outcome struct {
-	// Type is the terminal event type.
-	Type  event.Type
-	Steps int
-	Usage event.TokenUsage
-	Error *event.Error
+	// Type is the terminal event type; empty when the run waits.
+	Type event.Type
+	// Waiting reports a run that parked because calls wait for answers
+	// (approvals, questions, client tools): nothing terminal was written,
+	// its requests are open, and it resumes with [Run.Resume] once they
+	// are answered.
+	Waiting bool
+	Steps   int
+	Usage   event.TokenUsage
+	Error   *event.Error
 	// Text is the final answer, for a completed run.
 	Text string
 }
@@ -171,6 +188,9 @@ type loop struct {
 	run   Run
 	usage event.TokenUsage
 	steps int
+	// gated are the current step's calls that opened requests; a cancel
+	// before the run parks closes them.
+	gated []gatedCall
 }
 
 func (l *loop) emit(ctx context.Context, t event.Type, data any) error {
@@ -191,6 +211,9 @@ func (l *loop) emitMany(ctx context.Context, evs []event.Event) error {
 }
 
 func (l *loop) execute(ctx context.Context) (Outcome, error) {
+	if l.run.Resume != nil {
+		return l.resume(ctx)
+	}
 	start := []event.Event{}
 	for _, x := range []struct {
 		t event.Type
@@ -219,17 +242,38 @@ func (l *loop) execute(ctx context.Context) (Outcome, error) {
 	if err := l.emitMany(ctx, start); err != nil {
 		return l.end(ctx, err)
 	}
+	msgs := append(append([]llm.Message(nil), l.run.History...), llm.Message{Role: llm.RoleUser, Content: event.Text(l.run.Input)})
+	return l.loopSteps(ctx, binding, msgs)
+}
+
+// resume settles the waiting step of a run that parked, then goes on.
+func (l *loop) resume(ctx context.Context) (Outcome, error) {
+	rs := l.run.Resume
+	l.steps, l.usage = rs.Steps, rs.Usage
+	msgs, err := l.settle(ctx, rs.Calls)
+	msgs = append(append([]llm.Message(nil), l.run.History...), msgs...)
+	if err != nil {
+		return l.end(ctx, err)
+	}
+	if ctx.Err() != nil {
+		return l.end(ctx, ctx.Err())
+	}
+	return l.loopSteps(ctx, l.binding(), msgs)
+}
+
+// loopSteps runs steps from msgs until the run ends or parks.
+func (l *loop) loopSteps(ctx context.Context, binding *env.Binding, msgs []llm.Message) (Outcome, error) {
 	system := l.cfg.System
 	if system == "" {
 		system = DefaultSystem(binding)
 	}
-	msgs := append(append([]llm.Message(nil), l.run.History...), llm.Message{Role: llm.RoleUser, Content: event.Text(l.run.Input)})
 	var tools []llm.ToolSpec
 	if l.cfg.Tools != nil {
 		for _, s := range l.cfg.Tools.Specs() {
 			tools = append(tools, llm.ToolSpec{Name: s.Name, Description: s.Description, InputSchema: s.InputSchema})
 		}
 	}
+	tools = append(tools, l.run.ClientTools...)
 	var final string
 	for {
 		// Step boundary: steering enters here.
@@ -272,6 +316,9 @@ func (l *loop) execute(ctx context.Context) (Outcome, error) {
 			return o, err
 		}
 		results, err := l.callTools(ctx, out.ToolCalls)
+		if errors.Is(err, errWaiting) {
+			return Outcome{Waiting: true, Steps: l.steps, Usage: l.usage}, nil
+		}
 		msgs = append(msgs, results...)
 		if err != nil {
 			return l.end(ctx, err)
@@ -337,6 +384,18 @@ func (l *loop) end(ctx context.Context, cause error) (Outcome, error) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	var evs []event.Event
+	if len(l.gated) > 0 {
+		// Requests the step opened close with the run: no call is left open.
+		why := "the run ended"
+		if o.Type == event.RunCancelled {
+			why = "the run was cancelled"
+		}
+		closing, err := l.closeGated(why)
+		if err != nil {
+			return o, err
+		}
+		evs = append(evs, closing...)
+	}
 	if l.run.Inbox != nil {
 		why := "the run ended before the steer was consumed"
 		if o.Type == event.RunCancelled {

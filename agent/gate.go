@@ -1,0 +1,373 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"weft.dev/weft/event"
+	"weft.dev/weft/llm"
+	"weft.dev/weft/store"
+	"weft.dev/weft/tool"
+)
+
+// Gate decides what becomes of each tool call of a step before it runs.
+// The session owner implements it over the run's approval policy, the
+// tools its client executes, and the ask_user tool. Check is called from
+// the run's goroutine, once per call, before any call of the step runs.
+type Gate interface {
+	Check(step int, call event.ToolCall) Verdict
+}
+
+// Verdict is what a [Gate] says of one tool call. The zero Verdict lets
+// the call run.
+type Verdict struct {
+	// Refuse, if set, is the error result the model reads instead: the
+	// call does not run (a policy's deny).
+	Refuse string
+	// Request, if set, is the event that opens a request for the call
+	// (approval.requested, input.requested, tool.call.requested; its run
+	// ID is filled in): the call waits for the answer, and once the step's
+	// other calls are done the run parks ([Outcome.Waiting]).
+	Request *event.Event
+	// RequestID and Kind name that request (event.RequestApproval,
+	// RequestInput, RequestTool), for closing it if the run is cancelled
+	// before it parks.
+	RequestID, Kind string
+}
+
+// errWaiting is callTools' answer when calls of the step wait for answers.
+var errWaiting = errors.New("the run waits for answers")
+
+// gatedCall is a call of the current step that opened a request.
+type gatedCall struct {
+	call      event.ToolCall
+	requestID string
+	kind      string
+}
+
+// Resume is the state a parked run continues from: its step count and
+// usage, and its last step's tool calls in the model's order with what
+// became of each. [ResumeState] derives it from the log.
+type Resume struct {
+	Steps int
+	Usage event.TokenUsage
+	Calls []Pending
+}
+
+// Pending is one call of the step a run parked in.
+type Pending struct {
+	Call event.ToolCall
+	// Result is the call's result if it has one: it ran, was refused by
+	// the policy, or a client answered it.
+	Result *llm.Message
+	// Run is set when an approval allowed the call and it has not
+	// started: it runs now, once.
+	Run bool
+	// Refuse is the result of a call whose approval was denied, expired
+	// or cancelled, or whose request was otherwise closed without a
+	// result.
+	Refuse string
+}
+
+// callTools asks the Gate about each call, then records in one batch the
+// requests it opened, the calls it refused (with their error results)
+// and the calls that run (started); runs those in parallel and records
+// each result as it finishes. It returns the results in the model's
+// order, or errWaiting once the runnable calls are done when any call
+// waits for an answer. When ctx is cancelled the tools are cancelled with
+// it and their closing results are still written, so that no call is left
+// open.
+func (l *loop) callTools(ctx context.Context, calls []event.ToolCall) ([]llm.Message, error) {
+	var (
+		batch   []event.Event
+		runs    []int
+		results = make([]llm.Message, len(calls))
+	)
+	l.gated = nil
+	for i, c := range calls {
+		var v Verdict
+		if l.run.Gate != nil {
+			v = l.run.Gate.Check(l.steps, c)
+		}
+		switch {
+		case v.Request != nil:
+			e := *v.Request
+			e.RunID = l.run.ID
+			batch = append(batch, e)
+			l.gated = append(l.gated, gatedCall{call: c, requestID: v.RequestID, kind: v.Kind})
+		case v.Refuse != "":
+			results[i] = llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: v.Refuse, IsError: true}
+			e, err := event.New(l.run.ID, event.ToolCallCompleted, event.ToolCallCompletedData{ID: c.ID, Name: c.Name, Output: v.Refuse, IsError: true})
+			if err != nil {
+				return nil, err
+			}
+			batch = append(batch, e)
+		default:
+			e, err := event.New(l.run.ID, event.ToolCallStarted, event.ToolCallStartedData{Step: l.steps, ToolCall: c})
+			if err != nil {
+				return nil, err
+			}
+			batch = append(batch, e)
+			runs = append(runs, i)
+		}
+	}
+	if err := l.emitMany(ctx, batch); err != nil {
+		l.gated = nil // nothing was opened
+		return nil, err
+	}
+	err := l.runCalls(ctx, calls, runs, results)
+	if len(l.gated) > 0 && err == nil && ctx.Err() == nil {
+		return nil, errWaiting
+	}
+	return results, err
+}
+
+// runCalls runs calls[i] for each i of idx in parallel, writing each
+// result as it finishes into results[i] and the log.
+func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, results []llm.Message) error {
+	b := l.binding()
+	errs := make([]error, len(calls))
+	var wg sync.WaitGroup
+	// Results are written even when ctx is cancelled: the calls must close.
+	wctx := context.WithoutCancel(ctx)
+	for _, i := range idx {
+		c := calls[i]
+		wg.Go(func() {
+			t0 := time.Now()
+			var res tool.Result
+			if l.cfg.Tools == nil {
+				res = tool.Result{Output: "error: no tools are available", IsError: true}
+			} else {
+				res = l.cfg.Tools.Call(ctx, c.Name, &tool.Call{
+					ID: c.ID, SessionID: l.run.SessionID, RunID: l.run.ID,
+					Arguments: []byte(c.Arguments), Env: b, Background: l.run.Background,
+				}, tool.CallOptions{Timeout: l.cfg.ToolTimeout, ResultBudget: l.cfg.ResultBudget})
+			}
+			results[i] = llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: res.Output, IsError: res.IsError}
+			errs[i] = l.emit(wctx, event.ToolCallCompleted, event.ToolCallCompletedData{
+				ID: c.ID, Name: c.Name, Output: res.Output, IsError: res.IsError, Truncated: res.Truncated,
+				DurationMs: time.Since(t0).Milliseconds(),
+			})
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// settle finishes the step a run parked in: calls an approval allowed run
+// now (once), refused ones get their error result, and every result comes
+// back in the model's order.
+func (l *loop) settle(ctx context.Context, pending []Pending) ([]llm.Message, error) {
+	calls := make([]event.ToolCall, len(pending))
+	results := make([]llm.Message, len(pending))
+	var batch []event.Event
+	var runs []int
+	for i, p := range pending {
+		calls[i] = p.Call
+		c := p.Call
+		switch {
+		case p.Result != nil:
+			results[i] = *p.Result
+		case p.Run:
+			e, err := event.New(l.run.ID, event.ToolCallStarted, event.ToolCallStartedData{Step: l.steps, ToolCall: c})
+			if err != nil {
+				return nil, err
+			}
+			batch = append(batch, e)
+			runs = append(runs, i)
+		default:
+			out := p.Refuse
+			if out == "" {
+				out = "error: the request for this call was closed without an answer"
+			}
+			results[i] = llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: out, IsError: true}
+			e, err := event.New(l.run.ID, event.ToolCallCompleted, event.ToolCallCompletedData{ID: c.ID, Name: c.Name, Output: out, IsError: true})
+			if err != nil {
+				return nil, err
+			}
+			batch = append(batch, e)
+		}
+	}
+	if err := l.emitMany(ctx, batch); err != nil {
+		return nil, err
+	}
+	return results, l.runCalls(ctx, calls, runs, results)
+}
+
+// closeGated returns the events that close the requests of the current
+// step (a run cancelled or failed before it parked), so that no call is
+// left open.
+func (l *loop) closeGated(reason string) ([]event.Event, error) {
+	open := make([]store.Request, len(l.gated))
+	for i, g := range l.gated {
+		open[i] = store.Request{ID: g.requestID, Kind: g.kind, ToolCall: g.call}
+	}
+	l.gated = nil
+	return CloseRequests(l.run.ID, open, reason)
+}
+
+// CloseRequests returns the events that close a run's open requests when
+// the run ends without their answers (cancelled, failed): each request is
+// resolved as cancelled (policy "cancel") and its tool call gets an error
+// result, so that no call is left open.
+func CloseRequests(runID string, open []store.Request, reason string) ([]event.Event, error) {
+	by := event.By{Policy: "cancel"}
+	out := "error: " + reason + " before this call was answered"
+	var evs []event.Event
+	add := func(t event.Type, v any) error {
+		e, err := event.New(runID, t, v)
+		evs = append(evs, e)
+		return err
+	}
+	for _, q := range open {
+		var err error
+		switch q.Kind {
+		case event.RequestApproval:
+			err = add(event.ApprovalResolved, event.ApprovalResolvedData{ApprovalID: q.ID, Decision: event.DecisionCancelled, By: by})
+		case event.RequestInput:
+			err = add(event.InputResolved, event.InputResolvedData{RequestID: q.ID, Status: event.InputCancelled, By: by})
+		case event.RequestTool:
+			b := by
+			err = add(event.ToolCallCompleted, event.ToolCallCompletedData{ID: q.ToolCall.ID, Name: q.ToolCall.Name, Output: out, IsError: true, By: &b})
+			if err != nil {
+				return nil, err
+			}
+			continue // its result closes it
+		default:
+			return nil, fmt.Errorf("request %s of unknown kind %q", q.ID, q.Kind)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := add(event.ToolCallCompleted, event.ToolCallCompletedData{ID: q.ToolCall.ID, Name: q.ToolCall.Name, Output: out, IsError: true}); err != nil {
+			return nil, err
+		}
+	}
+	return evs, nil
+}
+
+// ResumeTypes returns the event types [ResumeState] reads: the
+// transcript's, and a run's steps, usage, tool calls and requests.
+func ResumeTypes() []event.Type {
+	return append(TranscriptTypes(), event.StepStarted, event.Usage, event.ToolCallStarted,
+		event.ApprovalRequested, event.ApprovalResolved, event.ApprovalExpired,
+		event.InputRequested, event.InputResolved, event.ToolCallRequested)
+}
+
+// ResumeState derives, from a session's events (at least the
+// [ResumeTypes]), what a parked run resumes from: the conversation up to
+// and including the assistant message of its last step, and that step's
+// calls with what became of each. An approved call that has started (a
+// crash came between) is not run again: recovery has closed it.
+func ResumeState(events []event.Event, runID string) ([]llm.Message, *Resume, error) {
+	last := -1
+	var step event.MessageCompletedData
+	rs := &Resume{}
+	for i, e := range events {
+		if e.RunID != runID {
+			continue
+		}
+		switch e.Type {
+		case event.MessageCompleted:
+			if err := e.Decode(&step); err != nil {
+				return nil, nil, err
+			}
+			last = i
+		case event.StepStarted:
+			var d event.StepData
+			if err := e.Decode(&d); err != nil {
+				return nil, nil, err
+			}
+			rs.Steps = max(rs.Steps, d.Step)
+		case event.Usage:
+			var d event.UsageData
+			if err := e.Decode(&d); err != nil {
+				return nil, nil, err
+			}
+			rs.Usage.Add(d.Usage)
+		}
+	}
+	if last < 0 || len(step.ToolCalls) == 0 {
+		return nil, nil, fmt.Errorf("run %s has no step that waits for tool calls", runID)
+	}
+	history, err := Transcript(events[:last+1])
+	if err != nil {
+		return nil, nil, err
+	}
+	// The transcript closed the step's calls with placeholders: drop them.
+	history = history[:len(history)-len(step.ToolCalls)]
+	byCall := map[string]*Pending{}
+	for _, c := range step.ToolCalls {
+		rs.Calls = append(rs.Calls, Pending{Call: c})
+	}
+	for i := range rs.Calls {
+		byCall[rs.Calls[i].Call.ID] = &rs.Calls[i]
+	}
+	approvals := map[string]string{} // approval ID -> call ID
+	started := map[string]bool{}
+	for _, e := range events[last+1:] {
+		if e.RunID != runID {
+			continue
+		}
+		switch e.Type {
+		case event.ToolCallStarted:
+			var d event.ToolCallStartedData
+			if err := e.Decode(&d); err != nil {
+				return nil, nil, err
+			}
+			started[d.ID] = true
+		case event.ToolCallCompleted:
+			var d event.ToolCallCompletedData
+			if err := e.Decode(&d); err != nil {
+				return nil, nil, err
+			}
+			if p, ok := byCall[d.ID]; ok {
+				p.Result = &llm.Message{Role: llm.RoleTool, ToolCallID: d.ID, ToolName: d.Name, Content: d.Output, IsError: d.IsError}
+				p.Run, p.Refuse = false, ""
+			}
+		case event.ApprovalRequested:
+			var d event.ApprovalRequestedData
+			if err := e.Decode(&d); err != nil {
+				return nil, nil, err
+			}
+			approvals[d.ApprovalID] = d.ToolCall.ID
+		case event.ApprovalResolved, event.ApprovalExpired:
+			var d event.ApprovalResolvedData
+			if err := e.Decode(&d); err != nil {
+				return nil, nil, err
+			}
+			p, ok := byCall[approvals[d.ApprovalID]]
+			if !ok || p.Result != nil {
+				continue
+			}
+			switch d.Decision {
+			case event.DecisionAllowOnce, event.DecisionAllowSession:
+				p.Run = !started[p.Call.ID]
+			default:
+				p.Refuse = refusal(e.Type, d)
+			}
+		}
+	}
+	return history, rs, nil
+}
+
+// refusal is what the model reads of an approval that did not allow its
+// call.
+func refusal(t event.Type, d event.ApprovalResolvedData) string {
+	var s string
+	switch {
+	case t == event.ApprovalExpired:
+		s = "error: denied: no one approved this call before its deadline"
+	case d.Decision == event.DecisionCancelled:
+		s = "error: the run was cancelled before this call was approved"
+	default:
+		s = "error: denied by the user"
+	}
+	if d.Message != "" {
+		s += ": " + d.Message
+	}
+	return s
+}
