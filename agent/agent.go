@@ -250,6 +250,9 @@ func (l *loop) execute(ctx context.Context) (Outcome, error) {
 func (l *loop) resume(ctx context.Context) (Outcome, error) {
 	rs := l.run.Resume
 	l.steps, l.usage = rs.Steps, rs.Usage
+	if err := l.emit(ctx, event.RunResumed, event.RunResumedData{Step: l.steps}); err != nil {
+		return l.end(ctx, err)
+	}
 	msgs, err := l.settle(ctx, rs.Calls)
 	msgs = append(append([]llm.Message(nil), l.run.History...), msgs...)
 	if err != nil {

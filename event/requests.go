@@ -24,6 +24,12 @@ const (
 	// or was cancelled; the ask_user call's result follows in the same
 	// batch. Data: [InputResolvedData].
 	InputResolved Type = "input.resolved"
+	// RunResumed records that a run that waited for answers goes on: its
+	// requests are answered and its loop settles the waiting step. Until
+	// then the run stays waiting, so that a crash between the last answer
+	// and the resume resumes it rather than interrupting it. Data:
+	// [RunResumedData].
+	RunResumed Type = "run.resumed"
 	// ToolCallRequested hands a call of a tool the client declared to the
 	// client, which executes it and answers with its result; the result is
 	// the call's tool.call.completed. Data: [ToolCallRequestedData].
@@ -134,4 +140,18 @@ type ToolCallRequestedData struct {
 	RequestID string   `json:"requestId"`
 	Step      int      `json:"step"`
 	ToolCall  ToolCall `json:"toolCall"`
+}
+
+// RunResumedData is the data of [RunResumed].
+type RunResumedData struct {
+	Step int `json:"step"`
+}
+
+// ClientTool is a tool a client declares (at session/create or
+// run/start) and executes itself: the model sees it like any tool, and
+// its calls become tool.call.requested.
+type ClientTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"inputSchema"`
 }

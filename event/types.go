@@ -104,6 +104,10 @@ type SessionCreatedData struct {
 	Title    string            `json:"title,omitempty"`
 	Model    string            `json:"model,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Policy is the session's approval policy (api.Policy), if any.
+	Policy json.RawMessage `json:"policy,omitempty"`
+	// Tools are the tools the session's client executes itself.
+	Tools []ClientTool `json:"tools,omitempty"`
 }
 
 // SessionUpdatedData is the data of [SessionUpdated]; nil fields are unchanged.
@@ -117,6 +121,11 @@ type RunQueuedData struct {
 	Model    string `json:"model"`
 	MaxSteps int    `json:"maxSteps,omitempty"`
 	Input    []Part `json:"input"`
+	// Policy is the run's approval policy (api.Policy), layered over the
+	// session's, if any.
+	Policy json.RawMessage `json:"policy,omitempty"`
+	// Tools are tools the client executes itself, for this run.
+	Tools []ClientTool `json:"tools,omitempty"`
 }
 
 // RunStartedData is the data of [RunStarted].

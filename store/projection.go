@@ -112,10 +112,7 @@ func (p *Projection) closeRequest(id string, e event.Event, status string, set f
 	if r, ok := p.runs[q.RunID]; ok {
 		r.Requests = slices.DeleteFunc(r.Requests, func(x string) bool { return x == id })
 		if len(r.Requests) == 0 {
-			r.Requests = nil
-			if r.Status == RunWaiting {
-				r.Status = RunRunning
-			}
+			r.Requests = nil // the run stays waiting until run.resumed
 		}
 		p.dirty[r.ID] = true
 	}
@@ -204,6 +201,9 @@ func (p *Projection) Apply(e event.Event) error {
 		t := e.Time
 		r.Status, r.StartedAt = RunRunning, &t
 		s.ActiveRunID = r.ID
+		p.dirty[r.ID] = true
+	case event.RunResumed:
+		r.Status = RunRunning
 		p.dirty[r.ID] = true
 	case event.StepStarted:
 		var d event.StepData

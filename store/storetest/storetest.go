@@ -1204,8 +1204,12 @@ func testRequests(t *testing.T, s store.Store) {
 	mustAppend(t, s, o.batch(t,
 		ev(t, "r1", event.ToolCallCompleted, event.ToolCallCompletedData{ID: "c3", Name: "pick", Output: "ok", By: &event.By{Client: "ide"}}),
 	))
-	if r, _ := s.Run(ctx, "r1"); r.Status != store.RunRunning || r.Requests != nil {
-		t.Fatalf("run after its last answer: %+v", r)
+	if r, _ := s.Run(ctx, "r1"); r.Status != store.RunWaiting || len(r.Requests) != 0 {
+		t.Fatalf("run after its last answer (waiting until it resumes): %+v", r)
+	}
+	mustAppend(t, s, o.batch(t, ev(t, "r1", event.RunResumed, event.RunResumedData{Step: 1})))
+	if r, _ := s.Run(ctx, "r1"); r.Status != store.RunRunning {
+		t.Fatalf("run after run.resumed: %+v", r)
 	}
 	// A second run waits again and its end cancels what is still open.
 	mustAppend(t, s, o.batch(t,
