@@ -142,87 +142,91 @@ func TestRunCompletes(t *testing.T) {
 }
 
 func TestBusyPolicies(t *testing.T) {
-	h, _ := newHost(t)
-	ctx := context.Background()
-	sid := session(t, h, "scripted:slow")
-	first := start(t, h, api.StartRunParams{SessionID: sid, Input: input("one")})
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := newHost(t)
+		ctx := context.Background()
+		sid := session(t, h, "scripted:slow")
+		first := start(t, h, api.StartRunParams{SessionID: sid, Input: input("one")})
 
-	_, err := h.StartRun(ctx, api.StartRunParams{SessionID: sid, Input: input("two")})
-	var he *api.Error
-	if !errors.Is(err, api.ErrRunConflict) || !errors.As(err, &he) || he.Data["activeRunId"] != first.ID {
-		t.Fatalf("reject: %v", err)
-	}
-
-	queued := start(t, h, api.StartRunParams{SessionID: sid, Input: input("three"), Busy: api.BusyQueue})
-	if queued.Status != store.RunQueued {
-		t.Fatalf("queued run is %s", queued.Status)
-	}
-	steered := start(t, h, api.StartRunParams{SessionID: sid, Input: input("four"), Busy: api.BusySteer})
-	if steered.Steer == nil || steered.ID != first.ID || steered.Steer.Status != "accepted" {
-		t.Fatalf("steer: %+v", steered)
-	}
-	if got := wait(t, h, first.ID); got.Status != store.RunCompleted {
-		t.Fatalf("first: %s", got.Status)
-	}
-	if got := wait(t, h, queued.ID); got.Status != store.RunCompleted || got.StartedAt == nil {
-		t.Fatalf("queued: %+v", got)
-	}
-
-	// interrupt cancels the active run and starts the new one.
-	a := start(t, h, api.StartRunParams{SessionID: sid, Input: input("five")})
-	b := start(t, h, api.StartRunParams{SessionID: sid, Input: input("six"), Busy: api.BusyInterrupt})
-	if got := wait(t, h, a.ID); got.Status != store.RunCancelled {
-		t.Fatalf("interrupted run: %s %+v", got.Status, got.Error)
-	}
-	if got := wait(t, h, b.ID); got.Status != store.RunCompleted {
-		t.Fatalf("interrupting run: %s", got.Status)
-	}
-	// Queued runs start in order.
-	runs, _ := h.ListRuns(ctx, api.ListRunsParams{SessionID: sid})
-	for i := 1; i < len(runs.Runs); i++ {
-		if runs.Runs[i].StartedAt != nil && runs.Runs[i-1].StartedAt != nil && runs.Runs[i].StartedAt.Before(*runs.Runs[i-1].StartedAt) && runs.Runs[i].ID != b.ID {
-			t.Fatalf("runs started out of order: %+v", runs.Runs)
+		_, err := h.StartRun(ctx, api.StartRunParams{SessionID: sid, Input: input("two")})
+		var he *api.Error
+		if !errors.Is(err, api.ErrRunConflict) || !errors.As(err, &he) || he.Data["activeRunId"] != first.ID {
+			t.Fatalf("reject: %v", err)
 		}
-	}
+
+		queued := start(t, h, api.StartRunParams{SessionID: sid, Input: input("three"), Busy: api.BusyQueue})
+		if queued.Status != store.RunQueued {
+			t.Fatalf("queued run is %s", queued.Status)
+		}
+		steered := start(t, h, api.StartRunParams{SessionID: sid, Input: input("four"), Busy: api.BusySteer})
+		if steered.Steer == nil || steered.ID != first.ID || steered.Steer.Status != "accepted" {
+			t.Fatalf("steer: %+v", steered)
+		}
+		if got := wait(t, h, first.ID); got.Status != store.RunCompleted {
+			t.Fatalf("first: %s", got.Status)
+		}
+		if got := wait(t, h, queued.ID); got.Status != store.RunCompleted || got.StartedAt == nil {
+			t.Fatalf("queued: %+v", got)
+		}
+
+		// interrupt cancels the active run and starts the new one.
+		a := start(t, h, api.StartRunParams{SessionID: sid, Input: input("five")})
+		b := start(t, h, api.StartRunParams{SessionID: sid, Input: input("six"), Busy: api.BusyInterrupt})
+		if got := wait(t, h, a.ID); got.Status != store.RunCancelled {
+			t.Fatalf("interrupted run: %s %+v", got.Status, got.Error)
+		}
+		if got := wait(t, h, b.ID); got.Status != store.RunCompleted {
+			t.Fatalf("interrupting run: %s", got.Status)
+		}
+		// Queued runs start in order.
+		runs, _ := h.ListRuns(ctx, api.ListRunsParams{SessionID: sid})
+		for i := 1; i < len(runs.Runs); i++ {
+			if runs.Runs[i].StartedAt != nil && runs.Runs[i-1].StartedAt != nil && runs.Runs[i].StartedAt.Before(*runs.Runs[i-1].StartedAt) && runs.Runs[i].ID != b.ID {
+				t.Fatalf("runs started out of order: %+v", runs.Runs)
+			}
+		}
+	})
 }
 
 func TestSteerConsumedAndErrors(t *testing.T) {
-	h, _ := newHost(t)
-	ctx := context.Background()
-	sid := session(t, h, "scripted:slow")
-	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("one")})
-	rc, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("more"), IdempotencyKey: "k1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("more"), IdempotencyKey: "k1"})
-	if err != nil || !again.Replayed || again.SteerID != rc.SteerID || again.EventCursor != rc.EventCursor {
-		t.Fatalf("replayed steer: %+v %v (first %+v)", again, err, rc)
-	}
-	if _, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("other"), IdempotencyKey: "k1"}); !errors.Is(err, api.ErrIdempotencyConflict) {
-		t.Fatalf("conflicting steer: %v", err)
-	}
-	if _, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, ExpectedRunID: "run_other", Input: input("x")}); !errors.Is(err, api.ErrRunConflict) {
-		t.Fatalf("wrong expected run: %v", err)
-	}
-	wait(t, h, r.ID)
-	_, err = h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("late")})
-	var he *api.Error
-	if !errors.As(err, &he) || !errors.Is(err, api.ErrRunConflict) || he.Data["status"] != store.RunCompleted {
-		t.Fatalf("steer after end: %v", err)
-	}
-	evs, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: sid, Limit: 1000})
-	consumed := false
-	for _, e := range evs.Events {
-		if e.Type == event.SteerConsumed {
-			var d event.SteerData
-			e.Decode(&d)
-			consumed = consumed || d.SteerID == rc.SteerID
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := newHost(t)
+		ctx := context.Background()
+		sid := session(t, h, "scripted:slow")
+		r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("one")})
+		rc, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("more"), IdempotencyKey: "k1"})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if !consumed {
-		t.Fatal("accepted steer never consumed")
-	}
+		again, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("more"), IdempotencyKey: "k1"})
+		if err != nil || !again.Replayed || again.SteerID != rc.SteerID || again.EventCursor != rc.EventCursor {
+			t.Fatalf("replayed steer: %+v %v (first %+v)", again, err, rc)
+		}
+		if _, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("other"), IdempotencyKey: "k1"}); !errors.Is(err, api.ErrIdempotencyConflict) {
+			t.Fatalf("conflicting steer: %v", err)
+		}
+		if _, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, ExpectedRunID: "run_other", Input: input("x")}); !errors.Is(err, api.ErrRunConflict) {
+			t.Fatalf("wrong expected run: %v", err)
+		}
+		wait(t, h, r.ID)
+		_, err = h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("late")})
+		var he *api.Error
+		if !errors.As(err, &he) || !errors.Is(err, api.ErrRunConflict) || he.Data["status"] != store.RunCompleted {
+			t.Fatalf("steer after end: %v", err)
+		}
+		evs, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: sid, Limit: 1000})
+		consumed := false
+		for _, e := range evs.Events {
+			if e.Type == event.SteerConsumed {
+				var d event.SteerData
+				e.Decode(&d)
+				consumed = consumed || d.SteerID == rc.SteerID
+			}
+		}
+		if !consumed {
+			t.Fatal("accepted steer never consumed")
+		}
+	})
 }
 
 // TestSteerRacesCompletion: a steer either is refused, or is accepted and
@@ -300,18 +304,20 @@ func TestCancel(t *testing.T) {
 }
 
 func TestCancelQueuedRun(t *testing.T) {
-	h, _ := newHost(t)
-	ctx := context.Background()
-	sid := session(t, h, "scripted:slow")
-	a := start(t, h, api.StartRunParams{SessionID: sid, Input: input("a")})
-	b := start(t, h, api.StartRunParams{SessionID: sid, Input: input("b"), Busy: api.BusyQueue})
-	c, err := h.CancelRun(ctx, api.CancelParams{RunID: b.ID})
-	if err != nil || c.Status != store.RunCancelled {
-		t.Fatalf("%+v %v", c, err)
-	}
-	if got := wait(t, h, a.ID); got.Status != store.RunCompleted {
-		t.Fatal(got.Status)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := newHost(t)
+		ctx := context.Background()
+		sid := session(t, h, "scripted:slow")
+		a := start(t, h, api.StartRunParams{SessionID: sid, Input: input("a")})
+		b := start(t, h, api.StartRunParams{SessionID: sid, Input: input("b"), Busy: api.BusyQueue})
+		c, err := h.CancelRun(ctx, api.CancelParams{RunID: b.ID})
+		if err != nil || c.Status != store.RunCancelled {
+			t.Fatalf("%+v %v", c, err)
+		}
+		if got := wait(t, h, a.ID); got.Status != store.RunCompleted {
+			t.Fatal(got.Status)
+		}
+	})
 }
 
 func TestIdempotentStartAndCreate(t *testing.T) {
@@ -411,20 +417,22 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestDeleteSession(t *testing.T) {
-	h, _ := newHost(t)
-	ctx := context.Background()
-	sid := session(t, h, "scripted:slow")
-	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("a")})
-	if _, err := h.DeleteSession(ctx, api.SessionIDParams{SessionID: sid}); !errors.Is(err, api.ErrRunConflict) {
-		t.Fatalf("delete with an active run: %v", err)
-	}
-	wait(t, h, r.ID)
-	if _, err := h.DeleteSession(ctx, api.SessionIDParams{SessionID: sid}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.GetSession(ctx, sid); !errors.Is(err, api.ErrNotFound) {
-		t.Fatalf("get after delete: %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := newHost(t)
+		ctx := context.Background()
+		sid := session(t, h, "scripted:slow")
+		r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("a")})
+		if _, err := h.DeleteSession(ctx, api.SessionIDParams{SessionID: sid}); !errors.Is(err, api.ErrRunConflict) {
+			t.Fatalf("delete with an active run: %v", err)
+		}
+		wait(t, h, r.ID)
+		if _, err := h.DeleteSession(ctx, api.SessionIDParams{SessionID: sid}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.GetSession(ctx, sid); !errors.Is(err, api.ErrNotFound) {
+			t.Fatalf("get after delete: %v", err)
+		}
+	})
 }
 
 // TestSubscribeSeesTheLog: subscribers attached at several moments of a
