@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -17,6 +18,7 @@ import (
 	"weft.dev/weft/env"
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/journal"
+	"weft.dev/weft/internal/proctest"
 	"weft.dev/weft/llm"
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store"
@@ -313,14 +315,27 @@ func TestCancelDuringToolKillsItAndClosesCalls(t *testing.T) {
 		{"name":"shell","arguments":{"command":"sh -c 'sleep 300 & echo $! > pids; sleep 300'"}},
 		{"name":"write_file","arguments":{"path":"x.txt","content":"x"}}]},{"text":"never"}]}`)
 	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	go func() {
+		// The shell is a real process: poll for the pid it writes once its
+		// background child runs, then press stop. (f.run holds the test
+		// goroutine, so the deadline ends the run with another reason.)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		deadline := time.After(10 * time.Second)
 		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-deadline:
+				cancel(errors.New("the shell never wrote " + pidFile))
+				return
+			case <-tick.C:
+			}
 			if b, err := os.ReadFile(pidFile); err == nil && len(b) > 0 {
-				time.Sleep(50 * time.Millisecond)
 				cancel(errors.New("user pressed stop"))
 				return
 			}
-			time.Sleep(5 * time.Millisecond)
 		}
 	}()
 	out, evs := f.run(ctx, agent.Config{Provider: p}, "go", nil)
@@ -338,9 +353,13 @@ func TestCancelDuringToolKillsItAndClosesCalls(t *testing.T) {
 	b, _ := os.ReadFile(pidFile)
 	var pid int
 	json.Unmarshal([]byte(strings.TrimSpace(string(b))), &pid)
-	if pid > 0 && alive(pid) {
-		t.Fatalf("background child %d of the cancelled shell survived", pid)
+	if pid <= 0 {
+		t.Fatalf("pid file %q", b)
 	}
+	// SIGKILL is delivered asynchronously; give the kernel a moment.
+	proctest.Eventually(t, 2*time.Second, func() string {
+		return "background child " + itoa(pid) + " of the cancelled shell survived"
+	}, func() bool { return !alive(pid) })
 	// The next run's request is valid.
 	p2 := script(t, `{"loop":true,"steps":[{"text":"fine"}]}`)
 	out2, _ := f.run(context.Background(), agent.Config{Provider: p2}, "again", nil)
@@ -367,17 +386,23 @@ func itoa(n int) string {
 }
 
 func TestCancelDuringStream(t *testing.T) {
-	f := newFixture(t)
-	p := script(t, `{"steps":[{"text":"`+strings.Repeat("word ", 200)+`","delayMs":5}]}`)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	out, evs := f.run(ctx, agent.Config{Provider: p}, "go", nil)
-	if out.Type != event.RunCancelled {
-		t.Fatalf("outcome %+v", out)
-	}
-	if len(find[event.DeltaData](t, evs, event.MessageDelta)) == 0 {
-		t.Fatal("no text streamed before the cancel")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		p := script(t, `{"steps":[{"text":"`+strings.Repeat("word ", 200)+`","delayMs":5}]}`)
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		out, evs := f.run(ctx, agent.Config{Provider: p}, "go", nil)
+		if out.Type != event.RunCancelled {
+			t.Fatalf("outcome %+v", out)
+		}
+		if d := time.Since(start); d != 100*time.Millisecond {
+			t.Errorf("the run ended %v after it started, want at its 100ms deadline", d)
+		}
+		if len(find[event.DeltaData](t, evs, event.MessageDelta)) == 0 {
+			t.Fatal("no text streamed before the cancel")
+		}
+	})
 }
 
 func TestRetriesBeforeOutput(t *testing.T) {
@@ -471,26 +496,32 @@ func (s *finalSteer) TakeOrClose() []agent.Steer {
 }
 
 func TestSteerDroppedOnCancel(t *testing.T) {
-	f := newFixture(t)
-	p := script(t, `{"steps":[{"text":"`+strings.Repeat("slow ", 100)+`","delayMs":5}]}`)
-	in := &agent.Steers{}
-	in.Add(nil, agent.Steer{ID: "s1", Input: event.TextParts("x")})
-	// The first Take happens before step 1, so add a second steer after it.
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		time.Sleep(30 * time.Millisecond)
-		in.Add(nil, agent.Steer{ID: "s2", Input: event.TextParts("y")})
-		cancel()
-	}()
-	out, evs := f.run(ctx, agent.Config{Provider: p}, "go", in)
-	if out.Type != event.RunCancelled {
-		t.Fatalf("outcome %+v", out)
-	}
-	d := find[event.SteerData](t, evs, event.SteerDropped)
-	if len(d) != 1 || d[0].SteerID != "s2" || d[0].Reason == "" {
-		t.Fatalf("dropped %+v", d)
-	}
-	if evs[len(evs)-1].Type != event.RunCancelled {
-		t.Fatal("run.cancelled is not the last event")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		p := script(t, `{"steps":[{"text":"`+strings.Repeat("slow ", 100)+`","delayMs":5}]}`)
+		in := &agent.Steers{}
+		in.Add(nil, agent.Steer{ID: "s1", Input: event.TextParts("x")})
+		// The first Take happens before step 1, so add a second steer
+		// while step 1 streams (it takes 500ms), then cancel.
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			time.Sleep(30 * time.Millisecond)
+			in.Add(nil, agent.Steer{ID: "s2", Input: event.TextParts("y")})
+			cancel()
+		}()
+		out, evs := f.run(ctx, agent.Config{Provider: p}, "go", in)
+		if out.Type != event.RunCancelled {
+			t.Fatalf("outcome %+v", out)
+		}
+		if c := find[event.SteerData](t, evs, event.SteerConsumed); len(c) != 1 || c[0].SteerID != "s1" {
+			t.Fatalf("consumed %+v", c)
+		}
+		d := find[event.SteerData](t, evs, event.SteerDropped)
+		if len(d) != 1 || d[0].SteerID != "s2" || d[0].Reason == "" {
+			t.Fatalf("dropped %+v", d)
+		}
+		if evs[len(evs)-1].Type != event.RunCancelled {
+			t.Fatal("run.cancelled is not the last event")
+		}
+	})
 }

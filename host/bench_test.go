@@ -133,6 +133,17 @@ func BenchmarkFanout(b *testing.B) {
 				lat    latencies
 				lagged atomic.Int64
 			)
+			// drained is closed once the subscribers have received every
+			// event of the runs, or one of them lagged. How many events that
+			// is is known only once the runs are over: until then the goal
+			// is out of reach.
+			var (
+				goal      atomic.Int64
+				drained   = make(chan struct{})
+				drainOnce sync.Once
+			)
+			goal.Store(math.MaxInt64)
+			drain := func() { drainOnce.Do(func() { close(drained) }) }
 			for range subs {
 				seq, err := h.Subscribe(sctx, s.ID, s.LastSeq, "")
 				if err != nil {
@@ -143,10 +154,14 @@ func BenchmarkFanout(b *testing.B) {
 						if err != nil {
 							if !errors.Is(err, context.Canceled) {
 								lagged.Add(1)
+								drain()
 							}
 							return
 						}
 						lat.add(time.Since(e.Time))
+						if lat.n.Load() >= goal.Load() {
+							drain()
+						}
 					}
 				})
 			}
@@ -168,10 +183,13 @@ func BenchmarkFanout(b *testing.B) {
 			elapsed := b.Elapsed()
 			// Let the subscribers drain before the histogram is read.
 			last, _ := h.GetSession(ctx, s.ID)
-			for deadline := time.Now().Add(10 * time.Second); subs > 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-				if lat.n.Load() >= int64(subs)*(last.LastSeq-s.LastSeq) || lagged.Load() > 0 {
-					break
-				}
+			goal.Store(int64(subs) * (last.LastSeq - s.LastSeq))
+			if lat.n.Load() >= goal.Load() {
+				drain()
+			}
+			select {
+			case <-drained:
+			case <-time.After(10 * time.Second):
 			}
 			stop()
 			wg.Wait()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -31,6 +32,7 @@ var scripts = map[string]string{
 	"tool":   `{"loop":true,"steps":[{"toolCalls":[{"name":"shell","arguments":{"command":"sleep 30"}}]},{"text":"done"}]}`,
 	"steps":  `{"loop":true,"steps":[{"toolCalls":[{"name":"list_dir","arguments":{"path":"."}}],"delayMs":1},{"text":"echo {{input}}","delayMs":1}]}`,
 	"broken": `{"steps":[{"error":{"kind":"auth","status":401}}]}`,
+	"ticks":  `{"loop":true,"steps":[{"text":"one two three","delayMs":1}]}`,
 }
 
 func newHost(t *testing.T) (*host.Host, store.Store) {
@@ -95,6 +97,34 @@ func wait(t *testing.T, h *host.Host, runID string) store.Run {
 
 func input(s string) api.Input { return api.Input(event.TextParts(s)) }
 
+// waitFor follows session sid's log from its start (only run runID's
+// events, if runID is set) until an event satisfies match, and returns it.
+func waitFor(t *testing.T, h *host.Host, sid, runID string, match func(event.Event) bool) event.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	seq, err := h.Subscribe(ctx, sid, 0, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last event.Event
+	for e, err := range seq {
+		if err != nil {
+			t.Fatalf("session %s, last event %d %s: %v", sid, last.Seq, last.Type, err)
+		}
+		if match(e) {
+			return e
+		}
+		last = e
+	}
+	t.Fatalf("session %s: the log ended at %d %s", sid, last.Seq, last.Type)
+	return event.Event{}
+}
+
+func ofType(typ event.Type) func(event.Event) bool {
+	return func(e event.Event) bool { return e.Type == typ }
+}
+
 func TestRunCompletes(t *testing.T) {
 	h, _ := newHost(t)
 	sid := session(t, h, "scripted:fast")
@@ -112,121 +142,134 @@ func TestRunCompletes(t *testing.T) {
 }
 
 func TestBusyPolicies(t *testing.T) {
-	h, _ := newHost(t)
-	ctx := context.Background()
-	sid := session(t, h, "scripted:slow")
-	first := start(t, h, api.StartRunParams{SessionID: sid, Input: input("one")})
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := newHost(t)
+		ctx := context.Background()
+		sid := session(t, h, "scripted:slow")
+		first := start(t, h, api.StartRunParams{SessionID: sid, Input: input("one")})
 
-	_, err := h.StartRun(ctx, api.StartRunParams{SessionID: sid, Input: input("two")})
-	var he *api.Error
-	if !errors.Is(err, api.ErrRunConflict) || !errors.As(err, &he) || he.Data["activeRunId"] != first.ID {
-		t.Fatalf("reject: %v", err)
-	}
-
-	queued := start(t, h, api.StartRunParams{SessionID: sid, Input: input("three"), Busy: api.BusyQueue})
-	if queued.Status != store.RunQueued {
-		t.Fatalf("queued run is %s", queued.Status)
-	}
-	steered := start(t, h, api.StartRunParams{SessionID: sid, Input: input("four"), Busy: api.BusySteer})
-	if steered.Steer == nil || steered.ID != first.ID || steered.Steer.Status != "accepted" {
-		t.Fatalf("steer: %+v", steered)
-	}
-	if got := wait(t, h, first.ID); got.Status != store.RunCompleted {
-		t.Fatalf("first: %s", got.Status)
-	}
-	if got := wait(t, h, queued.ID); got.Status != store.RunCompleted || got.StartedAt == nil {
-		t.Fatalf("queued: %+v", got)
-	}
-
-	// interrupt cancels the active run and starts the new one.
-	a := start(t, h, api.StartRunParams{SessionID: sid, Input: input("five")})
-	b := start(t, h, api.StartRunParams{SessionID: sid, Input: input("six"), Busy: api.BusyInterrupt})
-	if got := wait(t, h, a.ID); got.Status != store.RunCancelled {
-		t.Fatalf("interrupted run: %s %+v", got.Status, got.Error)
-	}
-	if got := wait(t, h, b.ID); got.Status != store.RunCompleted {
-		t.Fatalf("interrupting run: %s", got.Status)
-	}
-	// Queued runs start in order.
-	runs, _ := h.ListRuns(ctx, api.ListRunsParams{SessionID: sid})
-	for i := 1; i < len(runs.Runs); i++ {
-		if runs.Runs[i].StartedAt != nil && runs.Runs[i-1].StartedAt != nil && runs.Runs[i].StartedAt.Before(*runs.Runs[i-1].StartedAt) && runs.Runs[i].ID != b.ID {
-			t.Fatalf("runs started out of order: %+v", runs.Runs)
+		_, err := h.StartRun(ctx, api.StartRunParams{SessionID: sid, Input: input("two")})
+		var he *api.Error
+		if !errors.Is(err, api.ErrRunConflict) || !errors.As(err, &he) || he.Data["activeRunId"] != first.ID {
+			t.Fatalf("reject: %v", err)
 		}
-	}
+
+		queued := start(t, h, api.StartRunParams{SessionID: sid, Input: input("three"), Busy: api.BusyQueue})
+		if queued.Status != store.RunQueued {
+			t.Fatalf("queued run is %s", queued.Status)
+		}
+		steered := start(t, h, api.StartRunParams{SessionID: sid, Input: input("four"), Busy: api.BusySteer})
+		if steered.Steer == nil || steered.ID != first.ID || steered.Steer.Status != "accepted" {
+			t.Fatalf("steer: %+v", steered)
+		}
+		if got := wait(t, h, first.ID); got.Status != store.RunCompleted {
+			t.Fatalf("first: %s", got.Status)
+		}
+		if got := wait(t, h, queued.ID); got.Status != store.RunCompleted || got.StartedAt == nil {
+			t.Fatalf("queued: %+v", got)
+		}
+
+		// interrupt cancels the active run and starts the new one.
+		a := start(t, h, api.StartRunParams{SessionID: sid, Input: input("five")})
+		b := start(t, h, api.StartRunParams{SessionID: sid, Input: input("six"), Busy: api.BusyInterrupt})
+		if got := wait(t, h, a.ID); got.Status != store.RunCancelled {
+			t.Fatalf("interrupted run: %s %+v", got.Status, got.Error)
+		}
+		if got := wait(t, h, b.ID); got.Status != store.RunCompleted {
+			t.Fatalf("interrupting run: %s", got.Status)
+		}
+		// Queued runs start in order.
+		runs, _ := h.ListRuns(ctx, api.ListRunsParams{SessionID: sid})
+		for i := 1; i < len(runs.Runs); i++ {
+			if runs.Runs[i].StartedAt != nil && runs.Runs[i-1].StartedAt != nil && runs.Runs[i].StartedAt.Before(*runs.Runs[i-1].StartedAt) && runs.Runs[i].ID != b.ID {
+				t.Fatalf("runs started out of order: %+v", runs.Runs)
+			}
+		}
+	})
 }
 
 func TestSteerConsumedAndErrors(t *testing.T) {
-	h, _ := newHost(t)
-	ctx := context.Background()
-	sid := session(t, h, "scripted:slow")
-	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("one")})
-	rc, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("more"), IdempotencyKey: "k1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("more"), IdempotencyKey: "k1"})
-	if err != nil || !again.Replayed || again.SteerID != rc.SteerID || again.EventCursor != rc.EventCursor {
-		t.Fatalf("replayed steer: %+v %v (first %+v)", again, err, rc)
-	}
-	if _, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("other"), IdempotencyKey: "k1"}); !errors.Is(err, api.ErrIdempotencyConflict) {
-		t.Fatalf("conflicting steer: %v", err)
-	}
-	if _, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, ExpectedRunID: "run_other", Input: input("x")}); !errors.Is(err, api.ErrRunConflict) {
-		t.Fatalf("wrong expected run: %v", err)
-	}
-	wait(t, h, r.ID)
-	_, err = h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("late")})
-	var he *api.Error
-	if !errors.As(err, &he) || !errors.Is(err, api.ErrRunConflict) || he.Data["status"] != store.RunCompleted {
-		t.Fatalf("steer after end: %v", err)
-	}
-	evs, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: sid, Limit: 1000})
-	consumed := false
-	for _, e := range evs.Events {
-		if e.Type == event.SteerConsumed {
-			var d event.SteerData
-			e.Decode(&d)
-			consumed = consumed || d.SteerID == rc.SteerID
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := newHost(t)
+		ctx := context.Background()
+		sid := session(t, h, "scripted:slow")
+		r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("one")})
+		rc, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("more"), IdempotencyKey: "k1"})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if !consumed {
-		t.Fatal("accepted steer never consumed")
-	}
+		again, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("more"), IdempotencyKey: "k1"})
+		if err != nil || !again.Replayed || again.SteerID != rc.SteerID || again.EventCursor != rc.EventCursor {
+			t.Fatalf("replayed steer: %+v %v (first %+v)", again, err, rc)
+		}
+		if _, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("other"), IdempotencyKey: "k1"}); !errors.Is(err, api.ErrIdempotencyConflict) {
+			t.Fatalf("conflicting steer: %v", err)
+		}
+		if _, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, ExpectedRunID: "run_other", Input: input("x")}); !errors.Is(err, api.ErrRunConflict) {
+			t.Fatalf("wrong expected run: %v", err)
+		}
+		wait(t, h, r.ID)
+		_, err = h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("late")})
+		var he *api.Error
+		if !errors.As(err, &he) || !errors.Is(err, api.ErrRunConflict) || he.Data["status"] != store.RunCompleted {
+			t.Fatalf("steer after end: %v", err)
+		}
+		evs, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: sid, Limit: 1000})
+		consumed := false
+		for _, e := range evs.Events {
+			if e.Type == event.SteerConsumed {
+				var d event.SteerData
+				e.Decode(&d)
+				consumed = consumed || d.SteerID == rc.SteerID
+			}
+		}
+		if !consumed {
+			t.Fatal("accepted steer never consumed")
+		}
+	})
 }
 
 // TestSteerRacesCompletion: a steer either is refused, or is accepted and
-// then consumed; it is never accepted and lost.
+// then consumed; it is never accepted and lost. The run streams three
+// tokens a millisecond apart; on the bubble's clock the steer lands at
+// every half millisecond from the start to after the end, so both between
+// tokens and at the very instant of a token or of the run's completion,
+// where it races the run's goroutine.
 func TestSteerRacesCompletion(t *testing.T) {
-	h, _ := newHost(t)
-	ctx := context.Background()
-	sid := session(t, h, "scripted:fast")
-	for i := range 40 {
-		r := start(t, h, api.StartRunParams{SessionID: sid, Input: input(fmt.Sprint("go ", i))})
-		if i%2 == 0 {
-			time.Sleep(time.Duration(i%5) * 100 * time.Microsecond)
-		}
-		rc, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("steer")})
-		wait(t, h, r.ID)
-		if err != nil {
-			if !errors.Is(err, api.ErrRunConflict) {
-				t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := newHost(t)
+		ctx := context.Background()
+		sid := session(t, h, "scripted:ticks")
+		outcomes := map[bool]int{}
+		for i := range 40 {
+			r := start(t, h, api.StartRunParams{SessionID: sid, Input: input(fmt.Sprint("go ", i))})
+			time.Sleep(time.Duration(i%10) * 500 * time.Microsecond)
+			rc, err := h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("steer")})
+			wait(t, h, r.ID)
+			outcomes[err == nil]++
+			if err != nil {
+				if !errors.Is(err, api.ErrRunConflict) {
+					t.Fatal(err)
+				}
+				continue
 			}
-			continue
-		}
-		evs, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: sid, RunID: r.ID, Limit: 1000})
-		ok := false
-		for _, e := range evs.Events {
-			if e.Type == event.SteerConsumed || e.Type == event.SteerDropped {
-				var d event.SteerData
-				e.Decode(&d)
-				ok = ok || d.SteerID == rc.SteerID
+			evs, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: sid, RunID: r.ID, Limit: 1000})
+			ok := false
+			for _, e := range evs.Events {
+				if e.Type == event.SteerConsumed || e.Type == event.SteerDropped {
+					var d event.SteerData
+					e.Decode(&d)
+					ok = ok || d.SteerID == rc.SteerID
+				}
+			}
+			if !ok {
+				t.Fatalf("iteration %d: accepted steer %s neither consumed nor dropped", i, rc.SteerID)
 			}
 		}
-		if !ok {
-			t.Fatalf("iteration %d: accepted steer %s neither consumed nor dropped", i, rc.SteerID)
+		if outcomes[true] == 0 || outcomes[false] == 0 {
+			t.Fatalf("steers accepted/refused: %d/%d; want both", outcomes[true], outcomes[false])
 		}
-	}
+	})
 }
 
 func TestCancel(t *testing.T) {
@@ -234,14 +277,8 @@ func TestCancel(t *testing.T) {
 	ctx := context.Background()
 	sid := session(t, h, "scripted:tool")
 	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("run a tool")})
-	// Wait for the tool to start.
-	for {
-		evs, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: sid, RunID: r.ID})
-		if len(evs.Events) > 0 && evs.Events[len(evs.Events)-1].Type == event.ToolCallStarted {
-			break
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	// Wait for the tool, a real sleep 30, to start.
+	waitFor(t, h, sid, r.ID, ofType(event.ToolCallStarted))
 	t0 := time.Now()
 	c, err := h.CancelRun(ctx, api.CancelParams{RunID: r.ID, Reason: "stop"})
 	if err != nil || c.Status != store.RunCancelled {
@@ -267,18 +304,20 @@ func TestCancel(t *testing.T) {
 }
 
 func TestCancelQueuedRun(t *testing.T) {
-	h, _ := newHost(t)
-	ctx := context.Background()
-	sid := session(t, h, "scripted:slow")
-	a := start(t, h, api.StartRunParams{SessionID: sid, Input: input("a")})
-	b := start(t, h, api.StartRunParams{SessionID: sid, Input: input("b"), Busy: api.BusyQueue})
-	c, err := h.CancelRun(ctx, api.CancelParams{RunID: b.ID})
-	if err != nil || c.Status != store.RunCancelled {
-		t.Fatalf("%+v %v", c, err)
-	}
-	if got := wait(t, h, a.ID); got.Status != store.RunCompleted {
-		t.Fatal(got.Status)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := newHost(t)
+		ctx := context.Background()
+		sid := session(t, h, "scripted:slow")
+		a := start(t, h, api.StartRunParams{SessionID: sid, Input: input("a")})
+		b := start(t, h, api.StartRunParams{SessionID: sid, Input: input("b"), Busy: api.BusyQueue})
+		c, err := h.CancelRun(ctx, api.CancelParams{RunID: b.ID})
+		if err != nil || c.Status != store.RunCancelled {
+			t.Fatalf("%+v %v", c, err)
+		}
+		if got := wait(t, h, a.ID); got.Status != store.RunCompleted {
+			t.Fatal(got.Status)
+		}
+	})
 }
 
 func TestIdempotentStartAndCreate(t *testing.T) {
@@ -378,103 +417,124 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestDeleteSession(t *testing.T) {
-	h, _ := newHost(t)
-	ctx := context.Background()
-	sid := session(t, h, "scripted:slow")
-	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("a")})
-	if _, err := h.DeleteSession(ctx, api.SessionIDParams{SessionID: sid}); !errors.Is(err, api.ErrRunConflict) {
-		t.Fatalf("delete with an active run: %v", err)
-	}
-	wait(t, h, r.ID)
-	if _, err := h.DeleteSession(ctx, api.SessionIDParams{SessionID: sid}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := h.GetSession(ctx, sid); !errors.Is(err, api.ErrNotFound) {
-		t.Fatalf("get after delete: %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := newHost(t)
+		ctx := context.Background()
+		sid := session(t, h, "scripted:slow")
+		r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("a")})
+		if _, err := h.DeleteSession(ctx, api.SessionIDParams{SessionID: sid}); !errors.Is(err, api.ErrRunConflict) {
+			t.Fatalf("delete with an active run: %v", err)
+		}
+		wait(t, h, r.ID)
+		if _, err := h.DeleteSession(ctx, api.SessionIDParams{SessionID: sid}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.GetSession(ctx, sid); !errors.Is(err, api.ErrNotFound) {
+			t.Fatalf("get after delete: %v", err)
+		}
+	})
 }
 
-// TestSubscribeSeesTheLog: subscribers attached at random moments of a
-// running session see exactly the log after their cursor.
+// TestSubscribeSeesTheLog: subscribers attached at several moments of a
+// running session (from before the run streams to well into it) see
+// exactly the log after their cursor.
 func TestSubscribeSeesTheLog(t *testing.T) {
-	h, _ := newHost(t)
-	ctx := context.Background()
-	sid := session(t, h, "scripted:slow")
-	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("a")})
-	var wg sync.WaitGroup
-	results := make([][]int64, 6)
-	for i := range results {
-		wg.Go(func() {
-			time.Sleep(time.Duration(i) * 15 * time.Millisecond)
-			after := int64(i % 3)
-			seq, err := h.Subscribe(ctx, sid, after, "")
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			for e, err := range seq {
+	synctest.Test(t, func(t *testing.T) {
+		h, _ := newHost(t)
+		ctx := context.Background()
+		sid := session(t, h, "scripted:slow")
+		r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("a")})
+		var wg sync.WaitGroup
+		results := make([][]int64, 6)
+		for i := range results {
+			wg.Go(func() {
+				time.Sleep(time.Duration(i) * 15 * time.Millisecond)
+				after := int64(i % 3)
+				seq, err := h.Subscribe(ctx, sid, after, "")
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				results[i] = append(results[i], e.Seq)
-				if e.RunID == r.ID && event.IsTerminalRun(e.Type) {
-					return
+				for e, err := range seq {
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					results[i] = append(results[i], e.Seq)
+					if e.RunID == r.ID && event.IsTerminalRun(e.Type) {
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		last := wait(t, h, r.ID).LastSeq
+		for i, got := range results {
+			if want := last - int64(i%3); int64(len(got)) != want {
+				t.Errorf("subscriber %d: got %d events, want %d", i, len(got), want)
+			}
+			for k, s := range got {
+				if s != int64(i%3)+int64(k)+1 {
+					t.Fatalf("subscriber %d: got seq %d at %d", i, s, k)
 				}
 			}
-		})
-	}
-	wg.Wait()
-	for i, got := range results {
-		for k, s := range got {
-			if s != int64(i%3)+int64(k)+1 {
-				t.Fatalf("subscriber %d: got seq %d at %d", i, s, k)
-			}
 		}
-	}
+	})
 }
 
-// TestIdleSessionsUnload: an idle session gives its lease back (another
-// process could take it) and loads again on its next request.
+// TestIdleSessionsUnload: an idle session keeps its lease until it has
+// been idle for IdleUnload, then gives it back (another process could take
+// it) and loads again on its next request.
 func TestIdleSessionsUnload(t *testing.T) {
-	locks := t.TempDir()
-	reg := tool.NewRegistry()
-	h, err := host.New(context.Background(), host.Config{
-		Store: memory.New(), Tools: reg, DefaultModel: "scripted:fast", CoalesceWindow: 2 * time.Millisecond,
-		LockDir: locks, IdleUnload: 20 * time.Millisecond, MaxLoadedSessions: 1,
-		ResolveModel: func(name string) (*host.Model, error) {
-			p, err := scripted.Parse("fast.json", []byte(scripts["fast"]))
-			return &host.Model{Name: name, Provider: p, Model: "fast"}, err
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	ctx := context.Background()
-	a := session(t, h, "scripted:fast")
-	r := start(t, h, api.StartRunParams{SessionID: a, Input: input("one")})
-	wait(t, h, r.ID)
-	if _, err := lease.Acquire(locks, a); !errors.Is(err, lease.ErrHeld) {
-		t.Fatalf("a loaded session's lease was free: %v", err)
-	}
-	var l *lease.Lease
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if l, err = lease.Acquire(locks, a); err == nil {
-			break
+	synctest.Test(t, func(t *testing.T) {
+		const idle = 20 * time.Millisecond
+		locks := t.TempDir()
+		reg := tool.NewRegistry()
+		h, err := host.New(context.Background(), host.Config{
+			Store: memory.New(), Tools: reg, DefaultModel: "scripted:fast", CoalesceWindow: 2 * time.Millisecond,
+			LockDir: locks, IdleUnload: idle, MaxLoadedSessions: 1,
+			ResolveModel: func(name string) (*host.Model, error) {
+				p, err := scripted.Parse("fast.json", []byte(scripts["fast"]))
+				return &host.Model{Name: name, Provider: p, Model: "fast"}, err
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if l == nil {
-		t.Fatal("the idle session kept its lease")
-	}
-	l.Release()
-	r = start(t, h, api.StartRunParams{SessionID: a, Input: input("two")})
-	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
-		t.Fatalf("run after reload: %+v", got)
-	}
-	if evs, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: a, Limit: 1000}); evs.Events[len(evs.Events)-1].Type != event.RunCompleted {
-		t.Fatal("log after reload")
-	}
+		defer h.Close()
+		ctx := context.Background()
+		a := session(t, h, "scripted:fast")
+		r := start(t, h, api.StartRunParams{SessionID: a, Input: input("one")})
+		touched := time.Now() // wait's request uses the session at this time or later
+		wait(t, h, r.ID)
+		held := func(when string) {
+			t.Helper()
+			if l, err := lease.Acquire(locks, a); !errors.Is(err, lease.ErrHeld) {
+				if err == nil {
+					l.Release()
+				}
+				t.Fatalf("%s, the session's lease was free: %v", when, err)
+			}
+		}
+		held("once the run ended")
+		time.Sleep(time.Until(touched.Add(idle - time.Nanosecond)))
+		synctest.Wait()
+		held(fmt.Sprintf("idle for less than %v", idle))
+		time.Sleep(2 * idle) // past the idle period and the next unload tick
+		synctest.Wait()
+		l, err := lease.Acquire(locks, a)
+		if err != nil {
+			t.Fatalf("the idle session kept its lease: %v", err)
+		}
+		l.Release()
+		r = start(t, h, api.StartRunParams{SessionID: a, Input: input("two")})
+		if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+			t.Fatalf("run after reload: %+v", got)
+		}
+		if evs, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: a, Limit: 1000}); evs.Events[len(evs.Events)-1].Type != event.RunCompleted {
+			t.Fatal("log after reload")
+		}
+	})
 }
 
 func TestSessionNetworkPolicy(t *testing.T) {

@@ -76,16 +76,6 @@ func sessionEvents(t *testing.T, h *host.Host, sid string, types ...event.Type) 
 	return out
 }
 
-func eventually(t *testing.T, what string, f func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if f() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
 func TestProcessLifecycleInSessionLog(t *testing.T) {
 	h := newProcHost(t, nil)
 	ctx := context.Background()
@@ -101,8 +91,11 @@ func TestProcessLifecycleInSessionLog(t *testing.T) {
 	if err != nil || r.TimedOut || r.Process.Status != store.ProcessFailed || *r.Process.ExitCode != 3 || !strings.Contains(r.Tail, "hello") {
 		t.Fatalf("await: %+v %v", r, err)
 	}
-	eventually(t, "process.exited", func() bool { return len(sessionEvents(t, h, sid, event.ProcessExited)) == 1 })
+	waitFor(t, h, sid, "", ofType(event.ProcessExited))
 	evs := sessionEvents(t, h, sid, event.ProcessStarted, event.ProcessExited)
+	if len(evs) != 2 {
+		t.Fatalf("session log: %+v", evs)
+	}
 	var d event.ProcessData
 	evs[1].Decode(&d)
 	if evs[0].Type != event.ProcessStarted || d.ProcessID != p.ID || d.Status != store.ProcessFailed || !strings.Contains(d.Tail, "hello") {
@@ -193,11 +186,11 @@ func TestWakeOnExitStartsFollowUpRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var runs *api.ListRunsResult
-	eventually(t, "a follow-up run", func() bool {
-		runs, _ = h.ListRuns(ctx, api.ListRunsParams{SessionID: sid})
-		return len(runs.Runs) == 1 && runs.Runs[0].Status == store.RunCompleted
-	})
+	waitFor(t, h, sid, "", func(e event.Event) bool { return event.IsTerminalRun(e.Type) })
+	runs, err := h.ListRuns(ctx, api.ListRunsParams{SessionID: sid})
+	if err != nil || len(runs.Runs) != 1 || runs.Runs[0].Status != store.RunCompleted {
+		t.Fatalf("follow-up runs: %+v, %v; want one, completed", runs, err)
+	}
 	msgs := sessionEvents(t, h, sid, event.MessageUser)
 	var d event.MessageUserData
 	msgs[0].Decode(&d)
@@ -271,5 +264,8 @@ func TestAwaitedProcessNeedsNoNotice(t *testing.T) {
 	if c := sessionEvents(t, h, sid, event.SteerConsumed, event.SteerAccepted); len(c) != 0 {
 		t.Fatalf("the model was told again of a process it awaited: %+v", c)
 	}
-	eventually(t, "process.exited", func() bool { return len(sessionEvents(t, h, sid, event.ProcessExited)) == 1 })
+	waitFor(t, h, sid, "", ofType(event.ProcessExited))
+	if evs := sessionEvents(t, h, sid, event.ProcessExited); len(evs) != 1 {
+		t.Fatalf("%d process.exited events", len(evs))
+	}
 }

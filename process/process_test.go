@@ -200,21 +200,21 @@ func types(evs []store.ProcessEvent) []string {
 	return out
 }
 
-// waitOutput waits until the process's output contains s.
+// waitOutput follows the process's output until it contains s.
 func (f *fixture) waitOutput(t *testing.T, id, s string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		out, err := f.m.Output(context.Background(), id, 0, 1<<20, owner)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out []byte
+	for c, err := range f.m.Follow(ctx, id, 0, owner) {
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("output of %s never contained %q (%v): %q", id, s, err, out)
 		}
-		if strings.Contains(string(out.Data), s) {
+		if out = append(out, c.Data...); strings.Contains(string(out), s) {
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("output of %s never contained %q", id, s)
+	t.Fatalf("%s ended without output %q: %q", id, s, out)
 }
 
 func TestParseHandle(t *testing.T) {
@@ -471,7 +471,7 @@ func TestOutputCap(t *testing.T) {
 	}
 }
 
-// groupMembers lists the pids in process group pgid.
+// groupMembers lists the live pids in process group pgid.
 func groupMembers(pgid int) []int {
 	ents, _ := os.ReadDir("/proc")
 	var out []int
@@ -493,28 +493,41 @@ func groupMembers(pgid int) []int {
 	return out
 }
 
+// groupRunning lists the live pids in process group pgid whose argv is
+// exactly argv.
+func groupRunning(pgid int, argv ...string) []int {
+	var out []int
+	for _, pid := range groupMembers(pgid) {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if strings.TrimSuffix(string(b), "\x00") == strings.Join(argv, "\x00") {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// waitSleeps waits until n processes of group pgid run "sleep secs".
+func waitSleeps(t *testing.T, pgid, n int, secs string) {
+	t.Helper()
+	proctest.Eventually(t, 5*time.Second, func() string {
+		return fmt.Sprintf("group %d never ran %d × sleep %s: %v", pgid, n, secs, groupMembers(pgid))
+	}, func() bool {
+		return len(groupRunning(pgid, "sleep", secs)) == n
+	})
+}
+
 func waitGone(t *testing.T, pgid int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if len(groupMembers(pgid)) == 0 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("group %d survives: %v", pgid, groupMembers(pgid))
+	proctest.Eventually(t, 5*time.Second, func() string { return fmt.Sprintf("group %d survives: %v", pgid, groupMembers(pgid)) }, func() bool {
+		return len(groupMembers(pgid)) == 0
+	})
 }
 
 func TestCancelKillsGroup(t *testing.T) {
 	f := setup(t, process.Config{})
 	p := f.shell(t, "sleep 100 & sleep 100")
-	deadline := time.Now().Add(5 * time.Second)
-	for len(groupMembers(p.Pgid)) < 3 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := len(groupMembers(p.Pgid)); n < 2 {
-		t.Fatalf("group %d has %d members", p.Pgid, n)
-	}
+	// Both sleeps run, whether or not the shell execs the last one.
+	waitSleeps(t, p.Pgid, 2, "100")
 	rec, err := f.m.Cancel(context.Background(), p.ID, "enough", owner)
 	if err != nil || rec.Status != store.ProcessCancelled {
 		t.Fatalf("cancel = %+v, %v", rec, err)
@@ -676,16 +689,19 @@ func TestRecoverAfterSIGKILL(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("child said %q", line)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(groupMembers(pgid)) < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitSleeps(t, pgid, 2, "300")
 	before := groupMembers(pgid)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	// Pdeathsig kills the shell; the sleeps outlive it until the sweep.
-	time.Sleep(100 * time.Millisecond)
+	// Pdeathsig kills the shell, the group's leader; the sleeps outlive it
+	// until the sweep.
+	proctest.Eventually(t, 5*time.Second, func() string { return fmt.Sprintf("the shell %d outlived its host: %v", pgid, groupMembers(pgid)) }, func() bool {
+		return !slices.Contains(groupMembers(pgid), pgid)
+	})
 	survivors := groupMembers(pgid)
+	if len(survivors) == 0 {
+		t.Fatalf("group %d: nothing outlived the host for the sweep to kill", pgid)
+	}
 	t.Logf("group %d: %d members before the kill, %d after", pgid, len(before), len(survivors))
 
 	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: db})

@@ -167,6 +167,17 @@ func BenchmarkHostFanoutWebSocket(b *testing.B) {
 				lat    latencyHist
 				lagged atomic.Int64
 			)
+			// drained is closed once the subscribers have received every
+			// event of the runs, or one of them lagged. How many events that
+			// is is known only once the runs are over: until then the goal
+			// is out of reach.
+			var (
+				goal      atomic.Int64
+				drained   = make(chan struct{})
+				drainOnce sync.Once
+			)
+			goal.Store(math.MaxInt64)
+			drain := func() { drainOnce.Do(func() { close(drained) }) }
 			for range subs {
 				c := bh.dial(b)
 				seq, err := c.Subscribe(sctx, api.SubscribeParams{SessionID: s.ID, After: s.LastSeq})
@@ -178,10 +189,14 @@ func BenchmarkHostFanoutWebSocket(b *testing.B) {
 						if err != nil {
 							if !errors.Is(err, context.Canceled) {
 								lagged.Add(1)
+								drain()
 							}
 							return
 						}
 						lat.add(time.Since(e.Time))
+						if lat.n.Load() >= goal.Load() {
+							drain()
+						}
 					}
 				})
 			}
@@ -201,11 +216,15 @@ func BenchmarkHostFanoutWebSocket(b *testing.B) {
 				events += after.LastSeq - before.LastSeq
 			}
 			elapsed := b.Elapsed()
+			// Let the subscribers drain before the histogram is read.
 			last, _ := bh.h.GetSession(ctx, s.ID)
-			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-				if lat.n.Load() >= int64(subs)*(last.LastSeq-s.LastSeq) || lagged.Load() > 0 {
-					break
-				}
+			goal.Store(int64(subs) * (last.LastSeq - s.LastSeq))
+			if lat.n.Load() >= goal.Load() {
+				drain()
+			}
+			select {
+			case <-drained:
+			case <-time.After(30 * time.Second):
 			}
 			stop()
 			wg.Wait()

@@ -317,10 +317,12 @@ func TestSSEReconnectExactlyOnce(t *testing.T) {
 		if done {
 			break
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	close(stop)
 	wg.Wait()
+	if reconnects == 0 {
+		t.Fatal("the run ended before any connection was dropped: nothing was resumed")
+	}
 	for i, ev := range all {
 		if ev.Seq != int64(i+1) {
 			t.Fatalf("position %d: seq %d (duplicate or gap) after %d reconnects", i, ev.Seq, reconnects)
@@ -376,13 +378,20 @@ func TestStartRetriedAfterDroppedConnection(t *testing.T) {
 	}
 	fmt.Fprintf(conn, "POST /rpc HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", token, len(body), body)
 	conn.Close()
-	var runs *api.ListRunsResult
-	for range 200 { // the dropped request still completes on the server
-		runs, _ = e.h.ListRuns(ctx, api.ListRunsParams{SessionID: s.ID})
-		if len(runs.Runs) > 0 {
+	// The dropped request still completes on the server: wait for its run.
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	seq, err := e.h.Subscribe(sctx, s.ID, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev, err := range seq {
+		if err != nil {
+			t.Fatalf("waiting for the dropped request's run: %v", err)
+		}
+		if ev.Type == event.RunQueued {
 			break
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	c := e.dial(t)
 	r, err := c.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("once")), IdempotencyKey: "k-1"})
@@ -393,7 +402,7 @@ func TestStartRetriedAfterDroppedConnection(t *testing.T) {
 		t.Fatalf("retry was not replayed: %+v", r)
 	}
 	waitDone(t, c, r.ID)
-	runs, _ = e.h.ListRuns(ctx, api.ListRunsParams{SessionID: s.ID})
+	runs, _ := e.h.ListRuns(ctx, api.ListRunsParams{SessionID: s.ID})
 	if len(runs.Runs) != 1 || runs.Runs[0].ID != r.ID {
 		t.Fatalf("runs after retry: %+v", runs.Runs)
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/rpc"
@@ -184,23 +184,32 @@ func TestServeStdioCancel(t *testing.T) {
 	p.outR.Close()
 }
 
+// Close ends a connection with a call in flight, and the server takes no
+// connection after it.
 func TestServerClose(t *testing.T) {
-	s := testServer(t, rpc.Config{}, nil)
-	p := startStdio(t, s)
-	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"block"}`)
-	go func() {
-		for p.out.Scan() {
+	synctest.Test(t, func(t *testing.T) {
+		s := testServer(t, rpc.Config{}, nil)
+		p := startStdio(t, s)
+		p.send(t, `{"jsonrpc":"2.0","id":1,"method":"block"}`)
+		go func() {
+			for p.out.Scan() {
+			}
+		}()
+		synctest.Wait() // the call is in its handler, blocked
+		select {
+		case err := <-p.errc:
+			t.Fatalf("ServeStdio ended before Close: %v", err)
+		default:
 		}
-	}()
-	time.Sleep(10 * time.Millisecond)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	<-p.errc
-	p.closed = true
-	p.in.Close()
-	p.outR.Close()
-	if err := s.ServeStdio(context.Background(), strings.NewReader(""), &strings.Builder{}); err != rpc.ErrTooManyConns {
-		t.Fatalf("ServeStdio after Close: %v", err)
-	}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		<-p.errc
+		p.closed = true
+		p.in.Close()
+		p.outR.Close()
+		if err := s.ServeStdio(context.Background(), strings.NewReader(""), &strings.Builder{}); err != rpc.ErrTooManyConns {
+			t.Fatalf("ServeStdio after Close: %v", err)
+		}
+	})
 }

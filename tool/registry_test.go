@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unicode/utf8"
 
@@ -78,18 +79,34 @@ func TestRegistryCall(t *testing.T) {
 	}
 }
 
+// Cancelling the caller's ctx while a tool runs ends the call at once,
+// without waiting for its timeout, as "cancelled".
 func TestRegistryCancel(t *testing.T) {
-	r := newRegistry(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	go func() { time.Sleep(10 * time.Millisecond); cancel() }()
-	res := r.Call(ctx, "sleep", nil, tool.CallOptions{Timeout: time.Minute})
-	if !res.IsError || res.Output != "cancelled" {
-		t.Errorf("got %+v", res)
-	}
-	res = r.Call(ctx, "echo", &tool.Call{Arguments: json.RawMessage(`{"text":"x"}`)}, tool.CallOptions{})
-	if !res.IsError || res.Output != "cancelled" {
-		t.Errorf("already cancelled: %+v", res)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := newRegistry(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		start := time.Now()
+		done := make(chan tool.Result, 1)
+		go func() { done <- r.Call(ctx, "sleep", nil, tool.CallOptions{Timeout: time.Minute}) }()
+		synctest.Wait() // the tool is running, blocked on its ctx
+		select {
+		case res := <-done:
+			t.Fatalf("the call ended before the cancel: %+v", res)
+		default:
+		}
+		cancel()
+		res := <-done
+		if !res.IsError || res.Output != "cancelled" {
+			t.Errorf("got %+v", res)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("the cancelled call took %v of its timeout", d)
+		}
+		res = r.Call(ctx, "echo", &tool.Call{Arguments: json.RawMessage(`{"text":"x"}`)}, tool.CallOptions{})
+		if !res.IsError || res.Output != "cancelled" {
+			t.Errorf("already cancelled: %+v", res)
+		}
+	})
 }
 
 func TestRegistryTruncate(t *testing.T) {

@@ -129,6 +129,44 @@ func (e *testEnv) onlySession() string {
 	return s.ID
 }
 
+// poll checks cond every 10ms until it holds, and reports whether it did
+// within limit. It is for conditions outside the test binary (processes,
+// files, a server coming up) that nothing signals.
+func poll(limit time.Duration, cond func() bool) bool {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return cond()
+		}
+	}
+	return true
+}
+
+// startStreaming starts c, a `weft run` without --json, and returns once
+// the run streams (its first byte is on stdout): the session exists and
+// this process holds it. The rest of stdout is left in the pipe.
+func startStreaming(t *testing.T, c *exec.Cmd) io.Reader {
+	t.Helper()
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(out, make([]byte, 1)); err != nil {
+		c.Process.Kill()
+		c.Wait()
+		t.Fatalf("weft run printed nothing: %v", err)
+	}
+	return out
+}
+
 func checkContiguous(t *testing.T, evs []event.Event) {
 	t.Helper()
 	for i, ev := range evs {
@@ -202,11 +240,9 @@ func TestRunExitCodes(t *testing.T) {
 	c := e.cmd("run", "-m", "scripted:"+slow, "-p", "x")
 	var errb bytes.Buffer
 	c.Stderr = &errb
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
+	out := startStreaming(t, c) // the run has 5s left
 	c.Process.Signal(os.Interrupt)
+	io.Copy(io.Discard, out)
 	err := c.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
 		t.Fatalf("interrupted run: %v %s", err, errb.String())
@@ -266,15 +302,12 @@ func TestSessionInUse(t *testing.T) {
 	e := newEnv(t)
 	slow := e.script("slow.json", `{"loop":true,"steps":[{"text":"`+strings.Repeat("w ", 300)+`","delayMs":10}]}`)
 	c := e.cmd("run", "-m", "scripted:"+slow, "-p", "x")
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
+	startStreaming(t, c) // the run has 3s left
 	defer c.Wait()
 	defer c.Process.Kill()
-	var sid string
-	for sid == "" {
-		time.Sleep(20 * time.Millisecond)
-		sid = e.latestSession()
+	sid := e.latestSession()
+	if sid == "" {
+		t.Fatal("a streaming run has no session")
 	}
 	_, stderr, code := e.weft("", "run", "-s", sid, "-p", "y")
 	if code != 1 || !strings.Contains(stderr, "in use by another weft process") {
@@ -288,15 +321,16 @@ func TestFollowSeesDeltasLive(t *testing.T) {
 	e := newEnv(t)
 	slow := e.script("slow.json", `{"steps":[{"text":"`+strings.Repeat("word ", 150)+`","delayMs":10}]}`)
 	run := e.cmd("run", "-m", "scripted:"+slow, "-p", "x")
-	if err := run.Start(); err != nil {
-		t.Fatal(err)
-	}
+	runOut := startStreaming(t, run) // the run has 1.5s left
+	// The run's stdout ends when its process does.
+	ended := make(chan struct{})
+	go func() {
+		io.Copy(io.Discard, runOut)
+		close(ended)
+	}()
 	defer run.Wait()
-	var sid string
-	for sid == "" {
-		time.Sleep(10 * time.Millisecond)
-		sid = e.latestSession()
-	}
+	defer func() { <-ended }()
+	sid := e.latestSession()
 	f := e.cmd("events", sid, "--follow", "--json")
 	out, _ := f.StdoutPipe()
 	if err := f.Start(); err != nil {
@@ -310,7 +344,9 @@ func TestFollowSeesDeltasLive(t *testing.T) {
 		var ev event.Event
 		json.Unmarshal(sc.Bytes(), &ev)
 		if ev.Type == event.MessageDelta {
-			if run.ProcessState == nil {
+			select {
+			case <-ended:
+			default:
 				deltasBeforeEnd++
 			}
 		}
@@ -437,19 +473,21 @@ func TestSIGKILLWhileToolRuns(t *testing.T) {
 		{"name":"shell","arguments":{"command":"echo started > marker; sleep 30"}},
 		{"name":"write_file","arguments":{"path":"x.txt","content":"x"}}]},{"text":"never"}]}`)
 	e.script("after.json", `{"loop":true,"steps":[{"text":"resumed"}]}`)
+	started := false
 	seen := e.killDuring([]string{"run", "--json", "-m", "scripted:" + tool, "-p", "x"}, func(ev event.Event) bool {
 		if ev.Type != event.ToolCallCompleted {
 			return false
 		}
-		// The write_file call finished; the shell is still sleeping.
-		for range 100 {
-			if _, err := os.Stat(filepath.Join(e.work, "marker")); err == nil {
-				return true
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		// The write_file call finished; kill once the shell sleeps.
+		started = poll(10*time.Second, func() bool {
+			_, err := os.Stat(filepath.Join(e.work, "marker"))
+			return err == nil
+		})
 		return true
 	})
+	if !started {
+		t.Fatal("the shell never started")
+	}
 	e.checkRecovered(seen[0].SessionID, seen, seen[len(seen)-1].RunID)
 	// The foreground shell died with weft (the sandbox helper contains it).
 	out, _ := exec.CommandContext(context.Background(), "pgrep", "-f", "echo started > marker; sleep 30").Output()

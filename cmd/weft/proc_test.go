@@ -61,12 +61,7 @@ func TestServeSIGKILLLeavesNoOrphan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 200 {
-		if len(markedProcesses(p.ID)) >= 3 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll(10*time.Second, func() bool { return len(markedProcesses(p.ID)) >= 3 })
 	if n := len(markedProcesses(p.ID)); n < 3 {
 		t.Fatalf("the background process has %d processes, want 3", n)
 	}
@@ -126,12 +121,18 @@ func TestProcCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 200 {
-		o, _ := c.ProcessOutput(ctx, api.ProcessOutputParams{ID: p.ID})
-		if strings.Contains(string(o.Data), "line3") {
+	follow, err := c.FollowProcess(ctx, api.ProcessFollowParams{ID: p.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []byte
+	for ch, err := range follow {
+		if err != nil {
+			t.Fatalf("following %s: %v after %q", p.ID, err, seen)
+		}
+		if seen = append(seen, ch.Data...); strings.Contains(string(seen), "line3\n") {
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	out, _, code := e.weft("", "--host", addr, "proc", "logs", p.ID)
 	if code != 0 || out != "line1\nline2\nline3\n" {

@@ -42,13 +42,16 @@ func (e *testEnv) serve(addr string, flags ...string) *exec.Cmd {
 	if err := c.Start(); err != nil {
 		e.t.Fatal(err)
 	}
-	for range 200 {
+	up := poll(10*time.Second, func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			return c
+		if err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
+		resp.Body.Close()
+		return true
+	})
+	if up {
+		return c
 	}
 	c.Process.Kill()
 	c.Wait()
@@ -524,13 +527,7 @@ func TestSecondHostRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 200 {
-		if len(markedProcesses(p.ID)) > 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if len(markedProcesses(p.ID)) == 0 {
+	if !poll(10*time.Second, func() bool { return len(markedProcesses(p.ID)) > 0 }) {
 		t.Fatal("the background process did not start")
 	}
 	want := fmt.Sprintf("host pid %d (weft serve) already serves this store: %s", srv.Process.Pid, e.store)

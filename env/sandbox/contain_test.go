@@ -201,7 +201,7 @@ func TestHelperUnrestricted(t *testing.T) {
 		if got := noNewPrivs(t, sleep, sleep); got != "1" {
 			t.Errorf("the shell's NoNewPrivs = %q", got)
 		}
-		proctest.Eventually(t, 5*time.Second, "a thread of the helper has no_new_privs", func() bool {
+		proctest.Eventually(t, 5*time.Second, func() string { return "a thread of the helper has no_new_privs" }, func() bool {
 			tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(c.Process.Pid) + "/task")
 			for _, task := range tasks {
 				tid, _ := strconv.Atoi(task.Name())

@@ -161,23 +161,34 @@ func TestDeltasCoalesceWithoutLoss(t *testing.T) {
 	}
 }
 
+// A lone delta is committed when its window ends, not before, and without
+// a Flush: the bubble's clock makes "ends" exact.
 func TestDeltaWindowCommitsWithoutFlush(t *testing.T) {
-	j, cs := newJournal(t, journal.Config{CoalesceWindow: 5 * time.Millisecond})
-	ctx := context.Background()
-	if _, err := j.Append(ctx, runQueued(t, "run_1")); err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Delta(ctx, "run_1", event.MessageDelta, 1, "hello"); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if n, _ := cs.LastSeq(ctx, "ses_1"); n == 3 {
-			return
+	synctest.Test(t, func(t *testing.T) {
+		const window = 5 * time.Millisecond
+		j, cs := newJournal(t, journal.Config{CoalesceWindow: window})
+		ctx := context.Background()
+		if _, err := j.Append(ctx, runQueued(t, "run_1")); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatal("a lone delta was not committed after its window")
+		if err := j.Delta(ctx, "run_1", event.MessageDelta, 1, "hello"); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if n, _ := cs.LastSeq(ctx, "ses_1"); n != 2 {
+			t.Fatalf("before the window ends: last seq %d, want 2", n)
+		}
+		time.Sleep(window - time.Nanosecond)
+		synctest.Wait()
+		if n, _ := cs.LastSeq(ctx, "ses_1"); n != 2 {
+			t.Fatalf("just before the window ends: last seq %d, want 2", n)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if n, _ := cs.LastSeq(ctx, "ses_1"); n != 3 {
+			t.Fatalf("after the window: last seq %d, want 3: a lone delta was not committed", n)
+		}
+	})
 }
 
 // TestSubscribeWhileAppending is the property that the subscriber sees

@@ -84,8 +84,8 @@ func Running(marker string, argv ...string) []Proc {
 }
 
 // Eventually polls cond until it holds or limit passes, and fails t with
-// what (and the marked processes, if marker is set) when it does not.
-func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool) {
+// what() when it does not: what describes the state at the failure.
+func Eventually(t testing.TB, limit time.Duration, what func() string, cond func() bool) {
 	t.Helper()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
@@ -95,7 +95,7 @@ func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool
 		select {
 		case <-tick.C:
 		case <-deadline.C:
-			t.Fatalf("after %v: %s", limit, what)
+			t.Fatalf("after %v: %s", limit, what())
 		}
 	}
 }
@@ -103,7 +103,7 @@ func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool
 // WaitTree waits until the marked sleeps "sleep N" for each N in secs run.
 func WaitTree(t testing.TB, marker string, secs ...string) {
 	t.Helper()
-	Eventually(t, 10*time.Second, "the tree never started: "+describe(marker), func() bool {
+	Eventually(t, 10*time.Second, func() string { return "the tree never started: " + describe(marker) }, func() bool {
 		for _, s := range secs {
 			if len(Running(marker, "sleep", s)) == 0 {
 				return false
@@ -116,7 +116,7 @@ func WaitTree(t testing.TB, marker string, secs ...string) {
 // WaitGone waits until no process carries marker.
 func WaitGone(t testing.TB, marker string) {
 	t.Helper()
-	Eventually(t, 10*time.Second, "survivors: "+describe(marker), func() bool { return len(Marked(marker)) == 0 })
+	Eventually(t, 10*time.Second, func() string { return "survivors: " + describe(marker) }, func() bool { return len(Marked(marker)) == 0 })
 }
 
 func describe(marker string) string {

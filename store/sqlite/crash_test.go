@@ -103,11 +103,20 @@ func runCrashChild(t *testing.T, path string, iter int) map[string]int64 {
 	}()
 	select {
 	case <-first:
-		time.Sleep(time.Duration(5+rand.IntN(196)) * time.Millisecond)
 	case err := <-done:
 		cmd.Wait()
 		t.Fatalf("child %d ended before its first append: %v\n%s", iter, err, stderr.String())
 	case <-time.After(60 * time.Second):
+	}
+	// The kill lands at a random moment of the child's work, most often in
+	// the middle of a transaction: a random time, not a count of acks,
+	// which would always kill just after one. The child must not end
+	// before.
+	select {
+	case <-time.After(time.Duration(5+rand.IntN(196)) * time.Millisecond):
+	case err := <-done:
+		cmd.Wait()
+		t.Fatalf("child %d ended before it was killed: %v\n%s", iter, err, stderr.String())
 	}
 	if err := cmd.Process.Kill(); err != nil { // SIGKILL
 		t.Fatal(err)

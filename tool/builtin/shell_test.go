@@ -51,15 +51,18 @@ func checkDead(t *testing.T, ps []int, want int) {
 		t.Fatalf("got pids %v, want %d", ps, want)
 	}
 	// SIGKILL is delivered asynchronously; give the kernel a moment.
-	deadline := time.Now().Add(2 * time.Second)
-	for _, p := range ps {
-		for alive(p) && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
+	survivors := func() []int {
+		var out []int
+		for _, p := range ps {
+			if alive(p) {
+				out = append(out, p)
+			}
 		}
-		if alive(p) {
-			t.Errorf("process %d survived", p)
-		}
+		return out
 	}
+	proctest.Eventually(t, 2*time.Second, func() string { return fmt.Sprintf("processes %v survived", survivors()) }, func() bool {
+		return len(survivors()) == 0
+	})
 }
 
 func TestShell(t *testing.T) {
@@ -128,16 +131,14 @@ func TestShellCancel(t *testing.T) {
 	defer cancel()
 	marker := filepath.Join(f.work, "started")
 	raw, _ := json.Marshal(m{"command": `echo pid=$$ > started.tmp; sleep 100 & echo pid=$! >> started.tmp; mv started.tmp started; wait`})
-	done := make(chan tool.Result)
+	done := make(chan tool.Result, 1) // the call may end after a failed test
 	go func() {
 		done <- f.r.Call(ctx, "shell", &tool.Call{Arguments: raw, Env: f.b}, tool.CallOptions{})
 	}()
-	for {
-		if _, err := os.Stat(marker); err == nil {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	proctest.Eventually(t, 10*time.Second, func() string { return "the command never wrote " + marker }, func() bool {
+		_, err := os.Stat(marker)
+		return err == nil
+	})
 	cancel()
 	var res tool.Result
 	select {

@@ -30,7 +30,10 @@ type countParams struct {
 }
 type none struct{}
 
-func server() *rpc.Server {
+// server returns the test server. Its "wait" method sends on waiting, if
+// not nil, once the call is being handled, and then waits for the
+// connection to end.
+func server(waiting chan<- struct{}) *rpc.Server {
 	s := rpc.NewServer(rpc.Config{NoAuth: true})
 	rpc.Register(s, "add", "Add.", func(_ context.Context, p *addParams) (*addResult, error) {
 		return &addResult{Sum: p.A + p.B}, nil
@@ -47,15 +50,19 @@ func server() *rpc.Server {
 		return nil, nil
 	})
 	rpc.Register(s, "wait", "Wait for the connection to end.", func(ctx context.Context, _ *none) (*none, error) {
+		if waiting != nil {
+			waiting <- struct{}{}
+		}
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
 	return s
 }
 
-// transports returns a connected client per transport, closed by cleanup.
-func transports(t *testing.T) map[string]*client.Client {
-	s := server()
+// transports returns a connected client per transport, closed by cleanup,
+// to a server(waiting).
+func transports(t *testing.T, waiting chan<- struct{}) map[string]*client.Client {
+	s := server(waiting)
 	hs := httptest.NewServer(s.Handler())
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -88,7 +95,7 @@ func transports(t *testing.T) map[string]*client.Client {
 }
 
 func TestCall(t *testing.T) {
-	for name, c := range transports(t) {
+	for name, c := range transports(t, nil) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			var r addResult
@@ -116,7 +123,7 @@ func TestCall(t *testing.T) {
 }
 
 func TestNotificationsAndOverflow(t *testing.T) {
-	cs := transports(t)
+	cs := transports(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c := cs["stdio"] // NotifyBuffer 4
@@ -162,11 +169,12 @@ func TestNotificationsAndOverflow(t *testing.T) {
 }
 
 func TestCloseFailsPending(t *testing.T) {
-	cs := transports(t)
+	waiting := make(chan struct{}, 1)
+	cs := transports(t, waiting)
 	c := cs["websocket"]
 	errc := make(chan error, 1)
 	go func() { errc <- c.Call(context.Background(), "wait", nil, nil) }()
-	time.Sleep(20 * time.Millisecond)
+	<-waiting // the server is handling the call, so it is pending in the client
 	c.Close()
 	if err := <-errc; !errors.Is(err, client.ErrClosed) {
 		t.Fatalf("pending call after Close: %v", err)
