@@ -404,12 +404,6 @@ func (h *Host) RunTool(ctx context.Context, run process.ToolRun) tool.Result {
 	return h.cfg.Tools.Call(ctx, run.Process.Spec.Tool, &call, tool.CallOptions{Logger: h.cfg.Logger})
 }
 
-// ProcessStarted records a new process in its session's log
-// (process.StartNotifier).
-func (h *Host) ProcessStarted(p store.Process) {
-	h.recordProcess(p, event.ProcessStarted)
-}
-
 // ProcessEnded records the end of a process in its session's log, tells
 // the session's active run at its next step boundary, or starts a
 // follow-up run for a process started with wakeOnExit (process.Notifier).
@@ -417,9 +411,11 @@ func (h *Host) ProcessEnded(p store.Process) {
 	h.recordProcess(p, event.ProcessExited)
 }
 
-// recordProcess hands a process's start or end to its session's owner in
-// a goroutine of the host's, so that the process manager never waits on
-// a session (a start is notified while the session's lock is held).
+// recordProcess hands a process's end to its session's owner in a
+// goroutine of the host's, so that the process manager never waits on a
+// session. (Starts are not notified: every start goes through its
+// session's owner, which records it under its lock, so an end, which
+// waits for that lock, always comes after its start in the log.)
 func (h *Host) recordProcess(p store.Process, t event.Type) {
 	h.goBackground(func() {
 		ctx := context.WithoutCancel(h.ctx)

@@ -43,8 +43,15 @@ func (s *Session) StartProcess(ctx context.Context, sp process.StartParams) (sto
 			sp.Binding = b
 		}
 		var err error
-		rec, err = pm.Start(ctx, sp)
-		return err
+		if rec, err = pm.Start(ctx, sp); err != nil {
+			return err
+		}
+		// Recorded here, under the lock, so that the process's end (which
+		// its supervisor may report at once) comes after it in the log.
+		if err := s.recordProcess(ctx, rec, event.ProcessStarted, ""); err != nil {
+			s.cfg.Logger.Warn("record a process start", "session", s.id, "process", rec.ID, "err", err)
+		}
+		return nil
 	})
 	return rec, err
 }
@@ -68,44 +75,47 @@ func (b background) StartProcess(ctx context.Context, call *tool.Call, req tool.
 // for tool processes that the host runs outside a run.
 func (s *Session) Background() tool.Background { return background{s} }
 
-// RecordProcess writes a process's start (process.started) or end
-// (process.exited, with the tail of its output) to the session's log. An
-// end is also told to the active run at its next step boundary (unless
+// RecordProcess writes a process's end (process.exited, with the tail of
+// its output) to the session's log (a start is recorded by StartProcess
+// itself). An end is also told to the active run at its next step boundary (unless
 // the run is awaiting that process), or, for a process started with
 // WakeOnExit, starts a follow-up run when the session is idle.
 func (s *Session) RecordProcess(ctx context.Context, p store.Process, t event.Type, tail string) error {
+	return s.command(func() error { return s.recordProcess(ctx, p, t, tail) })
+}
+
+// recordProcess is RecordProcess for commands.
+func (s *Session) recordProcess(ctx context.Context, p store.Process, t event.Type, tail string) error {
 	d := event.ProcessData{ProcessID: p.ID, RunID: p.RunID, Kind: p.Kind, Command: p.Spec.Command, Tool: p.Spec.Tool,
 		MountID: p.MountID, Disposition: p.Disposition, Status: p.Status, ExitCode: p.ExitCode, Tail: tail}
 	e, err := event.New("", t, d)
 	if err != nil {
 		return err
 	}
-	return s.command(func() error {
-		if _, err := s.append(ctx, nil, idem.Ref{}, e); err != nil {
-			return err
-		}
-		if t != event.ProcessExited {
+	if _, err := s.append(ctx, nil, idem.Ref{}, e); err != nil {
+		return err
+	}
+	if t != event.ProcessExited {
+		return nil
+	}
+	note := processNote(d)
+	activeID := s.activeID()
+	if activeID != "" && s.awaitedByRun(ctx, activeID, p.ID) {
+		return nil // the run's process_await already tells the model
+	}
+	if activeID != "" {
+		// The agent learns of it at the next step boundary.
+		if _, err := s.steer(ctx, s.active, s.cfg.NewID("steer"), note, nil, idem.Ref{}); err == nil {
 			return nil
 		}
-		note := processNote(d)
-		activeID := s.activeID()
-		if activeID != "" && s.awaitedByRun(ctx, activeID, p.ID) {
-			return nil // the run's process_await already tells the model
+	}
+	if p.WakeOnExit && s.active == nil && len(s.queue) == 0 && s.ctx.Err() == nil {
+		q := queuedRun{id: s.cfg.NewID("run"), input: note}
+		if _, err := s.admit(ctx, q, nil, idem.Ref{}, false); err != nil {
+			s.cfg.Logger.Warn("wake on exit", "session", s.id, "process", p.ID, "err", err)
 		}
-		if activeID != "" {
-			// The agent learns of it at the next step boundary.
-			if _, err := s.steer(ctx, s.active, s.cfg.NewID("steer"), note, nil, idem.Ref{}); err == nil {
-				return nil
-			}
-		}
-		if p.WakeOnExit && s.active == nil && len(s.queue) == 0 && s.ctx.Err() == nil {
-			q := queuedRun{id: s.cfg.NewID("run"), input: note}
-			if _, err := s.admit(ctx, q, nil, idem.Ref{}, false); err != nil {
-				s.cfg.Logger.Warn("wake on exit", "session", s.id, "process", p.ID, "err", err)
-			}
-		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // processNote is what the model reads about an ended process.

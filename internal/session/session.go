@@ -93,7 +93,7 @@ type Session struct {
 
 	mu      sync.Mutex
 	state   state
-	failure error          // the write failure the session recovers from (stateFailed)
+	failure error // the write failure the session recovers from (stateFailed)
 	j       *journal.Journal
 	lease   *lease.Lease
 	bind    *env.Binding   // current binding, opened on first use
