@@ -1,0 +1,356 @@
+package policy
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"regexp"
+	"slices"
+	"time"
+
+	"weft.dev/weft/api"
+	"weft.dev/weft/event"
+)
+
+// The layers of a policy, from the lowest precedence to the highest: the
+// conventional order of the arguments of [Compile].
+const (
+	// LayerConfig is the host's config file (and the host's default
+	// preset, when no layer names one).
+	LayerConfig = 0
+	// LayerSession is the policy given to session/create, plus the rules
+	// a person approved for the session ([Set.WithSessionRule]).
+	LayerSession = 1
+	// LayerRun is the policy given to run/start.
+	LayerRun = 2
+)
+
+// Call is a tool call to decide on.
+type Call struct {
+	// Tool is the tool's name.
+	Tool string
+	// Arguments are the call's arguments as the model gave them. Empty
+	// means {}; arguments the tool would refuse match no condition.
+	Arguments json.RawMessage
+	// Mounts is the session's binding (the mounts as listed by env/list),
+	// which tells the mount a path or a shell's working directory lies
+	// in: the default mount for a relative path, the shell mount for a
+	// shell without cwd. Nil means no mounts.
+	Mounts []event.Mount
+}
+
+// Decision is what a [Set] says about a call.
+type Decision struct {
+	// Action is api.ActionAllow, api.ActionAsk or api.ActionDeny; never
+	// empty.
+	Action string
+	// Rule is a copy of the rule that decided, nil when none matched and
+	// the call is allowed by default.
+	Rule *api.Rule
+	// Layer is the rule's layer, -1 for the default.
+	Layer int
+	// Preset names the preset the rule comes from; empty for a rule of
+	// the layer's own (or the default).
+	Preset string
+	// Index is the rule's position among its layer's rules (rules added
+	// by [Set.WithSessionRule] follow the session layer's own), or among
+	// its preset's rules; -1 for the default.
+	Index int
+	// Reason is the rule's reason. A deny always has one: the model is
+	// told why.
+	Reason string
+	// Timeout is an ask's deadline, zero for none.
+	Timeout time.Duration
+	// Default is what an ask becomes when its deadline passes:
+	// api.ActionAllow or api.ActionDeny. Empty unless Action is ask.
+	Default string
+}
+
+// Set is a compiled policy: the rules of every layer ordered by
+// precedence, with their patterns compiled. A Set is immutable and safe
+// for concurrent use; a nil *Set, like the zero Set, allows every call.
+type Set struct {
+	// rules is every rule, the most specific first: Decide returns the
+	// first that matches.
+	rules []*rule
+	// own is the number of the session layer's own rules; the rules
+	// added by WithSessionRule follow them.
+	own int
+}
+
+// rule is a compiled [api.Rule] and where it comes from.
+type rule struct {
+	src      api.Rule
+	layer    int
+	preset   string
+	index    int
+	approved bool // added by WithSessionRule
+
+	tool   toolPattern
+	prefix []string       // Match.Command's words; nil when unset
+	re     *regexp.Regexp // Match.CommandRegex anchored at the start
+	path   *glob          // Match.Path
+	mount  string         // Match.Mount
+	conds  int            // the number of conditions set in Match
+}
+
+// Compile validates and compiles the layers of a policy, given from the
+// lowest precedence to the highest: conventionally the config file
+// ([LayerConfig]), the session ([LayerSession]) and the run ([LayerRun]).
+// A zero Policy is a valid, empty layer. Each layer's preset expands to
+// rules that follow the layer's own.
+//
+// An invalid layer is an *api.Error of kind invalid_params whose message
+// names the rule and the field and says what is wrong; its data holds
+// "field" (relative to the layer's Policy, such as
+// "rules[2].match.commandRegex"), "layer" (its position among layers),
+// and "limit" for a field over a limit.
+func Compile(layers ...api.Policy) (*Set, error) {
+	s := &Set{}
+	for li, p := range layers {
+		rs, err := compileLayer(li, p)
+		if err != nil {
+			return nil, err.With("layer", li)
+		}
+		s.rules = append(s.rules, rs...)
+		if li == LayerSession {
+			s.own = len(p.Rules)
+		}
+	}
+	slices.SortStableFunc(s.rules, precedence)
+	return s, nil
+}
+
+// precedence orders rules the most specific first; see the package doc.
+func precedence(a, b *rule) int {
+	if c := cmp.Compare(b.layer, a.layer); c != 0 {
+		return c // a higher layer first
+	}
+	if ap, bp := a.preset != "", b.preset != ""; ap != bp {
+		if bp {
+			return -1 // the layer's own rules before its preset's
+		}
+		return 1
+	}
+	if c := cmp.Compare(b.tool.rank, a.tool.rank); c != 0 {
+		return c // an exact name, then a glob, then *
+	}
+	if c := cmp.Compare(b.conds, a.conds); c != 0 {
+		return c // more conditions first
+	}
+	if a.approved != b.approved {
+		if b.approved {
+			return -1 // the layer's own rules before approved ones
+		}
+		return 1
+	}
+	return cmp.Compare(b.index, a.index) // the later rule first
+}
+
+// Decide returns the decision for call: that of the most specific rule
+// that matches it, or allow when none does. A call of start_tool is
+// decided as the call it starts; a rule that names start_tool exactly
+// can only make that stricter. Ask rules never apply to ask_user.
+func (s *Set) Decide(call Call) Decision {
+	if call.Tool == api.ToolStartTool {
+		if inner, ok := startedCall(call); ok {
+			d := s.decide(inner)
+			if o, ok := s.first(&callInfo{tool: call.Tool}, namesExactly); ok && strictness(o.Action) > strictness(d.Action) {
+				return o
+			}
+			return d
+		}
+	}
+	return s.decide(call)
+}
+
+func (s *Set) decide(call Call) Decision {
+	if d, ok := s.first(inspect(call), nil); ok {
+		return d
+	}
+	return Decision{Action: api.ActionAllow, Layer: -1, Index: -1}
+}
+
+// namesExactly keeps the rules that name a tool exactly.
+func namesExactly(r *rule) bool { return r.tool.rank == rankExact }
+
+// first returns the decision of the first rule that matches ci, among
+// those keep keeps (all when keep is nil).
+func (s *Set) first(ci *callInfo, keep func(*rule) bool) (Decision, bool) {
+	if s == nil {
+		return Decision{}, false
+	}
+	for _, r := range s.rules {
+		if keep != nil && !keep(r) {
+			continue
+		}
+		if r.src.Action == api.ActionAsk && ci.tool == api.ToolAskUser {
+			continue
+		}
+		if r.matches(ci) {
+			return r.decision(ci.tool), true
+		}
+	}
+	return Decision{}, false
+}
+
+func strictness(action string) int {
+	switch action {
+	case api.ActionDeny:
+		return 2
+	case api.ActionAsk:
+		return 1
+	}
+	return 0
+}
+
+// decision is r's decision for a call of tool.
+func (r *rule) decision(tool string) Decision {
+	src := r.src
+	d := Decision{Action: src.Action, Rule: &src, Layer: r.layer, Preset: r.preset, Index: r.index, Reason: src.Reason}
+	switch src.Action {
+	case api.ActionAsk:
+		d.Timeout = time.Duration(src.TimeoutMs) * time.Millisecond
+		d.Default = cmp.Or(src.Default, api.ActionDeny)
+	case api.ActionDeny:
+		d.Reason = cmp.Or(d.Reason, "the policy does not allow "+tool)
+	}
+	return d
+}
+
+// callInfo is a call's arguments, taken apart once per decision.
+type callInfo struct {
+	tool string
+	// cmd is the shell's command; nil for other tools.
+	cmd *shellCommand
+	// path is where a file tool's path lies; nil for other tools and for
+	// a path the resolver refuses.
+	path *location
+	// where is the location of the path, or of the shell's working
+	// directory.
+	where *location
+}
+
+// The argument structs mirror the tools' own (tool/builtin), decoded with
+// the same package, so that the policy reads the arguments the tool will
+// act on: the same key wins among duplicates, keys match alike.
+type (
+	shellArgs struct {
+		Command string `json:"command"`
+		Cwd     string `json:"cwd"`
+	}
+	pathArgs struct {
+		Path string `json:"path"`
+	}
+	startToolArgs struct {
+		Tool string         `json:"tool"`
+		Args map[string]any `json:"args"`
+	}
+)
+
+// decodeArgs decodes a call's arguments as the tool registry does: empty
+// means {}. It reports false when the tool would refuse them.
+func decodeArgs(raw json.RawMessage, v any) bool {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return true
+	}
+	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return false
+	}
+	return json.Unmarshal(raw, v) == nil
+}
+
+func inspect(call Call) *callInfo {
+	ci := &callInfo{tool: call.Tool}
+	switch call.Tool {
+	case api.ToolShell:
+		var a shellArgs
+		if !decodeArgs(call.Arguments, &a) {
+			return ci
+		}
+		ci.cmd = parseCommand(a.Command)
+		d := defaultsOf(call.Mounts)
+		switch {
+		case a.Cwd != "":
+			if l, ok := locate(a.Cwd, d); ok {
+				ci.where = &l
+			}
+		case d.shell != "":
+			l := mountRoot(d.shell, d)
+			ci.where = &l
+		}
+	case api.ToolReadFile, api.ToolWriteFile, api.ToolEditFile, api.ToolListDir, api.ToolGlob, api.ToolGrep:
+		var a pathArgs
+		if !decodeArgs(call.Arguments, &a) {
+			return ci
+		}
+		d := defaultsOf(call.Mounts)
+		switch {
+		case a.Path != "":
+			if l, ok := locate(a.Path, d); ok {
+				ci.path, ci.where = &l, &l
+			}
+		case defaultsToRoot(call.Tool) && d.mount != "":
+			l := mountRoot(d.mount, d)
+			ci.path, ci.where = &l, &l
+		}
+	}
+	return ci
+}
+
+// defaultsToRoot reports whether an empty path of the file tool means the
+// default mount's root.
+func defaultsToRoot(tool string) bool {
+	return tool == api.ToolListDir || tool == api.ToolGlob || tool == api.ToolGrep
+}
+
+// startedCall returns the call a start_tool call starts. The arguments
+// take the way the start_tool tool gives them to the tool it starts: a
+// map, encoded again.
+func startedCall(call Call) (Call, bool) {
+	var a startToolArgs
+	if !decodeArgs(call.Arguments, &a) || a.Tool == "" || a.Tool == api.ToolStartTool {
+		return Call{}, false
+	}
+	raw := json.RawMessage("{}")
+	if a.Args != nil {
+		b, err := json.Marshal(a.Args)
+		if err != nil {
+			return Call{}, false
+		}
+		raw = b
+	}
+	return Call{Tool: a.Tool, Arguments: raw, Mounts: call.Mounts}, true
+}
+
+// matches reports whether every part of r holds for the call.
+func (r *rule) matches(ci *callInfo) bool {
+	if !r.tool.match(ci.tool) {
+		return false
+	}
+	allow := r.src.Action == api.ActionAllow
+	if r.prefix != nil {
+		if ci.cmd == nil {
+			return false
+		}
+		ok := func(s string) bool { return hasWordPrefix(s, r.prefix) }
+		if allow && !ci.cmd.all(ok) || !allow && !ci.cmd.any(ok) {
+			return false
+		}
+	}
+	if r.re != nil {
+		if ci.cmd == nil {
+			return false
+		}
+		if allow && !ci.cmd.all(r.re.MatchString) || !allow && !ci.cmd.any(r.re.MatchString) && !ci.cmd.anyTail(r.re.MatchString) {
+			return false
+		}
+	}
+	if r.path != nil && (ci.path == nil || !ci.path.matchGlob(*r.path)) {
+		return false
+	}
+	if r.mount != "" && (ci.where == nil || ci.where.mount != r.mount) {
+		return false
+	}
+	return true
+}
