@@ -41,6 +41,12 @@ type Verdict struct {
 // errWaiting is callTools' answer when calls of the step wait for answers.
 var errWaiting = errors.New("the run waits for answers")
 
+// ErrHostStopped is the cancel cause (context.WithCancelCause) with which
+// a host stops its runs when it shuts down: a run whose step opened
+// requests then parks rather than ending, so that it still waits for its
+// answers when the host is back.
+var ErrHostStopped = errors.New("the host stopped")
+
 // gatedCall is a call of the current step that opened a request.
 type gatedCall struct {
 	call      event.ToolCall
@@ -119,7 +125,7 @@ func (l *loop) callTools(ctx context.Context, calls []event.ToolCall) ([]llm.Mes
 		return nil, err
 	}
 	err := l.runCalls(ctx, calls, runs, results)
-	if len(l.gated) > 0 && err == nil && ctx.Err() == nil {
+	if len(l.gated) > 0 && err == nil && (ctx.Err() == nil || errors.Is(context.Cause(ctx), ErrHostStopped)) {
 		return nil, errWaiting
 	}
 	return results, err

@@ -23,8 +23,13 @@ type StartRunParams struct {
 	Model    string `json:"model,omitempty"`
 	MaxSteps int    `json:"maxSteps,omitempty"`
 	// Busy is one of reject (default), queue, interrupt, steer.
-	Busy           string `json:"busy,omitempty"`
-	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	Busy string `json:"busy,omitempty"`
+	// Policy is the run's approval policy, layered over the session's.
+	Policy *Policy `json:"policy,omitempty"`
+	// Tools are tools the client executes itself, for this run (beside
+	// the session's).
+	Tools          []ToolSpec `json:"tools,omitempty"`
+	IdempotencyKey string     `json:"idempotencyKey,omitempty"`
 }
 
 // RunResult is a run, as returned by run/start, run/get and run/cancel.

@@ -36,8 +36,15 @@ type CreateSessionParams struct {
 	Mounts   []event.Mount     `json:"mounts,omitempty"`
 	// Network is the shells' network policy, "allow" or "deny"; empty
 	// means the host's default (deny unless configured).
-	Network        string `json:"network,omitempty"`
-	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	Network string `json:"network,omitempty"`
+	// Policy is the session's approval policy, layered over the host's
+	// (see docs/policy.md); nil means the host's alone.
+	Policy *Policy `json:"policy,omitempty"`
+	// Tools are tools the client executes itself: the model may call
+	// them, and each call becomes a tool.call.requested that the client
+	// answers with tool/result.
+	Tools          []ToolSpec `json:"tools,omitempty"`
+	IdempotencyKey string     `json:"idempotencyKey,omitempty"`
 }
 
 // SessionResult is a session, as returned by session/create and session/get.

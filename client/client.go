@@ -405,3 +405,28 @@ func (c *Client) endErr(s *sub) error {
 	}
 	return fmt.Errorf("client: connection closed: %w", jrpc.ErrClosed)
 }
+
+// DecideApproval calls approval/decide.
+func (c *Client) DecideApproval(ctx context.Context, p api.DecideParams) (*api.RequestResult, error) {
+	return call[api.RequestResult](ctx, c, api.MethodApprovalDecide, p)
+}
+
+// AnswerInput calls input/answer.
+func (c *Client) AnswerInput(ctx context.Context, p api.AnswerParams) (*api.RequestResult, error) {
+	return call[api.RequestResult](ctx, c, api.MethodInputAnswer, p)
+}
+
+// ToolResult calls tool/result.
+func (c *Client) ToolResult(ctx context.Context, p api.ToolResultParams) (*api.RequestResult, error) {
+	return call[api.RequestResult](ctx, c, api.MethodToolResult, p)
+}
+
+// ListRequests calls request/list.
+func (c *Client) ListRequests(ctx context.Context, p api.ListRequestsParams) (*api.ListRequestsResult, error) {
+	return call[api.ListRequestsResult](ctx, c, api.MethodRequestList, p)
+}
+
+// GetRequest calls request/get.
+func (c *Client) GetRequest(ctx context.Context, id string) (*api.RequestResult, error) {
+	return call[api.RequestResult](ctx, c, api.MethodRequestGet, api.RequestIDParams{RequestID: id})
+}

@@ -34,6 +34,9 @@ type methods struct {
 	cancelProcess func(context.Context, api.ProcessCancelParams) (*api.ProcessResult, error)
 	grantProcess  func(context.Context, api.ProcessGrantParams) (*api.ProcessResult, error)
 	revokeProcess func(context.Context, api.ProcessGrantParams) (*api.ProcessResult, error)
+	decide        func(context.Context, api.DecideParams) (*api.RequestResult, error)
+	answer        func(context.Context, api.AnswerParams) (*api.RequestResult, error)
+	toolResult    func(context.Context, api.ToolResultParams) (*api.RequestResult, error)
 }
 
 func (h *Host) methodTable() methods {
@@ -55,6 +58,9 @@ func (h *Host) methodTable() methods {
 		cancelProcess: idempotent(h, api.MethodProcessCancel, h.cancelProcess, replayProcess[api.ProcessCancelParams](h)),
 		grantProcess:  idempotent(h, api.MethodProcessGrant, h.grantProcess, replayProcess[api.ProcessGrantParams](h)),
 		revokeProcess: idempotent(h, api.MethodProcessRevoke, h.revokeProcess, replayProcess[api.ProcessGrantParams](h)),
+		decide:        idempotent(h, api.MethodApprovalDecide, h.decide, replayRequest[api.DecideParams](h)),
+		answer:        idempotent(h, api.MethodInputAnswer, h.answer, replayRequest[api.AnswerParams](h)),
+		toolResult:    idempotent(h, api.MethodToolResult, h.toolResult, replayRequest[api.ToolResultParams](h)),
 	}
 }
 
@@ -106,12 +112,24 @@ func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc 
 			return nil, idem.Ref{}, invalid("model", "model: %v", err)
 		}
 	}
+	pol, err := h.checkPolicy("policy", p.Policy)
+	if err != nil {
+		return nil, idem.Ref{}, err
+	}
+	if err := checkClientTools("tools", p.Tools); err != nil {
+		return nil, idem.Ref{}, err
+	}
 	id := h.cfg.NewID("ses")
 	mounts, err := h.prepareMounts(id, p.Mounts)
 	if err != nil {
 		return nil, idem.Ref{}, err
 	}
-	s, err := session.Create(ctx, &h.scfg, id, event.SessionCreatedData{Title: p.Title, Model: p.Model, Metadata: p.Metadata, Mounts: mounts, Network: p.Network}, rc)
+	var tools []event.ClientTool
+	for _, t := range p.Tools {
+		tools = append(tools, event.ClientTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
+	}
+	s, err := session.Create(ctx, &h.scfg, id, event.SessionCreatedData{Title: p.Title, Model: p.Model, Metadata: p.Metadata,
+		Mounts: mounts, Network: p.Network, Policy: pol, Tools: tools}, rc)
 	if err != nil {
 		return nil, idem.Ref{}, err
 	}
@@ -310,6 +328,12 @@ func (h *Host) startRun(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 		if _, err := h.cfg.ResolveModel(p.Model); err != nil {
 			return nil, idem.Ref{}, invalid("model", "model: %v", err)
 		}
+	}
+	if _, err := h.checkPolicy("policy", p.Policy); err != nil {
+		return nil, idem.Ref{}, err
+	}
+	if err := checkClientTools("tools", p.Tools); err != nil {
+		return nil, idem.Ref{}, err
 	}
 	var res *api.RunResult
 	err := h.with(ctx, p.SessionID, func(s *session.Session) (err error) {

@@ -26,6 +26,7 @@ import (
 	"weft.dev/weft/internal/journal"
 	"weft.dev/weft/internal/lease"
 	"weft.dev/weft/internal/session"
+	"weft.dev/weft/policy"
 	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 	"weft.dev/weft/tool"
@@ -91,6 +92,13 @@ type Config struct {
 	StorageRetry time.Duration
 	// ScratchDir holds the directories of scratch mounts; empty refuses them.
 	ScratchDir string
+	// Policy is the host's approval policy (the config file's), the
+	// lowest layer under each session's and each run's; the zero Policy
+	// allows every call (never-ask). See docs/policy.md.
+	Policy api.Policy
+	// InputTimeout, if positive, is how long a question the model asks
+	// (ask_user) waits for its answer before the call fails.
+	InputTimeout time.Duration
 	// NewID makes IDs with a prefix; nil means random time-ordered IDs.
 	NewID func(prefix string) string
 }
@@ -151,6 +159,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if _, err := policy.Compile(cfg.Policy); err != nil {
+		return nil, fmt.Errorf("host: Config.Policy: %w", err)
+	}
 	if cfg.NewID == nil {
 		cfg.NewID = ids.New
 	}
@@ -161,7 +172,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		Journal: journal.Config{CoalesceWindow: cfg.CoalesceWindow, CoalesceBytes: cfg.CoalesceBytes, Logger: cfg.Logger},
 		Tools:   cfg.Tools, MaxSteps: cfg.MaxSteps, Processes: cfg.Processes, LockDir: cfg.LockDir,
 		SubscriberBuffer: cfg.SubscriberBuffer, SubscriberBytes: cfg.SubscriberBytes, RetryBackoff: cfg.StorageRetry,
-		NewID: cfg.NewID, Logger: cfg.Logger,
+		Policy: cfg.Policy, InputTimeout: cfg.InputTimeout, NewID: cfg.NewID, Logger: cfg.Logger,
 	}
 	h.m = h.methodTable()
 	if m := cfg.Processes; m != nil {

@@ -79,6 +79,19 @@ type Conn struct {
 	mu          sync.Mutex
 	cleanups    []func()
 	cleanupsRan bool
+
+	// client is who the peer said it is in initialize.
+	client atomic.Pointer[api.Client]
+}
+
+// clientContext returns ctx carrying the connection's client (api.WithClient):
+// hosts record it as who answered a request.
+func (c *Conn) clientContext(ctx context.Context) context.Context {
+	cl := api.Client{Transport: c.transport}
+	if p := c.client.Load(); p != nil {
+		cl = *p
+	}
+	return api.WithClient(ctx, cl)
 }
 
 // ID returns a server-unique identifier for the connection, for logs.
@@ -371,7 +384,7 @@ func (c *Conn) start(req *jsonrpc.Request, deliver func([]byte)) {
 		defer c.handlers.Done()
 		defer func() { <-c.sem }()
 		hooks := &replyHooks{}
-		result, e := c.s.dispatch(context.WithValue(c.ctx, replyKey{}, hooks), req)
+		result, e := c.s.dispatch(c.clientContext(context.WithValue(c.ctx, replyKey{}, hooks)), req)
 		if req.IsNotification() {
 			if e != nil {
 				c.s.log.Debug("rpc: notification failed", "method", req.Method, "conn", c.id, "err", e)

@@ -109,6 +109,7 @@ func (s *Server) registerBuiltins() {
 			push := false
 			if c := ConnFrom(ctx); c != nil {
 				push = c.stream != nil
+				c.client.Store(&api.Client{Name: p.ClientInfo.Name, Transport: c.transport})
 			}
 			return &InitializeResult{
 				ServerInfo:      s.cfg.ServerInfo,

@@ -194,6 +194,29 @@ func TestEveryMutationIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	del1, del2 := mk(), mk()
+	// A run that waits on an approval, a question and a client tool call.
+	asks, err := c.CreateSession(ctx, api.CreateSessionParams{Model: "asks", Policy: &api.Policy{Preset: api.PresetAskWrites},
+		Mounts: []event.Mount{{ID: "work", Path: t.TempDir(), Default: true}},
+		Tools:  []api.ToolSpec{{Name: "pick", InputSchema: []byte(`{"type":"object"}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting, err := c.StartRun(ctx, api.StartRunParams{SessionID: asks.ID, Input: in("go")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reqs map[string]string // kind -> ID
+	for deadline := time.Now().Add(10 * time.Second); len(reqs) < 3; {
+		l, err := c.ListRequests(ctx, api.ListRequestsParams{SessionID: asks.ID})
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("requests of run %s: %+v, %v", waiting.ID, l, err)
+		}
+		reqs = map[string]string{}
+		for _, q := range l.Requests {
+			reqs[q.Kind] = q.ID
+		}
+	}
+	reqReplayed := func(r any) bool { return r.(*api.RequestResult).Replayed }
 	runReplayed := func(r any) bool { return r.(*api.RunResult).Replayed }
 	procReplayed := func(r any) bool { return r.(*api.ProcessResult).Replayed }
 	mountReplayed := func(r any) bool { return !r.(*api.MountResult).Applied }
@@ -322,6 +345,33 @@ func TestEveryMutationIsIdempotent(t *testing.T) {
 			replayed: procReplayed,
 		},
 	}
+	table[api.MethodApprovalDecide] = mutation{
+		call: func(k string) (any, error) {
+			return c.DecideApproval(ctx, api.DecideParams{ApprovalID: reqs[event.RequestApproval], Decision: event.DecisionAllowOnce, IdempotencyKey: k})
+		},
+		other: func(k string) (any, error) {
+			return c.DecideApproval(ctx, api.DecideParams{ApprovalID: reqs[event.RequestApproval], Decision: event.DecisionDeny, IdempotencyKey: k})
+		},
+		replayed: reqReplayed,
+	}
+	table[api.MethodInputAnswer] = mutation{
+		call: func(k string) (any, error) {
+			return c.AnswerInput(ctx, api.AnswerParams{RequestID: reqs[event.RequestInput], Text: "yes", IdempotencyKey: k})
+		},
+		other: func(k string) (any, error) {
+			return c.AnswerInput(ctx, api.AnswerParams{RequestID: reqs[event.RequestInput], Text: "no", IdempotencyKey: k})
+		},
+		replayed: reqReplayed,
+	}
+	table[api.MethodToolResult] = mutation{
+		call: func(k string) (any, error) {
+			return c.ToolResult(ctx, api.ToolResultParams{RequestID: reqs[event.RequestTool], Output: "1", IdempotencyKey: k})
+		},
+		other: func(k string) (any, error) {
+			return c.ToolResult(ctx, api.ToolResultParams{RequestID: reqs[event.RequestTool], Output: "2", IdempotencyKey: k})
+		},
+		replayed: reqReplayed,
+	}
 	var mutating []string
 	for _, m := range rpctest.Discover(t, e.s).Methods {
 		for _, p := range m.Params {
@@ -339,7 +389,8 @@ func TestEveryMutationIsIdempotent(t *testing.T) {
 	// In a fixed order: unmount after mount, revoke after grant, cancels last.
 	order := []string{api.MethodSessionCreate, api.MethodSessionDelete, api.MethodRunStart, api.MethodRunSteer,
 		api.MethodEnvMount, api.MethodEnvUnmount, api.MethodProcessStart, api.MethodProcessWrite, api.MethodProcessSignal,
-		api.MethodProcessGrant, api.MethodProcessRevoke, api.MethodProcessCancel, api.MethodRunCancel}
+		api.MethodProcessGrant, api.MethodProcessRevoke, api.MethodProcessCancel, api.MethodRunCancel,
+		api.MethodApprovalDecide, api.MethodInputAnswer, api.MethodToolResult}
 	for _, name := range order {
 		m := table[name]
 		key := "key-" + name
@@ -378,5 +429,10 @@ func TestEveryMutationIsIdempotent(t *testing.T) {
 	}
 	if steers != 1 {
 		t.Fatalf("%d steer.accepted for one idempotent steer", steers)
+	}
+	// The answers, each retried, resumed the waiting run once.
+	w, err := c.WaitRun(ctx, api.WaitRunParams{RunID: waiting.ID, TimeoutMs: 10_000})
+	if err != nil || w.Run.Status != "completed" {
+		t.Fatalf("the run its answers resumed: %+v, %v", w, err)
 	}
 }

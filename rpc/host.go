@@ -125,6 +125,28 @@ func NewHostServer(h *host.Host, cfg HostConfig) *Server {
 	Register(s, "process/revoke", "Withdraw a grant.", func(ctx context.Context, p *api.ProcessGrantParams) (*api.ProcessResult, error) {
 		return h.RevokeProcess(context.WithoutCancel(ctx), *p)
 	})
+	Register(s, api.MethodApprovalDecide, "Answer an approval: allow_once, allow_session or deny (with a message for the model). The first answer wins.", func(ctx context.Context, p *api.DecideParams) (*api.RequestResult, error) {
+		return h.DecideApproval(context.WithoutCancel(ctx), *p)
+	})
+	Register(s, api.MethodInputAnswer, "Answer a question the model asked (ask_user): text, or the index of a choice.", func(ctx context.Context, p *api.AnswerParams) (*api.RequestResult, error) {
+		return h.AnswerInput(context.WithoutCancel(ctx), *p)
+	})
+	Register(s, api.MethodToolResult, "Give the result of a call of a tool the client executes (tool.call.requested).", func(ctx context.Context, p *api.ToolResultParams) (*api.RequestResult, error) {
+		return h.ToolResult(context.WithoutCancel(ctx), *p)
+	})
+	Register(s, api.MethodRequestList, "List requests to people and clients (open ones by default), oldest first.", func(ctx context.Context, p *api.ListRequestsParams) (*api.ListRequestsResult, error) {
+		return h.ListRequests(ctx, *p)
+	})
+	Register(s, api.MethodApprovalList, "List approvals (open ones by default), oldest first.", func(ctx context.Context, p *api.ListRequestsParams) (*api.ListRequestsResult, error) {
+		if p.Kind != "" && p.Kind != event.RequestApproval {
+			return nil, api.Errorf(api.KindInvalidParams, "approval/list lists approvals: leave kind out, or use request/list").With("field", "kind")
+		}
+		p.Kind = event.RequestApproval
+		return h.ListRequests(ctx, *p)
+	})
+	Register(s, api.MethodRequestGet, "Get a request.", func(ctx context.Context, p *api.RequestIDParams) (*api.RequestResult, error) {
+		return h.GetRequest(ctx, *p)
+	})
 	Register(s, "process/follow", "Follow a process's output from an offset: notifications process/output, then process/closed (WebSocket and stdio).", m.followProcess)
 	registerEvents(s)
 	RegisterEventType[api.ProcessOutputNotification](s, api.NotifyProcessOutput, "Notification: a chunk of a followed process's output.")
@@ -290,6 +312,13 @@ func registerEvents(s *Server) {
 	RegisterEventType[event.Binding](s, string(event.MountInfo), "The session's mounts at the start of a run.")
 	RegisterEventType[event.ProcessData](s, string(event.ProcessStarted), "A background process of the session started.")
 	RegisterEventType[event.ProcessData](s, string(event.ProcessExited), "A background process of the session ended.")
+	RegisterEventType[event.ApprovalRequestedData](s, string(event.ApprovalRequested), "A tool call waits for a person's approval.")
+	RegisterEventType[event.ApprovalResolvedData](s, string(event.ApprovalResolved), "The first answer to an approval (or its cancellation with the run).")
+	RegisterEventType[event.ApprovalResolvedData](s, string(event.ApprovalExpired), "An approval's deadline passed; its decision is the policy's default.")
+	RegisterEventType[event.InputRequestedData](s, string(event.InputRequested), "The model asks the user a question (ask_user).")
+	RegisterEventType[event.InputResolvedData](s, string(event.InputResolved), "A question was answered, expired or cancelled.")
+	RegisterEventType[event.ToolCallRequestedData](s, string(event.ToolCallRequested), "A call of a tool the client executes; tool/result answers it.")
+	RegisterEventType[event.RunResumedData](s, string(event.RunResumed), "A run that waited for answers goes on.")
 }
 
 func (m *hostMethods) followProcess(ctx context.Context, p *api.ProcessFollowParams) (*api.SubscribeResult, error) {

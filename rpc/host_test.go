@@ -30,6 +30,8 @@ import (
 const token = "test-token"
 
 var hostScripts = map[string]string{
+	"asks": `{"loop":true,"steps":[{"toolCalls":[{"name":"write_file","arguments":{"path":"a.txt","content":"A"}},` +
+		`{"name":"ask_user","arguments":{"question":"ok?"}},{"name":"pick","arguments":{}}]},{"text":"done"}]}`,
 	"fast": `{"loop":true,"steps":[{"text":"answer to {{input}}"}]}`,
 	"slow": `{"loop":true,"steps":[{"text":"` + strings.Repeat("tok ", 300) + `{{input}}","delayMs":2}]}`,
 }

@@ -149,7 +149,7 @@ func (p *Projection) Apply(e event.Event) error {
 		}
 		p.touched = true
 		s.ID = e.SessionID
-		s.Title, s.Model, s.Metadata = d.Title, d.Model, d.Metadata
+		s.Title, s.Model, s.Metadata, s.Policy, s.Tools = d.Title, d.Model, d.Metadata, d.Policy, d.Tools
 		s.CreatedAt = e.Time
 		s.Binding = event.Binding{BindingVersion: 1, Mounts: d.Mounts, Network: d.Network}
 	case event.SessionUpdated:

@@ -125,7 +125,11 @@ type Session struct {
 	ActiveRunID string `json:"activeRunId,omitempty"`
 	// Binding is the session's mounts.
 	Binding event.Binding `json:"binding"`
-	Deleted bool          `json:"deleted,omitempty"`
+	// Policy is the session's approval policy (api.Policy), if it has one.
+	Policy json.RawMessage `json:"policy,omitempty"`
+	// Tools are the tools the session's client executes itself.
+	Tools   []event.ClientTool `json:"tools,omitempty"`
+	Deleted bool               `json:"deleted,omitempty"`
 }
 
 // Run statuses.

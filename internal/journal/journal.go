@@ -177,6 +177,14 @@ func (j *Journal) Run(id string) (store.Run, bool) {
 	return j.proj.Run(id)
 }
 
+// OpenRequests returns the session's open requests as of the last
+// commit, oldest first.
+func (j *Journal) OpenRequests() []store.Request {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.proj.OpenRequests()
+}
+
 // LastSeq returns the seq of the last committed event.
 func (j *Journal) LastSeq() int64 {
 	j.mu.Lock()

@@ -33,6 +33,10 @@ type Options struct {
 	// Failure, if set, ends the runs as failed with this error instead of
 	// interrupted: a run cut short by a store that refused writes.
 	Failure *event.Error
+	// Waiting, if set, names runs that wait for answers and go on after
+	// the crash: only their tool calls that started and never finished
+	// are closed; the runs stay open, with their requests and steers.
+	Waiting func(r store.Run) bool
 }
 
 // Session closes every non-terminal run of sessionID (but those
@@ -47,20 +51,26 @@ func Session(ctx context.Context, st store.Store, log Appender, sessionID string
 		if opts.Keep != nil && opts.Keep(r.ID) {
 			continue
 		}
-		evs, err := closing(ctx, st, r, opts.Failure)
+		waiting := opts.Waiting != nil && opts.Waiting(r)
+		evs, err := closing(ctx, st, r, opts.Failure, waiting)
 		if err != nil {
 			return closed, err
+		}
+		if len(evs) == 0 {
+			continue
 		}
 		if _, err := log.Append(ctx, evs...); err != nil {
 			return closed, fmt.Errorf("reconcile run %s: %w", r.ID, err)
 		}
-		closed = append(closed, r.ID)
+		if !waiting {
+			closed = append(closed, r.ID)
+		}
 	}
 	return closed, nil
 }
 
 // closing returns the events that close run r.
-func closing(ctx context.Context, st store.Store, r store.Run, failure *event.Error) ([]event.Event, error) {
+func closing(ctx context.Context, st store.Store, r store.Run, failure *event.Error, waiting bool) ([]event.Event, error) {
 	var (
 		open   []event.ToolCall
 		done   = map[string]bool{}
@@ -131,6 +141,9 @@ func closing(ctx context.Context, st store.Store, r store.Run, failure *event.Er
 		if err := add(event.ToolCallCompleted, event.ToolCallCompletedData{ID: c.ID, Name: c.Name, Output: out, IsError: true}); err != nil {
 			return nil, err
 		}
+	}
+	if waiting {
+		return evs, nil // the run goes on: its steers wait for its next step
 	}
 	for _, s := range steers {
 		if ended[s.SteerID] {

@@ -2,7 +2,9 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"weft.dev/weft/agent"
@@ -48,7 +50,10 @@ func (s *Session) Start(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 	err := s.command(func() error {
 		activeID := s.activeID()
 		busyID, busyQueued := s.busyWith()
-		q := queuedRun{id: s.cfg.NewID("run"), model: p.Model, maxSteps: p.MaxSteps, input: p.Input}
+		q := queuedRun{id: s.cfg.NewID("run"), model: p.Model, maxSteps: p.MaxSteps, input: p.Input, tools: clientTools(p.Tools)}
+		if p.Policy != nil {
+			q.policy, _ = json.Marshal(p.Policy)
+		}
 		ref := idem.Ref{ID: q.id}
 		if activeID == "" && len(s.queue) == 0 {
 			r, err := s.admit(ctx, q, rc, ref, false)
@@ -73,7 +78,13 @@ func (s *Session) Start(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 				return err
 			}
 			if !busyQueued && s.active != nil {
-				s.active.cancel(errors.New(reason))
+				if s.active.parked {
+					if err := s.cancelParked(ctx, s.active, reason, nil); err != nil {
+						return err
+					}
+				} else {
+					s.active.cancel(errors.New(reason))
+				}
 			}
 			res = &api.RunResult{Run: r}
 			return nil
@@ -100,7 +111,7 @@ func (s *Session) Start(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 // admit appends run.queued for a new run and starts it if the session is
 // idle. Called by commands.
 func (s *Session) admit(ctx context.Context, q queuedRun, rc *idem.Claim, ref idem.Ref, front bool) (store.Run, error) {
-	e, err := event.New(q.id, event.RunQueued, event.RunQueuedData{Model: q.model, MaxSteps: q.maxSteps, Input: q.input})
+	e, err := event.New(q.id, event.RunQueued, event.RunQueuedData{Model: q.model, MaxSteps: q.maxSteps, Input: q.input, Policy: q.policy, Tools: q.tools})
 	if err != nil {
 		return store.Run{}, err
 	}
@@ -131,15 +142,32 @@ func (s *Session) startNext() {
 	}
 	q := s.queue[0]
 	s.queue = s.queue[1:]
+	s.active = &activeRun{id: q.id, q: q, inbox: &agent.Steers{}}
+	s.launch(s.active, false)
+}
+
+// launch runs a's loop in a goroutine of the session's: from the start,
+// or, with resume, on from the step it waited in. When the loop parks the
+// run waits without a goroutine; when it ends, the next queued run
+// starts. Called with mu held, the session open.
+func (s *Session) launch(a *activeRun, resume bool) {
 	ctx, cancel := context.WithCancelCause(s.ctx)
-	a := &activeRun{id: q.id, cancel: cancel, inbox: &agent.Steers{}, finished: make(chan struct{})}
-	s.active = a
+	a.cancel, a.parked, a.finished = cancel, false, make(chan struct{})
+	finished := a.finished
 	s.wg.Go(func() {
-		defer close(a.finished)
+		defer close(finished)
 		defer cancel(nil)
-		s.execute(ctx, q, a)
+		out := s.execute(ctx, a, resume)
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if out.Waiting {
+			a.parked, a.cancel = true, nil
+			if s.state == stateOpen {
+				// An answer may have come while the run was parking.
+				s.resumeIfAnswered(a.id)
+			}
+			return
+		}
 		s.active = nil
 		s.closeRetired()
 		s.startNext()
@@ -167,6 +195,14 @@ type journalWriter interface {
 }
 
 func (l runLog) Append(ctx context.Context, evs ...event.Event) ([]event.Event, error) {
+	out, err := l.append(ctx, evs...)
+	if err == nil {
+		l.s.scheduleDeadlines(out)
+	}
+	return out, err
+}
+
+func (l runLog) append(ctx context.Context, evs ...event.Event) ([]event.Event, error) {
 	var claims []*idem.Claim
 	var rcpts []store.Receipt
 	for _, e := range evs {
@@ -192,11 +228,14 @@ func (l runLog) Delta(ctx context.Context, runID string, t event.Type, step int,
 	return l.journal().Delta(ctx, runID, t, step, text)
 }
 
-// execute runs one run to its terminal event. A failure before the agent
-// loop starts (unknown model, unusable mounts) still ends the run.
-func (s *Session) execute(ctx context.Context, q queuedRun, a *activeRun) {
+// execute runs a's loop until the run ends or parks: from the start, or
+// with resume, on from the step it waited in. A failure before the loop
+// starts (unknown model, unusable mounts, a policy that does not
+// compile) still ends the run.
+func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.Outcome {
+	q := a.q
 	log := runLog{s: s, a: a}
-	fail := func(kind, msg string) {
+	fail := func(kind, msg string) agent.Outcome {
 		a.inbox.Close()
 		e, _ := event.New(q.id, event.RunFailed, event.RunEndedData{Error: &event.Error{Kind: kind, Message: msg}})
 		if ctx.Err() != nil {
@@ -206,6 +245,7 @@ func (s *Session) execute(ctx context.Context, q queuedRun, a *activeRun) {
 		if _, err := log.Append(context.WithoutCancel(ctx), e); err != nil {
 			s.cfg.Logger.Error("write the end of a run", "session", s.id, "run", q.id, "err", err)
 		}
+		return agent.Outcome{Type: e.Type}
 	}
 	name := q.model
 	if name == "" {
@@ -216,32 +256,73 @@ func (s *Session) execute(ctx context.Context, q queuedRun, a *activeRun) {
 	}
 	m, err := s.cfg.ResolveModel(name)
 	if err != nil {
-		fail("model", err.Error())
-		return
+		return fail("model", err.Error())
 	}
 	if _, err := s.binding(); err != nil {
-		fail("environment", err.Error())
-		return
+		return fail("environment", err.Error())
 	}
-	history, err := agent.LoadTranscript(ctx, s.cfg.Store, s.id)
+	s.mu.Lock()
+	set, err := s.compilePolicy(q.policy)
+	specs, names := s.clientTools(q)
+	a.policy = set
+	s.mu.Unlock()
 	if err != nil {
-		fail("log", err.Error())
-		return
+		return fail("policy", err.Error())
+	}
+	run := agent.Run{
+		ID: q.id, SessionID: s.id, ModelName: m.Name, Input: q.input,
+		Env: s.currentBinding, Inbox: a.inbox, Background: background{s},
+		Gate: &gate{s: s, a: a, client: names}, ClientTools: specs,
+	}
+	if resume {
+		evs, err := s.readAll(ctx, agent.ResumeTypes())
+		if err != nil {
+			return fail("log", err.Error())
+		}
+		if run.History, run.Resume, err = agent.ResumeState(evs, q.id); err != nil {
+			return fail("log", err.Error())
+		}
+	} else if run.History, err = agent.LoadTranscript(ctx, s.cfg.Store, s.id); err != nil {
+		return fail("log", err.Error())
 	}
 	maxSteps := q.maxSteps
 	if maxSteps <= 0 {
 		maxSteps = s.cfg.MaxSteps
 	}
-	_, err = agent.Execute(ctx, agent.Config{
+	out, err := agent.Execute(ctx, agent.Config{
 		Provider: m.Provider, Model: m.Model, Tools: s.cfg.Tools, MaxSteps: maxSteps,
 		MaxTokens: m.MaxTokens, Logger: s.cfg.Logger,
-	}, log, agent.Run{
-		ID: q.id, SessionID: s.id, ModelName: m.Name, Input: q.input, History: history,
-		Env: s.currentBinding, Inbox: a.inbox, Background: background{s},
-	})
+	}, log, run)
 	if err != nil {
 		s.cfg.Logger.Error("run ended without its terminal event", "session", s.id, "run", q.id, "err", err)
 	}
+	return out
+}
+
+// readAll reads the session's events of the given types.
+func (s *Session) readAll(ctx context.Context, types []event.Type) ([]event.Event, error) {
+	var out []event.Event
+	var after int64
+	for {
+		page, err := s.cfg.Store.Read(ctx, store.ReadParams{SessionID: s.id, After: after, Limit: 1000, Types: types})
+		if err != nil {
+			return nil, fmt.Errorf("read session %s: %w", s.id, err)
+		}
+		out = append(out, page...)
+		if len(page) < 1000 {
+			return out, nil
+		}
+		after = page[len(page)-1].Seq
+	}
+}
+
+// clientTools converts the tools a client declared.
+func clientTools(ts []api.ToolSpec) []event.ClientTool {
+	var out []event.ClientTool
+	for _, t := range ts {
+		out = append(out, event.ClientTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
+	}
+	return out
 }
 
 // Steer injects input into the active run p.RunID (p.ExpectedRunID, if
@@ -304,6 +385,9 @@ func (s *Session) Cancel(ctx context.Context, id, reason string, rc *idem.Claim)
 	err := s.command(func() error {
 		ch = s.doneChan(id)
 		if s.active != nil && s.active.id == id && s.activeID() == id {
+			if s.active.parked {
+				return s.cancelParked(ctx, s.active, reason, rc)
+			}
 			if rc != nil {
 				s.active.mu.Lock()
 				s.active.receipts = append(s.active.receipts, rc)

@@ -13,6 +13,7 @@ package session
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -29,6 +30,7 @@ import (
 	"weft.dev/weft/internal/journal"
 	"weft.dev/weft/internal/lease"
 	"weft.dev/weft/internal/reconcile"
+	"weft.dev/weft/policy"
 	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 	"weft.dev/weft/tool"
@@ -37,7 +39,7 @@ import (
 // ErrClosed reports a command on a session that was unloaded, deleted or
 // closed with its host. The host loads the session again (unless it was
 // deleted) and retries.
-var ErrClosed = errors.New("session closed")
+var ErrClosed = fmt.Errorf("session closed: %w", agent.ErrHostStopped)
 
 // Config is what the sessions of one host share. The host fills in every
 // field's default; a Session does not copy it.
@@ -66,6 +68,12 @@ type Config struct {
 	// RetryBackoff is the first wait between attempts to recover from a
 	// write failure; it doubles up to 32 times it.
 	RetryBackoff time.Duration
+	// Policy is the host's approval policy, the lowest layer under the
+	// session's and the run's.
+	Policy api.Policy
+	// InputTimeout, if positive, is how long a question (ask_user) waits
+	// for its answer.
+	InputTimeout time.Duration
 	// NewID makes IDs with a prefix. Required.
 	NewID func(prefix string) string
 	// Logger receives diagnostics. Required (may discard).
@@ -105,13 +113,27 @@ type Session struct {
 
 	doneMu sync.Mutex // leaf
 	done   map[string]chan struct{}
+
+	// approved are the rules that allow_session answers added, for every
+	// later run of the session; guarded by mu.
+	approved []api.Rule
+
+	timerMu sync.Mutex             // leaf
+	timers  map[string]*time.Timer // request ID -> its deadline
 }
 
+// activeRun is the session's active run. While it executes, a goroutine
+// of the session's runs its loop (cancel stops it, finished closes when it
+// is done); while it waits for answers it is parked: no goroutine, and
+// the session resumes it once its requests are answered.
 type activeRun struct {
 	id       string
-	cancel   context.CancelCauseFunc
+	q        queuedRun
 	inbox    *agent.Steers
-	finished chan struct{} // closed when the run's goroutine is done with it
+	policy   *policy.Set             // the run's compiled policy; guarded by the session's mu
+	cancel   context.CancelCauseFunc // nil while parked
+	finished chan struct{}           // closed when the goroutine is done with it
+	parked   bool
 
 	mu       sync.Mutex    // leaf; guards receipts
 	receipts []*idem.Claim // cancels waiting to be stored with the terminal event
@@ -122,6 +144,8 @@ type queuedRun struct {
 	model    string
 	maxSteps int
 	input    []event.Part
+	policy   json.RawMessage
+	tools    []event.ClientTool
 }
 
 // Create creates session id with data, storing rc's receipt in the same
@@ -153,12 +177,17 @@ func Load(ctx context.Context, cfg *Config, id string) (*Session, error) {
 		s.lease.Release()
 		return nil, storageErr(id, err)
 	}
-	if _, err := reconcile.Session(ctx, cfg.Store, j, id, reconcile.Options{}); err != nil {
+	waiting := func(r store.Run) bool { return r.Status == store.RunWaiting }
+	if _, err := reconcile.Session(ctx, cfg.Store, j, id, reconcile.Options{Waiting: waiting}); err != nil {
 		j.Close()
 		s.lease.Release()
 		return nil, storageErr(id, err)
 	}
 	s.start(j)
+	if err := s.restore(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -336,6 +365,7 @@ func (s *Session) Close() {
 // finish waits for the goroutines of a closed session and releases what
 // it holds.
 func (s *Session) finish() {
+	s.stopTimers()
 	s.wg.Wait()
 	s.release.Do(func() {
 		s.mu.Lock()
@@ -399,7 +429,7 @@ func (s *Session) recover(failed *journal.Journal) bool {
 		}
 	}()
 	s.cfg.Logger.Error("session write failed; recovering", "session", s.id, "err", cause)
-	if a != nil {
+	if a != nil && !a.parked {
 		a.cancel(fmt.Errorf("the store refused a write: %w", cause))
 		select {
 		case <-a.finished:

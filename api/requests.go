@@ -1,0 +1,113 @@
+package api
+
+import (
+	"context"
+
+	"weft.dev/weft/store"
+)
+
+// DecideParams are the params of approval/decide.
+type DecideParams struct {
+	ApprovalID string `json:"approvalId"`
+	// Decision is one of the approval's options: allow_once,
+	// allow_session (also adds a session rule that allows such calls from
+	// now on) or deny.
+	Decision string `json:"decision"`
+	// Message is shown to the model with a deny's result (at most
+	// MaxReasonBytes).
+	Message string `json:"message,omitempty"`
+	// SessionID, if set, must be the session the approval belongs to.
+	SessionID      string `json:"sessionId,omitempty"`
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+}
+
+// AnswerParams are the params of input/answer: the answer to a question
+// the model asked with ask_user. Give Text, or Choice (an index into the
+// question's choices).
+type AnswerParams struct {
+	RequestID string `json:"requestId"`
+	Text      string `json:"text,omitempty"`
+	Choice    *int   `json:"choice,omitempty"`
+	// SessionID, if set, must be the session the question belongs to.
+	SessionID      string `json:"sessionId,omitempty"`
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+}
+
+// ToolResultParams are the params of tool/result: the result of a call of
+// a tool the client declared and executes. Name the call by RequestID (of
+// its tool.call.requested), or by CallID (with SessionID when several
+// sessions could have a call with that ID).
+type ToolResultParams struct {
+	RequestID string `json:"requestId,omitempty"`
+	CallID    string `json:"callId,omitempty"`
+	SessionID string `json:"sessionId,omitempty"`
+	// Output is what the model reads (at most MaxInputBytes).
+	Output         string `json:"output"`
+	IsError        bool   `json:"isError,omitempty"`
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+}
+
+// RequestResult is a request record, as answered by approval/decide,
+// input/answer, tool/result and request/get.
+type RequestResult struct {
+	store.Request
+	Replayed bool `json:"replayed,omitempty"`
+}
+
+// RequestIDParams name a request.
+type RequestIDParams struct {
+	RequestID string `json:"requestId"`
+}
+
+// ListRequestsParams are the params of request/list (and approval/list,
+// which lists approvals only).
+type ListRequestsParams struct {
+	// SessionID, if set, lists one session's requests.
+	SessionID string `json:"sessionId,omitempty"`
+	// Status is open (the default), resolved, expired, cancelled or all.
+	Status string `json:"status,omitempty"`
+	// Kind is approval, input or tool; empty means all kinds.
+	Kind string `json:"kind,omitempty"`
+	// Limit caps the list (default 100, at most 1000).
+	Limit int `json:"limit,omitempty"`
+}
+
+// ListRequestsResult lists requests, oldest first.
+type ListRequestsResult struct {
+	Requests []store.Request `json:"requests"`
+}
+
+// Request methods.
+const (
+	MethodApprovalDecide = "approval/decide"
+	MethodApprovalList   = "approval/list"
+	MethodInputAnswer    = "input/answer"
+	MethodToolResult     = "tool/result"
+	MethodRequestList    = "request/list"
+	MethodRequestGet     = "request/get"
+)
+
+// Client names who sends a request, for the records of who answered.
+type Client struct {
+	// Name is the program's name from initialize, if it sent one.
+	Name string
+	// Transport is stdio, http, websocket or "in-process".
+	Transport string
+}
+
+type clientKey struct{}
+
+// WithClient returns ctx carrying c; the rpc layer sets it on every
+// request, and an embedder may set it on its own calls.
+func WithClient(ctx context.Context, c Client) context.Context {
+	return context.WithValue(ctx, clientKey{}, c)
+}
+
+// ClientFrom returns the client ctx carries, or one with transport
+// "in-process".
+func ClientFrom(ctx context.Context) Client {
+	if c, ok := ctx.Value(clientKey{}).(Client); ok {
+		return c
+	}
+	return Client{Transport: "in-process"}
+}

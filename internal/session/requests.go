@@ -1,0 +1,609 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"weft.dev/weft/agent"
+	"weft.dev/weft/api"
+	"weft.dev/weft/event"
+	"weft.dev/weft/internal/idem"
+	"weft.dev/weft/llm"
+	"weft.dev/weft/policy"
+	"weft.dev/weft/store"
+)
+
+// AskUser is the name of the tool the model asks the user a question
+// with; its calls become input.requested and the answer is its result.
+const AskUser = "ask_user"
+
+// askUserSpec is ask_user as the model sees it.
+var askUserSpec = llm.ToolSpec{
+	Name: AskUser,
+	Description: "Ask the user a question and wait for the answer. Use it when you need a decision or information " +
+		"only the user has; offer choices when there are a few obvious answers.",
+	InputSchema: json.RawMessage(`{"type":"object","properties":{"question":{"type":"string","description":"the question"},` +
+		`"choices":{"type":"array","items":{"type":"string"},"description":"answers to pick from (optional)"}},` +
+		`"required":["question"],"additionalProperties":false}`),
+}
+
+// approvalOptions are the decisions an approval accepts.
+var approvalOptions = []string{event.DecisionAllowOnce, event.DecisionAllowSession, event.DecisionDeny}
+
+// gate is the session's agent.Gate for one run: client tools go to the
+// client, ask_user to the user, everything else through the run's
+// policy (the host's layer, the session's, the run's, and the rules the
+// session's approvals added).
+type gate struct {
+	s      *Session
+	a      *activeRun
+	client map[string]bool
+}
+
+func (g *gate) Check(step int, c event.ToolCall) agent.Verdict {
+	s := g.s
+	switch {
+	case g.client[c.Name]:
+		id := s.cfg.NewID("tcr")
+		e, err := event.New("", event.ToolCallRequested, event.ToolCallRequestedData{RequestID: id, Step: step, ToolCall: c})
+		if err != nil {
+			return agent.Verdict{Refuse: "error: " + err.Error()}
+		}
+		return agent.Verdict{Request: &e, RequestID: id, Kind: event.RequestTool}
+	case c.Name == AskUser:
+		var in struct {
+			Question string   `json:"question"`
+			Choices  []string `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(c.Arguments), &in); err != nil || strings.TrimSpace(in.Question) == "" {
+			return agent.Verdict{Refuse: `error: ask_user needs {"question": "…", "choices": [optional]}`}
+		}
+		id := s.cfg.NewID("inp")
+		e, err := event.New("", event.InputRequested, event.InputRequestedData{RequestID: id, Step: step, ToolCall: c,
+			Question: in.Question, Choices: in.Choices, Deadline: s.deadline(s.cfg.InputTimeout)})
+		if err != nil {
+			return agent.Verdict{Refuse: "error: " + err.Error()}
+		}
+		return agent.Verdict{Request: &e, RequestID: id, Kind: event.RequestInput}
+	}
+	set, mounts := s.policyFor(g.a)
+	d := set.Decide(policy.Call{Tool: c.Name, Arguments: json.RawMessage(c.Arguments), Mounts: mounts})
+	switch d.Action {
+	case api.ActionDeny:
+		return agent.Verdict{Refuse: "error: denied by policy: " + d.Reason}
+	case api.ActionAsk:
+		id := s.cfg.NewID("apr")
+		def := d.Default
+		if def == "" || def == api.ActionDeny {
+			def = event.DecisionDeny
+		} else {
+			def = event.DecisionAllowOnce
+		}
+		e, err := event.New("", event.ApprovalRequested, event.ApprovalRequestedData{ApprovalID: id, Step: step, ToolCall: c,
+			Rule: recordedRule(d), Options: approvalOptions, Deadline: s.deadline(d.Timeout), Default: def})
+		if err != nil {
+			return agent.Verdict{Refuse: "error: " + err.Error()}
+		}
+		return agent.Verdict{Request: &e, RequestID: id, Kind: event.RequestApproval}
+	}
+	return agent.Verdict{}
+}
+
+// recordedRule is the rule of a decision as the log records it.
+func recordedRule(d policy.Decision) event.Rule {
+	r := event.Rule{Action: d.Action, Reason: d.Reason, Source: "default", Tool: "*"}
+	if d.Rule != nil {
+		r.Tool = d.Rule.Tool
+		if m, err := json.Marshal(d.Rule.Match); err == nil && string(m) != "{}" {
+			r.Match = m
+		}
+	}
+	switch {
+	case d.Preset != "":
+		r.Source = "preset:" + d.Preset
+	case d.Layer == policy.LayerConfig:
+		r.Source = "config"
+	case d.Layer == policy.LayerSession:
+		r.Source = "session"
+	case d.Layer == policy.LayerRun:
+		r.Source = "run"
+	}
+	return r
+}
+
+// deadline is now + d, or nil for no deadline.
+func (s *Session) deadline(d time.Duration) *time.Time {
+	if d <= 0 {
+		return nil
+	}
+	t := time.Now().Add(d).UTC()
+	return &t
+}
+
+// policyFor returns the run's compiled policy with the rules the
+// session's approvals added, and the session's mounts.
+func (s *Session) policyFor(a *activeRun) (*policy.Set, []event.Mount) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	set := a.policy
+	for _, r := range s.approved {
+		if ns, err := set.WithSessionRule(r); err == nil {
+			set = ns
+		}
+	}
+	var mounts []event.Mount
+	if b, err := s.bindingLocked(); err == nil {
+		mounts = b.Mounts()
+	}
+	return set, mounts
+}
+
+// compilePolicy layers the host's policy, the session's and the run's.
+func (s *Session) compilePolicy(run json.RawMessage) (*policy.Set, error) {
+	layers := []api.Policy{s.cfg.Policy, {}, {}}
+	if raw := s.j.Session().Policy; len(raw) > 0 {
+		if err := json.Unmarshal(raw, &layers[1]); err != nil {
+			return nil, fmt.Errorf("session policy: %w", err)
+		}
+	}
+	if len(run) > 0 {
+		if err := json.Unmarshal(run, &layers[2]); err != nil {
+			return nil, fmt.Errorf("run policy: %w", err)
+		}
+	}
+	return policy.Compile(layers...)
+}
+
+// clientTools returns the tools the run's client executes: the session's
+// and the run's, and ask_user.
+func (s *Session) clientTools(q queuedRun) ([]llm.ToolSpec, map[string]bool) {
+	specs := []llm.ToolSpec{askUserSpec}
+	names := map[string]bool{}
+	for _, t := range append(slices.Clone(s.j.Session().Tools), q.tools...) {
+		if names[t.Name] {
+			continue
+		}
+		names[t.Name] = true
+		specs = append(specs, llm.ToolSpec{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
+	}
+	return specs, names
+}
+
+// request returns the record of request id of this session, open or not.
+func (s *Session) request(ctx context.Context, id string) (store.Request, error) {
+	for _, q := range s.j.OpenRequests() {
+		if q.ID == id {
+			return q, nil
+		}
+	}
+	q, err := s.cfg.Store.Request(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || err == nil && q.SessionID != s.id {
+		return store.Request{}, api.Errorf(api.KindNotFound, "request %s not found in session %s", id, s.id).With("requestId", id).With("sessionId", s.id)
+	}
+	if err != nil {
+		return store.Request{}, s.writeErr(err)
+	}
+	return q, nil
+}
+
+// alreadyResolved is the error of an answer to a request that is closed.
+func alreadyResolved(q store.Request) error {
+	e := api.Errorf(api.KindAlreadyResolved, "request %s is already %s", q.ID, q.Status).
+		With("requestId", q.ID).With("status", q.Status)
+	if q.Decision != "" {
+		e = e.With("decision", q.Decision)
+	}
+	if q.By != nil {
+		who := q.By.Client
+		if who == "" {
+			who = q.By.Policy
+		}
+		if who == "" {
+			who = q.By.Transport
+		}
+		e = e.With("resolvedBy", who)
+		e.Message += fmt.Sprintf(" (by %s)", who)
+	}
+	return e
+}
+
+// Decide answers approval p.ApprovalID with p.Decision. The first answer
+// wins: approval.resolved records it and who answered (with rc's receipt
+// in the same transaction); an approval that is closed is
+// api.ErrAlreadyResolved. allow_session also adds a session rule. Once
+// the run has no open request, it resumes.
+func (s *Session) Decide(ctx context.Context, p api.DecideParams, by event.By, rc *idem.Claim) (store.Request, error) {
+	var out store.Request
+	err := s.command(func() error {
+		q, err := s.request(ctx, p.ApprovalID)
+		if err != nil {
+			return err
+		}
+		if q.Kind != event.RequestApproval {
+			return api.Errorf(api.KindInvalidParams, "request %s is a %s, not an approval", q.ID, q.Kind).With("requestId", q.ID)
+		}
+		if q.Status != store.RequestOpen {
+			return alreadyResolved(q)
+		}
+		if !slices.Contains(q.Options, p.Decision) {
+			return api.Errorf(api.KindInvalidParams, "decision %q is not one of %s", p.Decision, strings.Join(q.Options, ", ")).
+				With("field", "decision").With("options", q.Options)
+		}
+		e, err := event.New(q.RunID, event.ApprovalResolved, event.ApprovalResolvedData{ApprovalID: q.ID, Decision: p.Decision, Message: p.Message, By: by})
+		if err != nil {
+			return err
+		}
+		if _, err := s.append(ctx, rc, idem.Ref{ID: q.ID}, e); err != nil {
+			return err
+		}
+		if p.Decision == event.DecisionAllowSession {
+			s.approved = append(s.approved, policy.SessionRuleFor(s.policyCall(q.ToolCall)))
+		}
+		s.stopTimer(q.ID)
+		s.resumeIfAnswered(q.RunID)
+		out, _ = s.request(ctx, q.ID)
+		return nil
+	})
+	return out, err
+}
+
+// policyCall is call as the policy sees it, with the session's mounts.
+func (s *Session) policyCall(c event.ToolCall) policy.Call {
+	pc := policy.Call{Tool: c.Name, Arguments: json.RawMessage(c.Arguments)}
+	if b, err := s.bindingLocked(); err == nil {
+		pc.Mounts = b.Mounts()
+	}
+	return pc
+}
+
+// Answer answers the question p.RequestID (text, or the index of a
+// choice): input.resolved and the ask_user call's result are committed
+// together. Errors as for Decide.
+func (s *Session) Answer(ctx context.Context, p api.AnswerParams, by event.By, rc *idem.Claim) (store.Request, error) {
+	var out store.Request
+	err := s.command(func() error {
+		q, err := s.request(ctx, p.RequestID)
+		if err != nil {
+			return err
+		}
+		if q.Kind != event.RequestInput {
+			return api.Errorf(api.KindInvalidParams, "request %s is a %s, not a question", q.ID, q.Kind).With("requestId", q.ID)
+		}
+		if q.Status != store.RequestOpen {
+			return alreadyResolved(q)
+		}
+		text := p.Text
+		if p.Choice != nil {
+			if *p.Choice < 0 || *p.Choice >= len(q.Choices) {
+				return api.Errorf(api.KindInvalidParams, "choice %d is not one of the question's %d choices", *p.Choice, len(q.Choices)).
+					With("field", "choice").With("choices", q.Choices)
+			}
+			text = q.Choices[*p.Choice]
+		}
+		if strings.TrimSpace(text) == "" {
+			return api.Errorf(api.KindInvalidParams, "the answer is empty: give text or a choice").With("field", "text")
+		}
+		r, err := event.New(q.RunID, event.InputResolved, event.InputResolvedData{RequestID: q.ID, Status: event.InputAnswered, Text: text, Choice: p.Choice, By: by})
+		if err != nil {
+			return err
+		}
+		c, err := event.New(q.RunID, event.ToolCallCompleted, event.ToolCallCompletedData{ID: q.ToolCall.ID, Name: q.ToolCall.Name, Output: text})
+		if err != nil {
+			return err
+		}
+		if _, err := s.append(ctx, rc, idem.Ref{ID: q.ID}, r, c); err != nil {
+			return err
+		}
+		s.stopTimer(q.ID)
+		s.resumeIfAnswered(q.RunID)
+		out, _ = s.request(ctx, q.ID)
+		return nil
+	})
+	return out, err
+}
+
+// ToolResult records the result of a call of a tool the client executes
+// (request requestID): the call's tool.call.completed closes the request.
+// Errors as for Decide.
+func (s *Session) ToolResult(ctx context.Context, requestID string, p api.ToolResultParams, by event.By, rc *idem.Claim) (store.Request, error) {
+	var out store.Request
+	err := s.command(func() error {
+		q, err := s.request(ctx, requestID)
+		if err != nil {
+			return err
+		}
+		if q.Kind != event.RequestTool {
+			return api.Errorf(api.KindInvalidParams, "request %s is a %s, not a client tool call", q.ID, q.Kind).With("requestId", q.ID)
+		}
+		if q.Status != store.RequestOpen {
+			return alreadyResolved(q)
+		}
+		b := by
+		e, err := event.New(q.RunID, event.ToolCallCompleted, event.ToolCallCompletedData{ID: q.ToolCall.ID, Name: q.ToolCall.Name,
+			Output: p.Output, IsError: p.IsError, By: &b})
+		if err != nil {
+			return err
+		}
+		if _, err := s.append(ctx, rc, idem.Ref{ID: q.ID}, e); err != nil {
+			return err
+		}
+		s.resumeIfAnswered(q.RunID)
+		out, _ = s.request(ctx, q.ID)
+		return nil
+	})
+	return out, err
+}
+
+// ClientToolRequest returns the open request of the client tool call
+// callID, if the session has one.
+func (s *Session) ClientToolRequest(callID string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, q := range s.j.OpenRequests() {
+		if q.Kind == event.RequestTool && q.ToolCall.ID == callID {
+			return q.ID, true
+		}
+	}
+	return "", false
+}
+
+// OpenRequests returns the session's open requests, oldest first.
+func (s *Session) OpenRequests() []store.Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.j.OpenRequests()
+}
+
+// resumeIfAnswered resumes the parked active run runID once it has no
+// open request. Called by commands.
+func (s *Session) resumeIfAnswered(runID string) {
+	a := s.active
+	if a == nil || a.id != runID || !a.parked {
+		return
+	}
+	if r, ok := s.j.Run(runID); !ok || len(r.Requests) > 0 {
+		return
+	}
+	s.launch(a, true)
+}
+
+// cancelParked ends the parked active run: its open requests are
+// resolved as cancelled and their calls closed, its steers dropped, and
+// run.cancelled (with the receipts of the cancels) written, in one batch.
+// Called by commands.
+func (s *Session) cancelParked(ctx context.Context, a *activeRun, reason string, rc *idem.Claim) error {
+	var open []store.Request
+	for _, q := range s.j.OpenRequests() {
+		if q.RunID == a.id {
+			open = append(open, q)
+			s.stopTimer(q.ID)
+		}
+	}
+	evs, err := agent.CloseRequests(a.id, open, "the run was cancelled")
+	if err != nil {
+		return err
+	}
+	// Calls whose request was answered but that have not run (or been
+	// refused) yet close too: no call is left open.
+	closed := map[string]bool{}
+	for _, q := range open {
+		closed[q.ToolCall.ID] = true
+	}
+	log, err := s.readAll(ctx, agent.ResumeTypes())
+	if err != nil {
+		return s.writeErr(err)
+	}
+	if _, rs, err := agent.ResumeState(log, a.id); err == nil {
+		for _, p := range rs.Calls {
+			if p.Result != nil || closed[p.Call.ID] {
+				continue
+			}
+			e, err := event.New(a.id, event.ToolCallCompleted, event.ToolCallCompletedData{ID: p.Call.ID, Name: p.Call.Name,
+				Output: "error: the run was cancelled before this call ran", IsError: true})
+			if err != nil {
+				return err
+			}
+			evs = append(evs, e)
+		}
+	}
+	for _, st := range a.inbox.Close() {
+		e, err := event.New(a.id, event.SteerDropped, event.SteerData{SteerID: st.ID, Input: st.Input, Reason: "the run was cancelled before the steer was consumed"})
+		if err != nil {
+			return err
+		}
+		evs = append(evs, e)
+	}
+	r, _ := s.j.Run(a.id)
+	e, err := event.New(a.id, event.RunCancelled, event.RunEndedData{Steps: r.Steps, Usage: r.Usage, Reason: reason})
+	if err != nil {
+		return err
+	}
+	evs = append(evs, e)
+	if _, err := s.append(ctx, rc, idem.Ref{ID: a.id}, evs...); err != nil {
+		return err
+	}
+	s.active = nil
+	s.closeRetired()
+	s.startNext()
+	return nil
+}
+
+// scheduleDeadlines starts a timer for each request of evs that has a
+// deadline; at the deadline the request expires.
+func (s *Session) scheduleDeadlines(evs []event.Event) {
+	for _, e := range evs {
+		var id string
+		var deadline *time.Time
+		switch e.Type {
+		case event.ApprovalRequested:
+			var d event.ApprovalRequestedData
+			if e.Decode(&d) != nil {
+				continue
+			}
+			id, deadline = d.ApprovalID, d.Deadline
+		case event.InputRequested:
+			var d event.InputRequestedData
+			if e.Decode(&d) != nil {
+				continue
+			}
+			id, deadline = d.RequestID, d.Deadline
+		default:
+			continue
+		}
+		if deadline != nil {
+			s.startTimer(id, *deadline)
+		}
+	}
+}
+
+// startTimer expires request id at t (at once if t has passed).
+func (s *Session) startTimer(id string, t time.Time) {
+	s.timerMu.Lock()
+	defer s.timerMu.Unlock()
+	if s.timers == nil {
+		s.timers = map[string]*time.Timer{}
+	}
+	if _, ok := s.timers[id]; ok {
+		return
+	}
+	s.timers[id] = time.AfterFunc(time.Until(t), func() { s.expire(id) })
+}
+
+// stopTimer stops request id's timer, if any.
+func (s *Session) stopTimer(id string) {
+	s.timerMu.Lock()
+	defer s.timerMu.Unlock()
+	if t, ok := s.timers[id]; ok {
+		t.Stop()
+		delete(s.timers, id)
+	}
+}
+
+// stopTimers stops every timer (the session closes).
+func (s *Session) stopTimers() {
+	s.timerMu.Lock()
+	defer s.timerMu.Unlock()
+	for id, t := range s.timers {
+		t.Stop()
+		delete(s.timers, id)
+	}
+}
+
+// expire ends request id at its deadline: an approval with its default
+// decision (approval.expired), a question with no answer (its call gets
+// an error result); then the run resumes if nothing else is open.
+func (s *Session) expire(id string) {
+	s.timerMu.Lock()
+	delete(s.timers, id)
+	s.timerMu.Unlock()
+	err := s.command(func() error {
+		ctx := s.ctx
+		q, err := s.request(ctx, id)
+		if err != nil || q.Status != store.RequestOpen {
+			return err
+		}
+		var evs []event.Event
+		switch q.Kind {
+		case event.RequestApproval:
+			e, err := event.New(q.RunID, event.ApprovalExpired, event.ApprovalResolvedData{ApprovalID: q.ID, Decision: q.Default, By: event.By{Policy: "deadline"}})
+			if err != nil {
+				return err
+			}
+			evs = append(evs, e)
+		case event.RequestInput:
+			r, err := event.New(q.RunID, event.InputResolved, event.InputResolvedData{RequestID: q.ID, Status: event.InputExpired, By: event.By{Policy: "deadline"}})
+			if err != nil {
+				return err
+			}
+			c, err := event.New(q.RunID, event.ToolCallCompleted, event.ToolCallCompletedData{ID: q.ToolCall.ID, Name: q.ToolCall.Name,
+				Output: "error: the user did not answer before the deadline", IsError: true})
+			if err != nil {
+				return err
+			}
+			evs = append(evs, r, c)
+		default:
+			return nil
+		}
+		if _, err := s.append(ctx, nil, idem.Ref{}, evs...); err != nil {
+			return err
+		}
+		s.resumeIfAnswered(q.RunID)
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrClosed) {
+		s.cfg.Logger.Warn("expire a request", "session", s.id, "request", id, "err", err)
+	}
+}
+
+// restore brings back, on load, what the session had going: the rules
+// its allow_session answers added, and a run that waits for answers
+// (parked, its unconsumed steers back in its inbox, its deadlines set;
+// resumed at once if its answers are all in, as after a crash between
+// the last answer and the resume).
+func (s *Session) restore(ctx context.Context) error {
+	resolved, err := s.cfg.Store.Requests(ctx, store.ListRequestsParams{SessionID: s.id, Statuses: []string{store.RequestResolved}, Limit: 1 << 30})
+	if err != nil {
+		return storageErr(s.id, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, q := range resolved {
+		if q.Decision == event.DecisionAllowSession {
+			s.approved = append(s.approved, policy.SessionRuleFor(s.policyCall(q.ToolCall)))
+		}
+	}
+	id := s.j.Session().ActiveRunID
+	if r, ok := s.j.Run(id); !ok || r.Status != store.RunWaiting {
+		return nil
+	}
+	evs, err := s.cfg.Store.Read(ctx, store.ReadParams{SessionID: s.id, RunID: id, Limit: 1 << 30,
+		Types: []event.Type{event.RunQueued, event.SteerAccepted, event.SteerConsumed, event.SteerDropped}})
+	if err != nil {
+		return storageErr(s.id, err)
+	}
+	a := &activeRun{id: id, inbox: &agent.Steers{}, parked: true, finished: make(chan struct{})}
+	close(a.finished)
+	var steers []event.SteerData
+	ended := map[string]bool{}
+	for _, e := range evs {
+		switch e.Type {
+		case event.RunQueued:
+			var d event.RunQueuedData
+			if err := e.Decode(&d); err != nil {
+				return err
+			}
+			a.q = queuedRun{id: id, model: d.Model, maxSteps: d.MaxSteps, input: d.Input, policy: d.Policy, tools: d.Tools}
+		case event.SteerAccepted:
+			var d event.SteerData
+			if err := e.Decode(&d); err != nil {
+				return err
+			}
+			steers = append(steers, d)
+		case event.SteerConsumed, event.SteerDropped:
+			var d event.SteerData
+			if err := e.Decode(&d); err != nil {
+				return err
+			}
+			ended[d.SteerID] = true
+		}
+	}
+	for _, st := range steers {
+		if !ended[st.SteerID] {
+			a.inbox.Add(nil, agent.Steer{ID: st.SteerID, Input: st.Input})
+		}
+	}
+	s.active = a
+	s.track(id)
+	for _, q := range s.j.OpenRequests() {
+		if q.RunID == id && q.Deadline != nil {
+			s.startTimer(q.ID, *q.Deadline)
+		}
+	}
+	s.resumeIfAnswered(id)
+	return nil
+}
