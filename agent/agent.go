@@ -124,6 +124,9 @@ type Run struct {
 	// ClientTools are offered to the model beside Config.Tools; their
 	// calls are executed by the client (the Gate hands them over).
 	ClientTools []llm.ToolSpec
+	// Instructions, if set, are project instructions (AGENTS.md) added to
+	// the system prompt and recorded (without their text) in mount.info.
+	Instructions *event.Instructions
 	// Resume, if set, continues a run that waited for answers: the loop
 	// writes no run.started or message.user, settles the waiting step's
 	// calls as Resume says, and goes on from there. History is then the
@@ -233,7 +236,10 @@ func (l *loop) execute(ctx context.Context) (Outcome, error) {
 		binding = l.run.Env()
 	}
 	if binding != nil {
-		e, err := event.New(l.run.ID, event.MountInfo, event.Binding{BindingVersion: binding.Version(), Mounts: binding.Mounts()})
+		e, err := event.New(l.run.ID, event.MountInfo, event.MountInfoData{
+			Binding:      event.Binding{BindingVersion: binding.Version(), Mounts: binding.Mounts()},
+			Instructions: l.run.Instructions,
+		})
 		if err != nil {
 			return Outcome{}, err
 		}
@@ -269,6 +275,12 @@ func (l *loop) loopSteps(ctx context.Context, binding *env.Binding, msgs []llm.M
 	system := l.cfg.System
 	if system == "" {
 		system = DefaultSystem(binding)
+	}
+	if in := l.run.Instructions; in != nil && in.Text != "" {
+		system += "\n\nProject instructions, from " + in.Path + ":\n" + in.Text
+		if in.Truncated {
+			system += "\n[… cut at the size cap; read the file for the rest]"
+		}
 	}
 	var tools []llm.ToolSpec
 	if l.cfg.Tools != nil {
@@ -455,9 +467,9 @@ func DefaultSystem(b *env.Binding) string {
 		sb.WriteString(")\n")
 	}
 	sb.WriteString("File tools take /environment/... paths or paths relative to the default mount. " +
-		"Shell commands see the mounts at their host directories:\n")
+		"Shell commands see the mounts at their host directories, which the environment variables below also hold:\n")
 	for _, m := range b.Mounts() {
-		fmt.Fprintf(&sb, "- /environment/%s is %s in the shell\n", m.ID, m.Path)
+		fmt.Fprintf(&sb, "- /environment/%s is %s in the shell ($%s)\n", m.ID, m.Path, env.MountVar(m.ID))
 	}
 	sb.WriteString("Paths outside these mounts are not reachable.")
 	return sb.String()

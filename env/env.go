@@ -212,6 +212,28 @@ func validID(id string) bool {
 	return true
 }
 
+// MountVar is the environment variable that tells a shell where mount id
+// is on the host: WEFT_MOUNT_ and the ID in upper case, with '-' as '_'
+// ("my-docs" is WEFT_MOUNT_MY_DOCS). File tools call the same directory
+// /environment/<id>.
+func MountVar(id string) string {
+	return "WEFT_MOUNT_" + strings.ToUpper(strings.ReplaceAll(id, "-", "_"))
+}
+
+// ShellVars returns MountVar(id)=<host path> for every mount, for the
+// environment of shells, so that a shell command and a file tool can
+// name the same mount. A nil Binding has none.
+func (b *Binding) ShellVars() []string {
+	if b == nil {
+		return nil
+	}
+	out := make([]string, 0, len(b.mounts))
+	for _, m := range b.mounts {
+		out = append(out, MountVar(m.m.ID)+"="+m.m.Path)
+	}
+	return out
+}
+
 // Close closes every mount's root. Paths resolved from the Binding fail
 // afterwards. Close must not run while a call still uses the Binding; it
 // may be called more than once and on a nil Binding.

@@ -242,7 +242,9 @@ const (
 	MountAdded Type = "mount.added"
 	// MountRemoved records a mount detached from a session. Data: [MountChangeData].
 	MountRemoved Type = "mount.removed"
-	// MountInfo records the whole binding at the start of each run. Data: [Binding].
+	// MountInfo records the whole binding at the start of each run, and
+	// the project instructions the run's model was given. Data:
+	// [MountInfoData].
 	MountInfo Type = "mount.info"
 )
 
@@ -286,6 +288,26 @@ type Binding struct {
 	// Network is the shells' network policy, "allow" or "deny"; empty
 	// means the host's default.
 	Network string `json:"network,omitempty"`
+}
+
+// MountInfoData is the data of [MountInfo]: the binding, and the project
+// instructions (AGENTS.md) added to the system prompt, if any.
+type MountInfoData struct {
+	Binding
+	Instructions *Instructions `json:"instructions,omitempty"`
+}
+
+// Instructions are project instructions the model is given: AGENTS.md at
+// the root of the default mount, up to a size cap.
+type Instructions struct {
+	// Path is where they were read, as the model sees it
+	// (/environment/<mount>/AGENTS.md).
+	Path string `json:"path"`
+	// Bytes is the file's size; Truncated is set when it was cut to the cap.
+	Bytes     int64 `json:"bytes"`
+	Truncated bool  `json:"truncated,omitempty"`
+	// Text is what the model was given; not recorded in mount.info.
+	Text string `json:"-"`
 }
 
 // MountChangeData is the data of [MountAdded] and [MountRemoved].

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
+	"weft.dev/weft/llm"
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
@@ -361,4 +364,67 @@ func TestWaitingRunSurvivesRestart(t *testing.T) {
 		t.Fatalf("the approved write started %d times", n)
 	}
 	_ = fmt.Sprint
+}
+
+// systemRecorder is a model that answers "ok" and records the system
+// prompts it was sent.
+type systemRecorder struct {
+	mu      sync.Mutex
+	systems []string
+}
+
+func (r *systemRecorder) Stream(_ context.Context, req *llm.Request) iter.Seq2[llm.StreamEvent, error] {
+	r.mu.Lock()
+	r.systems = append(r.systems, req.System)
+	r.mu.Unlock()
+	return func(yield func(llm.StreamEvent, error) bool) {
+		if yield(llm.StreamEvent{Text: "ok"}, nil) {
+			yield(llm.StreamEvent{Finish: &llm.Finish{Reason: llm.FinishStop}}, nil)
+		}
+	}
+}
+
+// AGENTS.md at the root of the default mount joins the system prompt (up
+// to a cap) and mount.info says so; shells and file tools name the mounts
+// alike ($WEFT_MOUNT_<ID>).
+func TestProjectInstructions(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "AGENTS.md"), []byte("Use tabs.\n"+strings.Repeat("x", 40<<10)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := &systemRecorder{}
+	h, err := host.New(context.Background(), host.Config{Store: memory.New(), DefaultModel: "rec",
+		ResolveModel: func(name string) (*host.Model, error) {
+			return &host.Model{Name: name, Provider: rec, Model: name}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	sid := mountedSession(t, h, dir, nil)
+	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("hi")})
+	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+		t.Fatalf("run: %+v", got)
+	}
+	rec.mu.Lock()
+	system := rec.systems[0]
+	rec.mu.Unlock()
+	if !strings.Contains(system, "Use tabs.") || !strings.Contains(system, "/environment/work/AGENTS.md") || !strings.Contains(system, "$WEFT_MOUNT_WORK") {
+		t.Fatalf("system prompt lacks the instructions or the mount variable:\n%.600s", system)
+	}
+	if len(system) > 40<<10 {
+		t.Fatalf("system prompt of %d bytes: the instructions were not capped", len(system))
+	}
+	page, _ := h.ReadEvents(context.Background(), api.ReadEventsParams{SessionID: sid, RunID: r.ID})
+	for _, e := range page.Events {
+		if e.Type != event.MountInfo {
+			continue
+		}
+		var d event.MountInfoData
+		if err := e.Decode(&d); err != nil || d.Instructions == nil || !d.Instructions.Truncated || d.Instructions.Bytes != 10+40<<10 {
+			t.Fatalf("mount.info: %s", e.Data)
+		}
+		return
+	}
+	t.Fatal("no mount.info")
 }

@@ -233,7 +233,7 @@ func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartPar
 		Path: m.cfg.Shell,
 		Args: []string{"sh", "-c", sp.Command},
 		Dir:  hostDir,
-		Env:  m.shellEnv(rec.ID, hostDir, sp.Env),
+		Env:  append(m.shellEnv(rec.ID, hostDir, sp.Env), sp.Binding.ShellVars()...),
 	}
 	// The shell (or the sandbox helper, which keeps the shell in a group
 	// of its own) leads its own group: Setpgid, or Setsid for a pty.

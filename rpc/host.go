@@ -309,7 +309,7 @@ func registerEvents(s *Server) {
 	RegisterEventType[event.SteerData](s, string(event.SteerDropped), "A steer the run ended before consuming.")
 	RegisterEventType[event.MountChangeData](s, string(event.MountAdded), "A mount was attached.")
 	RegisterEventType[event.MountChangeData](s, string(event.MountRemoved), "A mount was detached.")
-	RegisterEventType[event.Binding](s, string(event.MountInfo), "The session's mounts at the start of a run.")
+	RegisterEventType[event.MountInfoData](s, string(event.MountInfo), "The session's mounts at the start of a run, and the project instructions (AGENTS.md) the model was given.")
 	RegisterEventType[event.ProcessData](s, string(event.ProcessStarted), "A background process of the session started.")
 	RegisterEventType[event.ProcessData](s, string(event.ProcessExited), "A background process of the session ended.")
 	RegisterEventType[event.ApprovalRequestedData](s, string(event.ApprovalRequested), "A tool call waits for a person's approval.")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -274,7 +275,40 @@ func defaults(mounts []event.Mount) (def, shell string) {
 // contextLine is the steering text of injectContext. Mount IDs are slugs
 // and modes are "ro" or "rw", so nothing needs escaping.
 func contextLine(action string, m event.Mount) string {
-	return fmt.Sprintf(`<environment-context action=%q mount=%q root=%q mode=%q/>`, action, m.ID, env.Prefix+"/"+m.ID, m.Mode)
+	return fmt.Sprintf(`<environment-context action=%q mount=%q root=%q mode=%q shell=%q var=%q/>`,
+		action, m.ID, env.Prefix+"/"+m.ID, m.Mode, m.Path, env.MountVar(m.ID))
+}
+
+// maxInstructions caps the project instructions given to the model.
+const maxInstructions = 32 << 10
+
+// instructions reads AGENTS.md at the root of the default mount, if any,
+// up to maxInstructions bytes.
+func (s *Session) instructions() *event.Instructions {
+	b, err := s.binding()
+	if err != nil {
+		return nil
+	}
+	m, ok := b.DefaultMount()
+	if !ok {
+		return nil
+	}
+	p, err := b.Resolve(env.Prefix+"/"+m.ID+"/AGENTS.md", env.Read)
+	if err != nil {
+		return nil
+	}
+	fi, err := p.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil
+	}
+	f, err := p.Open()
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	buf := make([]byte, min(fi.Size(), maxInstructions))
+	n, _ := io.ReadFull(f, buf)
+	return &event.Instructions{Path: p.String(), Bytes: fi.Size(), Truncated: fi.Size() > maxInstructions, Text: strings.ToValidUTF8(string(buf[:n]), "")}
 }
 
 // changeEnv commits a mount change: the event e (with rc's receipt in the

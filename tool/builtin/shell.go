@@ -190,7 +190,7 @@ func (t *tools) runShell(ctx context.Context, b *env.Binding, command, dir strin
 		kill = func() { sc.Kill() }
 	}
 	cmd.Dir = dir
-	cmd.Env = t.shellEnv(dir)
+	cmd.Env = append(t.shellEnv(dir), b.ShellVars()...)
 	cmd.SysProcAttr = newGroupAttr()
 
 	pr, pw, err := os.Pipe()

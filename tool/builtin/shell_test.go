@@ -76,6 +76,8 @@ func TestShell(t *testing.T) {
 		t.Errorf("host environment leaked:\n%s", res.Output)
 	}
 	check(t, f.call("shell", m{"command": "pwd", "cwd": "src/util"}), false, filepath.Join(real, "src", "util")+"\n")
+	// Shells find every mount where the file tools say it is.
+	check(t, f.call("shell", m{"command": `echo "$WEFT_MOUNT_WORK"`}), false, f.work+"\n")
 	check(t, f.call("shell", m{"command": "pwd", "cwd": "/environment/docs"}), true, `read-only mount "docs"`)
 	check(t, f.call("shell", m{"command": "pwd", "cwd": "../"}), true, `outside mount "work"`)
 	check(t, f.call("shell", m{"command": "pwd", "cwd": "a.txt"}), true, "not a directory")
