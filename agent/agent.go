@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -146,6 +147,11 @@ type Outcome struct {
 	// its requests are open, and it resumes with [Run.Resume] once they
 	// are answered.
 	Waiting bool
+	// Resume and History, for a run that waits, are what it resumes from
+	// (as [ResumeState] would read them from the log): apply the answers
+	// to Resume ([Resume.Apply]) and pass both back in [Run].
+	Resume  *Resume
+	History []llm.Message
 	Steps   int
 	Usage   event.TokenUsage
 	Error   *event.Error
@@ -194,6 +200,8 @@ type loop struct {
 	// gated are the current step's calls that opened requests; a cancel
 	// before the run parks closes them.
 	gated []gatedCall
+	// parked is what the run resumes from once it parks.
+	parked *Resume
 }
 
 func (l *loop) emit(ctx context.Context, t event.Type, data any) error {
@@ -332,7 +340,8 @@ func (l *loop) loopSteps(ctx context.Context, binding *env.Binding, msgs []llm.M
 		}
 		results, err := l.callTools(ctx, out.ToolCalls)
 		if errors.Is(err, errWaiting) {
-			return Outcome{Waiting: true, Steps: l.steps, Usage: l.usage}, nil
+			// msgs ends with the assistant message that asked for the calls.
+			return Outcome{Waiting: true, Steps: l.steps, Usage: l.usage, Resume: l.parked, History: slices.Clip(msgs)}, nil
 		}
 		msgs = append(msgs, results...)
 		if err != nil {

@@ -61,7 +61,73 @@ type Resume struct {
 	Steps int
 	Usage event.TokenUsage
 	Calls []Pending
+
+	requests map[string]string // request ID -> call ID
+	started  map[string]bool   // calls that have started
 }
+
+// Apply folds an event of the run that came after its waiting step's
+// assistant message into r: a result, a call that started, a request, or
+// an answer to one. Other events change nothing. The host applies the
+// answers it commits to the state a run parked with, so that resuming in
+// the same process reads nothing back from the log; [ResumeState] folds
+// the log the same way after a restart.
+func (r *Resume) Apply(e event.Event) error {
+	find := func(callID string) *Pending {
+		for i := range r.Calls {
+			if r.Calls[i].Call.ID == callID {
+				return &r.Calls[i]
+			}
+		}
+		return nil
+	}
+	if r.requests == nil {
+		r.requests, r.started = map[string]string{}, map[string]bool{}
+	}
+	switch e.Type {
+	case event.ToolCallStarted:
+		var d event.ToolCallStartedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		r.started[d.ID] = true
+		if p := find(d.ID); p != nil {
+			p.Run = false
+		}
+	case event.ToolCallCompleted:
+		var d event.ToolCallCompletedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		if p := find(d.ID); p != nil {
+			p.Result = &llm.Message{Role: llm.RoleTool, ToolCallID: d.ID, ToolName: d.Name, Content: d.Output, IsError: d.IsError}
+			p.Run, p.Refuse = false, ""
+		}
+	case event.ApprovalRequested:
+		var d event.ApprovalRequestedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		r.requests[d.ApprovalID] = d.ToolCall.ID
+	case event.ApprovalResolved, event.ApprovalExpired:
+		var d event.ApprovalResolvedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		p := find(r.requests[d.ApprovalID])
+		if p == nil || p.Result != nil {
+			return nil
+		}
+		switch d.Decision {
+		case event.DecisionAllowOnce, event.DecisionAllowSession:
+			p.Run = !r.started[p.Call.ID]
+		default:
+			p.Refuse = refusal(e.Type, d)
+		}
+	}
+	return nil
+}
+
 
 // Pending is one call of the step a run parked in.
 type Pending struct {
@@ -126,6 +192,22 @@ func (l *loop) callTools(ctx context.Context, calls []event.ToolCall) ([]llm.Mes
 	}
 	err := l.runCalls(ctx, calls, runs, results)
 	if len(l.gated) > 0 && err == nil && (ctx.Err() == nil || errors.Is(context.Cause(ctx), ErrHostStopped)) {
+		// What the run resumes from, as the log will say it.
+		rs := &Resume{Steps: l.steps, Usage: l.usage}
+		for i, c := range calls {
+			p := Pending{Call: c}
+			if results[i].Role != "" {
+				res := results[i]
+				p.Result = &res
+			}
+			rs.Calls = append(rs.Calls, p)
+		}
+		for _, e := range batch {
+			if err := rs.Apply(e); err != nil {
+				return nil, err
+			}
+		}
+		l.parked = rs
 		return nil, errWaiting
 	}
 	return results, err
@@ -305,56 +387,15 @@ func ResumeState(events []event.Event, runID string) ([]llm.Message, *Resume, er
 	}
 	// The transcript closed the step's calls with placeholders: drop them.
 	history = history[:len(history)-len(step.ToolCalls)]
-	byCall := map[string]*Pending{}
 	for _, c := range step.ToolCalls {
 		rs.Calls = append(rs.Calls, Pending{Call: c})
 	}
-	for i := range rs.Calls {
-		byCall[rs.Calls[i].Call.ID] = &rs.Calls[i]
-	}
-	approvals := map[string]string{} // approval ID -> call ID
-	started := map[string]bool{}
 	for _, e := range events[last+1:] {
 		if e.RunID != runID {
 			continue
 		}
-		switch e.Type {
-		case event.ToolCallStarted:
-			var d event.ToolCallStartedData
-			if err := e.Decode(&d); err != nil {
-				return nil, nil, err
-			}
-			started[d.ID] = true
-		case event.ToolCallCompleted:
-			var d event.ToolCallCompletedData
-			if err := e.Decode(&d); err != nil {
-				return nil, nil, err
-			}
-			if p, ok := byCall[d.ID]; ok {
-				p.Result = &llm.Message{Role: llm.RoleTool, ToolCallID: d.ID, ToolName: d.Name, Content: d.Output, IsError: d.IsError}
-				p.Run, p.Refuse = false, ""
-			}
-		case event.ApprovalRequested:
-			var d event.ApprovalRequestedData
-			if err := e.Decode(&d); err != nil {
-				return nil, nil, err
-			}
-			approvals[d.ApprovalID] = d.ToolCall.ID
-		case event.ApprovalResolved, event.ApprovalExpired:
-			var d event.ApprovalResolvedData
-			if err := e.Decode(&d); err != nil {
-				return nil, nil, err
-			}
-			p, ok := byCall[approvals[d.ApprovalID]]
-			if !ok || p.Result != nil {
-				continue
-			}
-			switch d.Decision {
-			case event.DecisionAllowOnce, event.DecisionAllowSession:
-				p.Run = !started[p.Call.ID]
-			default:
-				p.Refuse = refusal(e.Type, d)
-			}
+		if err := rs.Apply(e); err != nil {
+			return nil, nil, err
 		}
 	}
 	return history, rs, nil

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"weft.dev/weft/agent"
 	"weft.dev/weft/env"
 	"weft.dev/weft/event"
@@ -101,6 +103,16 @@ func TestGatedCallParksAndResumes(t *testing.T) {
 	history, rs, err := agent.ResumeState(f.all(), "run_1")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// What the run parked with, plus the answer, is what the log says.
+	if err := out.Resume.Apply(e); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(rs, out.Resume, cmpopts.IgnoreUnexported(agent.Resume{})); diff != "" {
+		t.Fatalf("parked state differs from the log's (-log +parked):\n%s", diff)
+	}
+	if diff := cmp.Diff(history, out.History); diff != "" {
+		t.Fatalf("parked history differs from the log's (-log +parked):\n%s", diff)
 	}
 	if len(rs.Calls) != 3 || !rs.Calls[0].Run || rs.Calls[1].Result == nil || rs.Calls[2].Result == nil {
 		t.Fatalf("resume state %+v", rs)

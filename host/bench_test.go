@@ -32,6 +32,9 @@ var benchScripts = map[string]string{
 		step := `{"text":"Calling the tools now.","toolCalls":[` + calls + `]}`
 		return `{"loop":true,"steps":[` + strings.Repeat(step+",", 39) + `{"text":"done"}]}`
 	}(),
+	// gated: every step writes a file through a noop call that the
+	// session's policy asks about; looped.
+	"gated": `{"loop":true,"steps":[{"toolCalls":[{"name":"noop","arguments":{"n":1}}]}]}`,
 	// stream: a step streams 100 words, one every millisecond, forever.
 	"stream": `{"loop":true,"steps":[{"text":"` + strings.TrimSpace(strings.Repeat("tok ", 100)) + `","delayMs":1}]}`,
 }

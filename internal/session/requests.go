@@ -241,6 +241,7 @@ func (s *Session) Decide(ctx context.Context, p api.DecideParams, by event.By, r
 		if _, err := s.append(ctx, rc, idem.Ref{ID: q.ID}, e); err != nil {
 			return err
 		}
+		s.foldParked(q.RunID, e)
 		if p.Decision == event.DecisionAllowSession {
 			s.approved = append(s.approved, policy.SessionRuleFor(s.policyCall(q.ToolCall)))
 		}
@@ -299,6 +300,7 @@ func (s *Session) Answer(ctx context.Context, p api.AnswerParams, by event.By, r
 		if _, err := s.append(ctx, rc, idem.Ref{ID: q.ID}, r, c); err != nil {
 			return err
 		}
+		s.foldParked(q.RunID, r, c)
 		s.stopTimer(q.ID)
 		s.resumeIfAnswered(q.RunID)
 		out, _ = s.request(ctx, q.ID)
@@ -332,11 +334,28 @@ func (s *Session) ToolResult(ctx context.Context, requestID string, p api.ToolRe
 		if _, err := s.append(ctx, rc, idem.Ref{ID: q.ID}, e); err != nil {
 			return err
 		}
+		s.foldParked(q.RunID, e)
 		s.resumeIfAnswered(q.RunID)
 		out, _ = s.request(ctx, q.ID)
 		return nil
 	})
 	return out, err
+}
+
+// foldParked applies answers just committed to the state the parked run
+// runID resumes from. Called by commands.
+func (s *Session) foldParked(runID string, evs ...event.Event) {
+	a := s.active
+	if a == nil || a.id != runID || !a.parked || a.resume == nil {
+		return
+	}
+	for _, e := range evs {
+		if err := a.resume.Apply(e); err != nil {
+			// The log is the truth: resume from it.
+			a.resume, a.history = nil, nil
+			return
+		}
+	}
 }
 
 // ClientToolRequest returns the open request of the client tool call
@@ -532,6 +551,7 @@ func (s *Session) expire(id string) {
 		if _, err := s.append(ctx, nil, idem.Ref{}, evs...); err != nil {
 			return err
 		}
+		s.foldParked(q.RunID, evs...)
 		s.resumeIfAnswered(q.RunID)
 		return nil
 	})

@@ -162,6 +162,12 @@ func (s *Session) launch(a *activeRun, resume bool) {
 		defer s.mu.Unlock()
 		if out.Waiting {
 			a.parked, a.cancel = true, nil
+			a.resume, a.history = out.Resume, out.History
+			if s.answeredWhileParking(a) {
+				// An answer committed before the run parked is not in the
+				// state it parked with: resume from the log.
+				a.resume, a.history = nil, nil
+			}
 			if s.state == stateOpen {
 				// An answer may have come while the run was parking.
 				s.resumeIfAnswered(a.id)
@@ -172,6 +178,27 @@ func (s *Session) launch(a *activeRun, resume bool) {
 		s.closeRetired()
 		s.startNext()
 	})
+}
+
+// answeredWhileParking reports whether any of a's requests was answered
+// between their commit and a parking: then a.resume lacks that answer.
+func (s *Session) answeredWhileParking(a *activeRun) bool {
+	if a.resume == nil {
+		return false
+	}
+	waiting := 0
+	for _, p := range a.resume.Calls {
+		if p.Result == nil && !p.Run && p.Refuse == "" {
+			waiting++
+		}
+	}
+	open := 0
+	for _, q := range s.j.OpenRequests() {
+		if q.RunID == a.id {
+			open++
+		}
+	}
+	return open != waiting
 }
 
 // runLog is the log a run's agent loop writes to: the session's journal,
@@ -275,12 +302,18 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 		Gate: &gate{s: s, a: a, client: names}, ClientTools: specs, Instructions: s.instructions(),
 	}
 	if resume {
-		evs, err := s.readAll(ctx, agent.ResumeTypes())
-		if err != nil {
-			return fail("log", err.Error())
-		}
-		if run.History, run.Resume, err = agent.ResumeState(evs, q.id); err != nil {
-			return fail("log", err.Error())
+		s.mu.Lock()
+		run.History, run.Resume = a.history, a.resume
+		a.history, a.resume = nil, nil
+		s.mu.Unlock()
+		if run.Resume == nil {
+			evs, err := s.readAll(ctx, agent.ResumeTypes())
+			if err != nil {
+				return fail("log", err.Error())
+			}
+			if run.History, run.Resume, err = agent.ResumeState(evs, q.id); err != nil {
+				return fail("log", err.Error())
+			}
 		}
 	} else if run.History, err = agent.LoadTranscript(ctx, s.cfg.Store, s.id); err != nil {
 		return fail("log", err.Error())

@@ -30,6 +30,7 @@ import (
 	"weft.dev/weft/internal/journal"
 	"weft.dev/weft/internal/lease"
 	"weft.dev/weft/internal/reconcile"
+	"weft.dev/weft/llm"
 	"weft.dev/weft/policy"
 	"weft.dev/weft/process"
 	"weft.dev/weft/store"
@@ -134,6 +135,11 @@ type activeRun struct {
 	cancel   context.CancelCauseFunc // nil while parked
 	finished chan struct{}           // closed when the goroutine is done with it
 	parked   bool
+	// resume and history are what a parked run resumes from, kept in
+	// memory with the answers applied as they commit; nil after a restart
+	// (the log is read instead).
+	resume  *agent.Resume
+	history []llm.Message
 
 	mu       sync.Mutex    // leaf; guards receipts
 	receipts []*idem.Claim // cancels waiting to be stored with the terminal event
