@@ -128,7 +128,6 @@ func (r *Resume) Apply(e event.Event) error {
 	return nil
 }
 
-
 // Pending is one call of the step a run parked in.
 type Pending struct {
 	Call event.ToolCall
