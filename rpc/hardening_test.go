@@ -436,3 +436,41 @@ func TestEveryMutationIsIdempotent(t *testing.T) {
 		t.Fatalf("the run its answers resumed: %+v, %v", w, err)
 	}
 }
+
+// Bad answers and bad policies over the wire: a policy rule that does not
+// parse names the rule and field; a tool result for an unknown call, or
+// whose params are not what tool/result takes, is refused; nothing is
+// written.
+func TestBadRequestsAndPoliciesOverTheWire(t *testing.T) {
+	e := newHardEnv(t)
+	ctx := context.Background()
+	_, err := e.c.CreateSession(ctx, api.CreateSessionParams{Policy: &api.Policy{Rules: []api.Rule{
+		{Tool: "shell", Action: api.ActionAsk},
+		{Tool: "shell", Action: api.ActionDeny, Match: api.Match{CommandRegex: "git (status"}},
+	}}})
+	we := wireErr(t, err, api.CodeInvalidParams)
+	if we.Data["field"] != "policy.rules[1].match.commandRegex" || !strings.Contains(we.Message, "rules[1].match.commandRegex") {
+		t.Fatalf("bad rule: %+v", we)
+	}
+	_, err = e.c.CreateSession(ctx, api.CreateSessionParams{Policy: &api.Policy{Preset: "ask-sometimes"}})
+	if we := wireErr(t, err, api.CodeInvalidParams); we.Data["field"] != "policy.preset" {
+		t.Fatalf("unknown preset: %+v", we)
+	}
+	_, err = e.c.CreateSession(ctx, api.CreateSessionParams{Tools: []api.ToolSpec{{Name: "bad name", InputSchema: []byte(`{"type":"object"}`)}}})
+	wireErr(t, err, api.CodeInvalidParams)
+	_, err = e.c.CreateSession(ctx, api.CreateSessionParams{Tools: []api.ToolSpec{{Name: "ok", InputSchema: []byte(`"not a schema"`)}}})
+	wireErr(t, err, api.CodeInvalidParams)
+	if l, err := e.c.ListSessions(ctx, api.ListSessionsParams{}); err != nil || len(l.Sessions) != 0 {
+		t.Fatalf("sessions after refusals: %+v, %v", l, err)
+	}
+	_, err = e.c.ToolResult(ctx, api.ToolResultParams{CallID: "call_nope", Output: "x"})
+	wireErr(t, err, api.CodeNotFound)
+	err = e.c.Call(ctx, api.MethodToolResult, map[string]any{"callId": 7, "output": "x"}, nil)
+	wireErr(t, err, api.CodeInvalidParams)
+	_, err = e.c.DecideApproval(ctx, api.DecideParams{ApprovalID: "apr_nope", Decision: "allow_once"})
+	wireErr(t, err, api.CodeNotFound)
+	_, err = e.c.DecideApproval(ctx, api.DecideParams{ApprovalID: "apr_nope", Decision: "sure"})
+	wireErr(t, err, api.CodeInvalidParams)
+	_, err = e.c.ListRequests(ctx, api.ListRequestsParams{Status: "maybe"})
+	wireErr(t, err, api.CodeInvalidParams)
+}
