@@ -86,6 +86,12 @@ type Config struct {
 	// request stays loaded; zero means ten minutes. An unloaded session
 	// loads again on its next request.
 	IdleUnload time.Duration
+	// TranscriptBytes is the memory the loaded sessions may keep their
+	// transcripts in between runs, so that a run starts without reading
+	// its session's log again; a session whose transcript does not fit
+	// reads it at each run start instead. Zero means 256 MiB; negative
+	// keeps none.
+	TranscriptBytes int64
 	// StorageRetry is the first wait between attempts of a session to
 	// recover from a failed write (disk full, I/O error); it doubles up
 	// to 32 times. Zero means 100 ms.
@@ -156,6 +162,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.StorageRetry <= 0 {
 		cfg.StorageRetry = 100 * time.Millisecond
 	}
+	if cfg.TranscriptBytes == 0 {
+		cfg.TranscriptBytes = 256 << 20
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -173,6 +182,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		Tools:   cfg.Tools, MaxSteps: cfg.MaxSteps, Processes: cfg.Processes, LockDir: cfg.LockDir,
 		SubscriberBuffer: cfg.SubscriberBuffer, SubscriberBytes: cfg.SubscriberBytes, RetryBackoff: cfg.StorageRetry,
 		Policy: cfg.Policy, InputTimeout: cfg.InputTimeout, NewID: cfg.NewID, Logger: cfg.Logger,
+		Transcripts: session.NewBudget(max(cfg.TranscriptBytes, 0)),
 	}
 	h.m = h.methodTable()
 	if m := cfg.Processes; m != nil {
