@@ -121,7 +121,7 @@ func (a *app) hostModelError(err error) error {
 	if a.getenv(m[1]) != "" {
 		hint = " (this shell has it; the host does not see this shell's environment)"
 	}
-	return fmt.Errorf("the host %s lacks %s%s: restart `weft serve` with it (%s=… weft serve), or run without the host (weft run --local)", where, m[1], hint, m[1])
+	return fmt.Errorf("the host %s lacks %s%s: restart `weft serve` with it (%s=… weft serve)", where, m[1], hint, m[1])
 }
 
 // hostDir is the working directory of the host that serves this store,

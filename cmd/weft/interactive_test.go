@@ -261,3 +261,96 @@ func TestInteractive(t *testing.T) {
 		t.Errorf("the slow run ended %s", lastEnd)
 	}
 }
+
+// TestAttachAsksOpenRequests: `weft attach` on a terminal asks an
+// approval that was open before it attached, then says so when the next
+// one is answered elsewhere first, and exits 0 when the run completes.
+// `weft run` on a terminal asks too.
+func TestAttachAsksOpenRequests(t *testing.T) {
+	e := newEnv(t)
+	addr := freeAddr(t)
+	srv := e.serve(addr)
+	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
+	script := e.script("two.json", `{"steps":[
+	 {"toolCalls":[{"name":"shell","arguments":{"command":"echo one > one.txt"}}]},
+	 {"toolCalls":[{"name":"write_file","arguments":{"path":"two.txt","content":"two"}}]},
+	 {"text":"done"}]}`)
+	out, stderr, code := e.weft("", "--host", addr, "run", "--detach", "--approve", "ask-writes", "-m", "scripted:"+script, "-p", "go")
+	if code != 0 {
+		t.Fatalf("run --detach: %d %s", code, stderr)
+	}
+	rid := strings.Fields(out)[1]
+	e.openRequest(addr, event.RequestApproval)
+
+	tm := startTerm(t, e.cmd("--host", addr, "attach", rid))
+	tm.expect("echo one > one.txt")
+	tm.expect("[y]es / [a]lways")
+	tm.send("y\r")
+	tm.expect("allowed once")
+	tm.expect("two.txt (3 bytes)")
+	q := e.openRequest(addr, event.RequestApproval)
+	if _, stderr, code := e.weft("", "--host", addr, "approve", q.ID); code != 0 {
+		t.Fatalf("approve: %s", stderr)
+	}
+	tm.expect("already answered by weft approve: allow_once")
+	tm.expect("done")
+	if code := tm.exit(); code != 0 {
+		t.Fatalf("attach: exit %d:\n%s", code, tm.since(0))
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, "two.txt")); string(b) != "two" {
+		t.Fatalf("two.txt: %q", b)
+	}
+
+	// weft run on a terminal asks by default (ask-writes).
+	shell := e.script("shell.json", `{"steps":[{"toolCalls":[{"name":"shell","arguments":{"command":"echo three > three.txt"}}]},{"text":"ok"}]}`)
+	tm = startTerm(t, e.cmd("--host", addr, "run", "-m", "scripted:"+shell, "-p", "go"))
+	tm.expect("echo three > three.txt")
+	tm.expect("[y]es / [a]lways")
+	tm.send("n no thanks\r")
+	tm.expect("denied")
+	tm.expect("ok")
+	if code := tm.exit(); code != 0 {
+		t.Fatalf("run: exit %d:\n%s", code, tm.since(0))
+	}
+	if _, err := os.Stat(filepath.Join(e.work, "three.txt")); !os.IsNotExist(err) {
+		t.Fatalf("the denied command ran: %v", err)
+	}
+}
+
+// TestChatThroughHostAlways: through `weft serve`, whose policy layer the
+// CLI cannot set, the approval mode rides on each run's policy; an
+// "always for this session" answer still holds for the rest of the run
+// and for the next runs.
+func TestChatThroughHostAlways(t *testing.T) {
+	e := newEnv(t)
+	addr := freeAddr(t)
+	srv := e.serve(addr)
+	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
+	script := e.script("always.json", `{"steps":[
+	 {"toolCalls":[{"name":"shell","arguments":{"command":"echo one >> log.txt"}}]},
+	 {"toolCalls":[{"name":"shell","arguments":{"command":"echo two >> log.txt"}}]},
+	 {"text":"first done"},
+	 {"toolCalls":[{"name":"shell","arguments":{"command":"echo three >> log.txt"}}]},
+	 {"text":"second done"}]}`)
+	tm := startTerm(t, e.cmd("--host", addr, "chat", "-m", "scripted:"+script))
+	tm.expect("through the host at " + addr)
+	tm.send("go\r")
+	tm.expect("echo one >> log.txt")
+	tm.expect("[y]es / [a]lways")
+	tm.send("a\r")
+	tm.expect("first done")
+	tm.expect("· completed")
+	tm.send("again\r")
+	tm.expect("second done")
+	tm.expect("· completed")
+	tm.send("/quit\r")
+	if code := tm.exit(); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, tm.since(0))
+	}
+	if n := strings.Count(tm.since(0), "[y]es / [a]lways"); n == 0 || strings.Count(tm.since(0), "? shell") != 1 {
+		t.Errorf("asked more than once:\n%s", tm.since(0))
+	}
+	if b, _ := os.ReadFile(filepath.Join(e.work, "log.txt")); string(b) != "one\ntwo\nthree\n" {
+		t.Errorf("log.txt: %q", b)
+	}
+}
