@@ -134,6 +134,18 @@ func (p *printer) print(e event.Event) {
 			mark = "error"
 		}
 		fmt.Fprintf(p.stderr, "← %s %s (%d ms): %s\n", d.Name, mark, d.DurationMs, clip(d.Output, 100))
+	case event.ApprovalRequested:
+		var d event.ApprovalRequestedData
+		_ = e.Decode(&d)
+		p.setStatus("waiting for approval of " + d.ToolCall.Name)
+	case event.InputRequested:
+		p.setStatus("waiting for an answer")
+	case event.ToolCallRequested:
+		var d event.ToolCallRequestedData
+		_ = e.Decode(&d)
+		p.setStatus("waiting for the client's " + d.ToolCall.Name)
+	case event.RunResumed:
+		p.setStatus("resuming")
 	case event.ModelRetry:
 		var d event.ModelRetryData
 		_ = e.Decode(&d)
