@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -153,8 +156,29 @@ func TestNonInteractiveRequests(t *testing.T) {
 	}
 }
 
+// syncBuffer is a bytes.Buffer for a process's output that the test
+// reads while the process writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // TestAttachExitAndDetach: `weft attach RUN` exits like `weft run` (130
-// for a cancelled run); an interrupt detaches, and the run goes on.
+// for a cancelled run, 1 for one a host crash interrupted); it says
+// "reconnecting…" while the host is down; an interrupt detaches, and the
+// run goes on.
 func TestAttachExitAndDetach(t *testing.T) {
 	e := newEnv(t)
 	addr := freeAddr(t)
@@ -195,5 +219,28 @@ func TestAttachExitAndDetach(t *testing.T) {
 	err := a.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 130 {
 		t.Fatalf("attach of a cancelled run: %v", err)
+	}
+
+	// The host dies under a run: attach reconnects, and the run ends
+	// interrupted (exit 1).
+	out, stderr, code = e.weft("", "--host", addr, "run", "--detach", "-m", "scripted:"+slow, "-p", "y")
+	if code != 0 {
+		t.Fatalf("detach: %d %s", code, stderr)
+	}
+	a = e.cmd("--host", addr, "attach", strings.Fields(out)[1])
+	var errs syncBuffer
+	a.Stderr = &errs
+	aout = startStreaming(t, a)
+	go io.Copy(io.Discard, aout)
+	srv.Process.Signal(syscall.SIGKILL)
+	srv.Wait()
+	if !poll(20*time.Second, func() bool { return strings.Contains(errs.String(), "reconnecting…") }) {
+		t.Fatalf("attach did not say it reconnects: %s", errs.String())
+	}
+	srv = e.serve(addr)
+	err = a.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(errs.String(), "reconnected") ||
+		!strings.Contains(errs.String(), "interrupted") {
+		t.Fatalf("attach of a run the host's crash interrupted: %v %s", err, errs.String())
 	}
 }
