@@ -58,7 +58,7 @@ func newBenchHost(b *testing.B, cfg host.Config) (*host.Host, *sqlite.Store) {
 
 // benchHostConfig is a host configuration over st with the bench scripts
 // as models ("scripted:NAME") and a no-op tool.
-func benchHostConfig(b *testing.B, st store.Store) host.Config {
+func benchHostConfig(b testing.TB, st store.Store) host.Config {
 	b.Helper()
 	type noopIn struct {
 		N int `json:"n"`

@@ -156,7 +156,7 @@ func newJournal(cfg Config, sessionID string, proj *store.Projection) *Journal {
 	j := &Journal{
 		cfg:       cfg,
 		sessionID: sessionID,
-		reqs:      make(chan request, 256),
+		reqs:      make(chan request, 16), // small: each loaded session holds one
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
 		failed:    make(chan struct{}),

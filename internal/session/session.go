@@ -244,6 +244,9 @@ func (s *Session) ID() string { return s.id }
 // Touch records a request, for idle unloading.
 func (s *Session) Touch() { s.used.Store(time.Now().UnixNano()) }
 
+// LastUsed returns when the session last had a request, in unix nanos.
+func (s *Session) LastUsed() int64 { return s.used.Load() }
+
 // Record returns the session's projected record.
 func (s *Session) Record() store.Session {
 	s.mu.Lock()
