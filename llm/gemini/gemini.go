@@ -184,6 +184,10 @@ func (c *capture) RoundTrip(req *http.Request) (*http.Response, error) {
 	if ex == nil {
 		return res, err
 	}
+	if ex.res != nil {
+		// Not expected: the SDK sends once and the stand-in is no redirect.
+		ex.res.Body.Close()
+	}
 	ex.res, ex.err = res, err
 	if err != nil {
 		return nil, err
