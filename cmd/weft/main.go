@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"os/signal"
 	"runtime"
@@ -92,6 +93,11 @@ func main() {
 	if sandbox.IsHelper(os.Args) {
 		sandbox.Main(os.Args) // never returns
 	}
+	// weft reports through its own slog handlers; the standard logger is
+	// only used by dependencies, which print warnings weft has already
+	// handled (the Gemini SDK's "Using GOOGLE_API_KEY" when weft sends
+	// GEMINI_API_KEY).
+	log.SetOutput(io.Discard)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, interrupts: sigs}
