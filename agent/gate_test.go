@@ -225,6 +225,3 @@ func TestCancelBeforeParkingClosesRequests(t *testing.T) {
 	}
 }
 
-type gateFunc func(step int, c event.ToolCall) agent.Verdict
-
-func (g gateFunc) Check(step int, c event.ToolCall) agent.Verdict { return g(step, c) }
