@@ -224,4 +224,3 @@ func TestCancelBeforeParkingClosesRequests(t *testing.T) {
 		t.Fatalf("results %v, approval resolved %v; want both calls closed and the approval cancelled", results, resolved)
 	}
 }
-
