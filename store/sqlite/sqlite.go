@@ -826,6 +826,61 @@ func (s *Store) PruneReceipts(ctx context.Context, before time.Time) (int, error
 	return int(n), nil
 }
 
+// PutSnapshot implements [store.Store].
+func (s *Store) PutSnapshot(ctx context.Context, snap store.Snapshot) error {
+	if err := s.acquire(); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return s.errorf("put snapshot", err)
+	}
+	defer tx.Rollback()
+	var last sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT max(seq) FROM events WHERE session_id = ?`, snap.SessionID).Scan(&last); err != nil {
+		return s.errorf("put snapshot", err)
+	}
+	switch {
+	case !last.Valid:
+		return fmt.Errorf("snapshot of session %s: %w", snap.SessionID, store.ErrNotFound)
+	case snap.Seq < 0 || snap.Seq > last.Int64:
+		return fmt.Errorf("%w: snapshot of session %s through seq %d, last seq %d", store.ErrSeqConflict, snap.SessionID, snap.Seq, last.Int64)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO snapshots (session_id, kind, seq, data, created_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (session_id, kind) DO UPDATE SET seq = excluded.seq, data = excluded.data, created_at = excluded.created_at
+		WHERE excluded.seq >= snapshots.seq`,
+		snap.SessionID, snap.Kind, snap.Seq, snap.Data, encodeTime(snap.CreatedAt)); err != nil {
+		return s.errorf("put snapshot", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return s.errorf("put snapshot", err)
+	}
+	return nil
+}
+
+// Snapshot implements [store.Store].
+func (s *Store) Snapshot(ctx context.Context, sessionID, kind string) (store.Snapshot, error) {
+	if err := s.acquire(); err != nil {
+		return store.Snapshot{}, err
+	}
+	defer s.mu.RUnlock()
+	snap := store.Snapshot{SessionID: sessionID, Kind: kind}
+	var created int64
+	err := s.r.QueryRowContext(ctx, `SELECT seq, data, created_at FROM snapshots WHERE session_id = ? AND kind = ?`, sessionID, kind).
+		Scan(&snap.Seq, &snap.Data, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Snapshot{}, fmt.Errorf("%w: snapshot %s of session %s", store.ErrNotFound, kind, sessionID)
+	}
+	if err != nil {
+		return store.Snapshot{}, s.errorf("read snapshot of session "+sessionID, err)
+	}
+	snap.CreatedAt = decodeTime(created)
+	return snap, nil
+}
+
 // Close waits for calls in flight, then closes the database. Later calls
 // return [store.ErrClosed]; Close itself may be called more than once.
 func (s *Store) Close() error {

@@ -216,8 +216,8 @@ func TestReopen(t *testing.T) {
 	}
 	s.Close()
 	var v int
-	if err := rawDB(t, path).QueryRow(`SELECT max(version) FROM schema_version`).Scan(&v); err != nil || v != 3 {
-		t.Fatalf("schema version = %d, %v; want 3", v, err)
+	if err := rawDB(t, path).QueryRow(`SELECT max(version) FROM schema_version`).Scan(&v); err != nil || v != 4 {
+		t.Fatalf("schema version = %d, %v; want 4", v, err)
 	}
 }
 
