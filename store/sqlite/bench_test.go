@@ -99,6 +99,38 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendDeadline is BenchmarkAppend/batch=1 as the session's
+// journal calls Append: with a context that has a deadline (the journal
+// gives each commit 30 s), which a driver that watches contexts pays for.
+func BenchmarkAppendDeadline(b *testing.B) {
+	s := open(b, sqlite.Config{})
+	o := newBenchOwner(b, s, "bench")
+	var next []store.Batch
+	var cpu cpuMeter
+	b.ReportAllocs()
+	cpu.start()
+	for b.Loop() {
+		if len(next) == 0 {
+			b.StopTimer()
+			cpu.stop()
+			for range 256 {
+				next = append(next, o.deltas(b, 1))
+			}
+			cpu.start()
+			b.StartTimer()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := s.Append(ctx, next[0])
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		next = next[1:]
+	}
+	cpu.report(b)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
 // BenchmarkRawInsert is the floor BenchmarkAppend is measured against: the
 // same events table and pragmas, database/sql directly, one transaction per
 // batch and one prepared single-row INSERT per event, no records.

@@ -320,23 +320,26 @@ func (s *Store) Receipt(ctx context.Context, key, method string) (store.Receipt,
 		return store.Receipt{}, err
 	}
 	defer s.mu.RUnlock()
-	return s.receipt(ctx, s.r, key, method)
-}
-
-type queryRower interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-func (s *Store) receipt(ctx context.Context, db queryRower, key, method string) (store.Receipt, error) {
-	r := store.Receipt{Key: key, Method: method}
-	var t int64
-	err := db.QueryRowContext(ctx, `SELECT fingerprint, result, session_id, created_at FROM receipts WHERE key = ? AND method = ?`,
-		key, method).Scan(&r.Fingerprint, (*[]byte)(&r.Result), &r.SessionID, &t)
+	r, err := receiptFrom(key, method, s.r.QueryRowContext(ctx, receiptSQL, key, method).Scan)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Receipt{}, fmt.Errorf("%w: receipt %s %s", store.ErrNotFound, method, key)
 	}
 	if err != nil {
 		return store.Receipt{}, s.errorf("read receipt", err)
+	}
+	return r, nil
+}
+
+// receiptSQL reads the receipt of (key, method).
+const receiptSQL = `SELECT fingerprint, result, session_id, created_at FROM receipts WHERE key = ? AND method = ?`
+
+// receiptFrom returns the receipt of (key, method) whose row of receiptSQL
+// scan reads.
+func receiptFrom(key, method string, scan func(dst ...any) error) (store.Receipt, error) {
+	r := store.Receipt{Key: key, Method: method}
+	var t int64
+	if err := scan(&r.Fingerprint, (*[]byte)(&r.Result), &r.SessionID, &t); err != nil {
+		return store.Receipt{}, err
 	}
 	if len(r.Result) == 0 {
 		r.Result = nil
