@@ -59,15 +59,29 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 	return out, nil
 }
 
-// migrate brings the database to the newest schema in one immediate
-// transaction: either every pending migration is applied or none is. It
-// returns the schema version before and after.
+// migrate brings the database to the newest schema and returns the schema
+// version before and after. A current schema costs one query on the write
+// connection (which must be open), outside any transaction, so opening a
+// store takes no write lock. Otherwise (an older schema, a new file
+// without the version table, or any error of that query) every pending
+// migration is applied in one immediate transaction, or none is; the
+// transaction reads the version again, so two processes opening an old
+// file migrate it once.
 func (s *Store) migrate(ctx context.Context, fsys fs.FS) (from, to int, err error) {
 	ms, err := loadMigrations(fsys)
 	if err != nil {
 		return 0, 0, err
 	}
 	var cur int
+	err = s.w.use(ctx, func(c *wconn) error {
+		return c.conn.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_version`).Scan(&cur)
+	})
+	switch {
+	case err == nil && cur > len(ms):
+		return cur, cur, s.newerSchema(cur, len(ms))
+	case err == nil && cur == len(ms):
+		return cur, cur, nil
+	}
 	err = s.w.run(ctx, func(tx *wtx) error {
 		if err := tx.execSQL(`CREATE TABLE IF NOT EXISTS schema_version (
 			version    INTEGER NOT NULL PRIMARY KEY,

@@ -94,11 +94,13 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the database at cfg.Path and brings its
-// schema up to date. Errors name the file and say what is wrong: a
+// schema up to date. It opens the write connection and reads the schema
+// version (one query when the schema is current); read connections are
+// opened by the first reads. Errors name the file and say what is wrong: a
 // directory where the file should be, a missing directory, a file that is
-// not a SQLite database, a database locked by another process for longer
-// than the busy timeout, or a schema newer than this binary
-// ([ErrNewerSchema]).
+// not a SQLite database, a database that needs migrating while another
+// process holds it locked for longer than the busy timeout, or a schema
+// newer than this binary ([ErrNewerSchema]).
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("sqlite store: Config.Path is empty")

@@ -181,16 +181,24 @@ func TestLocked(t *testing.T) {
 	if _, err := s.Read(ctx, store.ReadParams{SessionID: "s1"}); err != nil {
 		t.Errorf("Read while locked: %v", err)
 	}
-	// A second store cannot open (its migration needs the lock).
-	_, err = sqlite.Open(ctx, sqlite.Config{Path: path, BusyTimeout: 100 * time.Millisecond})
-	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "another") {
-		t.Errorf("Open while locked = %v", err)
+	// A second store opens (its schema is current: checking it takes no
+	// lock) and reads, but its writes wait for the lock too.
+	s2, err := sqlite.Open(ctx, sqlite.Config{Path: path, BusyTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("Open while locked: %v", err)
+	}
+	defer s2.Close()
+	if _, err := s2.LastSeq(ctx, "s1"); err != nil {
+		t.Errorf("LastSeq of a store opened while locked: %v", err)
+	}
+	if _, err := s2.PutReceipt(ctx, store.Receipt{Key: "k", Method: "m"}); err == nil || !strings.Contains(err.Error(), "another") {
+		t.Errorf("PutReceipt while locked = %v", err)
 	}
 	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
 		t.Fatal(err)
 	}
-	// The failed write left the store able to write, and it still checks
-	// that its appends continue the log.
+	// The failed writes left both stores able to write, and s still
+	// checks that its appends continue the log.
 	if err := s.Append(ctx, createBatch("s2")); err != nil {
 		t.Fatalf("Append after the lock is released: %v", err)
 	}
@@ -200,6 +208,36 @@ func TestLocked(t *testing.T) {
 	if err := s.Append(ctx, userBatch("s1", 2, "next")); err != nil {
 		t.Fatalf("Append of s1 after the lock is released: %v", err)
 	}
+	if _, err := s2.PutReceipt(ctx, store.Receipt{Key: "k", Method: "m"}); err != nil {
+		t.Fatalf("PutReceipt after the lock is released: %v", err)
+	}
+}
+
+func TestLockedMigration(t *testing.T) {
+	// A file whose schema must be created cannot be opened while another
+	// process holds the write lock: the migration needs it.
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "weft.db")
+	other := rawDB(t, path)
+	conn, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PRAGMA journal_mode=WAL"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = sqlite.Open(ctx, sqlite.Config{Path: path, BusyTimeout: 100 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "another") {
+		t.Errorf("Open while locked = %v", err)
+	}
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	open(t, sqlite.Config{Path: path})
 }
 
 func TestReopen(t *testing.T) {
