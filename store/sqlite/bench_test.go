@@ -137,20 +137,7 @@ func BenchmarkAppendDeadline(b *testing.B) {
 func BenchmarkRawInsert(b *testing.B) {
 	for _, size := range []int{1, 64} {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
-			path := filepath.Join(b.TempDir(), "raw.db")
-			q := url.Values{"_pragma": {"busy_timeout(5000)", "journal_mode(WAL)", "synchronous(NORMAL)"}, "_txlock": {"immediate"}}
-			c, err := msqlite.NewConnector((&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String())
-			if err != nil {
-				b.Fatal(err)
-			}
-			db := sql.OpenDB(c)
-			defer db.Close()
-			db.SetMaxOpenConns(1)
-			if _, err := db.Exec(`CREATE TABLE events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, run_id TEXT NOT NULL DEFAULT '',
-				type TEXT NOT NULL, time INTEGER NOT NULL, data BLOB, PRIMARY KEY (session_id, seq)) WITHOUT ROWID;
-				CREATE INDEX events_by_run ON events (session_id, run_id, seq)`); err != nil {
-				b.Fatal(err)
-			}
+			db := rawEventsDB(b)
 			ins, err := db.Prepare(`INSERT INTO events (session_id, seq, run_id, type, time, data) VALUES (?, ?, ?, ?, ?, ?)`)
 			if err != nil {
 				b.Fatal(err)
@@ -181,6 +168,75 @@ func BenchmarkRawInsert(b *testing.B) {
 			b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "events/s")
 		})
 	}
+}
+
+// BenchmarkRawInsertPinned is BenchmarkRawInsert written the way the
+// store's writer is: one connection held for the whole loop, with BEGIN
+// IMMEDIATE, the INSERT and COMMIT prepared on it once, instead of
+// database/sql's transactions (whose BEGIN and COMMIT the driver parses
+// anew each time). It shows what Append costs over SQLite itself, where
+// BenchmarkRawInsert shows it against the plain way to use database/sql.
+func BenchmarkRawInsertPinned(b *testing.B) {
+	for _, size := range []int{1, 64} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			ctx := context.Background()
+			conn, err := rawEventsDB(b).Conn(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Close()
+			var stmts [3]*sql.Stmt
+			for i, q := range []string{`BEGIN IMMEDIATE`, `INSERT INTO events (session_id, seq, run_id, type, time, data) VALUES (?, ?, ?, ?, ?, ?)`, `COMMIT`} {
+				if stmts[i], err = conn.PrepareContext(ctx, q); err != nil {
+					b.Fatal(err)
+				}
+				defer stmts[i].Close()
+			}
+			begin, ins, commit := stmts[0], stmts[1], stmts[2]
+			seq := int64(0)
+			now := time.Now().UnixNano()
+			var cpu cpuMeter
+			b.ReportAllocs()
+			cpu.start()
+			for b.Loop() {
+				if _, err := begin.ExecContext(ctx); err != nil {
+					b.Fatal(err)
+				}
+				for range size {
+					seq++
+					if _, err := ins.ExecContext(ctx, "bench", seq, "r-bench", "message.delta", now+seq, []byte(deltaData)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, err := commit.ExecContext(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cpu.report(b)
+			b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// rawEventsDB returns a database with the store's events table and
+// pragmas (WAL, synchronous=NORMAL, immediate transactions), limited to
+// one connection, closed when b ends.
+func rawEventsDB(b *testing.B) *sql.DB {
+	path := filepath.Join(b.TempDir(), "raw.db")
+	q := url.Values{"_pragma": {"busy_timeout(5000)", "journal_mode(WAL)", "synchronous(NORMAL)"}, "_txlock": {"immediate"}}
+	c, err := msqlite.NewConnector((&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	db := sql.OpenDB(c)
+	b.Cleanup(func() { db.Close() })
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(`CREATE TABLE events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, run_id TEXT NOT NULL DEFAULT '',
+		type TEXT NOT NULL, time INTEGER NOT NULL, data BLOB, PRIMARY KEY (session_id, seq)) WITHOUT ROWID;
+		CREATE INDEX events_by_run ON events (session_id, run_id, seq)`); err != nil {
+		b.Fatal(err)
+	}
+	return db
 }
 
 // BenchmarkReadAfterCursor reads 200 events after a cursor in the middle of
