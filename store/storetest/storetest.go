@@ -49,7 +49,9 @@ import (
 //     or a receipt of another session in a batch is [store.ErrInvalid];
 //   - a batch receipt whose (key, method) is stored, or that appears twice
 //     in the batch, is [store.ErrReceiptExists];
-//   - every method of a closed store returns [store.ErrClosed].
+//   - every method of a closed store returns [store.ErrClosed];
+//   - a write whose context is done before it starts returns the
+//     context's error and writes nothing.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	tests := []struct {
 		name string
@@ -76,6 +78,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Projection", testProjection},
 		{"Requests", testRequests},
 		{"Close", testClose},
+		{"DoneContext", testDoneContext},
 		{"ProcessLog", testProcessLog},
 		{"ProcessConcurrent", testProcessConcurrent},
 		{"ProcessRecords", testProcessRecords},
