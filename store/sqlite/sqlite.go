@@ -459,30 +459,28 @@ func (s *Store) PutSnapshot(ctx context.Context, snap store.Snapshot) error {
 		return err
 	}
 	defer s.mu.RUnlock()
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	tx, err := s.w.BeginTx(ctx, nil)
+	err := s.w.run(ctx, func(tx *wtx) error {
+		var last int64
+		if err := tx.queryRow(stLastSeq, []any{snap.SessionID}, &last); err != nil {
+			return err
+		}
+		switch {
+		case last == 0:
+			return fmt.Errorf("snapshot of session %s: %w", snap.SessionID, store.ErrNotFound)
+		case snap.Seq < 0 || snap.Seq > last:
+			return fmt.Errorf("%w: snapshot of session %s through seq %d, last seq %d", store.ErrSeqConflict, snap.SessionID, snap.Seq, last)
+		}
+		// Snapshots are rare (one per session every few hundred events),
+		// so the statement is not among the prepared ones.
+		return tx.execSQL(`INSERT INTO snapshots (session_id, kind, seq, data, created_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (session_id, kind) DO UPDATE SET seq = excluded.seq, data = excluded.data, created_at = excluded.created_at
+			WHERE excluded.seq >= snapshots.seq`,
+			snap.SessionID, snap.Kind, snap.Seq, snap.Data, encodeTime(snap.CreatedAt))
+	})
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrSeqConflict) {
+		return err
+	}
 	if err != nil {
-		return s.errorf("put snapshot", err)
-	}
-	defer tx.Rollback()
-	var last sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT max(seq) FROM events WHERE session_id = ?`, snap.SessionID).Scan(&last); err != nil {
-		return s.errorf("put snapshot", err)
-	}
-	switch {
-	case !last.Valid:
-		return fmt.Errorf("snapshot of session %s: %w", snap.SessionID, store.ErrNotFound)
-	case snap.Seq < 0 || snap.Seq > last.Int64:
-		return fmt.Errorf("%w: snapshot of session %s through seq %d, last seq %d", store.ErrSeqConflict, snap.SessionID, snap.Seq, last.Int64)
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO snapshots (session_id, kind, seq, data, created_at) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (session_id, kind) DO UPDATE SET seq = excluded.seq, data = excluded.data, created_at = excluded.created_at
-		WHERE excluded.seq >= snapshots.seq`,
-		snap.SessionID, snap.Kind, snap.Seq, snap.Data, encodeTime(snap.CreatedAt)); err != nil {
-		return s.errorf("put snapshot", err)
-	}
-	if err := tx.Commit(); err != nil {
 		return s.errorf("put snapshot", err)
 	}
 	return nil
