@@ -26,10 +26,9 @@
 // (see Containment), running the shell as its child and exiting with its
 // status, 128+n when signal n killed it. The shell is not init, which
 // would ignore every signal it has no handler for: signals and "kill $$"
-// reach it as usual, and its $PPID is 1. This needs /bin/sh and
-// /proc/thread-self/children (CONFIG_PROC_CHILDREN), and under Landlock a
-// PID namespace without a user namespace (as root); unsandboxed commands
-// may also get a user namespace.
+// reach it as usual, and its $PPID is 1. This needs /bin/sh, and under
+// Landlock a PID namespace without a user namespace (as root);
+// unsandboxed commands may also get a user namespace.
 //
 // Elsewhere (a user namespace under Landlock, whose ID maps the
 // restricted thread could not write; no namespaces at all; or a caller

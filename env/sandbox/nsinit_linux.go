@@ -29,22 +29,10 @@ const initScript = `trap : INT TERM HUP QUIT USR1 USR2
 "$@"
 exit $?`
 
-// initSupport is what probeInit found.
-type initSupport struct {
-	shell    bool // initShell can be executed
-	children bool // /proc/thread-self/children exists
-}
-
-// hostInit probes once per process what starting commands under the init
-// shell needs: the shell itself, and (for Landlock, whose thread must
-// not take other goroutines' children with it; see [goDisposable]) the
-// kernel's lists of each thread's children. Neither changes while weft
-// runs.
-var hostInit = sync.OnceValue(func() initSupport {
-	return initSupport{
-		shell:    unix.Access(initShell, unix.X_OK) == nil,
-		children: unix.Access("/proc/thread-self/children", unix.R_OK) == nil,
-	}
+// hasInitShell reports whether initShell can be executed, probed once:
+// it does not change while weft runs.
+var hasInitShell = sync.OnceValue(func() bool {
+	return unix.Access(initShell, unix.X_OK) == nil
 })
 
 // startsInit reports whether a command contained by mode, whose namespaces
@@ -55,14 +43,10 @@ var hostInit = sync.OnceValue(func() initSupport {
 // Where it is false, the helper does what the init shell and the host's
 // thread do.
 func startsInit(mode string, flags uintptr, unsandboxed bool) bool {
-	if mode != ContainmentPIDNamespace {
+	if mode != ContainmentPIDNamespace || !hasInitShell() {
 		return false
 	}
-	s := hostInit()
-	if unsandboxed {
-		return s.shell
-	}
-	return s.shell && s.children && flags&syscall.CLONE_NEWUSER == 0
+	return unsandboxed || flags&syscall.CLONE_NEWUSER == 0
 }
 
 // prepareInit makes the command the init shell running the shell and its

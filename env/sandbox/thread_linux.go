@@ -1,9 +1,8 @@
 package sandbox
 
 import (
-	"os"
 	"runtime"
-	"strings"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -50,11 +49,18 @@ func startDisposable(f func(), done chan<- struct{}) {
 }
 
 // threadHasChildren reports whether the calling thread has started child
-// processes that are still there (running or not yet reaped), as
-// /proc/thread-self/children lists them. A kernel without that file
-// (CONFIG_PROC_CHILDREN) answers false: where that matters, the host
-// does not restrict its own threads (see startsInit).
+// processes that are still there, running or not yet reaped: waitid for
+// this thread's children alone (__WNOTHREAD), of any kind (__WALL),
+// without waiting (WNOHANG) and without reaping (WNOWAIT), fails with
+// ECHILD only when it has none. (Reading /proc/thread-self/children
+// would tell the same, but once a thread's /proc entries exist, reaping
+// its process costs the kernel milliseconds.)
 func threadHasChildren() bool {
-	b, err := os.ReadFile("/proc/thread-self/children")
-	return err == nil && strings.TrimSpace(string(b)) != ""
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT|unix.WNOTHREAD|unix.WALL, nil)
+		if err != syscall.EINTR {
+			return err != syscall.ECHILD
+		}
+	}
 }
