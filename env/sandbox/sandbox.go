@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"weft.dev/weft/env"
 	"weft.dev/weft/event"
@@ -553,6 +554,10 @@ func (c *Cmd) Close() error {
 // removeAll removes dir, first making every directory in it writable and
 // searchable so that a command's chmod cannot leave files behind.
 func removeAll(dir string) error {
+	// Most commands leave the directory empty.
+	if err := syscall.Rmdir(dir); err == nil {
+		return nil
+	}
 	if err := os.RemoveAll(dir); err == nil {
 		return nil
 	}
