@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"fmt"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -9,7 +11,7 @@ import (
 )
 
 // initShell is the program the host starts as init of a command's PID
-// namespace when it starts the command itself (see [hostInit]).
+// namespace when it starts the command itself (see [startsInit]).
 const initShell = "/bin/sh"
 
 // initName is $0 of the init shell, which names it in its messages.
@@ -20,19 +22,43 @@ const initName = "weft sandbox"
 // killed it. While it waits it reaps whatever the tree re-parents to it.
 // The command must not be exec'd in its place: as init of the namespace
 // it would ignore every signal it has no handler for, from the host too
-// (pid_namespaces(7)), and "kill $$" would not end it. Commands that do
-// not exist or cannot be executed fail as under the helper; see
-// [ExitNotFound] and [ExitCannotRun].
+// (pid_namespaces(7)), and "kill $$" would not end it. The init shell
+// traps the signals the host sends to the group it shares with the
+// shell, so that they do not end it: dash and bash catch SIGINT under -c
+// and would exit 130 whatever the shell did; a trap runs after the
+// command and leaves $? alone. Caught signals are reset to their default
+// in the shell by execve. Commands that do not exist or cannot be
+// executed fail as under the helper; see [ExitNotFound] and
+// [ExitCannotRun].
 const initScript = `trap : INT TERM HUP QUIT USR1 USR2
 [ -e "$1" ] || { printf '` + initName + `: exec %s: no such file or directory\n' "$1" >&2; exit 127; }
 [ -f "$1" ] && [ -x "$1" ] || { printf '` + initName + `: exec %s: permission denied\n' "$1" >&2; exit 126; }
 "$@"
 exit $?`
 
-// hasInitShell reports whether initShell can be executed, probed once:
-// it does not change while weft runs.
-var hasInitShell = sync.OnceValue(func() bool {
-	return unix.Access(initShell, unix.X_OK) == nil
+// initShellState is what probing initShell found.
+type initShellState struct {
+	usable bool // it can be executed
+	system bool // it lies in the system directories, where Landlock lets every command execute
+}
+
+// probeInitShell probes initShell once: it does not change while weft
+// runs. (Where it lies elsewhere, as /nix/store on NixOS, sandboxed
+// commands run under the helper, whose shell may lie in a mount or
+// Config.ReadOnly.)
+var probeInitShell = sync.OnceValue(func() initShellState {
+	if unix.Access(initShell, unix.X_OK) != nil {
+		return initShellState{}
+	}
+	st := initShellState{usable: true}
+	if p, err := filepath.EvalSymlinks(initShell); err == nil {
+		for _, dir := range systemReadOnly() {
+			if d, err := filepath.EvalSymlinks(dir); err == nil && strings.HasPrefix(p, d+"/") {
+				st.system = true
+			}
+		}
+	}
+	return st
 })
 
 // startsInit reports whether a command contained by mode, whose namespaces
@@ -43,10 +69,11 @@ var hasInitShell = sync.OnceValue(func() bool {
 // Where it is false, the helper does what the init shell and the host's
 // thread do.
 func startsInit(mode string, flags uintptr, unsandboxed bool) bool {
-	if mode != ContainmentPIDNamespace || !hasInitShell() {
+	sh := probeInitShell()
+	if mode != ContainmentPIDNamespace || !sh.usable {
 		return false
 	}
-	return unsandboxed || flags&syscall.CLONE_NEWUSER == 0
+	return unsandboxed || (sh.system && flags&syscall.CLONE_NEWUSER == 0)
 }
 
 // prepareInit makes the command the init shell running the shell and its
