@@ -160,24 +160,34 @@ func TestContainedKill(t *testing.T) {
 	})
 }
 
-// TestContainedSignals: signals sent to the helper reach the shell's
-// group, and a shell that ignores them keeps running.
+// TestContainedSignals: signals sent to the group of the command's
+// init reach the shell, which handles them (a trap) or dies of them (a
+// shell that becomes sleep), and the command reports what the shell did.
 func TestContainedSignals(t *testing.T) {
 	eachContainment(t, func(t *testing.T, p sandbox.Policy) {
 		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1} {
-			c, m := marked(t, t.Context(), p, `trap 'echo got; exit 3' `+strings.TrimPrefix(sigName(sig), "SIG")+`; sleep 302 & wait`)
-			var out strings.Builder
-			c.Stdout = &out
-			if err := c.Start(); err != nil {
-				t.Fatal(err)
+			for script, want := range map[string]struct {
+				code int
+				out  string
+			}{
+				`trap 'echo got; exit 3' ` + strings.TrimPrefix(sigName(sig), "SIG") + `; sleep 302 & wait`: {3, "got\n"},
+				`exec sleep 302`: {128 + int(sig), ""},
+			} {
+				c, m := marked(t, t.Context(), p, script)
+				var out strings.Builder
+				c.Stdout = &out
+				if err := c.Start(); err != nil {
+					t.Fatal(err)
+				}
+				proctest.WaitTree(t, m, "302")
+				// As the process manager does: to the group of the
+				// command's init.
+				syscall.Kill(-c.Process.Pid, sig)
+				if got := exitOf(t, c.Wait(), c); got != want.code || out.String() != want.out {
+					t.Errorf("%v: %s: exit %d, output %q", sig, script, got, out.String())
+				}
+				proctest.WaitGone(t, m)
 			}
-			proctest.WaitTree(t, m, "302")
-			// As the process manager does: to the helper's group.
-			syscall.Kill(-c.Process.Pid, sig)
-			if got := exitOf(t, c.Wait(), c); got != 3 || out.String() != "got\n" {
-				t.Errorf("%v: exit %d, output %q", sig, got, out.String())
-			}
-			proctest.WaitGone(t, m)
 		}
 	})
 }
