@@ -224,6 +224,34 @@ func TestConfinedInEachContainment(t *testing.T) {
 	})
 }
 
+// TestPrepared: a command whose caller starts the embedded exec.Cmd
+// after Prepare runs under the helper, which confines and contains it.
+func TestPrepared(t *testing.T) {
+	needLandlock(t, 1)
+	eachContainment(t, func(t *testing.T, p sandbox.Policy) {
+		outside := t.TempDir()
+		secret := filepath.Join(outside, "secret.txt")
+		write(t, secret, "SECRET\n")
+		c, m := marked(t, t.Context(), p, `cat `+secret+`; setsid sleep 300 & exit 0`)
+		if err := c.Prepare(); err != nil {
+			t.Fatal(err)
+		}
+		if c.Args[1] != sandbox.HelperArg {
+			t.Fatalf("prepared %q", c.Args)
+		}
+		var out strings.Builder
+		c.Stdout, c.Stderr = &out, &out
+		if err := c.Cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Wait()
+		if secretRead := strings.Contains(out.String(), "SECRET"); secretRead == !p.Unsandboxed || err != nil {
+			t.Errorf("unsandboxed=%v: %v, output:\n%s", p.Unsandboxed, err, out.String())
+		}
+		proctest.WaitGone(t, m)
+	})
+}
+
 // TestOnlyTheTreeRestricted: only the shell's tree is confined. The
 // shell has no_new_privs (and with it the Landlock domain); the host can
 // still write where the shell may not while the shell runs; no thread of
