@@ -6,10 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
-	"strconv"
-	"strings"
 	"time"
+
+	"weft.dev/weft/internal/migrate"
 )
 
 //go:embed migrations/*.sql
@@ -20,50 +19,11 @@ var migrationFS embed.FS
 // open it rather than misread it.
 var ErrNewerSchema = errors.New("database schema is newer than this binary")
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations reads migrations/NNNN_name.sql from fsys and checks that
-// they are numbered 1, 2, 3 … without a gap.
-func loadMigrations(fsys fs.FS) ([]migration, error) {
-	entries, err := fs.ReadDir(fsys, "migrations")
-	if err != nil {
-		return nil, fmt.Errorf("read migrations: %w", err)
-	}
-	var out []migration
-	for _, e := range entries {
-		name := e.Name()
-		num, _, ok := strings.Cut(name, "_")
-		if !ok || !strings.HasSuffix(name, ".sql") {
-			return nil, fmt.Errorf("migration %s: want NNNN_name.sql", name)
-		}
-		v, err := strconv.Atoi(num)
-		if err != nil {
-			return nil, fmt.Errorf("migration %s: %w", name, err)
-		}
-		b, err := fs.ReadFile(fsys, path.Join("migrations", name))
-		if err != nil {
-			return nil, fmt.Errorf("migration %s: %w", name, err)
-		}
-		out = append(out, migration{version: v, name: name, sql: string(b)})
-	}
-	// fs.ReadDir sorts by name and the names are zero-padded.
-	for i, m := range out {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %s: want version %d", m.name, i+1)
-		}
-	}
-	return out, nil
-}
-
 // migrate brings the database to the newest schema in one immediate
 // transaction: either every pending migration is applied or none is. It
 // returns the schema version before and after.
 func (s *Store) migrate(ctx context.Context, fsys fs.FS) (from, to int, err error) {
-	ms, err := loadMigrations(fsys)
+	ms, err := migrate.Load(fsys)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -87,12 +47,12 @@ func (s *Store) migrate(ctx context.Context, fsys fs.FS) (from, to int, err erro
 		return cur, cur, fmt.Errorf("store %s: %w: schema version %d, this binary knows up to %d; upgrade weft or use another --store", s.path, ErrNewerSchema, cur, len(ms))
 	}
 	for _, m := range ms[cur:] {
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-			return cur, cur, s.errorf("apply migration "+m.name, err)
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+			return cur, cur, s.errorf("apply migration "+m.Name, err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)`,
-			m.version, m.name, time.Now().UnixNano()); err != nil {
-			return cur, cur, s.errorf("record migration "+m.name, err)
+			m.Version, m.Name, time.Now().UnixNano()); err != nil {
+			return cur, cur, s.errorf("record migration "+m.Name, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
