@@ -920,10 +920,20 @@ func classify(name, op string, err error) error {
 	case errors.As(err, &ce):
 		// pgx's message names the user, the database, the address and
 		// what failed (refused, timed out, no such host).
-		return fmt.Errorf("store %s: %s: cannot connect (is the server running, and the URL right?): %w", name, op, err)
+		return fmt.Errorf("store %s: %s: cannot connect (is the server running, and the URL right?): %w", name, op, oneLine{err})
 	}
 	return fmt.Errorf("store %s: %s: the connection to the database server failed: %w", name, op, err)
 }
+
+// oneLine is err with its message on one line: pgx gives each address it
+// tried a line of its own.
+type oneLine struct{ error }
+
+func (e oneLine) Error() string {
+	return strings.ReplaceAll(strings.Replace(e.error.Error(), "\n\t", " ", 1), "\n\t", "; ")
+}
+
+func (e oneLine) Unwrap() error { return e.error }
 
 // constraint reports whether err violates the unique constraint named.
 func constraint(err error, name string) bool {
