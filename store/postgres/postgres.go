@@ -178,7 +178,7 @@ func parseConfig(cfg Config) (*pgxpool.Config, string, error) {
 	if cfg.MaxConns > 0 {
 		pcfg.MaxConns = int32(min(cfg.MaxConns, math.MaxInt32))
 	}
-	if _, set := pcfg.ConnConfig.RuntimeParams["connect_timeout"]; !set && pcfg.ConnConfig.ConnectTimeout == 0 {
+	if pcfg.ConnConfig.ConnectTimeout == 0 { // the URL has no connect_timeout
 		pcfg.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
 		if pcfg.ConnConfig.ConnectTimeout <= 0 {
 			pcfg.ConnConfig.ConnectTimeout = 10 * time.Second
@@ -361,6 +361,10 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 	})
 }
 
+// rollbackTimeout bounds a rollback, which runs even when the caller's
+// context is done so that the connection can go back to the pool.
+const rollbackTimeout = 5 * time.Second
+
 // inTx sends bt, which begins a transaction, reads its results with read
 // (after the BEGIN's), and commits if read and every statement succeeded;
 // otherwise it rolls back. Two round trips: the batch, the commit.
@@ -380,7 +384,9 @@ func (s *Store) inTx(ctx context.Context, bt *pgx.Batch, op string, read func(pg
 		// A rollback that fails (the connection is gone) leaves the
 		// connection outside the pool: it is closed, and the server rolls
 		// the transaction back.
-		tx.Rollback(context.WithoutCancel(ctx))
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		defer cancel()
+		tx.Rollback(rctx)
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
