@@ -242,7 +242,7 @@ func (c *Cluster) Start(ctx context.Context) error {
 	cmd := c.command(context.Background(), "postgres", "-D", c.data(),
 		"-c", "port="+strconv.Itoa(c.port), "-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_directories="+c.dir, "-c", "fsync=off", "-c", "full_page_writes=off",
-		"-c", "max_connections=200", "-c", "shared_buffers=32MB", "-c", "log_min_messages=warning")
+		"-c", "max_connections=200", "-c", "log_min_messages=warning")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGQUIT
 	// The parent-death signal fires when the thread that started the
