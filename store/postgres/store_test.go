@@ -368,3 +368,28 @@ func TestReadPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestReadOnly: a database that turned read-only (as a standby is) refuses
+// writes with a storage failure that says so; reads go on.
+func TestReadOnly(t *testing.T) {
+	ctx := context.Background()
+	c := pg.Cluster(t)
+	url := pg.Database(t)
+	s := openURL(t, url)
+	if err := s.Append(ctx, batch("s", 1, 1, "x")); err != nil {
+		t.Fatal(err)
+	}
+	db := url[strings.LastIndex(url, "/")+1 : strings.Index(url, "?")]
+	if err := c.Exec(ctx, "postgres", "ALTER DATABASE "+db+" SET default_transaction_read_only = on"); err != nil {
+		t.Fatal(err)
+	}
+	ro := openURL(t, url) // new connections take the setting
+	err := ro.Append(ctx, batch("s", 2, 1, "x"))
+	if err == nil || isSentinel(err) {
+		t.Fatalf("Append to a read-only database = %v; want a storage failure", err)
+	}
+	wantError(t, err, "read-only", "25006")
+	if _, err := ro.Read(ctx, store.ReadParams{SessionID: "s"}); err != nil {
+		t.Fatalf("Read of a read-only database: %v", err)
+	}
+}
