@@ -3,8 +3,9 @@
 // idempotency receipts) that are updated in the same transaction as the
 // events that imply them.
 //
-// Implementations live in subpackages (store/sqlite, store/memory); the
-// conformance suite in store/storetest is run by each of them.
+// Implementations live in subpackages (store/sqlite, store/postgres,
+// store/memory); the conformance suite in store/storetest is run by each
+// of them.
 package store
 
 import (

@@ -12,7 +12,7 @@ import (
 	"weft.dev/weft/internal/config"
 	"weft.dev/weft/internal/lease"
 	"weft.dev/weft/process"
-	"weft.dev/weft/store/sqlite"
+	"weft.dev/weft/store"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
 )
@@ -30,11 +30,11 @@ const (
 	oneShot
 )
 
-// localHost is a host over the SQLite store with what it runs on. It holds
+// localHost is a host over the store with what it runs on. It holds
 // the store's host lease from before recovery until Close.
 type localHost struct {
 	host  *host.Host
-	store *sqlite.Store
+	store store.Store
 	tools *tool.Registry
 	lease *lease.Lease
 }
@@ -57,7 +57,7 @@ type hostOptions struct {
 	policy *api.Policy
 }
 
-// newHost builds a host over the SQLite store, with the built-in tools,
+// newHost builds a host over the store (SQLite or PostgreSQL), with the built-in tools,
 // background processes, the configured models, the config file's approval
 // policy (or o.policy) and its input timeout. It first takes the store's
 // host lease in the name of o.holder: exclusively for a serving host,
@@ -69,25 +69,29 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
-	storePath, err := a.storePath(cfgFile)
+	loc, err := a.storeLocation(cfgFile)
+	if err != nil {
+		return nil, err
+	}
+	locks, err := a.lockDir(loc)
 	if err != nil {
 		return nil, err
 	}
 	var ls *lease.Lease
 	if kind == oneShot {
-		ls, err = lease.AcquireHostShared(lockDir(storePath))
+		ls, err = lease.AcquireHostShared(locks)
 	} else {
-		ls, err = lease.AcquireHost(lockDir(storePath), holder)
+		ls, err = lease.AcquireHost(locks, holder)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s", err, storePath)
+		return nil, fmt.Errorf("%w: %s", err, loc.name)
 	}
 	defer func() {
 		if err != nil {
 			ls.Release()
 		}
 	}()
-	st, _, err := a.openStore(ctx, cfgFile)
+	st, err := openStoreAt(ctx, loc)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +127,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	h, err := host.New(ctx, host.Config{
 		Policy: pol, InputTimeout: cfgFile.InputTimeout(),
 		Store: st, Tools: reg, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps,
-		LockDir: lockDir(storePath), ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
+		LockDir: locks, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
 		Shared: kind == oneShot,
 		ResolveModel: func(name string) (*host.Model, error) {
 			m, err := config.Resolve(name, cfgFile, cfgPath, a.getenv)

@@ -33,7 +33,7 @@ const (
 
 // cli is the command tree.
 type cli struct {
-	Store string `help:"Store DSN: a SQLite file path or sqlite:PATH (default $XDG_DATA_HOME/weft/weft.db)." env:"WEFT_STORE" placeholder:"DSN"`
+	Store string `help:"Store: a SQLite file path or sqlite:PATH (default $XDG_DATA_HOME/weft/weft.db), or a PostgreSQL URL postgres://…" env:"WEFT_STORE" placeholder:"DSN"`
 	Host  string `help:"Address of a weft host (default 127.0.0.1:7878)." env:"WEFT_HOST" placeholder:"ADDR"`
 
 	Chat      chatCmd      `cmd:"" help:"Talk with an agent: a prompt, streamed answers, approvals asked inline (also: weft with no arguments on a terminal)."`
@@ -55,6 +55,7 @@ type cli struct {
 	Mounts    mountsCmd    `cmd:"" help:"List a session's mounts (through the host)."`
 	PS        psCmd        `cmd:"" name:"ps" help:"List a session's background processes (through the host)."`
 	Proc      procCmd      `cmd:"" help:"Read, wait for, signal or kill a background process (through the host)."`
+	Migrate   migrateCmd   `cmd:"" help:"Create or upgrade a PostgreSQL store's schema (SQLite migrates when opened)."`
 	Version   versionCmd   `cmd:"" help:"Print the version."`
 }
 

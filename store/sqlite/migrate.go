@@ -6,10 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
-	"strconv"
-	"strings"
 	"time"
+
+	"weft.dev/weft/internal/migrate"
 )
 
 //go:embed migrations/*.sql
@@ -20,45 +19,6 @@ var migrationFS embed.FS
 // open it rather than misread it.
 var ErrNewerSchema = errors.New("database schema is newer than this binary")
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations reads migrations/NNNN_name.sql from fsys and checks that
-// they are numbered 1, 2, 3 … without a gap.
-func loadMigrations(fsys fs.FS) ([]migration, error) {
-	entries, err := fs.ReadDir(fsys, "migrations")
-	if err != nil {
-		return nil, fmt.Errorf("read migrations: %w", err)
-	}
-	var out []migration
-	for _, e := range entries {
-		name := e.Name()
-		num, _, ok := strings.Cut(name, "_")
-		if !ok || !strings.HasSuffix(name, ".sql") {
-			return nil, fmt.Errorf("migration %s: want NNNN_name.sql", name)
-		}
-		v, err := strconv.Atoi(num)
-		if err != nil {
-			return nil, fmt.Errorf("migration %s: %w", name, err)
-		}
-		b, err := fs.ReadFile(fsys, path.Join("migrations", name))
-		if err != nil {
-			return nil, fmt.Errorf("migration %s: %w", name, err)
-		}
-		out = append(out, migration{version: v, name: name, sql: string(b)})
-	}
-	// fs.ReadDir sorts by name and the names are zero-padded.
-	for i, m := range out {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %s: want version %d", m.name, i+1)
-		}
-	}
-	return out, nil
-}
-
 // migrate brings the database to the newest schema and returns the schema
 // version before and after. A current schema costs one query on the write
 // connection (which must be open), outside any transaction, so opening a
@@ -68,7 +28,7 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 // transaction reads the version again, so two processes opening an old
 // file migrate it once.
 func (s *Store) migrate(ctx context.Context, fsys fs.FS) (from, to int, err error) {
-	ms, err := loadMigrations(fsys)
+	ms, err := migrate.Load(fsys)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -97,12 +57,12 @@ func (s *Store) migrate(ctx context.Context, fsys fs.FS) (from, to int, err erro
 			return s.newerSchema(cur, len(ms))
 		}
 		for _, m := range ms[cur:] {
-			if err := tx.execSQL(m.sql); err != nil {
-				return fmt.Errorf("apply migration %s: %w", m.name, err)
+			if err := tx.execSQL(m.SQL); err != nil {
+				return fmt.Errorf("apply migration %s: %w", m.Name, err)
 			}
 			if err := tx.execSQL(`INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)`,
-				m.version, m.name, time.Now().UnixNano()); err != nil {
-				return fmt.Errorf("record migration %s: %w", m.name, err)
+				m.Version, m.Name, time.Now().UnixNano()); err != nil {
+				return fmt.Errorf("record migration %s: %w", m.Name, err)
 			}
 		}
 		return nil
