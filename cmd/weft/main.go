@@ -50,6 +50,7 @@ type cli struct {
 	PS       psCmd       `cmd:"" name:"ps" help:"List a session's background processes (through the host)."`
 	Proc     procCmd     `cmd:"" help:"Read, wait for, signal or kill a background process (through the host)."`
 	Version  versionCmd  `cmd:"" help:"Print the version."`
+	Bench    benchCmd    `cmd:"" help:"Measure weft's performance figures on this machine (and Codex's, side by side, when installed)."`
 }
 
 // app carries what every command needs: the streams and the environment.
