@@ -21,7 +21,8 @@ func (s *Session) activeID() string {
 	if s.active == nil {
 		return ""
 	}
-	if r, ok := s.j.Run(s.active.id); ok && store.IsTerminal(r.Status) {
+	// The projection holds every run that has not ended.
+	if r, ok := s.j.Run(s.active.id); !ok || store.IsTerminal(r.Status) {
 		return ""
 	}
 	return s.active.id
@@ -315,7 +316,9 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 				return fail("log", err.Error())
 			}
 		}
-	} else if run.History, err = agent.LoadTranscript(ctx, s.cfg.Store, s.id); err != nil {
+	} else if run.History, err = s.conv.messages(ctx, func(ctx context.Context) ([]event.Event, error) {
+		return s.readAll(ctx, agent.TranscriptTypes())
+	}); err != nil {
 		return fail("log", err.Error())
 	}
 	maxSteps := q.maxSteps
@@ -370,7 +373,14 @@ func (s *Session) Steer(ctx context.Context, p api.SteerParams, rc *idem.Claim) 
 				With("expectedRunId", p.ExpectedRunID).With("activeRunId", activeID)
 		}
 		if activeID != p.RunID {
-			cur, _ := s.j.Run(p.RunID)
+			cur, ok := s.j.Run(p.RunID)
+			if !ok {
+				// Ended a while ago (or unknown): the store says which.
+				var err error
+				if cur, err = s.cfg.Store.Run(ctx, p.RunID); errors.Is(err, store.ErrNotFound) {
+					return api.Wrap(api.KindNotFound, err, "run %s not found", p.RunID).With("runId", p.RunID)
+				}
+			}
 			return api.Errorf(api.KindRunConflict, "run %s is not active (status %s)", p.RunID, cur.Status).
 				With("runId", p.RunID).With("status", cur.Status).With("activeRunId", activeID)
 		}
@@ -441,8 +451,7 @@ func (s *Session) Cancel(ctx context.Context, id, reason string, rc *idem.Claim)
 			return store.Run{}, ctx.Err()
 		}
 	}
-	r, _ := s.Run(id)
-	return r, nil
+	return s.Run(ctx, id)
 }
 
 // cancelQueued ends queued run id with run.cancelled (and rc's receipt);
@@ -478,6 +487,5 @@ func (s *Session) Wait(ctx context.Context, id string, timeout time.Duration) (s
 			return store.Run{}, ctx.Err()
 		}
 	}
-	r, _ := s.Run(id)
-	return r, nil
+	return s.Run(ctx, id)
 }
