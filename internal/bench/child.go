@@ -94,3 +94,25 @@ func (t *tailBuffer) String() string {
 	defer t.mu.Unlock()
 	return string(t.b)
 }
+
+// peakInterval is how often runMeasured samples a child's memory.
+const peakInterval = 2 * time.Millisecond
+
+// runMeasured runs c to its exit and returns its wall time (start to
+// exit), its CPU time (with that of the children it waited for) and the
+// peak resident memory of its process tree, sampled every peakInterval
+// (see watchPeak; 0 off Linux).
+func runMeasured(c *exec.Cmd) (wall, cpu time.Duration, peak int64, err error) {
+	t0 := time.Now()
+	if err := c.Start(); err != nil {
+		return 0, 0, 0, err
+	}
+	stop := watchPeak(c.Process.Pid, peakInterval)
+	err = c.Wait()
+	wall = time.Since(t0)
+	peak = stop()
+	if err != nil {
+		return wall, 0, 0, err
+	}
+	return wall, c.ProcessState.UserTime() + c.ProcessState.SystemTime(), peak, nil
+}

@@ -21,7 +21,8 @@ type oneShot struct {
 }
 
 // run runs the command once, checks that it printed the mock's answer,
-// and returns its wall time (start to exit), CPU time and peak RSS.
+// and returns its wall time (start to exit), CPU time and peak RSS (of
+// its process tree, sampled: see runMeasured).
 func (o *oneShot) run(ctx context.Context) (wall, cpu time.Duration, rss int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -29,9 +30,7 @@ func (o *oneShot) run(ctx context.Context) (wall, cpu time.Duration, rss int64, 
 	var out bytes.Buffer
 	errb := &tailBuffer{max: 8 << 10}
 	c.Stdout, c.Stderr = &out, errb
-	t0 := time.Now()
-	err = c.Run()
-	wall = time.Since(t0)
+	wall, cpu, rss, err = runMeasured(c)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("timed out after %s", fmtDur(wall))
@@ -41,7 +40,7 @@ func (o *oneShot) run(ctx context.Context) (wall, cpu time.Duration, rss int64, 
 	if want := strings.Join(mockWords[:], ""); !strings.Contains(out.String(), want) {
 		return 0, 0, 0, fmt.Errorf("%s printed no answer (%q): %q", filepath.Base(o.name), want, lastLines(out.String(), 5))
 	}
-	return wall, c.ProcessState.UserTime() + c.ProcessState.SystemTime(), maxRSS(c.ProcessState), nil
+	return wall, cpu, rss, nil
 }
 
 func (o *oneShot) record(ctx context.Context) error {

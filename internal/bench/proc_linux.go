@@ -140,10 +140,71 @@ func readMem(pid int) (memStat, error) {
 	return m, nil
 }
 
-// maxRSS returns the peak resident set size of an exited child.
-func maxRSS(ps *os.ProcessState) int64 {
-	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-		return ru.Maxrss << 10
+// watchPeak samples the resident memory of the process tree of pid (a
+// child that has just been started) every interval, and stop returns the
+// largest value seen: the sum of VmRSS over the tree, or the root's own
+// VmHWM if larger. It does not use the child's ru_maxrss: Linux counts in
+// it the high-water mark of the process that forked it (the address space
+// an exec replaces), so a child of the bench would never look smaller
+// than the bench itself. stop waits for the sampler to end; it may be
+// called once.
+func watchPeak(pid int, interval time.Duration) (stop func() int64) {
+	done := make(chan struct{})
+	result := make(chan int64, 1)
+	go func() {
+		var peak int64
+		sample := func() {
+			root, err := readMem(pid)
+			if err != nil {
+				return // not yet readable, or exited
+			}
+			sum := root.RSS
+			for _, c := range descendants(pid) {
+				if m, err := readMem(c); err == nil {
+					sum += m.RSS
+				}
+			}
+			peak = max(peak, sum, root.HWM)
+		}
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			sample()
+			select {
+			case <-done:
+				result <- peak
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		return <-result
 	}
-	return 0
+}
+
+// descendants returns the live descendants of pid, from
+// /proc/PID/task/TID/children; nil where the kernel lacks that file.
+func descendants(pid int) []int {
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", p))
+		for _, t := range tasks {
+			b, err := os.ReadFile(t)
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				if c, err := strconv.Atoi(f); err == nil && len(out) < 1000 {
+					out = append(out, c)
+					queue = append(queue, c)
+				}
+			}
+		}
+	}
+	return out
 }

@@ -23,4 +23,4 @@ type memStat struct {
 
 func readMem(int) (memStat, error) { return memStat{}, errNoProc }
 
-func maxRSS(*os.ProcessState) int64 { return 0 }
+func watchPeak(int, time.Duration) func() int64 { return func() int64 { return 0 } }
