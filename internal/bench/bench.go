@@ -45,6 +45,7 @@ const (
 	Missed  Verdict = "missed"
 	Skipped Verdict = "skipped" // could not be measured here; Note says why
 	Failed  Verdict = "failed"  // the measurement failed; Note has the error
+	Info    Verdict = "info"    // measured and reported; the issue sets no target
 )
 
 // Result is one row of the report: a figure, its value, its target and
@@ -112,6 +113,7 @@ type figure struct {
 func figures() []figure {
 	return []figure{
 		{"oneshot", "one-shot `weft run` against `codex exec`", runOneShot},
+		{"startup", "the weft binary's size and start-up, by dependency", runStartup},
 		{"warm-turn", "warm turns over stdio JSON-RPC against `codex app-server`", runWarmTurns},
 		{"run-start", "run start in a long session", runRunStart},
 		{"idle-sessions", "memory of idle loaded sessions", runIdleSessions},
@@ -136,6 +138,8 @@ func Figures() [][2]string {
 // sizes are the counts of one run of the suite.
 type sizes struct {
 	oneshotPairs      int // weft run / codex exec pairs
+	startupRuns       int // timed runs of weft version
+	inittraceRuns     int // runs of weft version under GODEBUG=inittrace=1
 	turns1, turns10   int // weft turns: 1 session; per session of 10
 	codex1, codex10   int // Codex's turns, the same shapes
 	historyEvents     int // events in the long session of run-start
@@ -157,7 +161,7 @@ type sizes struct {
 func sizesFor(quick bool) sizes {
 	if quick {
 		return sizes{
-			oneshotPairs: 2, turns1: 10, turns10: 3, codex1: 3, codex10: 1,
+			oneshotPairs: 2, startupRuns: 3, inittraceRuns: 2, turns1: 10, turns10: 3, codex1: 3, codex10: 1,
 			historyEvents: 2_000, runStarts: 3, idleSessions: 100,
 			rssFirst: 10, rssLast: 40, rssPerSession: 10,
 			fanoutSubs: 20, fanoutRuns: 1, fanoutSteps: 4, wireSubs: 5, wireRuns: 1,
@@ -165,7 +169,7 @@ func sizesFor(quick bool) sizes {
 		}
 	}
 	return sizes{
-		oneshotPairs: 10, turns1: 200, turns10: 20, codex1: 30, codex10: 5,
+		oneshotPairs: 10, startupRuns: 20, inittraceRuns: 10, turns1: 200, turns10: 20, codex1: 30, codex10: 5,
 		historyEvents: 100_000, runStarts: 20, idleSessions: 10_000,
 		rssFirst: 100, rssLast: 10_000, rssPerSession: 100,
 		fanoutSubs: 1000, fanoutRuns: 3, fanoutSteps: 39, wireSubs: 100, wireRuns: 3,
