@@ -195,9 +195,10 @@ func measureBinary(path string) (*binarySize, error) {
 	return bs, nil
 }
 
-// groupSymbols adds up the symbols that occupy the file by module, moves
-// go:func.* (function metadata in .rodata) to bs.FuncTables, and shares
-// the function tables among the modules in proportion to their code.
+// groupSymbols adds up the symbols that occupy the file by module, counts
+// the function metadata in .rodata (the symbol go:func.*) in
+// bs.FuncTables, and shares the function tables among the modules in
+// proportion to their code.
 func groupSymbols(sections []*elf.Section, syms []elf.Symbol, mods moduleIndex, bs *binarySize) []moduleSize {
 	by := map[string]*moduleSize{}
 	var code int64
