@@ -114,7 +114,7 @@ func runOneShot(ctx context.Context, r *runner) error {
 	res := Result{Name: name, Target: target, Values: map[string]float64{
 		"weft_wall_ms": ms(w), "weft_cpu_ms": ms(weft.cpu.median()), "weft_peak_rss_bytes": float64(median64(weft.rss)),
 	}}
-	detail := fmt.Sprintf("weft: wall %s–%s, CPU %s, peak RSS %s; `weft run --local` with --store on a temporary file, %d runs",
+	detail := fmt.Sprintf("weft: wall %s–%s, CPU %s, peak RSS %s; `weft run --local` with --store on a temporary file, %d runs; peak RSS of the process tree, sampled from /proc every 2 ms",
 		fmtDur(weft.wall.quantile(0)), fmtDur(weft.wall.quantile(1)), fmtDur(weft.cpu.median()), fmtMB(float64(median64(weft.rss))), len(weft.wall))
 	switch {
 	case codex == nil:
@@ -125,9 +125,10 @@ func runOneShot(ctx context.Context, r *runner) error {
 		c := codex.wall.median()
 		res.Result = fmt.Sprintf("weft %s · codex %s (%s)", fmtDur(w), fmtDur(c), ratio(ms(w), ms(c)))
 		res.Verdict = verdict(w*20 <= c)
-		res.Note = detail + fmt.Sprintf("; codex exec: wall %s–%s, CPU %s, %d runs, alternating with weft's", fmtDur(codex.wall.quantile(0)),
-			fmtDur(codex.wall.quantile(1)), fmtDur(codex.cpu.median()), len(codex.wall))
+		res.Note = detail + fmt.Sprintf("; codex exec: wall %s–%s, CPU %s, peak RSS %s, %d runs, alternating with weft's", fmtDur(codex.wall.quantile(0)),
+			fmtDur(codex.wall.quantile(1)), fmtDur(codex.cpu.median()), fmtMB(float64(median64(codex.rss))), len(codex.wall))
 		res.Values["codex_wall_ms"], res.Values["codex_cpu_ms"] = ms(c), ms(codex.cpu.median())
+		res.Values["codex_peak_rss_bytes"] = float64(median64(codex.rss))
 	}
 	r.add(res)
 	var cs dist
