@@ -208,7 +208,11 @@ func runStartup(ctx context.Context, r *runner) error {
 	vals["init_clock_ms"], vals["init_bytes"], vals["inits_done_ms"] = ms(clock), float64(allocated), ms(lastInit.median())
 	var top []string
 	for _, m := range byMod[:min(len(byMod), 10)] {
-		top = append(top, fmt.Sprintf("%s %s (%d packages, %s)", m.module, fmtDur(m.clock), m.packages, fmtMB(float64(m.bytes))))
+		pl := "packages"
+		if m.packages == 1 {
+			pl = "package"
+		}
+		top = append(top, fmt.Sprintf("%s %s (%d %s, %s)", m.module, fmtDur(m.clock), m.packages, pl, fmtMB(float64(m.bytes))))
 	}
 	note := fmt.Sprintf("GODEBUG=inittrace=1 over %d runs of `weft version`, means; the last init ends %s after the runtime starts (median); by module: %s",
 		len(runs), fmtDur(lastInit.median()), strings.Join(top, ", "))
