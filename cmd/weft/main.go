@@ -57,6 +57,7 @@ type cli struct {
 	Proc      procCmd      `cmd:"" help:"Read, wait for, signal or kill a background process (through the host)."`
 	Migrate   migrateCmd   `cmd:"" help:"Create or upgrade a PostgreSQL store's schema (SQLite migrates when opened)."`
 	Version   versionCmd   `cmd:"" help:"Print the version."`
+	Bench     benchCmd     `cmd:"" help:"Measure weft's performance figures on this machine (and Codex's, side by side, when installed)."`
 }
 
 // app carries what every command needs: the streams and the environment.
