@@ -125,7 +125,9 @@ type Batch struct {
 	// otherwise refuses it whole with [ErrFenced]; zero is an unfenced
 	// writer, refused only while a live lease holds the session. Stores
 	// of one machine (SQLite, memory), whose leases are kernel locks,
-	// ignore it.
+	// ignore it. Process logs ([ProcessBatch]) carry no epoch: the
+	// process manager of the host that runs a process writes them, not
+	// the session's owner.
 	Epoch int64
 }
 

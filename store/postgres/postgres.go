@@ -15,7 +15,9 @@
 // a stale one) take turns: the second reads the first's events and gets
 // [store.ErrSeqConflict], so two batches can never interleave; the
 // primary key (session_id, seq) refuses an overwrite even if the check
-// were bypassed. Nothing of a refused batch is written.
+// were bypassed. Under the same lock it reads the session's lease row and
+// refuses a batch whose epoch is not the lease's ([store.ErrFenced]; see
+// [Leases]). Nothing of a refused batch is written.
 //
 // # Reads
 //
