@@ -56,6 +56,7 @@ type cli struct {
 	PS        psCmd        `cmd:"" name:"ps" help:"List a session's background processes (through the host)."`
 	Proc      procCmd      `cmd:"" help:"Read, wait for, signal or kill a background process (through the host)."`
 	Migrate   migrateCmd   `cmd:"" help:"Create or upgrade a PostgreSQL store's schema (SQLite migrates when opened)."`
+	Nodes     nodesCmd     `cmd:"" help:"List the hosts holding session leases in a PostgreSQL store, with their sessions and lease ages."`
 	Version   versionCmd   `cmd:"" help:"Print the version."`
 	Bench     benchCmd     `cmd:"" help:"Measure weft's performance figures on this machine (and Codex's, side by side, when installed)."`
 }
