@@ -35,6 +35,13 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives write failures. Nil means silent.
 	Logger *slog.Logger
+	// WakeInterval is the least time between two wakes of the
+	// subscribers: batches committed within it of the last wake are
+	// delivered together when it ends, so that a subscriber that keeps up
+	// wakes at most once per interval rather than once per commit, and a
+	// thousand of them cost the writer one wake per interval. Zero means
+	// 1 ms; a negative value wakes them at every commit.
+	WakeInterval time.Duration
 	// Committed, if set, is called by the writer goroutine with every
 	// batch once it is durable and published, in commit order. It must
 	// not block or call back into the journal; the session owner uses it
@@ -54,9 +61,11 @@ type Journal struct {
 	closeOnce sync.Once
 	failed    chan struct{} // closed when err is set
 
-	mu   sync.Mutex // guards proj snapshot fields, subs, err and last
+	// feed is the committed batches as subscribers read them.
+	feed *feed
+
+	mu   sync.Mutex // guards proj, err and last
 	proj *store.Projection
-	subs map[*subscriber]struct{}
 	err  error // sticky write failure
 	last int64 // seq of the last committed event
 }
@@ -97,6 +106,9 @@ func (c *Config) defaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.WakeInterval == 0 {
+		c.WakeInterval = time.Millisecond
 	}
 }
 
@@ -152,8 +164,8 @@ func newJournal(cfg Config, sessionID string, proj *store.Projection) *Journal {
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
 		failed:    make(chan struct{}),
+		feed:      newFeed(proj.Session.LastSeq, cfg.WakeInterval),
 		proj:      proj,
-		subs:      make(map[*subscriber]struct{}),
 		last:      proj.Session.LastSeq,
 	}
 	go j.loop()
