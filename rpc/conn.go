@@ -440,9 +440,19 @@ func (c *Conn) NotifyWait(ctx context.Context, method string, params any) error 
 		}
 		raw = b
 	}
+	return c.notifyFrame(ctx, method, jsonrpc.AppendRequest(nil, nil, method, raw))
+}
+
+// notifyFrame is NotifyWait for a notification already encoded as a
+// frame (a subscription's events, whose encoding is shared); method is
+// for errors.
+func (c *Conn) notifyFrame(ctx context.Context, method string, frame []byte) error {
+	if c.stream == nil {
+		return ErrNoPush
+	}
 	c.notifQueued.Add(1)
 	select {
-	case c.out <- outFrame{b: jsonrpc.AppendRequest(nil, nil, method, raw), notif: true}:
+	case c.out <- outFrame{b: frame, notif: true}:
 		return nil
 	case <-c.writerDone:
 		c.notifQueued.Add(-1)

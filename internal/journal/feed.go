@@ -59,13 +59,19 @@ type node struct {
 // subscribers whose backlog is over their bound: a stalled reader keeps at
 // most about one and a half times its bound alive.
 //
-// Subscribers are woken by closing a channel, at most once per wake
-// interval: commits that follow a wake within the interval are delivered
-// together when it ends. One close wakes every waiting subscriber; the
-// writer's work per commit is constant.
+// Subscribers are woken by closing a channel, which wakes every waiting
+// subscriber at once. Each wake costs every waiting subscriber a trip
+// through the scheduler, so wakes are spaced by the number of
+// subscribers: with n of them, at most one per n × spacing (and at
+// least one per maxWakeInterval while batches wait); the batches
+// committed in between are delivered together at the next wake. One
+// subscriber is woken at every commit; a thousand share one wake every
+// 10 ms rather than one per commit. The writer's work per commit is
+// constant.
 type feed struct {
-	interval time.Duration
-	// signal is the channel the next wake closes.
+	spacing time.Duration
+	// signal is the channel the next wake closes; closing the feed
+	// closes it too.
 	signal atomic.Pointer[chan struct{}]
 	// done is closed when the feed closes; err says why.
 	done chan struct{}
@@ -84,10 +90,14 @@ type feed struct {
 	minCount, minBytes         int64
 }
 
-func newFeed(last int64, interval time.Duration) *feed {
+// maxWakeInterval caps the spacing of wakes, and so what it adds to
+// delivery latency.
+const maxWakeInterval = 10 * time.Millisecond
+
+func newFeed(last int64, spacing time.Duration) *feed {
 	f := &feed{
-		interval: interval,
-		done:     make(chan struct{}),
+		spacing: spacing,
+		done:    make(chan struct{}),
 		tail:     &node{b: &batch{}},
 		last:     last,
 		subs:     make(map[*subscriber]struct{}),
@@ -98,9 +108,9 @@ func newFeed(last int64, interval time.Duration) *feed {
 }
 
 // publish links a committed batch at the end of the list. It wakes the
-// subscribers at once if the last wake is at least an interval old;
-// otherwise it returns how long until the wake that is now owed, which
-// the writer makes with wakeOwed.
+// subscribers at once if the last wake is old enough; otherwise it
+// returns how long until the wake that is now owed, which the writer
+// makes with wakeOwed.
 func (f *feed) publish(events []event.Event, now time.Time) (wakeIn time.Duration) {
 	cost := 0
 	for _, e := range events {
@@ -128,7 +138,8 @@ func (f *feed) publish(events []event.Event, now time.Time) (wakeIn time.Duratio
 	if !f.owed {
 		return 0
 	}
-	if wait := f.interval - now.Sub(f.lastWake); wait > 0 {
+	interval := min(f.spacing*time.Duration(len(f.subs)), maxWakeInterval)
+	if wait := interval - now.Sub(f.lastWake); wait > 0 {
 		return wait
 	}
 	f.wakeLocked(now)
@@ -224,6 +235,7 @@ func (f *feed) close(err error) {
 	f.err = err
 	clear(f.subs)
 	close(f.done)
+	f.wakeLocked(time.Now())
 }
 
 // closed reports whether the feed is closed, and why.

@@ -35,13 +35,14 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives write failures. Nil means silent.
 	Logger *slog.Logger
-	// WakeInterval is the least time between two wakes of the
-	// subscribers: batches committed within it of the last wake are
-	// delivered together when it ends, so that a subscriber that keeps up
-	// wakes at most once per interval rather than once per commit, and a
-	// thousand of them cost the writer one wake per interval. Zero means
-	// 1 ms; a negative value wakes them at every commit.
-	WakeInterval time.Duration
+	// WakeSpacing paces the wakes of the subscribers. Each wake costs
+	// every waiting subscriber a trip through the scheduler, so with n
+	// subscribers they are woken at most once per n × WakeSpacing, capped
+	// at 10 ms, and the batches committed in between are delivered
+	// together at the next wake: one subscriber wakes at every commit, a
+	// thousand share a wake every 10 ms. Zero means 10 µs; a negative
+	// value wakes them at every commit.
+	WakeSpacing time.Duration
 	// Committed, if set, is called by the writer goroutine with every
 	// batch once it is durable and published, in commit order. It must
 	// not block or call back into the journal; the session owner uses it
@@ -107,8 +108,8 @@ func (c *Config) defaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.WakeInterval == 0 {
-		c.WakeInterval = time.Millisecond
+	if c.WakeSpacing == 0 {
+		c.WakeSpacing = 10 * time.Microsecond
 	}
 }
 
@@ -164,7 +165,7 @@ func newJournal(cfg Config, sessionID string, proj *store.Projection) *Journal {
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
 		failed:    make(chan struct{}),
-		feed:      newFeed(proj.Session.LastSeq, cfg.WakeInterval),
+		feed:      newFeed(proj.Session.LastSeq, cfg.WakeSpacing),
 		proj:      proj,
 		last:      proj.Session.LastSeq,
 	}

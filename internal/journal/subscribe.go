@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"sort"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
@@ -56,89 +57,139 @@ func (j *Journal) Subscribers() int { return j.feed.len() }
 // The live events are shared with every other subscriber: the consumer
 // must not modify them (Data in particular).
 func (j *Journal) Events(ctx context.Context, after int64, opts SubscribeOptions) iter.Seq2[event.Event, error] {
-	return follow(j, ctx, after, opts,
-		func(e event.Event) (event.Event, error) { return e, nil },
-		func(b *batch, i int) (event.Event, error) { return b.events[i], nil })
+	return func(yield func(event.Event, error) bool) {
+		for c, err := range j.follow(ctx, after, opts) {
+			if err != nil {
+				yield(event.Event{}, err)
+				return
+			}
+			for _, e := range c.page {
+				if !yield(e, nil) {
+					return
+				}
+			}
+			for _, b := range c.batches {
+				for _, e := range b.events {
+					if opts.RunID != "" && e.RunID != opts.RunID {
+						continue
+					}
+					if !yield(e, nil) {
+						return
+					}
+				}
+			}
+		}
+	}
 }
 
 // EncodedEvents is [Journal.Events] with each event's JSON encoding, for
-// consumers that write JSON. A live event is encoded once, by the first
-// subscriber that takes it, and its encoding shared with the others;
-// replayed events are encoded by their subscriber.
-func (j *Journal) EncodedEvents(ctx context.Context, after int64, opts SubscribeOptions) iter.Seq2[event.Encoded, error] {
-	return follow(j, ctx, after, opts,
-		func(e event.Event) (event.Encoded, error) {
-			b, err := json.Marshal(e)
+// consumers that write JSON, in slices: each slice is what the
+// subscriber took at once (a replay page, or every batch committed since
+// it last looked), so that a consumer can write it in one go. A slice is
+// valid until the next iteration. A live event is encoded once, by the
+// first subscriber that takes it, and the encoding shared with the
+// others; replayed events are encoded by their subscriber.
+func (j *Journal) EncodedEvents(ctx context.Context, after int64, opts SubscribeOptions) iter.Seq2[[]event.Encoded, error] {
+	return func(yield func([]event.Encoded, error) bool) {
+		var out []event.Encoded
+		for c, err := range j.follow(ctx, after, opts) {
 			if err != nil {
-				return event.Encoded{}, fmt.Errorf("encode session %s seq %d: %w", e.SessionID, e.Seq, err)
+				yield(nil, err)
+				return
 			}
-			return event.Encoded{Event: e, JSON: b}, nil
-		},
-		func(b *batch, i int) (event.Encoded, error) {
-			enc, err := b.encoded()
-			if err != nil {
-				return event.Encoded{}, fmt.Errorf("encode session %s seq %d..%d: %w", b.events[0].SessionID, b.events[0].Seq, b.events[len(b.events)-1].Seq, err)
+			clear(out)
+			out = out[:0]
+			for _, e := range c.page {
+				b, err := json.Marshal(e)
+				if err != nil {
+					yield(nil, fmt.Errorf("encode session %s seq %d: %w", e.SessionID, e.Seq, err))
+					return
+				}
+				out = append(out, event.Encoded{Event: e, JSON: b})
 			}
-			return event.Encoded{Event: b.events[i], JSON: enc[i]}, nil
-		})
+			for _, b := range c.batches {
+				enc, err := b.encoded()
+				if err != nil {
+					yield(nil, fmt.Errorf("encode session %s seqs %d-%d: %w", j.sessionID, b.events[0].Seq, b.events[len(b.events)-1].Seq, err))
+					return
+				}
+				for i, e := range b.events {
+					if opts.RunID == "" || e.RunID == opts.RunID {
+						out = append(out, event.Encoded{Event: e, JSON: enc[i]})
+					}
+				}
+			}
+			if len(out) > 0 && !yield(out, nil) {
+				return
+			}
+		}
+	}
 }
 
-// follow is the subscription both Events and EncodedEvents are: replayed
-// turns an event read from the store into what is yielded, live the i-th
-// event of a published batch.
-func follow[T any](j *Journal, ctx context.Context, after int64, opts SubscribeOptions,
-	replayed func(event.Event) (T, error), live func(b *batch, i int) (T, error)) iter.Seq2[T, error] {
+// chunk is what a subscription reads at once: a page of the replay, or
+// the batches committed since it last looked, unfiltered.
+type chunk struct {
+	page    []event.Event
+	batches []*batch
+}
+
+// follow is the subscription Events and EncodedEvents read: the replay
+// after the cursor, page by page, then the live tail, a wake's worth at a
+// time. A chunk is valid until the next iteration.
+func (j *Journal) follow(ctx context.Context, after int64, opts SubscribeOptions) iter.Seq2[chunk, error] {
 	if opts.Buffer <= 0 {
 		opts.Buffer = 4096
 	}
 	if opts.Bytes <= 0 {
 		opts.Bytes = 4 << 20
 	}
-	return func(yield func(T, error) bool) {
-		var zero T
+	return func(yield func(chunk, error) bool) {
 		select {
 		case <-j.quit:
-			yield(zero, ErrClosed)
+			yield(chunk{}, ErrClosed)
 			return
 		default:
 		}
 		if last := j.feed.lastSeq(); after < 0 || after > last {
-			yield(zero, fmt.Errorf("%w: session %s: cursor %d, last seq %d", ErrCursor, j.sessionID, after, last))
+			yield(chunk{}, fmt.Errorf("%w: session %s: cursor %d, last seq %d", ErrCursor, j.sessionID, after, last))
 			return
 		}
 		sub := &subscriber{maxCount: int64(opts.Buffer), maxBytes: int64(opts.Bytes)}
-		live0, err := j.feed.subscribe(sub)
+		live, err := j.feed.subscribe(sub)
 		if err != nil {
-			yield(zero, err)
+			yield(chunk{}, err)
 			return
 		}
 		defer j.feed.unsubscribe(sub)
+		// Every waiting subscriber locks each channel of its select when a
+		// wake comes: a ctx shared by many subscribers would be one more
+		// contended channel, so its end closes a channel of this one.
+		stopped := make(chan struct{})
+		defer context.AfterFunc(ctx, func() { close(stopped) })()
 
-		// Replay what was committed before we registered: seqs (after, live0].
+		// Replay what was committed before we registered: seqs (after, live].
 		// Pages are bounded in bytes, so a reader that stalls here holds
 		// at most one small page.
 		cursor := after
-		for cursor < live0 {
+		for cursor < live {
 			page, err := j.cfg.Store.Read(ctx, store.ReadParams{SessionID: j.sessionID, After: cursor, Limit: 512, RunID: opts.RunID, MaxBytes: replayPageBytes})
 			if err != nil {
-				yield(zero, fmt.Errorf("replay session %s after %d: %w", j.sessionID, cursor, err))
+				yield(chunk{}, fmt.Errorf("replay session %s after %d: %w", j.sessionID, cursor, err))
 				return
 			}
 			if len(page) == 0 {
 				break
 			}
-			for _, e := range page {
-				if e.Seq > live0 {
-					break
-				}
-				v, err := replayed(e)
-				if !yield(v, err) || err != nil {
-					return
-				}
-			}
 			cursor = page[len(page)-1].Seq
+			if n := len(page); page[n-1].Seq > live {
+				n = sort.Search(n, func(i int) bool { return page[i].Seq > live })
+				page = page[:n]
+			}
+			if len(page) > 0 && !yield(chunk{page: page}, nil) {
+				return
+			}
 		}
-		// Live tail: everything published after registration has seq > live0.
+		// Live tail: everything published after registration has seq > live.
 		var batches []*batch
 		for {
 			// The signal is loaded before the cursor is looked at, so a
@@ -146,36 +197,27 @@ func follow[T any](j *Journal, ctx context.Context, after int64, opts SubscribeO
 			// signal or of a later one.
 			signal := j.feed.signal.Load()
 			closed, cerr := j.feed.closed()
+			clear(batches) // hold no batch while waiting
 			batches, err = sub.take(batches[:0])
 			if err != nil {
-				yield(zero, err)
+				yield(chunk{}, err)
 				return
 			}
-			for _, b := range batches {
-				for i := range b.events {
-					if opts.RunID != "" && b.events[i].RunID != opts.RunID {
-						continue
-					}
-					v, err := live(b, i)
-					if !yield(v, err) || err != nil {
-						return
-					}
-				}
-			}
 			if len(batches) > 0 {
-				clear(batches) // hold no batch while waiting
+				if !yield(chunk{batches: batches}, nil) {
+					return
+				}
 				continue
 			}
 			if closed {
 				// Everything published before the close has been read.
-				yield(zero, cerr)
+				yield(chunk{}, cerr)
 				return
 			}
 			select {
 			case <-*signal:
-			case <-j.feed.done:
-			case <-ctx.Done():
-				yield(zero, ctx.Err())
+			case <-stopped:
+				yield(chunk{}, ctx.Err())
 				return
 			}
 		}

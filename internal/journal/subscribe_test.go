@@ -31,7 +31,7 @@ func retry(t *testing.T, attempt int, text string) event.Event {
 // the log's, whatever the number of commits each wake coalesces.
 func TestSubscribersAtDifferentSpeedsSeeTheLog(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		j, cs := newJournal(t, journal.Config{WakeInterval: 2 * time.Millisecond})
+		j, cs := newJournal(t, journal.Config{WakeSpacing: 50 * time.Microsecond})
 		ctx := context.Background()
 		if _, err := j.Append(ctx, runQueued(t, "run_1")); err != nil {
 			t.Fatal(err)
@@ -239,7 +239,7 @@ func TestStalledSubscriberMemoryIsBounded(t *testing.T) {
 // before the close, and a failed write ends them with the failure.
 func TestSubscribersEndOnCloseAndFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		j, cs := newJournal(t, journal.Config{WakeInterval: time.Hour})
+		j, cs := newJournal(t, journal.Config{WakeSpacing: time.Hour})
 		ctx := context.Background()
 		if _, err := j.Append(ctx, runQueued(t, "run_1")); err != nil {
 			t.Fatal(err)
@@ -260,7 +260,8 @@ func TestSubscribersEndOnCloseAndFailure(t *testing.T) {
 			})
 		}
 		synctest.Wait()
-		// With a wake interval of an hour, these wait for the close.
+		// No time passes: these wait for the wake due in 10 ms, and
+		// the close comes first.
 		for i := range 3 {
 			if _, err := j.Append(ctx, retry(t, i, "")); err != nil {
 				t.Fatal(err)
@@ -308,53 +309,61 @@ func TestSubscribersEndOnCloseAndFailure(t *testing.T) {
 }
 
 // A batch committed after a quiet spell reaches subscribers at once; one
-// committed within the wake interval of the last wake waits at most the
-// rest of the interval.
-func TestWakeInterval(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		const interval = 10 * time.Millisecond
-		j, _ := newJournal(t, journal.Config{WakeInterval: interval})
-		ctx := context.Background()
-		if _, err := j.Append(ctx, runQueued(t, "run_1")); err != nil {
-			t.Fatal(err)
-		}
-		got := make(chan time.Time, 16)
-		seq := j.Events(ctx, j.LastSeq(), journal.SubscribeOptions{})
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			n := 0
-			for _, err := range seq {
-				if err != nil {
-					return
+// committed within n × WakeSpacing of the last wake (n subscribers, at
+// most 10 ms) waits for the rest of that interval.
+func TestWakeSpacing(t *testing.T) {
+	for _, tc := range []struct {
+		spacing  time.Duration
+		subs     int
+		interval time.Duration
+	}{
+		{2 * time.Millisecond, 1, 2 * time.Millisecond},
+		{2 * time.Millisecond, 3, 6 * time.Millisecond},
+		{time.Hour, 2, 10 * time.Millisecond},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			j, _ := newJournal(t, journal.Config{WakeSpacing: tc.spacing})
+			ctx := context.Background()
+			if _, err := j.Append(ctx, runQueued(t, "run_1")); err != nil {
+				t.Fatal(err)
+			}
+			got := make([][]time.Duration, tc.subs)
+			var wg sync.WaitGroup
+			for k := range got {
+				seq := j.Events(ctx, j.LastSeq(), journal.SubscribeOptions{})
+				wg.Go(func() {
+					t0 := time.Now()
+					for _, err := range seq {
+						if err != nil {
+							return
+						}
+						got[k] = append(got[k], time.Since(t0))
+						if len(got[k]) == 3 {
+							return
+						}
+					}
+				})
+			}
+			synctest.Wait()
+			for i := range 3 {
+				if _, err := j.Append(ctx, retry(t, i, "")); err != nil {
+					t.Fatal(err)
 				}
-				got <- time.Now()
-				if n++; n == 3 {
-					return
+				if i == 0 {
+					synctest.Wait()
+				}
+				time.Sleep(time.Millisecond)
+			}
+			wg.Wait()
+			// The first batch at once, the next two at the end of the interval.
+			want := fmt.Sprint([]time.Duration{0, tc.interval, tc.interval})
+			for k := range got {
+				if fmt.Sprint(got[k]) != want {
+					t.Fatalf("%+v: subscriber %d received at %v, want %v", tc, k, got[k], want)
 				}
 			}
 		})
-		synctest.Wait()
-		time.Sleep(time.Second)
-		t0 := time.Now()
-		for i := range 3 {
-			if _, err := j.Append(ctx, retry(t, i, "")); err != nil {
-				t.Fatal(err)
-			}
-			if i == 0 {
-				synctest.Wait()
-			}
-			time.Sleep(time.Millisecond)
-		}
-		wg.Wait()
-		if d := (<-got).Sub(t0); d != 0 {
-			t.Fatalf("the first batch after a quiet second arrived after %v, want at once", d)
-		}
-		for range 2 {
-			if d := (<-got).Sub(t0); d != interval {
-				t.Fatalf("a batch within the interval arrived after %v, want %v", d, interval)
-			}
-		}
-	})
+	}
 }
 
 // EncodedEvents yields each event with exactly json.Marshal's encoding,
@@ -372,13 +381,13 @@ func TestEncodedEventsAreSharedAndExact(t *testing.T) {
 		for k := range seen {
 			seq := j.EncodedEvents(ctx, 0, journal.SubscribeOptions{})
 			wg.Go(func() {
-				for e, err := range seq {
+				for evs, err := range seq {
 					if err != nil {
 						t.Error(err)
 						return
 					}
-					seen[k] = append(seen[k], e)
-					if e.Event.Seq == replayed+2 {
+					seen[k] = append(seen[k], evs...)
+					if evs[len(evs)-1].Event.Seq == replayed+2 {
 						return
 					}
 				}
