@@ -98,9 +98,9 @@ func newFeed(last int64, spacing time.Duration) *feed {
 	f := &feed{
 		spacing: spacing,
 		done:    make(chan struct{}),
-		tail:     &node{b: &batch{}},
-		last:     last,
-		subs:     make(map[*subscriber]struct{}),
+		tail:    &node{b: &batch{}},
+		last:    last,
+		subs:    make(map[*subscriber]struct{}),
 	}
 	ch := make(chan struct{})
 	f.signal.Store(&ch)
