@@ -352,7 +352,10 @@ func TestWakeSpacing(t *testing.T) {
 				if i == 0 {
 					synctest.Wait()
 				}
-				time.Sleep(time.Millisecond)
+				// Half a millisecond, so that the last append comes
+				// before the owed wake (at 2 ms at the earliest), not
+				// at the same instant, where their order is unspecified.
+				time.Sleep(time.Millisecond / 2)
 			}
 			wg.Wait()
 			// The first batch at once, the next two at the end of the interval.
