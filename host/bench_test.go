@@ -226,9 +226,11 @@ func cpuTime() time.Duration {
 // the store transaction) to its receipt by the subscriber, over every event
 // and subscriber; each subscriber records into its own histogram. events/s
 // is the run's own throughput (events committed / timed run time), the
-// figure the target compares with and without subscribers. cpu-µs/event is
-// the process's CPU time (host and subscribers together) per event
-// committed.
+// figure the target compares with and without subscribers: with
+// subscribers, base-events/s is the same host's rate without them
+// (baseRate, measured before they subscribe) and drop-% how much of it the
+// subscribers cost. cpu-µs/event is the process's CPU time (host and
+// subscribers together) per event committed.
 func BenchmarkFanout(b *testing.B) {
 	for _, rate := range []int{0, 10_000} {
 		for _, subs := range []int{0, 1000} {
@@ -259,6 +261,10 @@ func benchFanout(b *testing.B, rate, subs int) {
 	lastSeq := func() int64 {
 		r, _ := h.GetSession(ctx, s.ID)
 		return r.LastSeq
+	}
+	var base float64
+	if subs > 0 {
+		base = baseRate(b, h, pace, fanoutBaseRuns)
 	}
 	sctx, stop := context.WithCancel(ctx)
 	// Each subscriber has its own histogram and publishes the last seq
@@ -333,14 +339,60 @@ func benchFanout(b *testing.B, rate, subs int) {
 			lagged++
 		}
 	}
-	b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
+	got := float64(events) / elapsed.Seconds()
+	b.ReportMetric(got, "events/s")
 	b.ReportMetric(cpu.Seconds()*1e6/float64(events), "cpu-µs/event")
 	if subs > 0 {
+		b.ReportMetric(base, "base-events/s")
+		b.ReportMetric(100*(1-got/base), "drop-%")
 		b.ReportMetric(lat.quantile(0.50), "p50-ms")
 		b.ReportMetric(lat.quantile(0.99), "p99-ms")
 		b.ReportMetric(float64(lagged), "lagged")
 		b.ReportMetric(float64(lat.n)/float64(int64(subs)*(last.LastSeq-s.LastSeq)), "delivered")
 	}
+}
+
+// fanoutBaseRuns is how many runs measure the rate without subscribers.
+const fanoutBaseRuns = 5
+
+// baseRate is the run's own rate without subscribers: the events/s of n
+// runs of the fanout script on a new session of h, held to pace's rate
+// if pace is not nil. The fan-out benchmarks compare the rate with
+// subscribers to it (drop-%); measured in the same benchmark, on the
+// same host, it shares the machine's load of the moment.
+func baseRate(b *testing.B, h *host.Host, pace *pacer, n int) float64 {
+	b.Helper()
+	ctx := context.Background()
+	s, err := h.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:fanout"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lastSeq := func() int64 {
+		r, _ := h.GetSession(ctx, s.ID)
+		return r.LastSeq
+	}
+	var (
+		events  int64
+		elapsed time.Duration
+	)
+	for range n {
+		before := lastSeq()
+		if pace != nil {
+			pace.reset(lastSeq)
+		}
+		t0 := time.Now()
+		r, err := h.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: input("go")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w, err := h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 60_000})
+		if err != nil || w.Run.Status != store.RunCompleted {
+			b.Fatalf("run %s: %+v %v", r.ID, w, err)
+		}
+		elapsed += time.Since(t0)
+		events += lastSeq() - before
+	}
+	return float64(events) / elapsed.Seconds()
 }
 
 // prefill writes a session of n events (session.created, one completed run
