@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/llm"
@@ -13,6 +15,15 @@ import (
 // loads a session's history from a store may filter its read to them.
 func TranscriptTypes() []event.Type {
 	return []event.Type{event.MessageUser, event.MessageCompleted, event.ToolCallCompleted, event.SteerConsumed}
+}
+
+// IsTranscriptType reports whether t is one of the [TranscriptTypes].
+func IsTranscriptType(t event.Type) bool {
+	switch t {
+	case event.MessageUser, event.MessageCompleted, event.ToolCallCompleted, event.SteerConsumed:
+		return true
+	}
+	return false
 }
 
 // eventReader is the part of a store LoadTranscript reads through.
@@ -48,58 +59,146 @@ func LoadTranscript(ctx context.Context, st eventReader, sessionID string) ([]ll
 // A tool call without a result (which recovery prevents) is answered with
 // an error result, so that the transcript is always a valid model request.
 func Transcript(events []event.Event) ([]llm.Message, error) {
-	var (
-		msgs    []llm.Message
-		results = map[string]llm.Message{}
-		open    []event.ToolCall // calls of the last assistant message awaiting results
-	)
-	closeOpen := func() {
-		for _, c := range open {
-			r, ok := results[c.ID]
-			if !ok {
-				r = llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, IsError: true,
-					Content: "error: this tool call never finished (the run ended before its result)"}
-			}
-			msgs = append(msgs, r)
-		}
-		open = nil
-		clear(results)
-	}
+	var b TranscriptBuilder
 	for _, e := range events {
-		switch e.Type {
-		case event.MessageUser:
-			var d event.MessageUserData
-			if err := e.Decode(&d); err != nil {
-				return nil, err
-			}
-			closeOpen()
-			msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: event.Text(d.Content)})
-		case event.SteerConsumed:
-			var d event.SteerData
-			if err := e.Decode(&d); err != nil {
-				return nil, err
-			}
-			closeOpen()
-			msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: event.Text(d.Input)})
-		case event.MessageCompleted:
-			var d event.MessageCompletedData
-			if err := e.Decode(&d); err != nil {
-				return nil, err
-			}
-			closeOpen()
-			msgs = append(msgs, llm.Message{
-				Role: llm.RoleAssistant, Content: d.Text, Reasoning: d.Reasoning,
-				ToolCalls: d.ToolCalls, ProviderState: d.ProviderState,
-			})
-			open = d.ToolCalls
-		case event.ToolCallCompleted:
-			var d event.ToolCallCompletedData
-			if err := e.Decode(&d); err != nil {
-				return nil, err
-			}
-			results[d.ID] = llm.Message{Role: llm.RoleTool, ToolCallID: d.ID, ToolName: d.Name, Content: d.Output, IsError: d.IsError}
+		if err := b.Add(e); err != nil {
+			return nil, err
 		}
 	}
-	closeOpen()
-	return msgs, nil
+	return b.Messages(), nil
+}
+
+// A TranscriptBuilder folds a session's events into its transcript one at
+// a time, so that an owner that sees every committed event keeps the
+// conversation current without reading the log again: [Transcript] is a
+// builder fed a whole log. The zero value is an empty transcript. It is
+// not safe for concurrent use.
+type TranscriptBuilder struct {
+	msgs []llm.Message
+	// open are the calls of the last assistant message; results holds
+	// those answered so far. They join msgs, in the model's order, once
+	// the next message starts (or in Messages, without being kept).
+	open    []event.ToolCall
+	results map[string]llm.Message
+	size    int64 // of msgs
+	pending int64 // of results
+}
+
+// Add folds e into the transcript; events of types other than
+// [TranscriptTypes] are ignored.
+func (b *TranscriptBuilder) Add(e event.Event) error {
+	switch e.Type {
+	case event.MessageUser:
+		var d event.MessageUserData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		b.closeOpen()
+		b.push(llm.Message{Role: llm.RoleUser, Content: event.Text(d.Content)})
+	case event.SteerConsumed:
+		var d event.SteerData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		b.closeOpen()
+		b.push(llm.Message{Role: llm.RoleUser, Content: event.Text(d.Input)})
+	case event.MessageCompleted:
+		var d event.MessageCompletedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		b.closeOpen()
+		b.push(llm.Message{
+			Role: llm.RoleAssistant, Content: d.Text, Reasoning: d.Reasoning,
+			ToolCalls: d.ToolCalls, ProviderState: d.ProviderState,
+		})
+		b.open = d.ToolCalls
+	case event.ToolCallCompleted:
+		var d event.ToolCallCompletedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		if b.results == nil {
+			b.results = map[string]llm.Message{}
+		}
+		if old, ok := b.results[d.ID]; ok {
+			b.pending -= messageSize(old)
+		}
+		r := llm.Message{Role: llm.RoleTool, ToolCallID: d.ID, ToolName: d.Name, Content: d.Output, IsError: d.IsError}
+		b.results[d.ID] = r
+		b.pending += messageSize(r)
+	}
+	return nil
+}
+
+// Messages returns the transcript so far. The calls of the last assistant
+// message that have no result yet are answered with an error result in
+// the returned slice (not in the builder, where a later result still
+// lands). The caller may append to the slice; it must not modify its
+// elements, which the builder shares.
+func (b *TranscriptBuilder) Messages() []llm.Message {
+	if len(b.open) == 0 {
+		return slices.Clip(b.msgs)
+	}
+	out := make([]llm.Message, len(b.msgs), len(b.msgs)+len(b.open))
+	copy(out, b.msgs)
+	for _, c := range b.open {
+		out = append(out, b.result(c))
+	}
+	return out
+}
+
+// Clone returns a copy of the builder that later calls of Add on either
+// leave the other alone, at the cost of copying the results of the open
+// calls: the messages themselves are shared, since a builder never
+// modifies one it holds. An owner clones under its lock and then encodes
+// the clone (MarshalBinary) without holding it.
+func (b *TranscriptBuilder) Clone() *TranscriptBuilder {
+	return &TranscriptBuilder{
+		msgs: slices.Clip(b.msgs), open: slices.Clip(b.open), results: maps.Clone(b.results),
+		size: b.size, pending: b.pending,
+	}
+}
+
+// Size returns an estimate of the bytes the transcript holds.
+func (b *TranscriptBuilder) Size() int64 { return b.size + b.pending }
+
+// Len returns the number of messages the transcript holds, counting the
+// results of the last assistant message's calls.
+func (b *TranscriptBuilder) Len() int { return len(b.msgs) + len(b.open) }
+
+func (b *TranscriptBuilder) push(m llm.Message) {
+	b.msgs = append(b.msgs, m)
+	b.size += messageSize(m)
+}
+
+// closeOpen moves the results of the open calls into the transcript, in
+// the order the model asked for them.
+func (b *TranscriptBuilder) closeOpen() {
+	for _, c := range b.open {
+		b.push(b.result(c))
+	}
+	b.open = nil
+	clear(b.results)
+	b.pending = 0
+}
+
+// result is call c's result, or the error result of a call that never
+// finished.
+func (b *TranscriptBuilder) result(c event.ToolCall) llm.Message {
+	if r, ok := b.results[c.ID]; ok {
+		return r
+	}
+	return llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, IsError: true,
+		Content: "error: this tool call never finished (the run ended before its result)"}
+}
+
+// messageSize estimates the memory m holds: its strings and a fixed
+// overhead for the struct and slice headers.
+func messageSize(m llm.Message) int64 {
+	n := 160 + len(m.Content) + len(m.Reasoning) + len(m.ToolCallID) + len(m.ToolName) + len(m.ProviderState)
+	for _, c := range m.ToolCalls {
+		n += 48 + len(c.ID) + len(c.Name) + len(c.Arguments)
+	}
+	return int64(n)
 }

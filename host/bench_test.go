@@ -40,11 +40,12 @@ var benchScripts = map[string]string{
 	"gated": `{"loop":true,"steps":[{"toolCalls":[{"name":"noop","arguments":{"n":1}}]}]}`,
 	// stream: a step streams 100 words, one every millisecond, forever.
 	"stream": `{"loop":true,"steps":[{"text":"` + strings.TrimSpace(strings.Repeat("tok ", 100)) + `","delayMs":1}]}`,
+	// text: one short answer, for every run.
+	"text": `{"loop":true,"steps":[{"text":"Done."}]}`,
 }
 
 // newBenchHost starts a host over a SQLite file in a temp dir with the
-// bench scripts and a no-op tool. cfg's Store, ResolveModel and Tools are
-// set here.
+// bench scripts and a no-op tool (see benchHostConfig).
 func newBenchHost(b *testing.B, cfg host.Config) (*host.Host, *sqlite.Store) {
 	b.Helper()
 	return newWrappedBenchHost(b, cfg, nil)
@@ -55,6 +56,29 @@ func newBenchHost(b *testing.B, cfg host.Config) (*host.Host, *sqlite.Store) {
 func newWrappedBenchHost(b *testing.B, cfg host.Config, wrap func(llm.Provider) llm.Provider) (*host.Host, *sqlite.Store) {
 	b.Helper()
 	st := openBenchStore(b)
+	bc := benchHostConfig(b, st)
+	cfg.Store, cfg.Tools, cfg.ResolveModel = bc.Store, bc.Tools, bc.ResolveModel
+	if wrap != nil {
+		cfg.ResolveModel = func(name string) (*host.Model, error) {
+			m, err := bc.ResolveModel(name)
+			if err == nil {
+				m.Provider = wrap(m.Provider)
+			}
+			return m, err
+		}
+	}
+	h, err := host.New(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { h.Close() })
+	return h, st
+}
+
+// benchHostConfig is a host configuration over st with the bench scripts
+// as models ("scripted:NAME") and a no-op tool.
+func benchHostConfig(b testing.TB, st store.Store) host.Config {
+	b.Helper()
 	type noopIn struct {
 		N int `json:"n"`
 	}
@@ -68,8 +92,7 @@ func newWrappedBenchHost(b *testing.B, cfg host.Config, wrap func(llm.Provider) 
 	if err := reg.Add(noop); err != nil {
 		b.Fatal(err)
 	}
-	cfg.Store, cfg.Tools = st, reg
-	cfg.ResolveModel = func(name string) (*host.Model, error) {
+	return host.Config{Store: st, Tools: reg, ResolveModel: func(name string) (*host.Model, error) {
 		key := strings.TrimPrefix(name, "scripted:")
 		src, ok := benchScripts[key]
 		if !ok {
@@ -79,18 +102,8 @@ func newWrappedBenchHost(b *testing.B, cfg host.Config, wrap func(llm.Provider) 
 		if err != nil {
 			return nil, err
 		}
-		var prov llm.Provider = p
-		if wrap != nil {
-			prov = wrap(p)
-		}
-		return &host.Model{Name: name, Provider: prov, Model: key}, nil
-	}
-	h, err := host.New(context.Background(), cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { h.Close() })
-	return h, st
+		return &host.Model{Name: name, Provider: p, Model: key}, nil
+	}}
 }
 
 func openBenchStore(b *testing.B) *sqlite.Store {

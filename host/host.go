@@ -12,11 +12,13 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -79,13 +81,20 @@ type Config struct {
 	// on Close.
 	Processes *process.Manager
 	// MaxLoadedSessions is how many sessions stay loaded (a journal
-	// goroutine and a lease file each) before sessions idle for a minute
-	// (or IdleUnload, if shorter) are unloaded; zero means 512.
+	// goroutine, a lease file and their transcript each); beyond it the
+	// least recently used idle sessions are unloaded at once, down to
+	// seven eighths of it. Zero means 512.
 	MaxLoadedSessions int
 	// IdleUnload is how long a session with no run, no subscriber and no
 	// request stays loaded; zero means ten minutes. An unloaded session
 	// loads again on its next request.
 	IdleUnload time.Duration
+	// TranscriptBytes is the memory the loaded sessions may keep their
+	// transcripts in between runs, so that a run starts without reading
+	// its session's log again; a session whose transcript does not fit
+	// reads it at each run start instead. Zero means 256 MiB; negative
+	// keeps none.
+	TranscriptBytes int64
 	// StorageRetry is the first wait between attempts of a session to
 	// recover from a failed write (disk full, I/O error); it doubles up
 	// to 32 times. Zero means 100 ms.
@@ -114,6 +123,10 @@ type Host struct {
 	// bg counts the host's own goroutines (the housekeeping loop and the
 	// process notices); Add only with mu held and closed unset.
 	bg sync.WaitGroup
+
+	// crowded wakes the housekeeping goroutine when more sessions are
+	// loaded than MaxLoadedSessions.
+	crowded chan struct{}
 
 	mu       sync.Mutex
 	sessions map[string]*entry
@@ -156,6 +169,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.StorageRetry <= 0 {
 		cfg.StorageRetry = 100 * time.Millisecond
 	}
+	if cfg.TranscriptBytes == 0 {
+		cfg.TranscriptBytes = 256 << 20
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -166,13 +182,14 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		cfg.NewID = ids.New
 	}
 	hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	h := &Host{cfg: cfg, ctx: hctx, stop: stop, sessions: map[string]*entry{}, seed: maphash.MakeSeed()}
+	h := &Host{cfg: cfg, ctx: hctx, stop: stop, sessions: map[string]*entry{}, crowded: make(chan struct{}, 1), seed: maphash.MakeSeed()}
 	h.scfg = session.Config{
 		Store: cfg.Store, ResolveModel: cfg.ResolveModel, DefaultModel: cfg.DefaultModel,
 		Journal: journal.Config{CoalesceWindow: cfg.CoalesceWindow, CoalesceBytes: cfg.CoalesceBytes, Logger: cfg.Logger},
 		Tools:   cfg.Tools, MaxSteps: cfg.MaxSteps, Processes: cfg.Processes, LockDir: cfg.LockDir,
 		SubscriberBuffer: cfg.SubscriberBuffer, SubscriberBytes: cfg.SubscriberBytes, RetryBackoff: cfg.StorageRetry,
 		Policy: cfg.Policy, InputTimeout: cfg.InputTimeout, NewID: cfg.NewID, Logger: cfg.Logger,
+		Transcripts: session.NewBudget(max(cfg.TranscriptBytes, 0)),
 	}
 	h.m = h.methodTable()
 	if m := cfg.Processes; m != nil {
@@ -234,8 +251,49 @@ func (h *Host) housekeeping() {
 			}
 		case <-idle.C:
 			h.unloadIdle(h.cfg.IdleUnload)
+		case <-h.crowded:
+			h.trim()
 		}
 	}
+}
+
+// trim unloads the least recently used idle sessions while more than
+// MaxLoadedSessions are loaded, down to seven eighths of it, so that what
+// a host holds in memory is bounded however fast sessions come.
+func (h *Host) trim() {
+	loaded := h.loadedSessions()
+	if len(loaded) <= h.cfg.MaxLoadedSessions {
+		return
+	}
+	excess := len(loaded) - h.cfg.MaxLoadedSessions*7/8
+	slices.SortFunc(loaded, func(a, b *session.Session) int { return cmp.Compare(a.LastUsed(), b.LastUsed()) })
+	now := time.Now().UnixNano()
+	for _, s := range loaded {
+		if excess == 0 {
+			return
+		}
+		if s.UnloadIfIdle(now) {
+			h.forget(s)
+			excess--
+		}
+	}
+}
+
+// loadedSessions returns the sessions that are loaded.
+func (h *Host) loadedSessions() []*session.Session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*session.Session
+	for _, e := range h.sessions {
+		select {
+		case <-e.ready:
+			if e.s != nil {
+				out = append(out, e.s)
+			}
+		default:
+		}
+	}
+	return out
 }
 
 // recover loads every session that a crash left with an active run, which
@@ -347,9 +405,7 @@ func (h *Host) session(ctx context.Context, id string) (*session.Session, error)
 		s.Close()
 		return nil, ErrClosed
 	}
-	if n > h.cfg.MaxLoadedSessions {
-		h.unloadIdle(min(time.Minute, h.cfg.IdleUnload))
-	}
+	h.checkCrowded(n)
 	return s, nil
 }
 
@@ -375,8 +431,22 @@ func (h *Host) add(s *session.Session) error {
 	e := &entry{ready: make(chan struct{}), s: s}
 	close(e.ready)
 	h.sessions[s.ID()] = e
+	n := len(h.sessions)
 	h.mu.Unlock()
+	h.checkCrowded(n)
 	return nil
+}
+
+// checkCrowded wakes the housekeeping goroutine to trim the registry when
+// n sessions are more than MaxLoadedSessions.
+func (h *Host) checkCrowded(n int) {
+	if n <= h.cfg.MaxLoadedSessions {
+		return
+	}
+	select {
+	case h.crowded <- struct{}{}:
+	default: // a trim is due already
+	}
 }
 
 // forget removes s from the registry, if it is still the session there.
@@ -409,19 +479,7 @@ func (h *Host) with(ctx context.Context, id string, f func(*session.Session) err
 // them again.
 func (h *Host) unloadIdle(idle time.Duration) {
 	cutoff := time.Now().Add(-idle).UnixNano()
-	h.mu.Lock()
-	var loaded []*session.Session
-	for _, e := range h.sessions {
-		select {
-		case <-e.ready:
-			if e.s != nil {
-				loaded = append(loaded, e.s)
-			}
-		default:
-		}
-	}
-	h.mu.Unlock()
-	for _, s := range loaded {
+	for _, s := range h.loadedSessions() {
 		if s.UnloadIfIdle(cutoff) {
 			h.forget(s)
 		}

@@ -537,6 +537,65 @@ func TestIdleSessionsUnload(t *testing.T) {
 	})
 }
 
+// TestCrowdedHostUnloadsLeastRecentlyUsed: beyond MaxLoadedSessions the
+// host unloads the least recently used idle sessions at once (not after
+// IdleUnload), down to seven eighths of the limit; a session with a run
+// stays loaded however old its last request.
+func TestCrowdedHostUnloadsLeastRecentlyUsed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		locks := t.TempDir()
+		h, err := host.New(context.Background(), host.Config{
+			Store: memory.New(), DefaultModel: "scripted:fast", CoalesceWindow: 2 * time.Millisecond,
+			LockDir: locks, IdleUnload: time.Hour, MaxLoadedSessions: 8,
+			ResolveModel: func(name string) (*host.Model, error) {
+				key := strings.TrimPrefix(name, "scripted:")
+				p, err := scripted.Parse(key+".json", []byte(scripts[key]))
+				return &host.Model{Name: name, Provider: p, Model: key}, err
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		busy := session(t, h, "scripted:slow")
+		r := start(t, h, api.StartRunParams{SessionID: busy, Input: input("long")})
+		var ids []string
+		for range 20 {
+			time.Sleep(time.Millisecond) // distinct last-use times
+			ids = append(ids, session(t, h, "scripted:fast"))
+		}
+		synctest.Wait()
+		loaded := func(id string) bool {
+			l, err := lease.Acquire(locks, id)
+			if err == nil {
+				l.Release()
+			}
+			return errors.Is(err, lease.ErrHeld)
+		}
+		if !loaded(busy) {
+			t.Fatal("the session with a run was unloaded")
+		}
+		n := 0
+		for i, id := range ids {
+			if loaded(id) {
+				n++
+			} else if i >= len(ids)-6 {
+				t.Errorf("session %d of %d (recently used) was unloaded", i+1, len(ids))
+			}
+		}
+		if n+1 > 8 {
+			t.Fatalf("%d sessions loaded, want at most 8", n+1)
+		}
+		if _, err := h.CancelRun(context.Background(), api.CancelParams{RunID: r.ID}); err != nil {
+			t.Fatal(err)
+		}
+		// An unloaded session loads again on its next request.
+		if got := wait(t, h, start(t, h, api.StartRunParams{SessionID: ids[0], Input: input("again")}).ID); got.Status != store.RunCompleted {
+			t.Fatalf("run after reload: %+v", got)
+		}
+	})
+}
+
 func TestSessionNetworkPolicy(t *testing.T) {
 	h, _ := newHost(t)
 	ctx := context.Background()

@@ -25,6 +25,9 @@ type Projection struct {
 	open      map[string]*Request
 	changed   map[string]*Request
 	toolCalls map[string]string // open client-tool call ID -> request ID
+	// ended are the IDs of the runs that ended, oldest end first, while
+	// their records are kept (see Trim).
+	ended []string
 }
 
 // NewProjection returns the projection of a session whose records are s,
@@ -36,6 +39,9 @@ func NewProjection(s Session, runs []Run, open ...Request) *Projection {
 	for i := range runs {
 		r := runs[i]
 		p.runs[r.ID] = &r
+		if IsTerminal(r.Status) {
+			p.ended = append(p.ended, r.ID)
+		}
 	}
 	for i := range open {
 		q := open[i]
@@ -302,6 +308,7 @@ func (p *Projection) Apply(e event.Event) error {
 			s.ActiveRunID = p.nextQueued()
 		}
 		p.dirty[r.ID] = true
+		p.ended = append(p.ended, r.ID)
 	}
 	return nil
 }
@@ -345,6 +352,22 @@ func (p *Projection) Flush(b *Batch) {
 	clear(p.dirty)
 	clear(p.changed)
 	p.touched = false
+}
+
+// Trim forgets the records of the runs that ended, but for the keep that
+// ended last and those changed since the last Flush, so that a long-lived
+// owner holds its session's live runs rather than its history. Run
+// reports false for a forgotten run: the store has its record. A
+// projection never forgets a run that has not ended.
+func (p *Projection) Trim(keep int) {
+	for len(p.ended) > max(keep, 0) {
+		id := p.ended[0]
+		if p.dirty[id] {
+			return
+		}
+		delete(p.runs, id)
+		p.ended = p.ended[1:]
+	}
 }
 
 // Runs returns all projected runs in no particular order.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/store"
 )
 
@@ -82,11 +83,54 @@ func (c *eventsCmd) Run(ctx context.Context, a *app) error {
 }
 
 type sessionsCmd struct {
+	List sessionsListCmd `cmd:"" default:"withargs" help:"List sessions, newest first (the default)."`
+	Rm   sessionsRmCmd   `cmd:"" name:"rm" help:"Delete sessions: their logs, runs and scratch mounts (through the host, or a host in this process)."`
+}
+
+type sessionsListCmd struct {
 	JSON  bool `name:"json" help:"Print each session as one JSON line."`
 	Limit int  `default:"50" help:"Most sessions to list."`
 }
 
-func (c *sessionsCmd) Run(ctx context.Context, a *app) error {
+type sessionsRmCmd struct {
+	IDs []string `arg:"" name:"id" help:"The sessions to delete."`
+}
+
+func (c *sessionsRmCmd) Run(ctx context.Context, a *app) error {
+	const name = "weft sessions rm"
+	conn, err := a.connect(ctx, name, anyHost, api.Policy{}, nil)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if !conn.remote {
+		ctx = clientCtx(ctx, name)
+	}
+	var failed error
+	for _, id := range c.IDs {
+		_, err := conn.h.DeleteSession(ctx, api.SessionIDParams{SessionID: id})
+		var ae *api.Error
+		switch {
+		case errors.As(err, &ae) && ae.Kind == api.KindRunConflict:
+			run, _ := ae.Data["activeRunId"].(string)
+			if run == "" {
+				run = "RUN"
+			}
+			err = fmt.Errorf("session %s has a run going: cancel it first (weft cancel %s)", id, run)
+		case errors.As(err, &ae) && ae.Kind == api.KindNotFound:
+			err = fmt.Errorf("no session %s (see weft sessions)", id)
+		}
+		if err != nil {
+			fmt.Fprintln(a.stderr, "weft:", err)
+			failed = &exitError{code: exitFailed}
+			continue
+		}
+		fmt.Fprintf(a.stdout, "deleted %s\n", id)
+	}
+	return failed
+}
+
+func (c *sessionsListCmd) Run(ctx context.Context, a *app) error {
 	cfg, _, err := a.loadConfig()
 	if err != nil {
 		return err

@@ -7,11 +7,12 @@ import (
 	"os"
 	"path/filepath"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/config"
 	"weft.dev/weft/internal/lease"
 	"weft.dev/weft/process"
-	"weft.dev/weft/store/sqlite"
+	"weft.dev/weft/store"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
 )
@@ -29,11 +30,11 @@ const (
 	oneShot
 )
 
-// localHost is a host over the SQLite store with what it runs on. It holds
+// localHost is a host over the store with what it runs on. It holds
 // the store's host lease from before recovery until Close.
 type localHost struct {
 	host  *host.Host
-	store *sqlite.Store
+	store store.Store
 	tools *tool.Registry
 	lease *lease.Lease
 }
@@ -45,37 +46,52 @@ func (l *localHost) Close() {
 	l.lease.Release()
 }
 
-// newHost builds a host over the SQLite store, with the built-in tools,
-// background processes and the configured models. It first takes the
-// store's host lease in the name of holder ("weft serve"): exclusively for
-// a serving host, shared for a one-shot run. While another host serves the
-// store it fails at once, before it opens the store or recovers anything.
-func (a *app) newHost(ctx context.Context, log *slog.Logger, kind hostKind, holder string) (_ *localHost, err error) {
-	// holder names an exclusive holder in the lease file; shared holders
-	// are not named.
+// hostOptions say what host newHost makes.
+type hostOptions struct {
+	kind hostKind
+	// holder names the process ("weft serve") in the lease file of an
+	// exclusive holder; shared holders are not named.
+	holder string
+	// policy, if set, is the host's policy layer instead of the config
+	// file's: a one-shot host's carries the command's approval mode.
+	policy *api.Policy
+}
+
+// newHost builds a host over the store (SQLite or PostgreSQL), with the built-in tools,
+// background processes, the configured models, the config file's approval
+// policy (or o.policy) and its input timeout. It first takes the store's
+// host lease in the name of o.holder: exclusively for a serving host,
+// shared for a one-shot run. While another host serves the store it fails
+// at once, before it opens the store or recovers anything.
+func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *localHost, err error) {
+	kind, holder := o.kind, o.holder
 	cfgFile, cfgPath, err := a.loadConfig()
 	if err != nil {
 		return nil, err
 	}
-	storePath, err := a.storePath(cfgFile)
+	loc, err := a.storeLocation(cfgFile)
+	if err != nil {
+		return nil, err
+	}
+	locks, err := a.lockDir(loc)
 	if err != nil {
 		return nil, err
 	}
 	var ls *lease.Lease
 	if kind == oneShot {
-		ls, err = lease.AcquireHostShared(lockDir(storePath))
+		ls, err = lease.AcquireHostShared(locks)
 	} else {
-		ls, err = lease.AcquireHost(lockDir(storePath), holder)
+		ls, err = lease.AcquireHost(locks, holder)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s", err, storePath)
+		return nil, fmt.Errorf("%w: %s", err, loc.name)
 	}
 	defer func() {
 		if err != nil {
 			ls.Release()
 		}
 	}()
-	st, _, err := a.openStore(ctx, cfgFile)
+	st, err := openStoreAt(ctx, loc)
 	if err != nil {
 		return nil, err
 	}
@@ -104,9 +120,14 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, kind hostKind, hold
 	if err != nil {
 		return nil, err
 	}
+	pol := cfgFile.Policy
+	if o.policy != nil {
+		pol = *o.policy
+	}
 	h, err := host.New(ctx, host.Config{
+		Policy: pol, InputTimeout: cfgFile.InputTimeout(),
 		Store: st, Tools: reg, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps,
-		LockDir: lockDir(storePath), ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
+		LockDir: locks, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
 		Shared: kind == oneShot,
 		ResolveModel: func(name string) (*host.Model, error) {
 			m, err := config.Resolve(name, cfgFile, cfgPath, a.getenv)

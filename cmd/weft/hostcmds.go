@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"iter"
 	"os"
 	"strings"
@@ -13,10 +14,8 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
+	"weft.dev/weft/rpc"
 )
-
-// errNoHost reports that no host answered.
-var errNoHost = errors.New("no weft host reachable")
 
 // hostAddr is --host, WEFT_HOST or the default.
 func (a *app) hostAddr() string {
@@ -26,27 +25,55 @@ func (a *app) hostAddr() string {
 	return defaultListen
 }
 
-// dialHost connects to the host. Without a token (WEFT_TOKEN or the token
-// file `weft serve` writes) there is no host to talk to: errNoHost.
-func (a *app) dialHost(ctx context.Context) (*client.Client, error) {
+// dialHost connects to the host, as the program name says (for the
+// records of who answered a request). Without a token (WEFT_TOKEN or the
+// token file `weft serve` writes) there is no host to talk to: an error
+// wrapping errNoHost, as when nothing answers; a host that refuses the
+// token says so.
+func (a *app) dialHost(ctx context.Context, name string) (*client.Client, error) {
 	tok, err := a.token(false)
-	if err != nil || tok == "" {
-		return nil, fmt.Errorf("%w: no token (start `weft serve`, or set WEFT_TOKEN)", errNoHost)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && tok == "" {
+		return nil, noHostError(a.hostAddr(), hintLocal, nil)
+	}
+	if err != nil {
+		return nil, err
 	}
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	c, err := client.Dial(dctx, a.hostAddr(), client.Options{Token: tok})
+	if errors.Is(err, api.ErrUnauthorized) {
+		return nil, fmt.Errorf("the host at %s refused this token: WEFT_TOKEN or the token file is not the host's (%v)", a.hostAddr(), innermost(err))
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%w at %s: %v", errNoHost, a.hostAddr(), err)
+		return nil, noHostError(a.hostAddr(), hintLocal, err)
+	}
+	if err := hello(dctx, c, name); err != nil {
+		c.Close()
+		return nil, err
 	}
 	return c, nil
 }
 
-func (a *app) dialer(tok string) client.Dialer {
+// hello introduces the client to the host as name.
+func hello(ctx context.Context, c *client.Client, name string) error {
+	p := map[string]any{"clientInfo": map[string]string{"name": name, "version": version}, "protocolVersion": rpc.DefaultProtocolVersion}
+	return c.Call(ctx, "initialize", p, nil)
+}
+
+// dialer makes connections for client.Follow, introduced as name.
+func (a *app) dialer(tok, name string) client.Dialer {
 	return func(ctx context.Context) (*client.Client, error) {
 		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		return client.Dial(dctx, a.hostAddr(), client.Options{Token: tok})
+		c, err := client.Dial(dctx, a.hostAddr(), client.Options{Token: tok})
+		if err != nil {
+			return nil, err
+		}
+		if err := hello(dctx, c, name); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return c, nil
 	}
 }
 
@@ -57,44 +84,79 @@ type attachCmd struct {
 }
 
 func (c *attachCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.dialHost(ctx)
+	const name = "weft attach"
+	interactive := !c.JSON && isTerminal(a.stdin) && isTerminal(a.stderr)
+	pr := &printer{stdout: a.stdout, stderr: a.stderr, json: c.JSON, tty: isTerminal(a.stderr), showUser: true}
+	w := &watcher{a: a, pr: pr, interrupt: detachOnly, requests: noteOnly}
+	reconnect := func(down bool) {
+		// Called from the follow's goroutine: only write a line.
+		if down {
+			fmt.Fprintf(a.stderr, "weft: the host at %s is gone; reconnecting…\n", a.hostAddr())
+		} else {
+			fmt.Fprintln(a.stderr, "weft: reconnected")
+		}
+	}
+	conn, err := a.connect(ctx, name, remoteOnly, api.Policy{}, nil)
 	if err != nil {
+		if errors.Is(err, errNoHost) {
+			return noHostError(a.hostAddr(), "start `weft serve` (weft attach follows runs through it; `weft events --follow` reads the store)", nil)
+		}
 		return err
 	}
+	defer conn.Close()
+	w.c = conn
 	sessionID, runID := c.Target, ""
 	if strings.HasPrefix(c.Target, "run_") {
-		r, err := cl.GetRun(ctx, c.Target)
+		r, err := conn.cl.GetRun(ctx, c.Target)
 		if err != nil {
-			cl.Close()
 			return err
 		}
 		sessionID, runID = r.SessionID, r.ID
 	}
-	cl.Close()
-	tok, _ := a.token(false)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-a.interrupts:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	pr := &printer{stdout: a.stdout, stderr: a.stderr, json: c.JSON, tty: isTerminal(a.stderr)}
-	for e, err := range client.Follow(ctx, a.dialer(tok), sessionID, c.After, runID) {
+	w.sessionID, w.runID = sessionID, runID
+	// Requests open now are asked even when they come in the replay;
+	// others in the replay were answered long ago.
+	s, err := conn.h.GetSession(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	w.replayTo = s.LastSeq
+	open, err := conn.h.ListRequests(ctx, api.ListRequestsParams{SessionID: sessionID})
+	if err != nil {
+		return err
+	}
+	w.open = map[string]bool{}
+	for _, q := range open.Requests {
+		w.open[q.ID] = true
+	}
+	if interactive {
+		con, err := openConsole(a.stdin.(*os.File))
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
 			return err
 		}
-		pr.print(e)
-		if runID != "" && e.RunID == runID && event.IsTerminalRun(e.Type) {
-			return nil
-		}
+		defer con.Restore()
+		w.con, w.requests = con, askInline
 	}
-	return nil
+	e, err := w.watch(ctx, func(ctx context.Context) iter.Seq2[event.Event, error] {
+		return client.Follow(ctx, a.followDialer(name, reconnect), sessionID, c.After, runID)
+	})
+	if errors.Is(err, errDetached) {
+		pr.clearStatus()
+		pr.endLine()
+		fmt.Fprintln(a.stderr, "weft: detached; the run continues")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return runExit(e.Type)
+}
+
+// followDialer makes connections for client.Follow, telling reconnect
+// when the host is lost and found again.
+func (a *app) followDialer(name string, reconnect func(down bool)) client.Dialer {
+	tok, _ := a.token(false)
+	return noticeDialer(a.dialer(tok, name), reconnect)
 }
 
 type steerCmd struct {
@@ -103,7 +165,7 @@ type steerCmd struct {
 }
 
 func (c *steerCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.dialHost(ctx)
+	cl, err := a.dialHost(ctx, "weft")
 	if err != nil {
 		return err
 	}
@@ -121,7 +183,7 @@ type cancelCmd struct {
 }
 
 func (c *cancelCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.dialHost(ctx)
+	cl, err := a.dialHost(ctx, "weft")
 	if err != nil {
 		return err
 	}
@@ -140,7 +202,7 @@ type statusCmd struct {
 }
 
 func (c *statusCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.dialHost(ctx)
+	cl, err := a.dialHost(ctx, "weft")
 	if err != nil {
 		return err
 	}
@@ -166,96 +228,5 @@ func printJSON(a *app, v any) error {
 		return err
 	}
 	fmt.Fprintf(a.stdout, "%s\n", b)
-	return nil
-}
-
-// runViaHost runs c through the host at the other end of cl.
-func (c *runCmd) runViaHost(ctx context.Context, a *app, cl *client.Client, prompt string) error {
-	defer cl.Close()
-	tok, _ := a.token(false)
-	follow := func(ctx context.Context, sessionID string, after int64) iter.Seq2[event.Event, error] {
-		return client.Follow(ctx, a.dialer(tok), sessionID, after, "")
-	}
-	return c.runOn(ctx, a, cl, follow, prompt)
-}
-
-// runner is what `weft run` needs of a host: *client.Client over the
-// wire, *host.Host in process.
-type runner interface {
-	CreateSession(ctx context.Context, p api.CreateSessionParams) (*api.SessionResult, error)
-	GetSession(ctx context.Context, id string) (*api.SessionResult, error)
-	StartRun(ctx context.Context, p api.StartRunParams) (*api.RunResult, error)
-	CancelRun(ctx context.Context, p api.CancelParams) (*api.RunResult, error)
-}
-
-// runOn runs c on h: creates or continues the session, starts the run,
-// and (unless detached) prints its events, as follow delivers them, until
-// it ends, cancelling it on the first interrupt.
-func (c *runCmd) runOn(ctx context.Context, a *app, h runner, follow func(ctx context.Context, sessionID string, after int64) iter.Seq2[event.Event, error], prompt string) error {
-	sessionID := c.Session
-	var cursor int64
-	if sessionID == "" {
-		mounts, err := parseMounts(c.Mount)
-		if err != nil {
-			return usageErr("%v", err)
-		}
-		s, err := h.CreateSession(ctx, api.CreateSessionParams{Title: clip(prompt, 60), Model: c.Model, Mounts: mounts, Network: c.Network})
-		if err != nil {
-			return err
-		}
-		sessionID = s.ID
-	} else {
-		s, err := h.GetSession(ctx, sessionID)
-		if err != nil {
-			return err
-		}
-		cursor = s.LastSeq
-	}
-	r, err := h.StartRun(ctx, api.StartRunParams{SessionID: sessionID, Input: api.Input(event.TextParts(prompt)), Model: c.Model, MaxSteps: c.MaxSteps, Busy: c.Busy})
-	if err != nil {
-		return err
-	}
-	if c.Detach {
-		fmt.Fprintf(a.stdout, "%s %s\n", sessionID, r.ID)
-		return nil
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-a.interrupts:
-		case <-ctx.Done():
-			return
-		}
-		h.CancelRun(context.WithoutCancel(ctx), api.CancelParams{RunID: r.ID, Reason: "interrupted by the user"})
-		select {
-		case <-a.interrupts:
-			fmt.Fprintln(a.stderr, "\nweft: second interrupt: exiting now")
-			os.Exit(exitCancelled)
-		case <-ctx.Done():
-		}
-	}()
-	pr := &printer{stdout: a.stdout, stderr: a.stderr, json: c.JSON, tty: isTerminal(a.stderr)}
-	for e, err := range follow(ctx, sessionID, cursor) {
-		if err != nil {
-			return err
-		}
-		pr.print(e)
-		if e.RunID == r.ID && event.IsTerminalRun(e.Type) {
-			var d event.RunEndedData
-			if !c.JSON && e.Decode(&d) == nil {
-				fmt.Fprintf(a.stderr, "weft: session %s · run %s · %d step(s) · %d in / %d out tokens\n",
-					sessionID, r.ID, d.Steps, d.Usage.InputTokens, d.Usage.OutputTokens)
-			}
-			switch e.Type {
-			case event.RunCompleted:
-				return nil
-			case event.RunCancelled:
-				return &exitError{code: exitCancelled}
-			default:
-				return &exitError{code: exitFailed}
-			}
-		}
-	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"os/signal"
 	"runtime"
@@ -32,24 +33,30 @@ const (
 
 // cli is the command tree.
 type cli struct {
-	Store string `help:"Store DSN: a SQLite file path or sqlite:PATH (default $XDG_DATA_HOME/weft/weft.db)." env:"WEFT_STORE" placeholder:"DSN"`
+	Store string `help:"Store: a SQLite file path or sqlite:PATH (default $XDG_DATA_HOME/weft/weft.db), or a PostgreSQL URL postgres://…" env:"WEFT_STORE" placeholder:"DSN"`
 	Host  string `help:"Address of a weft host (default 127.0.0.1:7878)." env:"WEFT_HOST" placeholder:"ADDR"`
 
-	Run      runCmd      `cmd:"" help:"Run an agent: stream its answer, record every event."`
-	Sessions sessionsCmd `cmd:"" help:"List sessions."`
-	Events   eventsCmd   `cmd:"" help:"Print a session's events; --follow keeps printing as they are written."`
-	Serve    serveCmd    `cmd:"" help:"Serve the host: JSON-RPC over HTTP and WebSocket, SSE."`
-	RPC      rpcCmd      `cmd:"" name:"rpc" help:"Serve JSON-RPC on stdin/stdout (NDJSON)."`
-	Attach   attachCmd   `cmd:"" help:"Replay and follow a session or a run from the host; reconnects by itself."`
-	Steer    steerCmd    `cmd:"" help:"Inject input into an active run."`
-	Cancel   cancelCmd   `cmd:"" help:"Cancel a run."`
-	Status   statusCmd   `cmd:"" help:"Show a run."`
-	Mount    mountCmd    `cmd:"" help:"Attach a directory to a session at /environment/ID (through the host)."`
-	Unmount  unmountCmd  `cmd:"" help:"Detach a mount from a session (through the host)."`
-	Mounts   mountsCmd   `cmd:"" help:"List a session's mounts (through the host)."`
-	PS       psCmd       `cmd:"" name:"ps" help:"List a session's background processes (through the host)."`
-	Proc     procCmd     `cmd:"" help:"Read, wait for, signal or kill a background process (through the host)."`
-	Version  versionCmd  `cmd:"" help:"Print the version."`
+	Chat      chatCmd      `cmd:"" help:"Talk with an agent: a prompt, streamed answers, approvals asked inline (also: weft with no arguments on a terminal)."`
+	Run       runCmd       `cmd:"" help:"Run an agent: stream its answer, record every event."`
+	Sessions  sessionsCmd  `cmd:"" help:"List, remove or rename sessions."`
+	Approvals approvalsCmd `cmd:"" help:"List the approvals and questions that wait for an answer."`
+	Approve   approveCmd   `cmd:"" help:"Allow a tool call that waits for approval (through the host)."`
+	Deny      denyCmd      `cmd:"" help:"Refuse a tool call that waits for approval (through the host)."`
+	Answer    answerCmd    `cmd:"" help:"Answer a question the model asked (through the host)."`
+	Events    eventsCmd    `cmd:"" help:"Print a session's events; --follow keeps printing as they are written."`
+	Serve     serveCmd     `cmd:"" help:"Serve the host: JSON-RPC over HTTP and WebSocket, SSE."`
+	RPC       rpcCmd       `cmd:"" name:"rpc" help:"Serve JSON-RPC on stdin/stdout (NDJSON)."`
+	Attach    attachCmd    `cmd:"" help:"Replay and follow a session or a run from the host; reconnects by itself."`
+	Steer     steerCmd     `cmd:"" help:"Inject input into an active run."`
+	Cancel    cancelCmd    `cmd:"" help:"Cancel a run."`
+	Status    statusCmd    `cmd:"" help:"Show a run."`
+	Mount     mountCmd     `cmd:"" help:"Attach a directory to a session at /environment/ID (through the host)."`
+	Unmount   unmountCmd   `cmd:"" help:"Detach a mount from a session (through the host)."`
+	Mounts    mountsCmd    `cmd:"" help:"List a session's mounts (through the host)."`
+	PS        psCmd        `cmd:"" name:"ps" help:"List a session's background processes (through the host)."`
+	Proc      procCmd      `cmd:"" help:"Read, wait for, signal or kill a background process (through the host)."`
+	Migrate   migrateCmd   `cmd:"" help:"Create or upgrade a PostgreSQL store's schema (SQLite migrates when opened)."`
+	Version   versionCmd   `cmd:"" help:"Print the version."`
 }
 
 // app carries what every command needs: the streams and the environment.
@@ -87,6 +94,11 @@ func main() {
 	if sandbox.IsHelper(os.Args) {
 		sandbox.Main(os.Args) // never returns
 	}
+	// weft reports through its own slog handlers; the standard logger is
+	// only used by dependencies, which print warnings weft has already
+	// handled (the Gemini SDK's "Using GOOGLE_API_KEY" when weft sends
+	// GEMINI_API_KEY).
+	log.SetOutput(io.Discard)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, interrupts: sigs}
@@ -107,6 +119,9 @@ func (a *app) main(ctx context.Context, args []string) int {
 	if err != nil {
 		fmt.Fprintln(a.stderr, "weft:", err)
 		return exitFailed
+	}
+	if len(args) == 0 && isTerminal(a.stdin) && isTerminal(a.stdout) {
+		args = []string{"chat"} // weft alone on a terminal: the interactive session
 	}
 	code, done := func() (code int, done bool) {
 		defer func() {

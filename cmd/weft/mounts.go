@@ -55,14 +55,14 @@ func (c *mountCmd) Run(ctx context.Context, a *app) error {
 			}
 		}
 	}
-	cl, err := a.dialHost(ctx)
+	cl, err := a.dialHost(ctx, "weft")
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	r, err := cl.Mount(ctx, api.MountParams{SessionID: c.Session, Mount: m, Replace: c.Replace, InjectContext: c.Inject})
 	if err != nil {
-		return err
+		return withFlags("mount", err)
 	}
 	if c.JSON {
 		return printJSON(a, r)
@@ -82,7 +82,7 @@ type unmountCmd struct {
 }
 
 func (c *unmountCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.dialHost(ctx)
+	cl, err := a.dialHost(ctx, "weft")
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func (c *unmountCmd) Run(ctx context.Context, a *app) error {
 	r, err := cl.Unmount(ctx, api.UnmountParams{SessionID: c.Session, MountID: c.ID, NewDefaultMountID: c.NewDefault,
 		NewDefaultShellMountID: c.NewShellDefault, InjectContext: c.Inject})
 	if err != nil {
-		return err
+		return withFlags("unmount", err)
 	}
 	if c.JSON {
 		return printJSON(a, r)
@@ -106,7 +106,7 @@ type mountsCmd struct {
 }
 
 func (c *mountsCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.dialHost(ctx)
+	cl, err := a.dialHost(ctx, "weft")
 	if err != nil {
 		return err
 	}

@@ -56,7 +56,7 @@ func TestMountCommands(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "binding version 3 ") || !strings.Contains(out, "my-data") || !strings.Contains(out, "default") {
 		t.Fatalf("mounts: %d %q %q", code, out, stderr)
 	}
-	if _, stderr, code = weft("unmount", s.ID, "work"); code == 0 || !strings.Contains(stderr, "newDefaultMountId") {
+	if _, stderr, code = weft("unmount", s.ID, "work"); code == 0 || !strings.Contains(stderr, "--new-default") || strings.Contains(stderr, "newDefaultMountId") {
 		t.Fatalf("unmount the default: %d %q", code, stderr)
 	}
 	out, stderr, code = weft("unmount", s.ID, "work", "--new-default", "my-data")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"weft.dev/weft/event"
@@ -12,13 +13,22 @@ import (
 
 // printer renders a run's events for people: assistant text on stdout as
 // it arrives, tool calls compactly on stderr, with a status line when
-// stderr is a terminal.
+// stderr is a terminal: what the run does, the time since it started,
+// the tokens it used.
 type printer struct {
 	stdout, stderr io.Writer
 	json           bool
 	tty            bool
-	status         bool // a status line is showing
-	midLine        bool // stdout does not end in a newline
+	// showUser prints the user's input (message.user) and steering, for
+	// a watcher who did not type it.
+	showUser bool
+	// hold keeps the status line hidden (a prompt has the line).
+	hold    bool
+	status  bool // a status line is showing
+	midLine bool // stdout does not end in a newline
+	phase   string
+	started time.Time // of the run, when known
+	tokens  int64
 }
 
 func (p *printer) clearStatus() {
@@ -28,13 +38,42 @@ func (p *printer) clearStatus() {
 	}
 }
 
+// setStatus says what the run does now, on the status line.
 func (p *printer) setStatus(s string) {
-	if !p.tty {
+	p.phase = s
+	p.drawStatus()
+}
+
+// drawStatus draws the status line again (the elapsed time moves on).
+func (p *printer) drawStatus() {
+	if !p.tty || p.hold || p.phase == "" {
 		return
 	}
 	p.clearStatus()
+	s := p.phase
+	if !p.started.IsZero() {
+		s += " · " + time.Since(p.started).Truncate(time.Second).String()
+	}
+	if p.tokens > 0 {
+		s += fmt.Sprintf(" · %s tokens", compactCount(p.tokens))
+	}
+	if p.midLine {
+		// The answer's line is still open: draw below it, not over it.
+		return
+	}
 	fmt.Fprint(p.stderr, "\033[2m· "+s+"\033[0m")
 	p.status = true
+}
+
+// compactCount is n as 950, 1.2k or 3.4M.
+func compactCount(n int64) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprint(n)
+	case n < 1_000_000:
+		return fmt.Sprintf("%.1fk", float64(n)/1000)
+	}
+	return fmt.Sprintf("%.1fM", float64(n)/1_000_000)
 }
 
 func (p *printer) endLine() {
@@ -52,6 +91,21 @@ func (p *printer) print(e event.Event) {
 		return
 	}
 	switch e.Type {
+	case event.RunStarted:
+		p.started, p.tokens = e.Time, 0
+		p.setStatus("starting")
+	case event.MessageUser:
+		if p.showUser {
+			var d event.MessageUserData
+			_ = e.Decode(&d)
+			p.clearStatus()
+			p.endLine()
+			fmt.Fprintf(p.stdout, "› %s\n", clip(event.Text(d.Content), 400))
+		}
+	case event.Usage:
+		var d event.UsageData
+		_ = e.Decode(&d)
+		p.tokens += d.Usage.InputTokens + d.Usage.OutputTokens
 	case event.StepStarted:
 		var d event.StepData
 		_ = e.Decode(&d)
@@ -80,6 +134,18 @@ func (p *printer) print(e event.Event) {
 			mark = "error"
 		}
 		fmt.Fprintf(p.stderr, "← %s %s (%d ms): %s\n", d.Name, mark, d.DurationMs, clip(d.Output, 100))
+	case event.ApprovalRequested:
+		var d event.ApprovalRequestedData
+		_ = e.Decode(&d)
+		p.setStatus("waiting for approval of " + d.ToolCall.Name)
+	case event.InputRequested:
+		p.setStatus("waiting for an answer")
+	case event.ToolCallRequested:
+		var d event.ToolCallRequestedData
+		_ = e.Decode(&d)
+		p.setStatus("waiting for the client's " + d.ToolCall.Name)
+	case event.RunResumed:
+		p.setStatus("resuming")
 	case event.ModelRetry:
 		var d event.ModelRetryData
 		_ = e.Decode(&d)
@@ -96,6 +162,7 @@ func (p *printer) print(e event.Event) {
 		_ = e.Decode(&d)
 		p.clearStatus()
 		p.endLine()
+		p.phase = ""
 		switch e.Type {
 		case event.RunFailed:
 			fmt.Fprintf(p.stderr, "weft: run %s failed: %s: %s\n", e.RunID, d.Error.Kind, d.Error.Message)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"weft.dev/weft/api"
@@ -18,7 +19,7 @@ type psCmd struct {
 }
 
 func (c *psCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.dialHost(ctx)
+	cl, err := a.dialHost(ctx, "weft")
 	if err != nil {
 		return err
 	}
@@ -31,24 +32,44 @@ func (c *psCmd) Run(ctx context.Context, a *app) error {
 	if err != nil {
 		return err
 	}
-	for _, pr := range res.Processes {
-		if c.JSON {
+	if c.JSON {
+		for _, pr := range res.Processes {
 			if err := printJSON(a, pr); err != nil {
 				return err
 			}
-			continue
 		}
-		what := pr.Spec.Command
-		if what == "" {
-			what = "tool " + pr.Spec.Tool
-		}
-		code := ""
-		if pr.ExitCode != nil {
-			code = fmt.Sprintf(" exit=%d", *pr.ExitCode)
-		}
-		fmt.Fprintf(a.stdout, "%s  %-9s%s  %s  %s\n", pr.ID, pr.Status, code, pr.StartedAt.Local().Format("15:04:05"), clip(what, 60))
+		return nil
 	}
-	return nil
+	if len(res.Processes) == 0 {
+		if c.All {
+			fmt.Fprintln(a.stderr, "weft: no processes")
+		} else {
+			fmt.Fprintln(a.stderr, "weft: no process is running (--all lists those that ended)")
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSESSION\tSTATUS\tSTARTED\tCOMMAND")
+	for _, pr := range res.Processes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", pr.ID, pr.SessionID, processStatus(pr.Status, pr.ExitCode), pr.StartedAt.Local().Format("15:04:05"), clip(processWhat(pr.Spec), 60))
+	}
+	return tw.Flush()
+}
+
+// processWhat is what a process runs.
+func processWhat(s store.ProcessSpec) string {
+	if s.Command != "" {
+		return s.Command
+	}
+	return "tool " + s.Tool
+}
+
+// processStatus is a process's status with its exit code.
+func processStatus(status string, code *int) string {
+	if code != nil {
+		return fmt.Sprintf("%s (exit %d)", status, *code)
+	}
+	return status
 }
 
 type procCmd struct {
@@ -65,7 +86,7 @@ type procLogsCmd struct {
 }
 
 func (c *procLogsCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.dialHost(ctx)
+	cl, err := a.dialHost(ctx, "weft")
 	if err != nil {
 		return err
 	}
@@ -118,10 +139,11 @@ func (c *procLogsCmd) Run(ctx context.Context, a *app) error {
 type procWaitCmd struct {
 	ID      string        `arg:"" help:"The process ID."`
 	Timeout time.Duration `help:"Give up after this long (0: wait forever)." default:"0"`
+	JSON    bool          `name:"json" help:"Print the process record as JSON."`
 }
 
 func (c *procWaitCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.dialHost(ctx)
+	cl, err := a.dialHost(ctx, "weft")
 	if err != nil {
 		return err
 	}
@@ -137,8 +159,12 @@ func (c *procWaitCmd) Run(ctx context.Context, a *app) error {
 			return err
 		}
 		if !r.TimedOut || c.Timeout > 0 && time.Now().After(deadline) {
-			b, _ := json.Marshal(r.Process)
-			fmt.Fprintf(a.stdout, "%s\n", b)
+			if c.JSON {
+				b, _ := json.Marshal(r.Process)
+				fmt.Fprintf(a.stdout, "%s\n", b)
+			} else {
+				fmt.Fprintf(a.stdout, "%s %s %s\n", r.Process.ID, processStatus(r.Process.Status, r.Process.ExitCode), clip(processWhat(r.Process.Spec), 60))
+			}
 			if r.TimedOut {
 				return &exitError{code: exitFailed, err: fmt.Errorf("process %s is still running", c.ID)}
 			}
@@ -154,10 +180,11 @@ type procSignalCmd struct {
 	ID      string `arg:"" help:"The process ID."`
 	Name    string `arg:"" help:"The signal name."`
 	Payload string `help:"A JSON payload recorded with the signal." placeholder:"JSON"`
+	JSON    bool   `name:"json" help:"Print the result as JSON."`
 }
 
 func (c *procSignalCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.dialHost(ctx)
+	cl, err := a.dialHost(ctx, "weft")
 	if err != nil {
 		return err
 	}
@@ -173,7 +200,11 @@ func (c *procSignalCmd) Run(ctx context.Context, a *app) error {
 	if err != nil {
 		return err
 	}
-	return printJSON(a, r)
+	if c.JSON {
+		return printJSON(a, r)
+	}
+	fmt.Fprintf(a.stdout, "%s: signal.%s recorded (seq %d)\n", c.ID, p.Name, r.Seq)
+	return nil
 }
 
 type procKillCmd struct {
@@ -182,7 +213,7 @@ type procKillCmd struct {
 }
 
 func (c *procKillCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.dialHost(ctx)
+	cl, err := a.dialHost(ctx, "weft")
 	if err != nil {
 		return err
 	}

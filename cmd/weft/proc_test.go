@@ -67,7 +67,8 @@ func TestServeSIGKILLLeavesNoOrphan(t *testing.T) {
 	}
 	// The CLI sees it.
 	out, stderr, code := e.weft("", "--host", addr, "ps", "-s", s2.ID)
-	if code != 0 || !strings.Contains(out, p.ID) || !strings.Contains(out, "running") {
+	if code != 0 || !strings.Contains(out, p.ID) || !strings.Contains(out, "running") || !strings.Contains(out, s2.ID) ||
+		!strings.HasPrefix(out, "ID ") || !strings.Contains(out, "SESSION") {
 		t.Fatalf("weft ps: %d %q %s", code, out, stderr)
 	}
 	c.Close()
@@ -142,12 +143,17 @@ func TestProcCommands(t *testing.T) {
 	if code != 0 || out != "line2\nline3\n" {
 		t.Fatalf("proc logs --offset: %d %q", code, out)
 	}
-	if _, stderr, code := e.weft("", "--host", addr, "proc", "signal", p.ID, "interrupt", "--payload", `{"why":"test"}`); code != 0 {
-		t.Fatalf("proc signal: %d %s", code, stderr)
+	out, stderr, code := e.weft("", "--host", addr, "proc", "signal", p.ID, "interrupt", "--payload", `{"why":"test"}`)
+	if code != 0 || !strings.Contains(out, "signal.interrupt recorded") {
+		t.Fatalf("proc signal: %d %q %s", code, out, stderr)
 	}
 	out, _, code = e.weft("", "--host", addr, "proc", "wait", p.ID)
-	if code != 1 || !strings.Contains(out, `"exitCode":7`) {
+	if code != 1 || !strings.Contains(out, p.ID+" failed (exit 7)") {
 		t.Fatalf("proc wait: %d %q", code, out)
+	}
+	out, _, code = e.weft("", "--host", addr, "proc", "wait", p.ID, "--json")
+	if code != 1 || !strings.Contains(out, `"exitCode":7`) {
+		t.Fatalf("proc wait --json: %d %q", code, out)
 	}
 	out, _, _ = e.weft("", "--host", addr, "proc", "logs", p.ID, "--follow")
 	if !strings.HasSuffix(out, "got-int\n") {
@@ -161,7 +167,7 @@ func TestProcCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "cancelled") {
 		t.Fatalf("proc kill: %d %q", code, out)
 	}
-	_, stderr, code := e.weft("", "--host", addr, "proc", "wait", "proc_nope")
+	_, stderr, code = e.weft("", "--host", addr, "proc", "wait", "proc_nope")
 	if code != 1 || !strings.Contains(stderr, "not found") {
 		t.Fatalf("proc wait of an unknown id: %d %s", code, stderr)
 	}

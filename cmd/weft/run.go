@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,27 +14,42 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
-	"weft.dev/weft/internal/config"
-	"weft.dev/weft/internal/lease"
 )
 
 type runCmd struct {
 	Prompt   string   `short:"p" help:"The prompt; read from stdin when absent." placeholder:"TEXT"`
 	Session  string   `short:"s" help:"Continue this session with its whole transcript." placeholder:"ID"`
+	Continue bool     `short:"c" name:"continue" help:"Continue the latest session."`
 	Model    string   `short:"m" help:"Model as PROVIDER:MODEL or a name from the config file." env:"WEFT_MODEL" placeholder:"PROVIDER:MODEL"`
 	Mount    []string `help:"Mount a directory: PATH, PATH:ro, ID=PATH[:ro]. Repeatable. The working directory is mounted read-write as 'work'." placeholder:"PATH[:ro]"`
-	MaxSteps int      `help:"Most model calls in the run (default 50 or the config file's maxSteps)." placeholder:"N"`
+	MaxSteps int      `help:"Most model calls in the run; 0 or absent: the config file's maxSteps, else 50." placeholder:"N"`
 	JSON     bool     `name:"json" help:"Print every event as one JSON line, exactly as stored."`
 	Detach   bool     `help:"Start the run on the host and print the session and run IDs."`
 	Local    bool     `help:"Run in this process even when a host is reachable."`
 	Busy     string   `help:"Through a host, what to do when the session has an active run: reject, queue, interrupt, steer." enum:"reject,queue,interrupt,steer" default:"reject"`
 	Network  string   `help:"A new session's shell network policy: allow or deny (default: the config's, deny)." enum:",allow,deny" default:""`
+	Approve  string   `help:"Approval mode: read-only, ask-writes, ask-all or never-ask (default: ask-writes on a terminal, never-ask for scripts and --json)." enum:",read-only,ask-writes,ask-all,never-ask" default:"" placeholder:"MODE"`
+	Wait     bool     `name:"wait-for-answers" help:"When no one is at a terminal, let approvals and questions wait for weft approve|deny|answer (through weft serve) instead of cancelling the run."`
+}
+
+// interactive reports whether a person answers at the terminal: stdin
+// and stderr are terminals and events are not printed as JSON.
+func (c *runCmd) interactive(a *app) bool {
+	return !c.JSON && isTerminal(a.stdin) && isTerminal(a.stderr)
 }
 
 func (c *runCmd) Run(ctx context.Context, a *app) error {
+	switch {
+	case c.MaxSteps < 0:
+		return usageErr("--max-steps %d: want a positive number, or 0 for the default", c.MaxSteps)
+	case c.Continue && c.Session != "":
+		return usageErr("-c continues the latest session; -s names one: give one of them")
+	case c.Wait && c.Local:
+		return usageErr("--wait-for-answers needs `weft serve`: a run in this process cannot be answered from elsewhere")
+	}
 	prompt := c.Prompt
 	if prompt == "" {
-		if f, ok := a.stdin.(*os.File); !ok || !isTerminal(f) {
+		if !isTerminal(a.stdin) {
 			b, err := io.ReadAll(io.LimitReader(a.stdin, 16<<20))
 			if err != nil {
 				return fmt.Errorf("read prompt from stdin: %w", err)
@@ -46,57 +60,135 @@ func (c *runCmd) Run(ctx context.Context, a *app) error {
 	if strings.TrimSpace(prompt) == "" {
 		return usageErr("empty prompt: pass -p PROMPT or write the prompt on stdin")
 	}
-	if !c.Local {
-		cl, err := a.dialHost(ctx)
-		if err == nil {
-			return c.runViaHost(ctx, a, cl, prompt)
-		}
-		if c.Detach {
-			return err
-		}
-	}
-	return c.runLocal(ctx, a, prompt)
-}
-
-// runLocal runs c through a host in this process: the same admission,
-// busy policy and background processes as through `weft serve`, over the
-// store this process opens.
-func (c *runCmd) runLocal(ctx context.Context, a *app, prompt string) error {
-	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	lh, err := a.newHost(ctx, log, oneShot, "weft run")
-	if errors.Is(err, lease.ErrHostHeld) {
-		return fmt.Errorf("%w; run without --local to run through that host", err)
-	}
+	cfg, _, err := a.loadConfig()
 	if err != nil {
 		return err
 	}
-	defer lh.Close()
-	h := lh.host
-	// Say what is wrong with the model before anything is written.
-	name := c.Model
-	if c.Session != "" {
-		s, err := h.GetSession(ctx, c.Session)
+	interactive := c.interactive(a)
+	ap := newApproval(c.Approve, interactive, cfg.Policy)
+	mode := anyHost
+	switch {
+	case c.Local:
+		mode = localOnly
+	case c.Detach || c.Wait:
+		mode = remoteOnly
+	}
+	name := "weft run"
+	conn, err := a.connect(ctx, name, mode, ap.hostPolicy(), nil)
+	if err != nil {
+		if errors.Is(err, errNoHost) && c.Detach {
+			return noHostError(a.hostAddr(), "--detach needs `weft serve`: start it, or run without --detach", nil)
+		}
+		if errors.Is(err, errNoHost) && c.Wait {
+			return noHostError(a.hostAddr(), "--wait-for-answers needs `weft serve`: start it, or run on a terminal", nil)
+		}
+		return err
+	}
+	defer conn.Close()
+	if !conn.remote {
+		ctx = clientCtx(ctx, name)
+	}
+	if c.Continue {
+		if c.Session, err = latestSession(ctx, conn.h); err != nil {
+			return err
+		}
+	}
+	model := c.Model
+	if conn.remote {
+		model = absModel(model)
+	} else if err := a.checkModel(ctx, conn.h, model, c.Session); err != nil {
+		// Say what is wrong with the model before anything is written.
+		return err
+	}
+	err = c.runOn(ctx, a, conn, ap, model, prompt)
+	return a.hostModelError(withFlags("run", err))
+}
+
+// latestSession is the ID of the session updated last.
+func latestSession(ctx context.Context, h hostAPI) (string, error) {
+	res, err := h.ListSessions(ctx, api.ListSessionsParams{Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	if len(res.Sessions) == 0 {
+		return "", errors.New("-c: there is no session to continue: run without -c to start one")
+	}
+	return res.Sessions[0].ID, nil
+}
+
+// runOn runs c on conn: creates or continues the session, starts the
+// run, and (unless detached) prints its events until it ends, dealing
+// with its requests and with Ctrl-C.
+func (c *runCmd) runOn(ctx context.Context, a *app, conn *conn, ap *approval, model, prompt string) error {
+	h := conn.h
+	sessionID := c.Session
+	var cursor int64
+	if sessionID == "" {
+		mounts, err := parseMounts(c.Mount)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		s, err := h.CreateSession(ctx, api.CreateSessionParams{Title: clip(prompt, 60), Model: model, Mounts: mounts, Network: c.Network})
 		if err != nil {
 			return err
 		}
-		if name == "" {
-			name = s.Model
+		sessionID = s.ID
+	} else {
+		s, err := h.GetSession(ctx, sessionID)
+		if err != nil {
+			return err
 		}
+		cursor = s.LastSeq
 	}
-	cfgFile, cfgPath, err := a.loadConfig()
+	r, err := h.StartRun(ctx, api.StartRunParams{SessionID: sessionID, Input: api.Input(event.TextParts(prompt)), Model: model,
+		MaxSteps: c.MaxSteps, Busy: c.Busy, Policy: ap.runPolicy(conn, sessionID)})
 	if err != nil {
 		return err
 	}
-	if name == "" {
-		name = a.defaultModel(cfgFile)
+	if c.Detach {
+		fmt.Fprintf(a.stdout, "%s %s\n", sessionID, r.ID)
+		return nil
 	}
-	if _, err := config.Resolve(name, cfgFile, cfgPath, a.getenv); err != nil {
+	w := &watcher{a: a, c: conn, ap: ap, sessionID: sessionID, runID: r.ID, interrupt: cancelThenExit,
+		pr: &printer{stdout: a.stdout, stderr: a.stderr, json: c.JSON, tty: isTerminal(a.stderr)}}
+	switch {
+	case c.interactive(a):
+		con, err := openConsole(a.stdin.(*os.File))
+		if err != nil {
+			return err
+		}
+		defer con.Restore()
+		w.con, w.requests = con, askInline
+	case c.Wait:
+		w.requests = noteOnly
+	default:
+		w.requests = failFast
+	}
+	e, err := w.watch(ctx, func(ctx context.Context) iter.Seq2[event.Event, error] { return conn.follow(ctx, sessionID, cursor) })
+	if err != nil {
 		return err
 	}
-	follow := func(ctx context.Context, sessionID string, after int64) iter.Seq2[event.Event, error] {
-		return followLocal(ctx, h, sessionID, after)
+	var d event.RunEndedData
+	if !c.JSON && e.Decode(&d) == nil {
+		fmt.Fprintf(a.stderr, "weft: session %s · run %s · %d step(s) · %d in / %d out tokens\n",
+			sessionID, r.ID, d.Steps, d.Usage.InputTokens, d.Usage.OutputTokens)
 	}
-	return c.runOn(ctx, a, h, follow, prompt)
+	if w.failure != nil {
+		return &exitError{code: exitFailed, err: w.failure}
+	}
+	return runExit(e.Type)
+}
+
+// runExit is the exit of a command that watched a run to its end: 0
+// completed, 130 cancelled, 1 failed or interrupted.
+func runExit(t event.Type) error {
+	switch t {
+	case event.RunCompleted:
+		return nil
+	case event.RunCancelled:
+		return &exitError{code: exitCancelled}
+	}
+	return &exitError{code: exitFailed}
 }
 
 // followLocal follows a session of an in-process host from after: the

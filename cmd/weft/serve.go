@@ -210,7 +210,7 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	h, err := a.newHost(ctx, log, serving, "weft serve")
+	h, err := a.newHost(ctx, log, hostOptions{kind: serving, holder: "weft serve"})
 	if err != nil {
 		return err
 	}
@@ -253,7 +253,7 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 
 func (c *rpcCmd) Run(ctx context.Context, a *app) error {
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h, err := a.newHost(ctx, log, serving, "weft rpc")
+	h, err := a.newHost(ctx, log, hostOptions{kind: serving, holder: "weft rpc"})
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,14 @@ func freeAddr(t *testing.T) string {
 // answers.
 func (e *testEnv) serve(addr string, flags ...string) *exec.Cmd {
 	e.t.Helper()
+	return e.serveIn(e.work, addr, flags...)
+}
+
+// serveIn is serve with dir as the host's working directory.
+func (e *testEnv) serveIn(dir, addr string, flags ...string) *exec.Cmd {
+	e.t.Helper()
 	c := e.cmd(append([]string{"serve", "--listen", addr}, flags...)...)
+	c.Dir = dir
 	c.Stderr = os.Stderr
 	if err := c.Start(); err != nil {
 		e.t.Fatal(err)
@@ -192,7 +199,7 @@ func TestRunThroughHost(t *testing.T) {
 		t.Fatalf("detach printed %q", out)
 	}
 	out, _, code = e.weft("", "--host", addr, "attach", ids[1])
-	if code != 0 || out != "Writing.\nWrote it.\n" {
+	if code != 0 || out != "› detached\nWriting.\nWrote it.\n" {
 		t.Fatalf("attach: %d %q", code, out)
 	}
 	out, _, _ = e.weft("", "--host", addr, "status", ids[1])

@@ -8,10 +8,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"time"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/env/sandbox"
+	"weft.dev/weft/policy"
 )
 
 // File is the configuration file, $XDG_CONFIG_HOME/weft/config.json.
@@ -29,6 +35,20 @@ type File struct {
 	Unsandboxed bool `json:"unsandboxed,omitempty"`
 	// Network is the shells' network policy: "deny" (default) or "allow".
 	Network string `json:"network,omitempty"`
+	// Policy is the host's approval policy, the lowest layer under each
+	// session's and each run's (docs/policy.md). Its preset, if any, is
+	// the fallback of every run; without one, the CLI supplies its
+	// approval mode (docs/config.md).
+	Policy api.Policy `json:"policy,omitzero"`
+	// InputTimeoutMs, if positive, is how long a question the model asks
+	// (ask_user) waits for an answer before the call fails; zero means
+	// no limit.
+	InputTimeoutMs int64 `json:"inputTimeoutMs,omitempty"`
+}
+
+// InputTimeout is InputTimeoutMs as a duration.
+func (f File) InputTimeout() time.Duration {
+	return time.Duration(f.InputTimeoutMs) * time.Millisecond
 }
 
 // Sandbox returns the shell sandbox configuration the file asks for.
@@ -66,7 +86,9 @@ func Path(getenv func(string) string) string {
 }
 
 // Load reads the file at path; a missing file is an empty configuration.
-// Unknown fields are errors, so a typo does not silently do nothing.
+// Unknown keys are errors, so a typo does not silently do nothing. Errors
+// name the file, and where it can be told the line and column
+// (PATH:LINE:COL: …) and the key.
 func Load(path string) (File, error) {
 	var f File
 	if path == "" {
@@ -79,18 +101,164 @@ func Load(path string) (File, error) {
 	if err != nil {
 		return f, fmt.Errorf("config %s: %w", path, err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return f, fmt.Errorf("config %s: %w", path, err)
-	}
-	if f.Network != "" && f.Network != sandbox.NetworkDeny && f.Network != sandbox.NetworkAllow {
-		return f, fmt.Errorf("config %s: network %q: want %q or %q", path, f.Network, sandbox.NetworkDeny, sandbox.NetworkAllow)
-	}
-	for name, m := range f.Models {
-		if m.Provider == "" || m.Model == "" {
-			return f, fmt.Errorf("config %s: models.%s: provider and model are required", path, name)
-		}
+	if f, err = Parse(b); err != nil {
+		return f, fmt.Errorf("config %s%w", path, err)
 	}
 	return f, nil
+}
+
+// Keys lists the top-level keys of the file, in the order of docs/config.md.
+func Keys() []string {
+	return []string{"defaultModel", "store", "maxSteps", "models", "unsandboxed", "network", "policy", "inputTimeoutMs"}
+}
+
+// modelKeys lists the keys of a named model.
+var modelKeys = []string{"provider", "model", "baseURL", "apiKeyEnv", "contextWindow", "maxTokens"}
+
+// Parse decodes and checks a configuration file's bytes. An error begins
+// with ":LINE:COL: " when it points at a place in b, else with ": ", so
+// that the caller can put the file's name before it.
+func Parse(b []byte) (File, error) {
+	var f File
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&f)
+	if err == nil {
+		if _, terr := dec.Token(); terr != io.EOF {
+			err = fmt.Errorf("more than one JSON value: the file holds one object")
+			return f, fmt.Errorf("%s: %w", position(b, dec.InputOffset()), err)
+		}
+	}
+	if err != nil {
+		return f, decodeError(b, err)
+	}
+	if f.Network != "" && f.Network != sandbox.NetworkDeny && f.Network != sandbox.NetworkAllow {
+		return f, fmt.Errorf("%s: network %q: want %q or %q", keyPosition(b, "network"), f.Network, sandbox.NetworkDeny, sandbox.NetworkAllow)
+	}
+	if f.MaxSteps < 0 {
+		return f, fmt.Errorf("%s: maxSteps %d: want a positive number (or leave it out for 50)", keyPosition(b, "maxSteps"), f.MaxSteps)
+	}
+	if f.InputTimeoutMs < 0 {
+		return f, fmt.Errorf("%s: inputTimeoutMs %d: want milliseconds, or 0 for no limit", keyPosition(b, "inputTimeoutMs"), f.InputTimeoutMs)
+	}
+	names := make([]string, 0, len(f.Models))
+	for name := range f.Models {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		if m := f.Models[name]; m.Provider == "" || m.Model == "" {
+			return f, fmt.Errorf("%s: models.%s: provider and model are required", keyPosition(b, name), name)
+		}
+	}
+	if _, err := policy.Compile(f.Policy); err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) {
+			return f, fmt.Errorf("%s: policy.%s", keyPosition(b, "policy"), ae.Message)
+		}
+		return f, fmt.Errorf("%s: policy: %w", keyPosition(b, "policy"), err)
+	}
+	return f, nil
+}
+
+// decodeError turns a decoding error into one with a line and column.
+func decodeError(b []byte, err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Errorf("%s: invalid JSON: %s", position(b, syn.Offset), syn.Error())
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%s: invalid JSON: the file ends in the middle of a value (a missing } or ]?)", position(b, int64(len(b))))
+	case errors.Is(err, io.EOF):
+		return fmt.Errorf(": the file is empty: write {} or remove it")
+	case errors.As(err, &typ):
+		field := typ.Field
+		if field == "" {
+			field = "the file"
+		}
+		return fmt.Errorf("%s: %s: want %s, not a JSON %s", position(b, typ.Offset), field, typ.Type, typ.Value)
+	}
+	// encoding/json reports an unknown key as `json: unknown field "k"`.
+	if k, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		key := strings.Trim(k, `"`)
+		off, depth := keyOffset(b, key)
+		var hint string
+		switch depth {
+		case 1:
+			hint = "the keys are " + strings.Join(Keys(), ", ")
+		case 3:
+			hint = "a model's keys are " + strings.Join(modelKeys, ", ")
+		default:
+			hint = "see docs/config.md"
+		}
+		pos := ""
+		if off >= 0 {
+			pos = position(b, off)
+		}
+		return fmt.Errorf("%s: unknown key %q (%s)", pos, key, hint)
+	}
+	return fmt.Errorf(": %w", err)
+}
+
+// keyOffset returns the offset of the first object key named key in b
+// and the depth of its object (1 for the top level), or -1.
+func keyOffset(b []byte, key string) (int64, int) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	// expectKey[i] is set when container i is an object whose next token
+	// is a key.
+	var expectKey []bool
+	valueDone := func() { expectKey[len(expectKey)-1] = true }
+	isObject := []bool{}
+	for {
+		off := dec.InputOffset()
+		t, err := dec.Token()
+		if err != nil {
+			return -1, 0
+		}
+		n := len(expectKey)
+		if d, ok := t.(json.Delim); ok {
+			switch d {
+			case '{', '[':
+				expectKey = append(expectKey, d == '{')
+				isObject = append(isObject, d == '{')
+			case '}', ']':
+				expectKey, isObject = expectKey[:n-1], isObject[:n-1]
+				if len(isObject) > 0 && isObject[len(isObject)-1] {
+					valueDone()
+				}
+			}
+			continue
+		}
+		if n > 0 && isObject[n-1] && expectKey[n-1] {
+			if s, _ := t.(string); s == key {
+				for off < int64(len(b)) && b[off] != '"' {
+					off++ // past the separator before the key
+				}
+				return off, n
+			}
+			expectKey[n-1] = false
+			continue
+		}
+		if n > 0 && isObject[n-1] {
+			valueDone()
+		}
+	}
+}
+
+// keyPosition is ":LINE:COL" of key's first occurrence as a key, or "".
+func keyPosition(b []byte, key string) string {
+	off, _ := keyOffset(b, key)
+	if off < 0 {
+		return ""
+	}
+	return position(b, off)
+}
+
+// position is ":LINE:COL" (1-based, columns in bytes) of offset off in b.
+func position(b []byte, off int64) string {
+	off = min(max(off, 0), int64(len(b)))
+	line := 1 + bytes.Count(b[:off], []byte("\n"))
+	col := off - int64(bytes.LastIndexByte(b[:off], '\n'))
+	return fmt.Sprintf(":%d:%d", line, col)
 }

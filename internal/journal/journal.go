@@ -17,6 +17,10 @@ import (
 	"weft.dev/weft/store"
 )
 
+// keepEnded is how many ended runs the projection keeps records of, for
+// the owner's lookups right after a run ends.
+const keepEnded = 16
+
 // ErrClosed reports use of a closed journal.
 var ErrClosed = errors.New("journal closed")
 
@@ -146,7 +150,11 @@ func load(ctx context.Context, st store.Store, sessionID string) (*store.Project
 	if err != nil {
 		return nil, fmt.Errorf("open session %s: %w", sessionID, err)
 	}
-	runs, err := st.Runs(ctx, store.ListRunsParams{SessionID: sessionID, Limit: 1 << 30})
+	// Only the runs that have not ended: the projection forgets ended runs
+	// anyway (see store.Projection.Trim), and the session's history must
+	// not make opening it slower.
+	runs, err := st.Runs(ctx, store.ListRunsParams{SessionID: sessionID, Limit: 1 << 30,
+		Statuses: []string{store.RunQueued, store.RunRunning, store.RunWaiting}})
 	if err != nil {
 		return nil, fmt.Errorf("open session %s: runs: %w", sessionID, err)
 	}
@@ -161,7 +169,7 @@ func newJournal(cfg Config, sessionID string, proj *store.Projection) *Journal {
 	j := &Journal{
 		cfg:       cfg,
 		sessionID: sessionID,
-		reqs:      make(chan request, 256),
+		reqs:      make(chan request, 16), // small: each loaded session holds one
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
 		failed:    make(chan struct{}),
@@ -183,7 +191,10 @@ func (j *Journal) Session() store.Session {
 	return j.proj.Session
 }
 
-// Run returns a run's projected record as of the last commit.
+// Run returns a run's projected record as of the last commit. The
+// projection holds every run that has not ended and the last few that
+// have (keepEnded): for any other run it reports false, and the store has
+// the record.
 func (j *Journal) Run(id string) (store.Run, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()

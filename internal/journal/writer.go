@@ -149,6 +149,7 @@ func (j *Journal) commit(batch []event.Event, receipts []store.Receipt) (wakeIn 
 	}
 	b := store.Batch{SessionID: j.sessionID, Events: batch, Receipts: receipts}
 	j.proj.Flush(&b)
+	j.proj.Trim(keepEnded)
 	j.mu.Unlock()
 
 	err = applyErr

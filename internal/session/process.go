@@ -139,7 +139,7 @@ func processNote(d event.ProcessData) []event.Part {
 // process id that is still waiting (it will return the end) or that
 // already returned the end: then the model needs no separate notice.
 func (s *Session) awaitedByRun(ctx context.Context, runID, id string) bool {
-	r, ok := s.j.Run(runID)
+	r, ok := s.j.Run(runID) // the active run: the projection has it
 	if !ok {
 		return false
 	}

@@ -21,7 +21,8 @@ func (s *Session) activeID() string {
 	if s.active == nil {
 		return ""
 	}
-	if r, ok := s.j.Run(s.active.id); ok && store.IsTerminal(r.Status) {
+	// The projection holds every run that has not ended.
+	if r, ok := s.j.Run(s.active.id); !ok || store.IsTerminal(r.Status) {
 		return ""
 	}
 	return s.active.id
@@ -176,8 +177,69 @@ func (s *Session) launch(a *activeRun, resume bool) {
 		}
 		s.active = nil
 		s.closeRetired()
+		s.saveTranscript()
 		s.startNext()
 	})
+}
+
+// saveTranscript stores a snapshot of the session's transcript, when one
+// is due, in a goroutine of the session's, so that the next run does not
+// wait for it. Called with mu held.
+func (s *Session) saveTranscript() {
+	if s.state != stateOpen {
+		return
+	}
+	j, ok := s.conv.due()
+	if !ok {
+		return
+	}
+	s.wg.Go(func() {
+		err := s.putSnapshot(j)
+		if err != nil {
+			s.cfg.Logger.Warn("store transcript snapshot", "session", s.id, "seq", j.seq, "err", err)
+		}
+		s.conv.saved(j, err)
+	})
+}
+
+// putSnapshot encodes and stores j.
+func (s *Session) putSnapshot(j snapshotJob) error {
+	data, err := j.b.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	// Not cancelled by the session's close, which waits for it: a
+	// snapshot due when the session unloads is the one its next load
+	// reads. A store that hangs is given a bound.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 10*time.Second)
+	defer cancel()
+	return s.cfg.Store.PutSnapshot(ctx, store.Snapshot{
+		SessionID: s.id, Kind: store.SnapshotTranscript, Seq: j.seq, Data: data, CreatedAt: time.Now(),
+	})
+}
+
+// sessionLog is the session's [transcriptLog]: its snapshot and its log
+// in the store.
+type sessionLog struct{ s *Session }
+
+func (l sessionLog) snapshot(ctx context.Context) (*agent.TranscriptBuilder, int64, bool) {
+	snap, err := l.s.cfg.Store.Snapshot(ctx, l.s.id, store.SnapshotTranscript)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			l.s.cfg.Logger.Warn("read transcript snapshot; reading the log instead", "session", l.s.id, "err", err)
+		}
+		return nil, 0, false
+	}
+	b := &agent.TranscriptBuilder{}
+	if err := b.UnmarshalBinary(snap.Data); err != nil {
+		l.s.cfg.Logger.Warn("transcript snapshot does not decode; reading the log instead", "session", l.s.id, "seq", snap.Seq, "err", err)
+		return nil, 0, false
+	}
+	return b, snap.Seq, true
+}
+
+func (l sessionLog) events(ctx context.Context, after int64) ([]event.Event, error) {
+	return l.s.readAll(ctx, after, agent.TranscriptTypes())
 }
 
 // answeredWhileParking reports whether any of a's requests was answered
@@ -307,7 +369,7 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 		a.history, a.resume = nil, nil
 		s.mu.Unlock()
 		if run.Resume == nil {
-			evs, err := s.readAll(ctx, agent.ResumeTypes())
+			evs, err := s.readAll(ctx, 0, agent.ResumeTypes())
 			if err != nil {
 				return fail("log", err.Error())
 			}
@@ -315,7 +377,7 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 				return fail("log", err.Error())
 			}
 		}
-	} else if run.History, err = agent.LoadTranscript(ctx, s.cfg.Store, s.id); err != nil {
+	} else if run.History, err = s.conv.messages(ctx, sessionLog{s}); err != nil {
 		return fail("log", err.Error())
 	}
 	maxSteps := q.maxSteps
@@ -333,9 +395,8 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 }
 
 // readAll reads the session's events of the given types.
-func (s *Session) readAll(ctx context.Context, types []event.Type) ([]event.Event, error) {
+func (s *Session) readAll(ctx context.Context, after int64, types []event.Type) ([]event.Event, error) {
 	var out []event.Event
-	var after int64
 	for {
 		page, err := s.cfg.Store.Read(ctx, store.ReadParams{SessionID: s.id, After: after, Limit: 1000, Types: types})
 		if err != nil {
@@ -370,7 +431,14 @@ func (s *Session) Steer(ctx context.Context, p api.SteerParams, rc *idem.Claim) 
 				With("expectedRunId", p.ExpectedRunID).With("activeRunId", activeID)
 		}
 		if activeID != p.RunID {
-			cur, _ := s.j.Run(p.RunID)
+			cur, ok := s.j.Run(p.RunID)
+			if !ok {
+				// Ended a while ago (or unknown): the store says which.
+				var err error
+				if cur, err = s.cfg.Store.Run(ctx, p.RunID); errors.Is(err, store.ErrNotFound) {
+					return api.Wrap(api.KindNotFound, err, "run %s not found", p.RunID).With("runId", p.RunID)
+				}
+			}
 			return api.Errorf(api.KindRunConflict, "run %s is not active (status %s)", p.RunID, cur.Status).
 				With("runId", p.RunID).With("status", cur.Status).With("activeRunId", activeID)
 		}
@@ -441,8 +509,7 @@ func (s *Session) Cancel(ctx context.Context, id, reason string, rc *idem.Claim)
 			return store.Run{}, ctx.Err()
 		}
 	}
-	r, _ := s.Run(id)
-	return r, nil
+	return s.Run(ctx, id)
 }
 
 // cancelQueued ends queued run id with run.cancelled (and rc's receipt);
@@ -478,6 +545,5 @@ func (s *Session) Wait(ctx context.Context, id string, timeout time.Duration) (s
 			return store.Run{}, ctx.Err()
 		}
 	}
-	r, _ := s.Run(id)
-	return r, nil
+	return s.Run(ctx, id)
 }

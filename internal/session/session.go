@@ -75,6 +75,9 @@ type Config struct {
 	// InputTimeout, if positive, is how long a question (ask_user) waits
 	// for its answer.
 	InputTimeout time.Duration
+	// Transcripts is the memory the host's sessions keep their transcripts
+	// in between runs; nil keeps none (every run start reads the log).
+	Transcripts *Budget
 	// NewID makes IDs with a prefix. Required.
 	NewID func(prefix string) string
 	// Logger receives diagnostics. Required (may discard).
@@ -121,6 +124,10 @@ type Session struct {
 
 	timerMu sync.Mutex             // leaf
 	timers  map[string]*time.Timer // request ID -> its deadline
+
+	// conv is the transcript kept for the next run start; the journal's
+	// Committed hook feeds it.
+	conv transcript
 }
 
 // activeRun is the session's active run. While it executes, a goroutine
@@ -209,7 +216,8 @@ func newSession(cfg *Config, id string) (*Session, error) {
 		}
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	s := &Session{cfg: cfg, id: id, ctx: ctx, cancel: cancel, lease: ls, done: map[string]chan struct{}{}}
+	s := &Session{cfg: cfg, id: id, ctx: ctx, cancel: cancel, lease: ls, done: map[string]chan struct{}{},
+		conv: transcript{budget: cfg.Transcripts}}
 	s.Touch()
 	return s, nil
 }
@@ -236,6 +244,9 @@ func (s *Session) ID() string { return s.id }
 // Touch records a request, for idle unloading.
 func (s *Session) Touch() { s.used.Store(time.Now().UnixNano()) }
 
+// LastUsed returns when the session last had a request, in unix nanos.
+func (s *Session) LastUsed() int64 { return s.used.Load() }
+
 // Record returns the session's projected record.
 func (s *Session) Record() store.Session {
 	s.mu.Lock()
@@ -243,11 +254,23 @@ func (s *Session) Record() store.Session {
 	return s.j.Session()
 }
 
-// Run returns a run's projected record.
-func (s *Session) Run(id string) (store.Run, bool) {
+// Run returns a run's record: the projection's for a run that has not
+// ended or ended lately, the store's otherwise.
+func (s *Session) Run(ctx context.Context, id string) (store.Run, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.j.Run(id)
+	r, ok := s.j.Run(id)
+	s.mu.Unlock()
+	if ok {
+		return r, nil
+	}
+	r, err := s.cfg.Store.Run(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Run{}, api.Wrap(api.KindNotFound, err, "run %s not found", id).With("runId", id)
+	}
+	if err != nil {
+		return store.Run{}, fmt.Errorf("run %s: %w", id, err)
+	}
+	return r, nil
 }
 
 // command runs f with the session's lock held, once the session is open:
@@ -303,9 +326,11 @@ func storageErr(id string, cause error) error {
 		With("sessionId", id)
 }
 
-// committed is the journal's Committed hook: it closes the done channel
-// of every run whose terminal event is now durable.
+// committed is the journal's Committed hook: it folds the batch into the
+// kept transcript and closes the done channel of every run whose terminal
+// event is now durable.
 func (s *Session) committed(batch []event.Event) {
+	s.conv.observe(batch)
 	for _, e := range batch {
 		if !event.IsTerminalRun(e.Type) {
 			continue
@@ -377,6 +402,7 @@ func (s *Session) finish() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.j.Close()
+		s.conv.drop()
 		s.lease.Release()
 		s.closeRetired()
 		s.bind.Close()
@@ -474,6 +500,9 @@ func (s *Session) recover(failed *journal.Journal) bool {
 			s.j.Close() // an earlier attempt's
 		}
 		s.j = j
+		// The failed write may have committed without the hook seeing
+		// it: the next run start reads the log.
+		s.conv.drop()
 		queued := map[string]bool{}
 		for _, q := range s.queue {
 			queued[q.id] = true

@@ -15,8 +15,19 @@ import (
 type Faulty struct {
 	store.Store
 
-	mu  sync.Mutex
-	err error
+	mu   sync.Mutex
+	err  error
+	lies int   // appends left that commit and then report lie
+	lie  error // what they report
+}
+
+// FailAfterCommit makes the next n appends commit and then fail with
+// err, as when the connection to a database drops after the server
+// committed: the writer cannot tell whether its write is durable.
+func (f *Faulty) FailAfterCommit(n int, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lies, f.lie = n, err
 }
 
 // Fail makes every write fail with err until Fail(nil).
@@ -32,12 +43,22 @@ func (f *Faulty) fault() error {
 	return f.err
 }
 
-// Append fails while a fault is set.
+// Append fails while a fault is set, and after committing while
+// FailAfterCommit says so.
 func (f *Faulty) Append(ctx context.Context, b store.Batch) error {
 	if err := f.fault(); err != nil {
 		return err
 	}
-	return f.Store.Append(ctx, b)
+	if err := f.Store.Append(ctx, b); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lies > 0 {
+		f.lies--
+		return f.lie
+	}
+	return nil
 }
 
 // PutReceipt fails while a fault is set.

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"weft.dev/weft/api"
+	"weft.dev/weft/client"
+	"weft.dev/weft/event"
+	"weft.dev/weft/internal/config"
+	"weft.dev/weft/internal/lease"
+	"weft.dev/weft/policy"
+)
+
+// hostAPI is what the CLI's commands call on a host: *client.Client over
+// the wire, *host.Host in process.
+type hostAPI interface {
+	CreateSession(ctx context.Context, p api.CreateSessionParams) (*api.SessionResult, error)
+	GetSession(ctx context.Context, id string) (*api.SessionResult, error)
+	ListSessions(ctx context.Context, p api.ListSessionsParams) (*api.ListSessionsResult, error)
+	DeleteSession(ctx context.Context, p api.SessionIDParams) (*api.DeleteResult, error)
+	StartRun(ctx context.Context, p api.StartRunParams) (*api.RunResult, error)
+	CancelRun(ctx context.Context, p api.CancelParams) (*api.RunResult, error)
+	ReadEvents(ctx context.Context, p api.ReadEventsParams) (*api.ReadEventsResult, error)
+	Mount(ctx context.Context, p api.MountParams) (*api.MountResult, error)
+	DecideApproval(ctx context.Context, p api.DecideParams) (*api.RequestResult, error)
+	AnswerInput(ctx context.Context, p api.AnswerParams) (*api.RequestResult, error)
+	ListRequests(ctx context.Context, p api.ListRequestsParams) (*api.ListRequestsResult, error)
+}
+
+// followFunc yields a session's events after a cursor, live, until ctx
+// ends.
+type followFunc func(ctx context.Context, sessionID string, after int64) iter.Seq2[event.Event, error]
+
+// conn is the host a command works through: a `weft serve` over the
+// wire, or a host in this process.
+type conn struct {
+	h      hostAPI
+	follow followFunc
+	// remote is set for a `weft serve`.
+	remote bool
+	local  *localHost // the host in this process; nil when remote
+	cl     *client.Client
+}
+
+// Close closes the connection, or the host in this process.
+func (c *conn) Close() {
+	if c.cl != nil {
+		c.cl.Close()
+	}
+	if c.local != nil {
+		c.local.Close()
+	}
+}
+
+// connectMode says whether a command may, must or must not use a host in
+// its own process.
+type connectMode int
+
+const (
+	// anyHost: a `weft serve` when one answers, else a host in this process.
+	anyHost connectMode = iota
+	// localOnly: a host in this process (--local).
+	localOnly
+	// remoteOnly: a `weft serve` (--detach, --wait-for-answers).
+	remoteOnly
+)
+
+// connect finds the host for a command named name (as the records of who
+// answered show it). hostPolicy is the policy of a host made in this
+// process. reconnect, if set, is told when a follow loses the host
+// (true) and finds it again (false).
+func (a *app) connect(ctx context.Context, name string, mode connectMode, hostPolicy api.Policy, reconnect func(down bool)) (*conn, error) {
+	if mode != localOnly {
+		cl, err := a.dialHost(ctx, name)
+		if err == nil {
+			tok, _ := a.token(false)
+			dial := a.dialer(tok, name)
+			if reconnect != nil {
+				dial = noticeDialer(dial, reconnect)
+			}
+			return &conn{h: cl, cl: cl, remote: true, follow: func(ctx context.Context, sessionID string, after int64) iter.Seq2[event.Event, error] {
+				return client.Follow(ctx, dial, sessionID, after, "")
+			}}, nil
+		}
+		if mode == remoteOnly {
+			return nil, err
+		}
+	}
+	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	lh, err := a.newHost(ctx, log, hostOptions{kind: oneShot, holder: name, policy: &hostPolicy})
+	if errors.Is(err, lease.ErrHostHeld) {
+		return nil, fmt.Errorf("%w; run without --local to run through that host", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	h := lh.host
+	return &conn{h: h, local: lh, follow: func(ctx context.Context, sessionID string, after int64) iter.Seq2[event.Event, error] {
+		return followLocal(ctx, h, sessionID, after)
+	}}, nil
+}
+
+// noticeDialer wraps dial to tell notice when the host is lost (a dial
+// fails) and found again.
+func noticeDialer(dial client.Dialer, notice func(down bool)) client.Dialer {
+	var mu sync.Mutex
+	down := false
+	return func(ctx context.Context) (*client.Client, error) {
+		c, err := dial(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		if (err != nil) != down && ctx.Err() == nil {
+			down = err != nil
+			notice(down)
+		}
+		return c, err
+	}
+}
+
+// clientCtx is ctx naming the command as the client, for the records of
+// who answered a request through a host in this process (over the wire,
+// initialize names it).
+func clientCtx(ctx context.Context, name string) context.Context {
+	return api.WithClient(ctx, api.Client{Name: name, Transport: "in-process"})
+}
+
+// absModel makes the path of a scripted model absolute, so that a host
+// in another directory finds the script this command means.
+func absModel(model string) string {
+	p, ok := strings.CutPrefix(model, "scripted:")
+	if !ok || p == "" || filepath.IsAbs(p) {
+		return model
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return model
+	}
+	return "scripted:" + abs
+}
+
+// checkModel says what is wrong with the model a run on a host in this
+// process would use, before anything is written.
+func (a *app) checkModel(ctx context.Context, h hostAPI, model, sessionID string) error {
+	name := model
+	if sessionID != "" {
+		s, err := h.GetSession(ctx, sessionID)
+		if err != nil {
+			return err
+		}
+		if name == "" {
+			name = s.Model
+		}
+	}
+	cfgFile, cfgPath, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		name = a.defaultModel(cfgFile)
+	}
+	_, err = config.Resolve(name, cfgFile, cfgPath, a.getenv)
+	return err
+}
+
+// approval is how a command's runs are approved: its mode (--approve, or
+// the default for a terminal or a script), the config file's policy, and
+// the "always for this session" answers it keeps for runs through a
+// `weft serve` (docs/config.md).
+type approval struct {
+	// mode is --approve; empty when not given.
+	mode string
+	// fallback is the default mode: ask-writes for people, never-ask for
+	// scripts.
+	fallback string
+	cfg      api.Policy
+
+	mu       sync.Mutex
+	approved map[string][]api.Rule // by session
+}
+
+// newApproval returns the approval of a command with --approve mode
+// ("" when not given); interactive says whether a person answers.
+func newApproval(mode string, interactive bool, cfg api.Policy) *approval {
+	fb := api.PresetNeverAsk
+	if interactive {
+		fb = api.PresetAskWrites
+	}
+	return &approval{mode: mode, fallback: fb, cfg: cfg, approved: map[string][]api.Rule{}}
+}
+
+// preset is the preset that decides what no rule does.
+func (ap *approval) preset() string {
+	switch {
+	case ap.mode != "":
+		return ap.mode
+	case ap.cfg.Preset != "":
+		return ap.cfg.Preset
+	}
+	return ap.fallback
+}
+
+// hostPolicy is the layer of a host in this process: the config file's
+// rules with the preset.
+func (ap *approval) hostPolicy() api.Policy {
+	return api.Policy{Rules: ap.cfg.Rules, Preset: ap.preset()}
+}
+
+// runPolicy is the policy a run of session sid starts with: none in
+// process (the host's layer holds the mode); through a `weft serve`,
+// whose layer is its own config file's, the mode with the config file's
+// rules in front and, before them, the rules this command's "always"
+// answers made, unless the config file names the preset and no --approve
+// overrides it.
+func (ap *approval) runPolicy(c *conn, sid string) *api.Policy {
+	if !c.remote || ap.mode == "" && ap.cfg.Preset != "" {
+		return nil
+	}
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	rules := append([]api.Rule(nil), ap.approved[sid]...)
+	rules = append(rules, ap.cfg.Rules...)
+	if len(rules) > api.MaxPolicyRules {
+		rules = rules[len(rules)-api.MaxPolicyRules:]
+	}
+	return &api.Policy{Rules: rules, Preset: ap.preset()}
+}
+
+// remember keeps the rule an "always for this session" answer to call
+// made, for the command's later runs of session sid through a host.
+func (ap *approval) remember(sid string, call policy.Call) {
+	ap.mu.Lock()
+	defer ap.mu.Unlock()
+	ap.approved[sid] = append(ap.approved[sid], policy.SessionRuleFor(call))
+}
+
+// allows reports whether the run policy this command would send now for
+// session sid allows call: true when an "always" answer given during a
+// run through a `weft serve` covers a later call of the same run, which
+// the run's layer (fixed when it started) still asks about.
+func (ap *approval) allows(c *conn, sid string, call policy.Call) bool {
+	p := ap.runPolicy(c, sid)
+	if p == nil {
+		return false
+	}
+	set, err := policy.Compile(*p)
+	if err != nil {
+		return false
+	}
+	return set.Decide(call).Action == api.ActionAllow
+}

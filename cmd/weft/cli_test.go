@@ -1,0 +1,117 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestErrorsSayWhatToDo: errors name the flags the user typed, a host
+// that is down in one line with what to do, a broken config file with
+// its line and column, and a key the host lacks with the fix.
+func TestErrorsSayWhatToDo(t *testing.T) {
+	e := newEnv(t)
+	down := freeAddr(t)
+	_, stderr, code := e.weft("", "--host", down, "attach", "ses_x")
+	if code != 1 || !strings.Contains(stderr, "no weft host at "+down+": start `weft serve`") || strings.Count(stderr, ":") > 6 {
+		t.Errorf("attach without a host: %d %s", code, stderr)
+	}
+	_, stderr, code = e.weft("", "--host", down, "approve", "apr_x")
+	if code != 1 || !strings.Contains(stderr, "answered through `weft serve`") {
+		t.Errorf("approve without a host: %d %s", code, stderr)
+	}
+	_, stderr, code = e.weft("", "run", "--max-steps=-1", "-m", "scripted:x", "-p", "x")
+	if code != 2 || !strings.Contains(stderr, "--max-steps -1") {
+		t.Errorf("negative --max-steps: %d %s", code, stderr)
+	}
+
+	// A broken config file.
+	cfg := filepath.Join(e.dir, "config", "weft", "config.json")
+	os.MkdirAll(filepath.Dir(cfg), 0o700)
+	os.WriteFile(cfg, []byte("{\n  \"maxSteps\": 5,\n"), 0o600)
+	_, stderr, code = e.weft("", "sessions")
+	if code != 1 || !strings.Contains(stderr, cfg+":3:1:") {
+		t.Errorf("a truncated config: %d %s", code, stderr)
+	}
+	os.WriteFile(cfg, []byte("{\"maxStep\": 5}"), 0o600)
+	_, stderr, _ = e.weft("", "sessions")
+	if !strings.Contains(stderr, cfg+`:1:2: unknown key "maxStep"`) {
+		t.Errorf("an unknown key: %s", stderr)
+	}
+	os.Remove(cfg)
+
+	// Through a host started in another directory.
+	hostDir := filepath.Join(e.dir, "hostdir")
+	os.Mkdir(hostDir, 0o755)
+	addr := freeAddr(t)
+	srv := e.serveIn(hostDir, addr)
+	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
+	c := e.cmd("--host", addr, "run", "-m", "anthropic:claude-x", "-p", "x")
+	c.Env = append(c.Env, "ANTHROPIC_API_KEY=sk-test")
+	var errb strings.Builder
+	c.Stderr = &errb
+	if err := c.Run(); err == nil {
+		t.Fatal("a run with a key the host lacks succeeded")
+	}
+	if want := "the host (started in " + hostDir + ") lacks ANTHROPIC_API_KEY"; !strings.Contains(errb.String(), want) ||
+		!strings.Contains(errb.String(), "restart `weft serve`") {
+		t.Errorf("missing key on the host: %s", errb.String())
+	}
+
+	slow := e.script("slow.json", `{"loop":true,"steps":[{"text":"`+strings.Repeat("w ", 3000)+`","delayMs":10}]}`)
+	out, stderr, code := e.weft("", "--host", addr, "run", "--detach", "-m", "scripted:"+slow, "-p", "x")
+	if code != 0 {
+		t.Fatalf("detach: %d %s", code, stderr)
+	}
+	ids := strings.Fields(out)
+	_, stderr, _ = e.weft("", "--host", addr, "run", "-s", ids[0], "-p", "more")
+	if !strings.Contains(stderr, "--busy queue") || strings.Contains(stderr, "with busy queue") {
+		t.Errorf("a busy session: %s", stderr)
+	}
+	e.weft("", "--host", addr, "cancel", ids[1])
+	docs := filepath.Join(e.dir, "docs")
+	os.Mkdir(docs, 0o755)
+	if _, stderr, code := e.weft("", "--host", addr, "mount", ids[0], docs); code != 0 {
+		t.Fatalf("mount: %d %s", code, stderr)
+	}
+	_, stderr, _ = e.weft("", "--host", addr, "mount", ids[0], docs)
+	if !strings.Contains(stderr, "--replace") || strings.Contains(stderr, "replace: true") {
+		t.Errorf("mount twice: %s", stderr)
+	}
+	_, stderr, _ = e.weft("", "--host", addr, "unmount", ids[0], "work")
+	if !strings.Contains(stderr, "--new-default") || strings.Contains(stderr, "newDefaultMountId") {
+		t.Errorf("unmount the default: %s", stderr)
+	}
+
+	// sessions rm through the host.
+	out, stderr, code = e.weft("", "--host", addr, "sessions", "rm", ids[0])
+	if code != 0 || !strings.Contains(out, "deleted "+ids[0]) {
+		t.Fatalf("sessions rm: %d %q %s", code, out, stderr)
+	}
+	_, stderr, code = e.weft("", "--host", addr, "sessions", "rm", "ses_nope")
+	if code != 1 || !strings.Contains(stderr, "no session ses_nope") {
+		t.Errorf("sessions rm of an unknown session: %d %s", code, stderr)
+	}
+	if out, _, _ := e.weft("", "sessions"); strings.Contains(out, ids[0]) {
+		t.Errorf("a deleted session is listed: %q", out)
+	}
+}
+
+// TestSessionsRmLocal: without a host, `weft sessions rm` deletes through
+// a host in its own process.
+func TestSessionsRmLocal(t *testing.T) {
+	e := newEnv(t)
+	s := e.script("s.json", `{"steps":[{"text":"hi"}]}`)
+	if _, stderr, code := e.weft("", "run", "-m", "scripted:"+s, "-p", "x"); code != 0 {
+		t.Fatal(stderr)
+	}
+	sid := e.onlySession()
+	out, stderr, code := e.weft("", "sessions", "rm", sid)
+	if code != 0 || !strings.Contains(out, "deleted "+sid) {
+		t.Fatalf("sessions rm: %d %q %s", code, out, stderr)
+	}
+	if out, _, _ := e.weft("", "sessions", "--json"); out != "" {
+		t.Fatalf("sessions after rm: %q", out)
+	}
+}

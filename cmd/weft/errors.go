@@ -1,0 +1,157 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"weft.dev/weft/api"
+)
+
+// errNoHost reports that no host answered.
+var errNoHost = errors.New("no weft host")
+
+// hintLocal is what to do without a host, for the commands that can
+// run without one.
+const hintLocal = "start `weft serve`, or run without a host (weft run --local)"
+
+// noHostError says that no host answers at addr and what to do (hint),
+// without the layers of the dial's error (WebSocket, HTTP, TCP): only a
+// cause other than a refused connection is kept, in its innermost words.
+func noHostError(addr, hint string, cause error) error {
+	err := fmt.Errorf("%w at %s: %s", errNoHost, addr, hint)
+	if cause != nil && !errors.Is(cause, syscall.ECONNREFUSED) {
+		err = fmt.Errorf("%w (%v)", err, innermost(cause))
+	}
+	return err
+}
+
+// innermost is the last error of err's chain.
+func innermost(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
+}
+
+// flagNames maps the protocol's names for what a command's flags set to
+// the flags, per command, so that an error names what the user typed.
+var flagNames = map[string][][2]string{
+	"run": {
+		{"busy: queue", "--busy queue"},
+		{"busy queue", "--busy queue"},
+		{"busy=queue", "--busy queue"},
+		{"maxSteps", "--max-steps"},
+	},
+	"mount": {
+		{"replace: true", "--replace"},
+		{"replace=true", "--replace"},
+		{"pass replace", "pass --replace"},
+		{"defaultForShell", "--shell-default"},
+		{"injectContext", "--inject"},
+	},
+	"unmount": {
+		{"newDefaultShellMountId", "--new-shell-default"},
+		{"newDefaultMountId", "--new-default"},
+		{"injectContext", "--inject"},
+	},
+	"approve": {{"allow_session", "--session"}},
+	"deny":    {{"message", "-m"}},
+}
+
+// dupFlagRe matches "--x, or --x" left by a message that named both the
+// flag and the field.
+var dupFlagRe = regexp.MustCompile(`(--[a-z-]+(?: [a-z]+)?), or (?:pass )?(--[a-z-]+(?: [a-z]+)?)`)
+
+// withFlags rewrites the protocol's field names in err's message to the
+// flags of command cmd. Errors other than the host's are returned as they
+// are.
+func withFlags(cmd string, err error) error {
+	var ae *api.Error
+	if err == nil || !errors.As(err, &ae) {
+		return err
+	}
+	msg := ae.Message
+	for _, p := range flagNames[cmd] {
+		msg = strings.ReplaceAll(msg, p[0], p[1])
+	}
+	msg = dupFlagRe.ReplaceAllStringFunc(msg, func(s string) string {
+		m := dupFlagRe.FindStringSubmatch(s)
+		if m[1] == m[2] {
+			return m[1]
+		}
+		return s
+	})
+	if msg == ae.Message {
+		return err
+	}
+	c := *ae
+	c.Message = msg
+	return &c
+}
+
+// keyRe finds the variable a model's missing API key lives in.
+var keyRe = regexp.MustCompile(`no API key: set ([A-Za-z_][A-Za-z0-9_]*)`)
+
+// hostModelError turns the host's refusal of a model whose API key it
+// lacks into what to do: the key must be in the host's environment, not
+// the client's. Other errors are returned as they are.
+func (a *app) hostModelError(err error) error {
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Kind != api.KindInvalidParams {
+		return err
+	}
+	m := keyRe.FindStringSubmatch(ae.Message)
+	if m == nil {
+		return err
+	}
+	where := "at " + a.hostAddr()
+	if dir := a.hostDir(); dir != "" {
+		where = "(started in " + dir + ")"
+	}
+	hint := ""
+	if a.getenv(m[1]) != "" {
+		hint = " (this shell has it; the host does not see this shell's environment)"
+	}
+	return fmt.Errorf("the host %s lacks %s%s: restart `weft serve` with it (%s=… weft serve)", where, m[1], hint, m[1])
+}
+
+// hostDir is the working directory of the host that serves this store,
+// as far as this process can tell (the pid in the store's host lock, on
+// the same machine and user); "" when it cannot.
+func (a *app) hostDir() string {
+	cfg, _, err := a.loadConfig()
+	if err != nil {
+		return ""
+	}
+	loc, err := a.storeLocation(cfg)
+	if err != nil {
+		return ""
+	}
+	locks, err := a.lockDir(loc)
+	if err != nil {
+		return ""
+	}
+	b, err := os.ReadFile(filepath.Join(locks, "host.lock"))
+	if err != nil {
+		return ""
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || pid <= 0 {
+		return ""
+	}
+	dir, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	if err != nil {
+		return ""
+	}
+	return dir
+}

@@ -1,0 +1,560 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"weft.dev/weft/api"
+	"weft.dev/weft/event"
+	"weft.dev/weft/policy"
+)
+
+// requestMode says what a watcher does with a request (an approval or a
+// question) of the runs it watches.
+type requestMode int
+
+const (
+	// askInline: a person at the terminal answers it.
+	askInline requestMode = iota
+	// failFast: no one can answer: the run is cancelled and the command
+	// fails, saying so.
+	failFast
+	// noteOnly: print how to answer it from elsewhere, and wait.
+	noteOnly
+)
+
+// interruptMode says what Ctrl-C does while a watcher runs.
+type interruptMode int
+
+const (
+	// cancelThenExit (weft run): the first cancels the run, the second
+	// exits at once.
+	cancelThenExit interruptMode = iota
+	// cancelRun (the interactive weft): cancels the run; the program goes
+	// on.
+	cancelRun
+	// detachOnly (weft attach): stops watching; the run goes on.
+	detachOnly
+)
+
+// errDetached ends a watch that Ctrl-C detached.
+var errDetached = errors.New("detached; the run continues")
+
+// pending is a request the watcher has seen open.
+type pending struct {
+	id, kind, runID string
+	call            event.ToolCall
+	rule            event.Rule
+	question        string
+	choices         []string
+}
+
+// watcher prints the events of a session's runs as they come and deals
+// with their requests and with Ctrl-C. It is used by one goroutine.
+type watcher struct {
+	a         *app
+	c         *conn
+	ap        *approval
+	pr        *printer
+	con       *console // set when a person answers at the terminal
+	requests  requestMode
+	interrupt interruptMode
+	sessionID string
+	// runID is the run to watch until it ends; "" watches every run of
+	// the session until interrupted.
+	runID string
+	// replayTo is the last seq of the replay: a request seen in the
+	// replay is asked only if it is in open.
+	replayTo int64
+	open     map[string]bool
+
+	ed         lineEditor
+	queue      []*pending
+	asking     *pending
+	denying    bool            // the approval asked is being denied: its message is typed
+	answered   map[string]bool // requests answered here
+	cancelling bool
+	cancelled  chan error
+	failure    error // why a failFast watcher cancelled the run
+	wg         sync.WaitGroup
+}
+
+// watch prints the events follow yields until the watched run ends, and
+// returns its terminal event; or until ctx ends or a detach
+// (errDetached). follow's iterator must end when its ctx does.
+func (w *watcher) watch(ctx context.Context, follow func(context.Context) iter.Seq2[event.Event, error]) (event.Event, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	events := follow(ctx)
+	type item struct {
+		e   event.Event
+		err error
+	}
+	evc := make(chan item, 64)
+	w.wg.Go(func() {
+		defer close(evc)
+		for e, err := range events {
+			select {
+			case evc <- item{e, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+	defer func() {
+		cancel()
+		w.wg.Wait()
+	}()
+	w.ed.out = w.a.stderr
+	w.answered = map[string]bool{}
+	w.cancelled = make(chan error, 1)
+	var keys <-chan []byte
+	if w.con != nil {
+		keys = w.con.keys
+	}
+	var tick <-chan time.Time
+	if w.pr.tty && !w.pr.json {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case it, ok := <-evc:
+			if !ok {
+				return event.Event{}, ctx.Err()
+			}
+			if it.err != nil {
+				return event.Event{}, it.err
+			}
+			if w.event(ctx, it.e) {
+				return it.e, nil
+			}
+		case b, ok := <-keys:
+			if !ok {
+				keys = nil
+				continue
+			}
+			for _, k := range w.con.dec.decode(b) {
+				if err := w.key(ctx, k); err != nil {
+					return event.Event{}, err
+				}
+			}
+		case <-w.a.interrupts:
+			if err := w.interrupted(ctx); err != nil {
+				return event.Event{}, err
+			}
+		case err := <-w.cancelled:
+			if err != nil {
+				w.say("weft: cancel: %v", err)
+			}
+		case <-tick:
+			w.pr.drawStatus()
+		}
+	}
+}
+
+// say prints a line on stderr, keeping the prompt and status lines in
+// place.
+func (w *watcher) say(format string, args ...any) {
+	w.ed.hide()
+	w.pr.clearStatus()
+	w.pr.endLine()
+	fmt.Fprintf(w.a.stderr, format+"\n", args...)
+	w.redraw()
+}
+
+// redraw shows the prompt of the request asked, or the status line.
+func (w *watcher) redraw() {
+	if w.asking != nil {
+		w.ed.render()
+		return
+	}
+	w.pr.drawStatus()
+}
+
+// event handles one event; it reports whether the watch is over.
+func (w *watcher) event(ctx context.Context, e event.Event) bool {
+	w.ed.hide()
+	w.pr.print(e)
+	mine := w.runID == "" || e.RunID == w.runID
+	switch e.Type {
+	case event.ApprovalRequested, event.InputRequested:
+		p := requestOf(e)
+		if !mine || e.Seq <= w.replayTo && !w.open[p.id] {
+			break
+		}
+		switch w.requests {
+		case askInline:
+			if !slices.ContainsFunc(w.queue, func(q *pending) bool { return q.id == p.id }) {
+				w.queue = append(w.queue, p)
+			}
+		case failFast:
+			w.failFast(ctx, p)
+		case noteOnly:
+			w.note(p)
+		}
+	case event.ApprovalResolved, event.ApprovalExpired, event.InputResolved:
+		w.resolved(e)
+	}
+	if mine && e.RunID != "" && event.IsTerminalRun(e.Type) {
+		w.queue, w.asking = nil, nil
+		if w.runID != "" {
+			return true
+		}
+	}
+	if w.asking == nil && len(w.queue) > 0 && w.requests == askInline {
+		w.ask(ctx, w.queue[0])
+		return false
+	}
+	w.redraw()
+	return false
+}
+
+// requestOf reads the request an approval.requested or input.requested
+// opens.
+func requestOf(e event.Event) *pending {
+	p := &pending{runID: e.RunID}
+	if e.Type == event.ApprovalRequested {
+		var d event.ApprovalRequestedData
+		_ = e.Decode(&d)
+		p.id, p.kind, p.call, p.rule = d.ApprovalID, event.RequestApproval, d.ToolCall, d.Rule
+		return p
+	}
+	var d event.InputRequestedData
+	_ = e.Decode(&d)
+	p.id, p.kind, p.call, p.question, p.choices = d.RequestID, event.RequestInput, d.ToolCall, d.Question, d.Choices
+	return p
+}
+
+// resolved handles the end of a request: answered here, elsewhere, or
+// expired.
+func (w *watcher) resolved(e event.Event) {
+	var id, what string
+	var by event.By
+	switch e.Type {
+	case event.ApprovalResolved, event.ApprovalExpired:
+		var d event.ApprovalResolvedData
+		_ = e.Decode(&d)
+		id, what, by = d.ApprovalID, d.Decision, d.By
+		if e.Type == event.ApprovalExpired {
+			what = "expired: " + d.Decision
+		}
+	default:
+		var d event.InputResolvedData
+		_ = e.Decode(&d)
+		id, what, by = d.RequestID, d.Status, d.By
+		if d.Status == event.InputAnswered {
+			what = "answered " + strconv.Quote(clip(d.Text, 60))
+		}
+	}
+	w.queue = slices.DeleteFunc(w.queue, func(q *pending) bool { return q.id == id })
+	if w.answered[id] {
+		w.say("  → %s", decisionWords(what))
+		return
+	}
+	if w.asking != nil && w.asking.id == id {
+		w.asking, w.denying = nil, false
+		w.ed.abandon("")
+		w.pr.hold = false
+		w.say("  already answered by %s: %s", who(by), what)
+		return
+	}
+	if w.requests != askInline && e.Seq > w.replayTo {
+		w.say("weft: request %s %s by %s", id, what, who(by))
+	}
+}
+
+// decisionWords says a decision in words.
+func decisionWords(d string) string {
+	switch d {
+	case event.DecisionAllowOnce:
+		return "allowed once"
+	case event.DecisionAllowSession:
+		return "allowed for this session"
+	case event.DecisionDeny:
+		return "denied"
+	}
+	return d
+}
+
+// who names who answered a request.
+func who(by event.By) string {
+	switch {
+	case by.Policy == "cancel":
+		return "the run's end"
+	case by.Policy != "":
+		return by.Policy
+	case by.Client != "":
+		return by.Client
+	case by.Transport != "":
+		return "a client (" + by.Transport + ")"
+	}
+	return "another client"
+}
+
+// ask shows request p and starts reading its answer.
+func (w *watcher) ask(ctx context.Context, p *pending) {
+	w.asking, w.denying = p, false
+	w.pr.clearStatus()
+	w.pr.endLine()
+	w.pr.hold = true
+	// An "always" answer of this command covers the call: answer it.
+	if p.kind == event.RequestApproval && w.ap != nil && w.ap.allows(w.c, w.sessionID, w.policyCall(ctx, p.call)) {
+		fmt.Fprintf(w.a.stderr, "✓ %s allowed: approved for this session\n", p.call.Name)
+		w.decide(ctx, event.DecisionAllowSession, "")
+		return
+	}
+	if p.kind == event.RequestApproval {
+		fmt.Fprintf(w.a.stderr, "\033[1m? %s\033[0m %s\n", p.call.Name, callSummary(p.call))
+		if why := ruleSummary(p.rule); why != "" {
+			fmt.Fprintf(w.a.stderr, "  %s\n", why)
+		}
+		w.ed.start("  [y]es / [a]lways for this session / [n]o, with a message › ")
+		return
+	}
+	fmt.Fprintf(w.a.stderr, "\033[1m? %s\033[0m\n", p.question)
+	for i, c := range p.choices {
+		fmt.Fprintf(w.a.stderr, "  %d) %s\n", i+1, c)
+	}
+	if len(p.choices) > 0 {
+		w.ed.start("  answer (a number or text) › ")
+	} else {
+		w.ed.start("  answer › ")
+	}
+}
+
+// policyCall is call as the policy sees it, with the session's mounts.
+func (w *watcher) policyCall(ctx context.Context, call event.ToolCall) policy.Call {
+	pc := policy.Call{Tool: call.Name, Arguments: json.RawMessage(call.Arguments)}
+	if s, err := w.c.h.GetSession(ctx, w.sessionID); err == nil {
+		pc.Mounts = s.Binding.Mounts
+	}
+	return pc
+}
+
+// key handles a key typed while watching.
+func (w *watcher) key(ctx context.Context, k key) error {
+	switch k.code {
+	case keyInterrupt:
+		return w.interrupted(ctx)
+	case keyEOF:
+		return nil
+	case keyRedraw:
+		w.redraw()
+		return nil
+	}
+	if w.asking == nil {
+		return nil // typed while the run goes: not for anyone
+	}
+	line, done := w.ed.key(k)
+	if done {
+		w.submit(ctx, strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// submit takes a typed answer to the request asked.
+func (w *watcher) submit(ctx context.Context, line string) {
+	p := w.asking
+	if p.kind == event.RequestInput {
+		if line == "" {
+			w.ed.start(w.ed.prompt)
+			return
+		}
+		params := api.AnswerParams{RequestID: p.id, SessionID: w.sessionID}
+		if n, err := strconv.Atoi(line); err == nil && n >= 1 && n <= len(p.choices) {
+			i := n - 1
+			params.Choice = &i
+		} else {
+			params.Text = line
+		}
+		w.answer(ctx, func() error { _, err := w.c.h.AnswerInput(ctx, params); return err })
+		return
+	}
+	if w.denying {
+		w.decide(ctx, event.DecisionDeny, line)
+		return
+	}
+	word, rest, _ := strings.Cut(line, " ")
+	switch strings.ToLower(word) {
+	case "y", "yes":
+		w.decide(ctx, event.DecisionAllowOnce, "")
+	case "a", "always":
+		w.decide(ctx, event.DecisionAllowSession, "")
+	case "n", "no":
+		if rest = strings.TrimSpace(rest); rest != "" {
+			w.decide(ctx, event.DecisionDeny, rest)
+			return
+		}
+		w.denying = true
+		w.ed.start("  message to the model (Enter for none) › ")
+	default:
+		w.ed.start(w.ed.prompt)
+	}
+}
+
+// decide answers the approval asked.
+func (w *watcher) decide(ctx context.Context, decision, message string) {
+	p := w.asking
+	if decision == event.DecisionAllowSession && w.ap != nil {
+		w.ap.remember(w.sessionID, w.policyCall(ctx, p.call))
+	}
+	w.answer(ctx, func() error {
+		_, err := w.c.h.DecideApproval(ctx, api.DecideParams{ApprovalID: p.id, SessionID: w.sessionID, Decision: decision, Message: message})
+		return err
+	})
+}
+
+// answer sends the answer to the request asked and goes on to the next.
+func (w *watcher) answer(ctx context.Context, send func() error) {
+	p := w.asking
+	w.answered[p.id] = true
+	err := send()
+	w.asking, w.denying = nil, false
+	w.pr.hold = false
+	w.queue = slices.DeleteFunc(w.queue, func(q *pending) bool { return q.id == p.id })
+	var ae *api.Error
+	switch {
+	case errors.As(err, &ae) && ae.Kind == api.KindAlreadyResolved:
+		by, _ := ae.Data["resolvedBy"].(string)
+		if by == "" {
+			by = "another client"
+		}
+		what, _ := ae.Data["decision"].(string)
+		if what == "" {
+			what, _ = ae.Data["status"].(string)
+		}
+		fmt.Fprintf(w.a.stderr, "  already answered by %s: %s\n", by, what)
+	case err != nil:
+		fmt.Fprintf(w.a.stderr, "  weft: %v\n", err)
+		// Not answered: ask again.
+		delete(w.answered, p.id)
+		w.queue = append([]*pending{p}, w.queue...)
+	}
+	if len(w.queue) > 0 {
+		w.ask(ctx, w.queue[0])
+		return
+	}
+	w.redraw()
+}
+
+// failFast cancels the run because no one can answer p.
+func (w *watcher) failFast(ctx context.Context, p *pending) {
+	if w.failure != nil {
+		return
+	}
+	what := "approval of " + p.call.Name + " " + callSummary(p.call)
+	if p.kind == event.RequestInput {
+		what = "an answer to " + strconv.Quote(p.question)
+	}
+	w.failure = fmt.Errorf("the run needed %s and no one is at a terminal to answer, so it was cancelled: "+
+		"run on a terminal, pass --approve never-ask for approvals, or --wait-for-answers to answer with `weft approve|deny|answer %s` through `weft serve`", what, p.id)
+	w.say("weft: %s needs an answer; no terminal is attached: cancelling the run", p.id)
+	w.cancel(ctx, p.runID, "a request needed an answer and no one was attached: "+p.id)
+}
+
+// note says how to answer p from elsewhere.
+func (w *watcher) note(p *pending) {
+	if p.kind == event.RequestInput {
+		choices := ""
+		if len(p.choices) > 0 {
+			var cs []string
+			for i, c := range p.choices {
+				cs = append(cs, fmt.Sprintf("%d) %s", i+1, c))
+			}
+			choices = " [" + strings.Join(cs, ", ") + "]"
+		}
+		w.say("weft: question %s: %s%s — answer with `weft answer %s TEXT`", p.id, p.question, choices, p.id)
+		return
+	}
+	w.say("weft: approval %s: %s %s — `weft approve %s` or `weft deny %s -m WHY`", p.id, p.call.Name, callSummary(p.call), p.id, p.id)
+}
+
+// interrupted handles Ctrl-C (a key, or SIGINT).
+func (w *watcher) interrupted(ctx context.Context) error {
+	switch {
+	case w.interrupt == detachOnly:
+		return errDetached
+	case w.cancelling && w.interrupt == cancelThenExit:
+		if w.con != nil {
+			w.con.Restore()
+		}
+		fmt.Fprintln(w.a.stderr, "\nweft: second interrupt: exiting now")
+		os.Exit(exitCancelled)
+	case w.cancelling:
+		w.say("weft: cancelling…")
+		return nil
+	}
+	w.asking, w.denying, w.queue = nil, false, nil
+	w.ed.abandon("^C")
+	w.pr.hold = false
+	w.say("weft: cancelling the run…")
+	w.cancel(ctx, w.runID, "interrupted by the user")
+	return nil
+}
+
+// cancel cancels run id in the background; the run's terminal event
+// follows in the stream.
+func (w *watcher) cancel(ctx context.Context, runID, reason string) {
+	if runID == "" || w.cancelling {
+		return
+	}
+	w.cancelling = true
+	w.wg.Go(func() {
+		_, err := w.c.h.CancelRun(context.WithoutCancel(ctx), api.CancelParams{RunID: runID, Reason: reason})
+		w.cancelled <- err
+	})
+}
+
+// callSummary is a tool call's arguments, compactly: a shell's command, a
+// file tool's path, else the JSON.
+func callSummary(c event.ToolCall) string {
+	var args map[string]any
+	if json.Unmarshal([]byte(c.Arguments), &args) != nil {
+		return clip(c.Arguments, 100)
+	}
+	str := func(k string) string { s, _ := args[k].(string); return s }
+	switch c.Name {
+	case api.ToolShell:
+		s := clip(str("command"), 200)
+		if cwd := str("cwd"); cwd != "" {
+			s += "  (in " + cwd + ")"
+		}
+		if b, _ := args["background"].(bool); b {
+			s += "  (background)"
+		}
+		return s
+	case api.ToolWriteFile, api.ToolEditFile, api.ToolReadFile, api.ToolListDir:
+		if p := str("path"); p != "" {
+			if c.Name == api.ToolWriteFile {
+				return fmt.Sprintf("%s (%d bytes)", p, len(str("content")))
+			}
+			return p
+		}
+	}
+	return clip(c.Arguments, 100)
+}
+
+// ruleSummary says which rule asked.
+func ruleSummary(r event.Rule) string {
+	var parts []string
+	if r.Reason != "" {
+		parts = append(parts, r.Reason)
+	}
+	if r.Source != "" {
+		parts = append(parts, r.Source)
+	}
+	return strings.Join(parts, " · ")
+}

@@ -1,0 +1,101 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"weft.dev/weft/api"
+)
+
+func TestLoadErrorsSayWhere(t *testing.T) {
+	cases := []struct {
+		name, body string
+		wants      []string
+	}{
+		{"truncated", "{\n  \"defaultModel\": \"x\",\n  \"models\": {\n", []string{":4:1:", "ends in the middle"}},
+		{"syntax", "{\n  \"maxSteps\": 5,,\n}", []string{":2:18:", "invalid JSON"}},
+		{"unknown key", "{\n  \"defaultModel\": \"x\",\n  \"polcy\": {}\n}", []string{":3:3:", `unknown key "polcy"`, "defaultModel, store"}},
+		{"unknown model key", "{\"models\": {\"m\": {\"provider\": \"openai\", \"model\": \"x\",\n \"apikey\": \"K\"}}}", []string{":2:2:", `unknown key "apikey"`, "apiKeyEnv"}},
+		{"wrong type", "{\"maxSteps\": \"many\"}", []string{":1:", "maxSteps", "int"}},
+		{"empty", "", []string{"empty"}},
+		{"two values", "{} {}", []string{"one object"}},
+		{"network", "{\"network\": \"open\"}", []string{":1:2:", `network "open"`}},
+		{"negative steps", "{\"maxSteps\": -1}", []string{"maxSteps -1"}},
+		{"bad policy", "{\n\"policy\": {\"rules\": [{\"tool\": \"shell\", \"action\": \"prompt\"}]}}", []string{":2:1:", "policy.rules[0].action", "unknown action"}},
+		{"bad preset", "{\"policy\": {\"preset\": \"ask-sometimes\"}}", []string{"policy.preset", "ask-writes"}},
+		{"model fields", "{\"models\": {\"m\": {\"provider\": \"openai\"}}}", []string{"models.m", "required"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "config.json")
+			if err := os.WriteFile(p, []byte(c.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Load(p)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !strings.HasPrefix(err.Error(), "config "+p) {
+				t.Errorf("error does not name the file: %v", err)
+			}
+			for _, w := range c.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadPolicy(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "config.json")
+	body := `{"policy": {"preset": "read-only", "rules": [{"tool": "shell", "match": {"command": "git"}, "action": "allow"}]},
+	 "inputTimeoutMs": 60000}`
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Policy.Preset != api.PresetReadOnly || len(f.Policy.Rules) != 1 || f.Policy.Rules[0].Match.Command != "git" {
+		t.Fatalf("policy %+v", f.Policy)
+	}
+	if f.InputTimeout().Seconds() != 60 {
+		t.Fatalf("input timeout %v", f.InputTimeout())
+	}
+	if f, err := Load(filepath.Join(t.TempDir(), "missing.json")); err != nil || f.Policy.Preset != "" {
+		t.Fatalf("a missing file: %+v %v", f, err)
+	}
+}
+
+// TestKeysDocumented: every key of File is listed by Keys and in
+// docs/config.md.
+func TestKeysDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range append(Keys(), modelKeys...) {
+		if !strings.Contains(string(doc), "`"+k+"`") {
+			t.Errorf("docs/config.md does not document %q", k)
+		}
+	}
+	// Keys and modelKeys are complete.
+	for typ, keys := range map[reflect.Type][]string{reflect.TypeFor[File](): Keys(), reflect.TypeFor[Model](): modelKeys} {
+		var fields []string
+		for f := range typ.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			fields = append(fields, name)
+		}
+		slices.Sort(fields)
+		keys = slices.Sorted(slices.Values(keys))
+		if !slices.Equal(fields, keys) {
+			t.Errorf("%s has keys %v; the list says %v", typ, fields, keys)
+		}
+	}
+}

@@ -1,0 +1,271 @@
+package session
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"weft.dev/weft/agent"
+	"weft.dev/weft/event"
+	"weft.dev/weft/llm"
+)
+
+// A Budget is the memory, in bytes, that the loaded sessions of one host
+// may keep their transcripts in. A session whose transcript does not fit
+// keeps none and reads it from the log at each run start instead: slower,
+// never wrong. The zero Budget admits nothing; it is safe for concurrent
+// use.
+type Budget struct {
+	limit int64
+	used  atomic.Int64
+}
+
+// NewBudget returns a budget of limit bytes.
+func NewBudget(limit int64) *Budget { return &Budget{limit: limit} }
+
+// Used returns the bytes reserved now.
+func (b *Budget) Used() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.used.Load()
+}
+
+// reserve takes n bytes, or reports false when they do not fit.
+func (b *Budget) reserve(n int64) bool {
+	if b == nil {
+		return false
+	}
+	for {
+		u := b.used.Load()
+		if u+n > b.limit {
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+n) {
+			return true
+		}
+	}
+}
+
+func (b *Budget) release(n int64) {
+	if b != nil && n != 0 {
+		b.used.Add(-n)
+	}
+}
+
+// snapshotEvery is how many transcript events a session folds before it
+// stores a snapshot of its transcript, at the least; a long transcript
+// waits for a sixteenth of its length, so that writing snapshots costs
+// O(1) per event and a cold load folds at most that many after one.
+const snapshotEvery = 256
+
+// transcript is a session's conversation as its next run sends it to the
+// model, kept current from the events the session's journal commits, so
+// that a run starts without reading the log again: the first run start
+// after the session is loaded reads the latest snapshot and the log's
+// transcript events after it once, and every commit after that folds its
+// own into the cache. Whatever may have made the cache disagree with the
+// log (a failed write that might have committed) drops it, and the next
+// run start reads the log again. Every so many events the session stores
+// a snapshot of it (see [transcript.due]).
+type transcript struct {
+	budget *Budget
+
+	build sync.Mutex // serializes messages; taken before mu
+
+	mu       sync.Mutex
+	kept     kept
+	building bool          // a build reads the log; commits collect in pending
+	pending  []event.Event // transcript events committed during a build
+	writing  bool          // a snapshot is being stored
+	// unkept is the last build that did not fit the budget, while its
+	// snapshot is due: stored once, then forgotten.
+	unkept *snapshotJob
+}
+
+// kept is the cached transcript and the budget it holds. It is not safe
+// for concurrent use: it lives under its transcript's mu.
+type kept struct {
+	b    *agent.TranscriptBuilder // nil: none
+	held int64                    // bytes reserved from the budget
+	gen  int                      // bumped by forget, so that a build in flight is not kept
+	// through is the seq of the last event b reflects, and fresh how many
+	// transcript events it folded since the last stored snapshot.
+	through int64
+	fresh   int
+}
+
+// snapshotJob is a transcript to store as a snapshot through seq.
+type snapshotJob struct {
+	b     *agent.TranscriptBuilder // not shared with the cache
+	seq   int64
+	fresh int // the events it covers that the last snapshot did not
+	gen   int // the cache's generation, or -1 for an unkept build
+}
+
+// transcriptLog is what a transcript is built from when the cache holds
+// none: the session's latest snapshot and its log.
+type transcriptLog interface {
+	// snapshot returns the latest stored transcript and the seq it is
+	// through, or ok false when there is none (or it cannot be used).
+	snapshot(ctx context.Context) (b *agent.TranscriptBuilder, seq int64, ok bool)
+	// events returns the log's transcript events after seq, in order.
+	events(ctx context.Context, after int64) ([]event.Event, error)
+}
+
+// fit reserves budget for the cache's current size, and forgets the cache
+// when it does not fit.
+func (k *kept) fit(budget *Budget) {
+	need := k.b.Size() - k.held
+	if need <= 0 {
+		return
+	}
+	// Reserve ahead, so that a growing transcript does not take the
+	// budget's atomic at every commit.
+	extra := need + need/2 + 4<<10
+	if !budget.reserve(extra) {
+		k.forget(budget)
+		return
+	}
+	k.held += extra
+}
+
+// forget drops the cache and returns its budget.
+func (k *kept) forget(budget *Budget) {
+	k.gen++
+	k.b = nil
+	budget.release(k.held)
+	k.held, k.through, k.fresh = 0, 0, 0
+}
+
+// observe folds a committed batch into the cache (the journal's
+// Committed hook calls it, in commit order).
+func (t *transcript) observe(batch []event.Event) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range batch {
+		if !agent.IsTranscriptType(e.Type) {
+			continue
+		}
+		switch {
+		case t.building:
+			t.pending = append(t.pending, e)
+		case t.kept.b != nil:
+			if err := t.kept.b.Add(e); err != nil {
+				t.kept.forget(t.budget)
+				return
+			}
+			t.kept.through = e.Seq
+			t.kept.fresh++
+		}
+	}
+	if t.kept.b != nil {
+		t.kept.fit(t.budget)
+	}
+}
+
+// messages returns the transcript as of the last commit, building it
+// from log when the cache holds none. The caller may append to the slice
+// but not modify its elements.
+func (t *transcript) messages(ctx context.Context, log transcriptLog) ([]llm.Message, error) {
+	t.build.Lock()
+	defer t.build.Unlock()
+	t.mu.Lock()
+	if t.kept.b != nil {
+		defer t.mu.Unlock()
+		return t.kept.b.Messages(), nil
+	}
+	t.building, t.pending = true, nil
+	gen := t.kept.gen
+	t.mu.Unlock()
+
+	// Every event committed from here on is in pending; every event
+	// committed before is in the snapshot or in what events returns (it
+	// reads after this point), and some may also be in pending: those are
+	// told apart by seq.
+	b, last, ok := log.snapshot(ctx)
+	if !ok {
+		b, last = &agent.TranscriptBuilder{}, 0
+	}
+	evs, err := log.events(ctx, last)
+	fresh := 0
+	for _, e := range evs {
+		if err != nil {
+			break
+		}
+		err = b.Add(e)
+		last = e.Seq
+		fresh++
+	}
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	pending := t.pending
+	t.building, t.pending = false, nil
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range pending {
+		if e.Seq <= last {
+			continue
+		}
+		if err := b.Add(e); err != nil {
+			return nil, err
+		}
+		last = e.Seq
+		fresh++
+	}
+	if gen == t.kept.gen {
+		t.kept.b, t.kept.through, t.kept.fresh = b, last, fresh
+		t.kept.fit(t.budget)
+	}
+	if t.kept.b == nil && dueAfter(fresh, b.Len()) {
+		t.unkept = &snapshotJob{b: b, seq: last, fresh: fresh, gen: -1}
+	}
+	return b.Messages(), nil
+}
+
+// dueAfter reports whether a transcript of n messages that folded fresh
+// events since its last snapshot should store a new one.
+func dueAfter(fresh, n int) bool {
+	return fresh >= snapshotEvery && fresh*16 >= n
+}
+
+// due returns the snapshot to store now, if one is due and none is being
+// stored; the caller stores it and then calls saved, whatever happened.
+func (t *transcript) due() (snapshotJob, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.writing {
+		return snapshotJob{}, false
+	}
+	var j snapshotJob
+	switch {
+	case t.kept.b != nil && dueAfter(t.kept.fresh, t.kept.b.Len()):
+		j = snapshotJob{b: t.kept.b.Clone(), seq: t.kept.through, fresh: t.kept.fresh, gen: t.kept.gen}
+	case t.unkept != nil:
+		j, t.unkept = *t.unkept, nil
+	default:
+		return snapshotJob{}, false
+	}
+	t.writing = true
+	return j, true
+}
+
+// saved records that j was stored (err nil) or not.
+func (t *transcript) saved(j snapshotJob, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.writing = false
+	if err == nil && j.gen == t.kept.gen && t.kept.b != nil {
+		t.kept.fresh = max(t.kept.fresh-j.fresh, 0)
+	}
+}
+
+// drop forgets the cache; the next run start reads the log.
+func (t *transcript) drop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.kept.forget(t.budget)
+	t.unkept = nil
+}
