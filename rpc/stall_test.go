@@ -239,7 +239,7 @@ func TestStalledReadersStallNobody(t *testing.T) {
 	}
 
 	// A WebSocket client that reads its subscription's reply, then stops.
-	hc := &http.Client{Transport: &http.Transport{DialContext: smallReceiveBuffer().DialContext}}
+	hc := &http.Client{Transport: &http.Transport{DialContext: newStalledDialer().DialContext}}
 	wc, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/rpc/ws", &websocket.DialOptions{
 		HTTPClient: hc, HTTPHeader: http.Header{"Authorization": {"Bearer " + token}},
 	})
@@ -255,7 +255,7 @@ func TestStalledReadersStallNobody(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An SSE reader that reads the response's status line, then stops.
-	conn, err := smallReceiveBuffer().Dial("tcp", srv.Listener.Addr().String())
+	conn, err := newStalledDialer().DialContext(ctx, "tcp", srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
