@@ -72,7 +72,7 @@ type Conn struct {
 	handlers sync.WaitGroup
 
 	out         chan outFrame
-	notifQueued atomic.Int64
+	queue       *queueBudget // of notifications in out
 	stopWriting chan struct{}
 	writerDone  chan struct{}
 
@@ -149,15 +149,15 @@ func (c *Conn) Notify(ctx context.Context, method string, params any) error {
 		}
 		raw = b
 	}
-	if c.notifQueued.Add(1) > int64(c.s.cfg.NotifyQueue) {
-		c.notifQueued.Add(-1)
+	frame := jsonrpc.AppendRequest(nil, nil, method, raw)
+	if !c.queue.tryTake(len(frame)) {
 		return fmt.Errorf("rpc: notify %s on conn %s: %w", method, c.id, ErrNotifyOverflow)
 	}
 	select {
-	case c.out <- outFrame{b: jsonrpc.AppendRequest(nil, nil, method, raw), notif: true}:
+	case c.out <- outFrame{b: frame, notif: true}:
 		return nil
 	default:
-		c.notifQueued.Add(-1)
+		c.queue.give(len(frame))
 		return fmt.Errorf("rpc: notify %s on conn %s: %w", method, c.id, ErrNotifyOverflow)
 	}
 }
@@ -172,6 +172,7 @@ func (s *Server) newConn(parent context.Context, transport string, stream jsonrp
 	}
 	c.ctx = context.WithValue(ctx, connKey{}, c)
 	if stream != nil {
+		c.queue = newQueueBudget(s.cfg.NotifyQueue, s.cfg.NotifyBytes)
 		c.out = make(chan outFrame, s.cfg.NotifyQueue+s.cfg.MaxConcurrentPerConn+16)
 		c.stopWriting = make(chan struct{})
 		c.writerDone = make(chan struct{})
@@ -245,7 +246,7 @@ func (c *Conn) writeLoop() {
 		}()
 		for _, f := range frames {
 			if f.notif {
-				c.notifQueued.Add(-1)
+				c.queue.give(len(f.b))
 			}
 		}
 		if c.ctx.Err() != nil {
@@ -293,7 +294,7 @@ func (c *Conn) writeLoop() {
 		fill()
 		if !write() {
 			if hasNext && next.notif {
-				c.notifQueued.Add(-1)
+				c.queue.give(len(next.b))
 			}
 			return
 		}
@@ -518,15 +519,20 @@ func (c *Conn) notifyFrame(ctx context.Context, method string, frame []byte) err
 	if c.stream == nil {
 		return ErrNoPush
 	}
-	c.notifQueued.Add(1)
+	if err := c.queue.take(ctx, len(frame), c.writerDone, ErrConnClosed); err != nil {
+		if errors.Is(err, ErrConnClosed) {
+			return err
+		}
+		return fmt.Errorf("rpc: notify %s: %w", method, err)
+	}
 	select {
 	case c.out <- outFrame{b: frame, notif: true}:
 		return nil
 	case <-c.writerDone:
-		c.notifQueued.Add(-1)
+		c.queue.give(len(frame))
 		return ErrConnClosed
 	case <-ctx.Done():
-		c.notifQueued.Add(-1)
+		c.queue.give(len(frame))
 		return fmt.Errorf("rpc: notify %s: %w", method, ctx.Err())
 	}
 }

@@ -59,16 +59,19 @@ var _ jsonrpc.BatchWriter = (*batchStream)(nil)
 // them and returns what bs saw and how many notifications are still
 // counted as queued.
 func runWriter(bs *batchStream, frames ...[]byte) ([]string, int64) {
-	s := NewServer(Config{NotifyQueue: 1000})
+	s := NewServer(Config{NotifyQueue: 1000, NotifyBytes: 1 << 30})
 	c := s.newConn(context.Background(), TransportWebSocket, bs)
 	defer c.cancel()
 	for _, f := range frames {
-		c.notifQueued.Add(1)
+		if !c.queue.tryTake(len(f)) {
+			panic("queue full")
+		}
 		c.out <- outFrame{b: f, notif: true}
 	}
 	close(c.stopWriting)
 	c.writeLoop()
-	return bs.calls, c.notifQueued.Load()
+	n, _ := c.queue.queued()
+	return bs.calls, n
 }
 
 // The writer sends what is queued in batches within their bounds; a lone
