@@ -200,13 +200,20 @@ func newStatus(p *Policy, abi int) Status {
 // be confined; ABI 0 without Unsandboxed means [Command] would refuse.
 // For version output, tool descriptions and logs.
 func (c Config) Status() Status {
-	abi, _ := Probe()
-	p := &Policy{Config: c}
-	s := newStatus(p, abi)
-	if mode, _, err := p.resolveContainment(); err == nil {
+	s := c.Confinement()
+	if mode, _, err := (&Policy{Config: c}).resolveContainment(); err == nil {
 		s.Containment = mode
 	}
 	return s
+}
+
+// Confinement is [Config.Status] without Containment, which the first
+// time starts a process to probe for PID namespaces: what a host needs
+// at start-up (the shell tool's description), so that a one-shot run
+// that never starts a shell does not pay for the probe.
+func (c Config) Confinement() Status {
+	abi, _ := Probe()
+	return newStatus(&Policy{Config: c}, abi)
 }
 
 // Warning returns what the policy asked for but the kernel cannot

@@ -36,7 +36,7 @@ func (t *tools) sandboxDesc() string {
 	if t.opts.Sandbox == nil || t.opts.Sandbox.Unsandboxed {
 		return ""
 	}
-	st := t.opts.Sandbox.Status()
+	st := t.opts.Sandbox.Confinement()
 	if st.ABI == 0 {
 		return " Commands are refused on this host: its kernel has no Landlock sandbox."
 	}
