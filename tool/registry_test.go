@@ -205,7 +205,9 @@ func TestFuncDirectCallValidates(t *testing.T) {
 func TestMerge(t *testing.T) {
 	a, b := tool.NewRegistry(), tool.NewRegistry()
 	mk := func(name string) tool.Tool {
-		tl, err := tool.Func(name, "d", func(context.Context, *tool.Call, struct{}) (tool.Result, error) { return tool.Result{Output: name}, nil })
+		tl, err := tool.Func(name, "d", func(context.Context, *tool.Call, struct{}) (tool.Result, error) {
+			return tool.Result{Output: name}, nil
+		})
 		if err != nil {
 			t.Fatal(err)
 		}

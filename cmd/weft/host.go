@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/host"
@@ -15,6 +16,7 @@ import (
 	"weft.dev/weft/store"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
+	"weft.dev/weft/tool/mcp"
 )
 
 // hostKind says how a host uses the store.
@@ -36,12 +38,15 @@ type localHost struct {
 	host  *host.Host
 	store store.Store
 	tools *tool.Registry
+	mcp   *mcp.Manager
 	lease *lease.Lease
 }
 
-// Close shuts the host, then the store, then gives the lease up.
+// Close shuts the host, then its MCP servers, then the store, then gives
+// the lease up.
 func (l *localHost) Close() {
 	l.host.Close()
+	l.mcp.Close()
 	l.store.Close()
 	l.lease.Release()
 }
@@ -120,13 +125,22 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
+	servers, err := a.newMCP(cfgFile, log, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			servers.Close()
+		}
+	}()
 	pol := cfgFile.Policy
 	if o.policy != nil {
 		pol = *o.policy
 	}
 	h, err := host.New(ctx, host.Config{
 		Policy: pol, InputTimeout: cfgFile.InputTimeout(),
-		Store: st, Tools: reg, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps,
+		Store: st, Tools: reg, MCP: servers, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps,
 		LockDir: locks, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
 		Shared: kind == oneShot,
 		ResolveModel: func(name string) (*host.Model, error) {
@@ -140,7 +154,21 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
-	return &localHost{host: h, store: st, tools: reg, lease: ls}, nil
+	return &localHost{host: h, store: st, tools: reg, mcp: servers, lease: ls}, nil
+}
+
+// newMCP makes the MCP client of the config file's servers: commands in
+// the shells' sandbox, ${VAR} read from weft's environment; stopGrace is
+// mcp.Config.StopGrace.
+func (a *app) newMCP(f config.File, log *slog.Logger, stopGrace time.Duration) (*mcp.Manager, error) {
+	return mcp.New(mcp.Config{
+		Servers: f.MCPServers, SessionEnv: f.MCPSessionEnv,
+		LookupEnv: func(k string) (string, bool) {
+			v := a.getenv(k)
+			return v, v != ""
+		},
+		BaseEnv: os.Environ(), Sandbox: f.Sandbox(), Logger: log, StopGrace: stopGrace,
+	})
 }
 
 // defaultModel is WEFT_MODEL or the config file's default model.

@@ -57,6 +57,10 @@ type Config struct {
 	// IdleTimeout stops a server nobody used for that long; zero means
 	// [DefaultIdleTimeout].
 	IdleTimeout time.Duration
+	// StopGrace is how long a command has to exit after its stdin is
+	// closed, and again after SIGTERM, before its process tree is
+	// killed. Zero means 2 seconds.
+	StopGrace time.Duration
 	// StartTimeout bounds a server's start: the command or the HTTP
 	// connection, the initialize handshake and the first tools/list.
 	// Zero means [DefaultStartTimeout].
@@ -107,6 +111,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = 2 * time.Second
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = DefaultStartTimeout

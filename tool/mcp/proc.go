@@ -40,6 +40,7 @@ func inherited(k string, unconfined bool) bool {
 // proc is a server's process. Its waiter and stderr reader are tracked
 // goroutines of the manager.
 type proc struct {
+	grace  time.Duration // see Config.StopGrace
 	cmd    *exec.Cmd
 	sc     *sandbox.Cmd // nil when run directly
 	stdin  *os.File     // our end of its stdin
@@ -85,7 +86,7 @@ func (m *Manager) startProc(l *launch) (p *proc, err error) {
 		closeAll()
 		return nil, fmt.Errorf("pipes: %w", err)
 	}
-	p = &proc{stdin: inW, stdout: outR, stderr: errR, exited: make(chan struct{}), errDone: make(chan struct{})}
+	p = &proc{grace: m.cfg.StopGrace, stdin: inW, stdout: outR, stderr: errR, exited: make(chan struct{}), errDone: make(chan struct{})}
 	start, wait := (func() error)(nil), (func() error)(nil)
 	if l.policy != nil {
 		p.sc, err = sandbox.Command(context.Background(), *l.policy, path, l.spec.Args...)
@@ -271,9 +272,9 @@ func readLine(br *bufio.Reader) (string, error) {
 func (p *proc) stop() {
 	p.once.Do(func() {
 		p.stdin.Close()
-		if !p.exitWithin(stopGrace) {
+		if !p.exitWithin(p.grace) {
 			terminate(p.cmd)
-			if !p.exitWithin(stopGrace) {
+			if !p.exitWithin(p.grace) {
 				p.kill()
 			}
 		}
@@ -283,7 +284,7 @@ func (p *proc) stop() {
 		}
 		// A process that left the group may hold the pipes.
 		p.stdout.Close()
-		p.stderr.SetReadDeadline(time.Now().Add(stopGrace))
+		p.stderr.SetReadDeadline(time.Now().Add(p.grace))
 	})
 	<-p.exited
 	<-p.errDone

@@ -25,9 +25,6 @@ const (
 	backoffBase = time.Second
 	backoffMax  = time.Minute
 	resetAfter  = time.Minute
-	// stopGrace is how long a command has to exit after its stdin is
-	// closed, and again after SIGTERM, before its tree is killed.
-	stopGrace = 2 * time.Second
 	// endWait is how long a failed call waits to learn why the
 	// connection ended (the command's exit status and stderr).
 	endWait = 2 * time.Second
