@@ -110,18 +110,21 @@ func (m *Manager) startProc(l *launch) (p *proc, err error) {
 	outW.Close()
 	errW.Close()
 	log := m.log.With("server", l.name)
-	okWait := m.goTracked(func() {
+	if !m.goTracked(func() {
 		p.waitErr = wait()
 		close(p.exited)
-	})
-	if !okWait {
+	}) {
 		p.kill()
 		p.waitErr = wait()
 		close(p.exited)
-	}
-	if !okWait || !m.goTracked(func() { p.readStderr(log) }) {
-		p.stop()
 		errR.Close()
+		close(p.errDone)
+		return nil, ErrClosed
+	}
+	if !m.goTracked(func() { p.readStderr(log) }) {
+		errR.Close()
+		close(p.errDone)
+		p.stop()
 		return nil, ErrClosed
 	}
 	return p, nil

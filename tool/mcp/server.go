@@ -112,6 +112,9 @@ func (m *Manager) launchFor(name string, spec event.MCPServer, origin Origin, b 
 // weft's own for a trusted one (so that every session shares it).
 func workDir(spec event.MCPServer, b *env.Binding) (string, error) {
 	if spec.Cwd != "" {
+		if b == nil {
+			return "", errors.New("a working directory in the mounts needs a session's mounts")
+		}
 		p, err := b.Resolve(spec.Cwd, env.Read)
 		if err != nil {
 			return "", err
@@ -260,8 +263,10 @@ func (s *server) ensure(ctx context.Context) (*conn, error) {
 		}
 		c, err := s.start(ctx)
 		s.mu.Lock()
+		ntools := 0
 		if err == nil {
 			s.conn = c
+			ntools = c.tools.Len()
 		} else if ctx.Err() == nil && !errors.Is(err, ErrClosed) {
 			s.failures++
 			s.lastErr = err
@@ -275,7 +280,7 @@ func (s *server) ensure(ctx context.Context) (*conn, error) {
 			}
 			return nil, err
 		}
-		s.m.log.Info("mcp server started", "server", s.l.name, "tools", c.tools.Len())
+		s.m.log.Info("mcp server started", "server", s.l.name, "tools", ntools)
 		return c, nil
 	}
 }

@@ -130,6 +130,13 @@ func Check(name string, s event.MCPServer, origin Origin, allowEnv []string) err
 	if u.User != nil {
 		return bad("url", "holds a user and password; send a token in a header instead, as ${VAR}")
 	}
+	if origin == FromSession {
+		for k := range u.Query() {
+			if secretKey(k) {
+				return bad("url", "its query parameter %q looks like a credential, and a session's configuration is stored in its log: send it in a header as ${VAR}", k)
+			}
+		}
+	}
 	if len(s.Args) > 0 || len(s.Env) > 0 || s.Cwd != "" || len(s.ReadOnly) > 0 {
 		return bad("", "args, env, cwd and readOnly are for command servers")
 	}

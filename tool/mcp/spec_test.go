@@ -40,6 +40,7 @@ func TestCheck(t *testing.T) {
 		{"literal token in config", "x", event.MCPServer{URL: "http://x", Headers: map[string]string{"Authorization": "Bearer abc"}}, FromConfig, ""},
 		{"unclosed reference", "x", event.MCPServer{Command: "a", Env: map[string]string{"A": "${B"}}, FromConfig, "${ without }"},
 		{"relative readOnly", "x", event.MCPServer{Command: "a", ReadOnly: []string{"lib"}}, FromConfig, "not an absolute path"},
+		{"token in a session's url", "x", event.MCPServer{URL: "https://x/mcp?api_key=abc"}, FromSession, "looks like a credential"},
 		{"header with a newline", "x", event.MCPServer{URL: "http://x", Headers: map[string]string{"A": "b\r\nC: d"}}, FromConfig, "line break"},
 	}
 	for _, tc := range tests {
@@ -138,4 +139,25 @@ func TestHTTPHeaders(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Unauthorized") {
 		t.Fatalf("with a wrong token: %v", err)
 	}
+}
+
+// FuzzCheck: a session's configuration is untrusted input. Check never
+// panics, and expand agrees with references about what is a reference.
+func FuzzCheck(f *testing.F) {
+	f.Add("fs", "npx", "Bearer ${TOKEN}", "Authorization")
+	f.Add("a__b", "", "${", "X")
+	f.Add("x", "/bin/true", "a$b${C}d${", "API_KEY")
+	f.Fuzz(func(t *testing.T, name, command, value, key string) {
+		s := event.MCPServer{Command: command, Env: map[string]string{key: value}}
+		Check(name, s, FromSession, []string{"TOKEN"})
+		Check(name, event.MCPServer{URL: command, Headers: map[string]string{key: value}}, FromSession, nil)
+		refs, rerr := references(value)
+		out, xerr := expand(value, func(string) (string, bool) { return "v", true })
+		if (rerr == nil) != (xerr == nil) {
+			t.Fatalf("references: %v, expand: %v", rerr, xerr)
+		}
+		if rerr == nil && len(refs) == 0 && out != value {
+			t.Fatalf("expand(%q) = %q without references", value, out)
+		}
+	})
 }
