@@ -113,6 +113,39 @@ func TestSessionMCPServers(t *testing.T) {
 	run(mcpHost(t, st), "after a restart")
 }
 
+// TestMCPToolApproval: an MCP tool goes through the approval policy like
+// a built-in; the approved call runs when the run resumes (and restarts
+// nothing: the server stayed up).
+func TestMCPToolApproval(t *testing.T) {
+	url := echoServer(t)
+	h := mcpHost(t, memory.New())
+	s, err := h.CreateSession(context.Background(), api.CreateSessionParams{
+		MCPServers: map[string]event.MCPServer{"web": {URL: url}},
+		Policy:     &api.Policy{Rules: []api.Rule{{Tool: "mcp__web__*", Action: api.ActionAsk, Reason: "talks to the web server"}}},
+		Mounts:     []event.Mount{{ID: "work", Path: t.TempDir()}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := start(t, h, api.StartRunParams{SessionID: s.ID, Input: input("approved")})
+	e := waitFor(t, h, s.ID, r.ID, ofType(event.ApprovalRequested))
+	var d event.ApprovalRequestedData
+	if err := e.Decode(&d); err != nil || d.ToolCall.Name != "mcp__web__echo" || d.Rule.Reason != "talks to the web server" {
+		t.Fatalf("approval %+v %v", d, err)
+	}
+	if _, err := h.DecideApproval(context.Background(), api.DecideParams{ApprovalID: d.ApprovalID, Decision: event.DecisionAllowOnce}); err != nil {
+		t.Fatal(err)
+	}
+	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+		t.Fatalf("status %s", got.Status)
+	}
+	e = waitFor(t, h, s.ID, r.ID, ofType(event.ToolCallCompleted))
+	var c event.ToolCallCompletedData
+	if err := e.Decode(&c); err != nil || c.Output != "echo: approved" || c.IsError {
+		t.Fatalf("tool call %+v %v", c, err)
+	}
+}
+
 func TestSessionMCPServersRefused(t *testing.T) {
 	h := mcpHost(t, memory.New())
 	tests := []struct {
