@@ -173,3 +173,49 @@ func FuzzTranscriptUnmarshal(f *testing.F) {
 		}
 	})
 }
+
+// TestTranscriptBuilderClone checks that a clone holds what the original
+// held when cloned, however either is fed afterwards, and that the
+// original goes on unaffected by the clone.
+func TestTranscriptBuilderClone(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 20 {
+		evs := randomLog(t, r, 150)
+		cut := r.IntN(len(evs))
+		var orig agent.TranscriptBuilder
+		for _, e := range evs[:cut] {
+			if err := orig.Add(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := orig.Clone()
+		// Feed the original the rest, and the clone a different rest: a
+		// random suffix of the log, so that both append and close calls.
+		other := randomLog(t, r, 50)
+		for _, e := range evs[cut:] {
+			if err := orig.Add(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, e := range other {
+			if err := c.Add(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, w := orig.Messages(), mustTranscript(t, evs); !reflect.DeepEqual(got, w) && len(got)+len(w) > 0 {
+			t.Fatalf("original changed by its clone:\n got %+v\nwant %+v", got, w)
+		}
+		if got, w := c.Messages(), mustTranscript(t, append(evs[:cut:cut], other...)); !reflect.DeepEqual(got, w) && len(got)+len(w) > 0 {
+			t.Fatalf("clone changed by its original:\n got %+v\nwant %+v", got, w)
+		}
+	}
+}
+
+func mustTranscript(t *testing.T, evs []event.Event) []llm.Message {
+	t.Helper()
+	m, err := agent.Transcript(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}

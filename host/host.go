@@ -54,9 +54,17 @@ type Config struct {
 	// that name servers. The host does not close it: close it after the
 	// host.
 	MCP *mcp.Manager
-	// LockDir holds the session leases that keep other processes from
-	// writing a session the host owns; empty means no leases (an in-memory
-	// store, or a store no other process opens).
+	// Leases grants the session leases that keep other hosts from
+	// writing a session this host owns (see [store.Leases]); it takes
+	// precedence over LockDir. A store several hosts share needs leases
+	// with fencing epochs (store/postgres's); a session whose lease is
+	// lost is dropped, and the next request loads it again (refused while
+	// another host holds it).
+	Leases store.Leases
+	// LockDir holds flock leases that keep other processes on this
+	// machine from writing a session the host owns; empty (and no
+	// Leases) means no leases: an in-memory store, or a store no other
+	// process opens.
 	LockDir string
 	// Shared marks a host that shares its store with other live hosts of
 	// the same kind (a one-shot `weft run`): it does not recover sessions
@@ -190,10 +198,14 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	h := &Host{cfg: cfg, ctx: hctx, stop: stop, sessions: map[string]*entry{}, crowded: make(chan struct{}, 1), seed: maphash.MakeSeed()}
+	leases := cfg.Leases
+	if leases == nil && cfg.LockDir != "" {
+		leases = lease.Dir{Path: cfg.LockDir}
+	}
 	h.scfg = session.Config{
 		Store: cfg.Store, ResolveModel: cfg.ResolveModel, DefaultModel: cfg.DefaultModel,
 		Journal: journal.Config{CoalesceWindow: cfg.CoalesceWindow, CoalesceBytes: cfg.CoalesceBytes, Logger: cfg.Logger},
-		Tools:   cfg.Tools, MaxSteps: cfg.MaxSteps, Processes: cfg.Processes, LockDir: cfg.LockDir,
+		Tools:   cfg.Tools, MaxSteps: cfg.MaxSteps, Processes: cfg.Processes, Leases: leases, Dropped: h.dropped,
 		SubscriberBuffer: cfg.SubscriberBuffer, SubscriberBytes: cfg.SubscriberBytes, RetryBackoff: cfg.StorageRetry,
 		Policy: cfg.Policy, InputTimeout: cfg.InputTimeout, NewID: cfg.NewID, Logger: cfg.Logger,
 		Transcripts: session.NewBudget(max(cfg.TranscriptBytes, 0)),
@@ -320,8 +332,8 @@ func (h *Host) recover(ctx context.Context) error {
 				continue
 			}
 			if _, err := h.session(ctx, s.ID); err != nil {
-				if errors.Is(err, lease.ErrHeld) {
-					h.cfg.Logger.Warn("session owned by another process; not recovered", "session", s.ID)
+				if errors.Is(err, store.ErrLeaseHeld) {
+					h.cfg.Logger.Warn("session owned by another process; not recovered", "session", s.ID, "err", err)
 					continue
 				}
 				return fmt.Errorf("host: recover session %s: %w", s.ID, err)
@@ -457,6 +469,16 @@ func (h *Host) checkCrowded(n int) {
 	case h.crowded <- struct{}{}:
 	default: // a trim is due already
 	}
+}
+
+// dropped is the sessions' Dropped hook: a session that lost its lease
+// is forgotten and closed by a goroutine of the host, so that the next
+// request loads it again. A closing host closes it itself.
+func (h *Host) dropped(s *session.Session) {
+	h.goBackground(func() {
+		h.forget(s)
+		s.Close()
+	})
 }
 
 // forget removes s from the registry, if it is still the session there.

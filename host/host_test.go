@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +24,20 @@ import (
 	"weft.dev/weft/tool/builtin"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := pg.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "close the test cluster:", err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // scripts the tests use, by model name.
 var scripts = map[string]string{
@@ -33,6 +47,7 @@ var scripts = map[string]string{
 	"steps":  `{"loop":true,"steps":[{"toolCalls":[{"name":"list_dir","arguments":{"path":"."}}],"delayMs":1},{"text":"echo {{input}}","delayMs":1}]}`,
 	"broken": `{"steps":[{"error":{"kind":"auth","status":401}}]}`,
 	"ticks":  `{"loop":true,"steps":[{"text":"one two three","delayMs":1}]}`,
+	"long":   `{"loop":true,"steps":[{"text":"` + strings.Repeat("tok ", 3000) + `{{input}}","delayMs":2}]}`,
 }
 
 func newHost(t *testing.T) (*host.Host, store.Store) {

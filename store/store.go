@@ -119,6 +119,16 @@ type Batch struct {
 	Requests []Request
 	// Receipts are stored alongside; an existing (key, method) is an error.
 	Receipts []Receipt
+	// Epoch is the writer's lease epoch (see [Lease]): a store whose
+	// sessions are leased in the database (store/postgres) commits the
+	// batch only if the session's current lease has this epoch, and
+	// otherwise refuses it whole with [ErrFenced]; zero is an unfenced
+	// writer, refused only while a live lease holds the session. Stores
+	// of one machine (SQLite, memory), whose leases are kernel locks,
+	// ignore it. Process logs ([ProcessBatch]) carry no epoch: the
+	// process manager of the host that runs a process writes them, not
+	// the session's owner.
+	Epoch int64
 }
 
 // ReadParams selects events of one session.

@@ -88,12 +88,14 @@ func openStoreAt(ctx context.Context, loc storeLoc) (store.Store, error) {
 	return sqlite.Open(ctx, sqlite.Config{Path: loc.path})
 }
 
-// lockDir is where the host lease and the session leases of the store
-// live: beside a SQLite file; for PostgreSQL, under the state directory,
-// named by a digest of the database's name. Leases are flock(2)s, so a
-// PostgreSQL store is still served by one host at a time, on this
-// machine; hosts on several machines need leases in the database (lease
-// rows with fencing epochs), which is the next step.
+// lockDir is where the store's host lease lives (a flock(2) that keeps
+// a second host from starting beside the first on this machine, since
+// process recovery kills what a dead host left running): beside a SQLite
+// file, with the session leases; for PostgreSQL, under the state
+// directory, named by a digest of the database's name. A PostgreSQL
+// store's session leases are rows in the database (store/postgres.Leases),
+// so hosts on several machines, or with their own state directories,
+// share it without ever writing one session at once.
 func (a *app) lockDir(loc storeLoc) (string, error) {
 	if loc.url == "" {
 		return loc.path + ".locks", nil

@@ -37,6 +37,11 @@ type Config struct {
 	MaxBatch int
 	// Now returns the time stamped on events. Nil means time.Now.
 	Now func() time.Time
+	// Epoch is the writer's lease epoch, carried by every batch
+	// ([store.Batch.Epoch]) so that the store refuses the journal's
+	// appends once the lease has moved on ([store.ErrFenced]). Zero means
+	// unfenced.
+	Epoch int64
 	// Logger receives write failures. Nil means silent.
 	Logger *slog.Logger
 	// Committed, if set, is called by the writer goroutine with every

@@ -3,6 +3,7 @@ package journal
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"weft.dev/weft/event"
@@ -133,7 +134,7 @@ func (j *Journal) commit(batch []event.Event, receipts []store.Receipt) error {
 			break
 		}
 	}
-	b := store.Batch{SessionID: j.sessionID, Events: batch, Receipts: receipts}
+	b := store.Batch{SessionID: j.sessionID, Events: batch, Receipts: receipts, Epoch: j.cfg.Epoch}
 	j.proj.Flush(&b)
 	j.proj.Trim(keepEnded)
 	j.mu.Unlock()
@@ -146,7 +147,11 @@ func (j *Journal) commit(batch []event.Event, receipts []store.Receipt) error {
 	}
 	if err != nil {
 		j.cfg.Logger.Error("journal commit failed", "session", j.sessionID, "seq", j.last+1, "err", err)
-		proj, lerr := load(context.Background(), j.cfg.Store, j.sessionID)
+		var proj *store.Projection
+		lerr := err // a fenced journal is done: its owner drops it unread
+		if !errors.Is(err, store.ErrFenced) {
+			proj, lerr = load(context.Background(), j.cfg.Store, j.sessionID)
+		}
 		j.mu.Lock()
 		if lerr == nil {
 			j.proj = proj

@@ -12,6 +12,7 @@ import (
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/postgres"
 )
 
 // The benchmarks mirror store/sqlite's, on the shared test cluster (a
@@ -27,13 +28,18 @@ var deltaData = func() json.RawMessage {
 // benchOwner builds batches as the session owner does: sequenced events
 // folded into a projection, with the changed records.
 type benchOwner struct {
-	id   string
-	proj *store.Projection
-	now  time.Time
+	id    string
+	proj  *store.Projection
+	now   time.Time
+	epoch int64 // the owner's lease epoch, 0 for none
 }
 
 func newBenchOwner(b testing.TB, s store.Store, id string) *benchOwner {
-	o := &benchOwner{id: id, proj: store.NewProjection(store.Session{}, nil), now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	return newLeasedOwner(b, s, id, 0)
+}
+
+func newLeasedOwner(b testing.TB, s store.Store, id string, epoch int64) *benchOwner {
+	o := &benchOwner{id: id, proj: store.NewProjection(store.Session{}, nil), now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), epoch: epoch}
 	created, _ := event.New("", event.SessionCreated, event.SessionCreatedData{Title: "bench"})
 	queued, _ := event.New("r-"+id, event.RunQueued, event.RunQueuedData{Model: "m"})
 	started, _ := event.New("r-"+id, event.RunStarted, event.RunStartedData{Model: "m"})
@@ -51,7 +57,7 @@ func (o *benchOwner) batch(b testing.TB, evs []event.Event) store.Batch {
 			b.Fatal(err)
 		}
 	}
-	bt := store.Batch{SessionID: o.id, Events: evs}
+	bt := store.Batch{SessionID: o.id, Events: evs, Epoch: o.epoch}
 	o.proj.Flush(&bt)
 	return bt
 }
@@ -71,6 +77,38 @@ func BenchmarkAppend(b *testing.B) {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
 			s := open(b)
 			o := newBenchOwner(b, s, "bench")
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				bt := o.deltas(b, size)
+				b.StartTimer()
+				if err := s.Append(ctx, bt); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkAppendLeased is BenchmarkAppend by the holder of the
+// session's lease (a row in the leases table, renewed meanwhile): the
+// fencing check then finds a row and compares its epoch.
+func BenchmarkAppendLeased(b *testing.B) {
+	for _, size := range []int{1, 64} {
+		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
+			s := open(b)
+			ls, err := postgres.NewLeases(s, postgres.LeaseConfig{Holder: "bench"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ls.Close()
+			l, err := ls.Acquire(context.Background(), "bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			o := newLeasedOwner(b, s, "bench", l.Epoch())
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {

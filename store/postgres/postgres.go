@@ -15,7 +15,9 @@
 // a stale one) take turns: the second reads the first's events and gets
 // [store.ErrSeqConflict], so two batches can never interleave; the
 // primary key (session_id, seq) refuses an overwrite even if the check
-// were bypassed. Nothing of a refused batch is written.
+// were bypassed. Under the same lock it reads the session's lease row and
+// refuses a batch whose epoch is not the lease's ([store.ErrFenced]; see
+// [Leases]). Nothing of a refused batch is written.
 //
 // # Reads
 //
@@ -220,8 +222,13 @@ func (s *Store) acquire() error {
 // one statement each whatever their number, as arrays unnested on the
 // server.
 const (
-	lockSQL     = `SELECT pg_advisory_xact_lock($1, hashtext($2))`
-	lastSeqSQL  = `SELECT coalesce(max(seq), 0) FROM events WHERE session_id = $1`
+	lockSQL = `SELECT pg_advisory_xact_lock($1, hashtext($2))`
+	// lastSeqSQL reads the session's last seq and its lease (epoch,
+	// holder, live), read under the advisory lock that a lease take-over
+	// takes too: the epoch cannot change before the append commits.
+	lastSeqSQL = `SELECT e.last, l.epoch, l.holder, coalesce(l.expires_at > now(), false)
+		FROM (SELECT coalesce(max(seq), 0) AS last FROM events WHERE session_id = $1) e
+		LEFT JOIN leases l ON l.session_id = $1`
 	insertEvent = `INSERT INTO events (session_id, seq, run_id, type, time, data)
 		SELECT $1::text, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bytea[])`
 	upsertSession = `INSERT INTO sessions (id, created_at, deleted, record) VALUES ($1, $2, $3, $4)
@@ -251,8 +258,10 @@ const (
 // [store.ErrSeqConflict] (naming the session, the expected and the given
 // seq) if the batch does not continue the session's log,
 // [store.ErrReceiptExists] for a receipt whose (key, method) is stored,
-// [store.ErrClosed] after Close, and an error naming the database and
-// what failed when the database does.
+// [store.ErrFenced] when b.Epoch is not the epoch of the session's lease
+// (see [Leases]; an epoch of zero passes only while no live lease holds
+// the session), [store.ErrClosed] after Close, and an error naming the
+// database and what failed when the database does.
 func (s *Store) Append(ctx context.Context, b store.Batch) error {
 	if err := store.ValidateBatch(b); err != nil {
 		return err
@@ -325,8 +334,14 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 			return s.errorf(op, err)
 		}
 		var last int64
-		if err := br.QueryRow().Scan(&last); err != nil {
+		var epoch *int64
+		var holder *string
+		var live bool
+		if err := br.QueryRow().Scan(&last, &epoch, &holder, &live); err != nil {
 			return s.errorf(op, err)
+		}
+		if err := fence(b.SessionID, b.Epoch, epoch, holder, live); err != nil {
+			return err
 		}
 		if first := b.Events[0].Seq; first != last+1 {
 			return fmt.Errorf("%w: session %s: expected seq %d, got %d", store.ErrSeqConflict, b.SessionID, last+1, first)
@@ -359,6 +374,25 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 		}
 		return s.receiptsResult(br, "session "+b.SessionID, b.Receipts)
 	})
+}
+
+// fence checks an append under lease epoch want against the session's
+// lease (nil when it has none): it passes when the epochs are equal, or
+// when the writer is unfenced (0) and no live lease holds the session.
+func fence(session string, want int64, epoch *int64, holder *string, live bool) error {
+	switch {
+	case epoch == nil && want == 0:
+		return nil
+	case epoch == nil:
+		return fmt.Errorf("%w: session %s: append under lease epoch %d, but the session has no lease", store.ErrFenced, session, want)
+	case *epoch == want:
+		return nil
+	case want == 0 && !live:
+		return nil
+	case want == 0:
+		return fmt.Errorf("%w: session %s: an append without a lease, but %s holds the session's lease (epoch %d)", store.ErrFenced, session, *holder, *epoch)
+	}
+	return fmt.Errorf("%w: session %s: append under lease epoch %d, but the lease is at epoch %d (holder %s)", store.ErrFenced, session, want, *epoch, *holder)
 }
 
 // rollbackTimeout bounds a rollback, which runs even when the caller's

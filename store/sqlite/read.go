@@ -279,7 +279,14 @@ func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, 
 	}
 	var q strings.Builder
 	var args []any
-	q.WriteString(`SELECT id, record, ` + runTail + ` FROM runs WHERE 1`)
+	q.WriteString(`SELECT id, record, ` + runTail + ` FROM runs`)
+	if p.SessionID != "" && len(p.Statuses) > 0 {
+		// Left to itself, SQLite walks runs_by_session to save the sort,
+		// reading every run of the session: a session's unended runs (what
+		// loading it asks for) would cost as much as its whole history.
+		q.WriteString(` INDEXED BY runs_by_session_status`)
+	}
+	q.WriteString(` WHERE 1`)
 	if p.SessionID != "" {
 		q.WriteString(` AND session_id = ?`)
 		args = append(args, p.SessionID)
