@@ -67,7 +67,8 @@ type Config struct {
 	// Zero means DefaultNotifyQueue.
 	NotifyQueue int
 
-	// WriteTimeout bounds one write of a frame to a WebSocket client; a
+	// WriteTimeout bounds one write to a WebSocket client (a frame, or a
+	// batch of queued frames of at most 256 KiB, sent together); a
 	// client that stops reading for longer is disconnected (its
 	// subscriptions resume by cursor when it comes back), so that it
 	// holds no memory. Zero means DefaultWriteTimeout.

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"weft.dev/weft/api"
+	"weft.dev/weft/client"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
 	"weft.dev/weft/llm/scripted"
@@ -201,5 +202,107 @@ func TestStalledWebSocketReaderIsDropped(t *testing.T) {
 	}
 	if n >= logBytes {
 		t.Fatalf("read %d bytes of a %d-byte log: the stalled reader was not dropped", n, logBytes)
+	}
+}
+
+// Readers that stop reading hold up neither the run they follow nor the
+// other subscribers: while a stalled WebSocket client's and a stalled SSE
+// reader's writes block (their write deadline, a minute, is far off), the
+// run commits a log far larger than the sockets can buffer and a reading
+// subscriber receives all of it.
+func TestStalledReadersStallNobody(t *testing.T) {
+	word := strings.Repeat("y", 4000) + " "
+	src := `{"steps":[{"text":"` + strings.Repeat(word, 2000) + `"}]}` // 8 MB
+	h, err := host.New(context.Background(), host.Config{
+		Store: memory.New(), DefaultModel: "big",
+		ResolveModel: func(name string) (*host.Model, error) {
+			p, err := scripted.Parse(name, []byte(src))
+			return &host.Model{Name: name, Provider: p, Model: name}, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := rpc.NewHostServer(h, rpc.HostConfig{Config: rpc.Config{Token: token, WriteTimeout: time.Minute, NotifyQueue: 16}})
+	srv := httptest.NewServer(rpc.HTTPHandler(s, h, rpc.SSEOptions{WriteTimeout: time.Minute}))
+	defer func() {
+		srv.CloseClientConnections()
+		s.Close()
+		srv.Close()
+		h.Close()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ses, err := h.CreateSession(ctx, api.CreateSessionParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A WebSocket client that reads its subscription's reply, then stops.
+	hc := &http.Client{Transport: &http.Transport{DialContext: newStalledDialer().DialContext}}
+	wc, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"/rpc/ws", &websocket.DialOptions{
+		HTTPClient: hc, HTTPHeader: http.Header{"Authorization": {"Bearer " + token}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.CloseNow()
+	req := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"events/subscribe","params":{"sessionId":%q}}`, ses.ID)
+	if err := wc.Write(ctx, websocket.MessageText, []byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := wc.Read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// An SSE reader that reads the response's status line, then stops.
+	conn, err := newStalledDialer().DialContext(ctx, "tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /v1/sessions/%s/events HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", ses.ID, srv.Listener.Addr(), token)
+	if _, err := conn.Read(make([]byte, 12)); err != nil {
+		t.Fatal(err)
+	}
+
+	// A subscriber that reads, resuming by cursor if it falls behind the
+	// run (which it may: the run is not paced).
+	type result struct {
+		text int
+		err  error
+	}
+	got := make(chan result, 1)
+	dial := func(ctx context.Context) (*client.Client, error) {
+		return client.Dial(ctx, srv.URL, client.Options{Token: token})
+	}
+	go func() {
+		var r result
+		for e, err := range client.Follow(ctx, dial, ses.ID, 0, "") {
+			if r.err = err; err != nil {
+				break
+			}
+			if e.Type == event.MessageDelta {
+				r.text += len(e.Data)
+			}
+			if e.Type == event.RunCompleted {
+				break
+			}
+		}
+		got <- r
+	}()
+	r, err := h.StartRun(ctx, api.StartRunParams{SessionID: ses.ID, Input: api.Input(event.TextParts("go"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 30_000})
+	if err != nil || w.TimedOut {
+		t.Fatalf("the run did not end: %+v, %v", w, err)
+	}
+	res := <-got
+	if res.err != nil {
+		t.Fatalf("the reading subscriber, after %d bytes of text: %v", res.text, res.err)
+	}
+	if want := 2000 * len(word); res.text < want {
+		t.Fatalf("the reading subscriber got %d bytes of text, want %d", res.text, want)
 	}
 }

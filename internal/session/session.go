@@ -641,6 +641,18 @@ func (s *Session) Events(ctx context.Context, after int64, runID string) (iter.S
 	return s.j.Events(ctx, after, journal.SubscribeOptions{RunID: runID, Buffer: s.cfg.SubscriberBuffer, Bytes: s.cfg.SubscriberBytes}), nil
 }
 
+// EncodedEvents is Events with each event's JSON encoding, shared by
+// every subscriber of the session, in slices read at once (see
+// journal.Journal.EncodedEvents).
+func (s *Session) EncodedEvents(ctx context.Context, after int64, runID string) (iter.Seq2[[]event.Encoded, error], error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == stateClosed {
+		return nil, ErrClosed
+	}
+	return s.j.EncodedEvents(ctx, after, journal.SubscribeOptions{RunID: runID, Buffer: s.cfg.SubscriberBuffer, Bytes: s.cfg.SubscriberBytes}), nil
+}
+
 // LastSeq returns the seq of the session's last committed event.
 func (s *Session) LastSeq() int64 {
 	s.mu.Lock()
