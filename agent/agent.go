@@ -125,6 +125,12 @@ type Run struct {
 	// ClientTools are offered to the model beside Config.Tools; their
 	// calls are executed by the client (the Gate hands them over).
 	ClientTools []llm.ToolSpec
+	// Tools, if set, returns the tools of each step in place of
+	// Config.Tools: it is called before every step (and before a resumed
+	// run settles its calls), so that a set that changes (an MCP server's
+	// tools/list_changed) reaches the model at the next step. It must
+	// return quickly when nothing changed; nil from it means no tools.
+	Tools func(ctx context.Context) *tool.Registry
 	// Instructions, if set, are project instructions (AGENTS.md) added to
 	// the system prompt and recorded (without their text) in mount.info.
 	Instructions *event.Instructions
@@ -202,6 +208,17 @@ type loop struct {
 	gated []gatedCall
 	// parked is what the run resumes from once it parks.
 	parked *Resume
+	// tools are the current step's tools (see Run.Tools).
+	tools *tool.Registry
+}
+
+// stepTools takes the tools of the step about to run.
+func (l *loop) stepTools(ctx context.Context) *tool.Registry {
+	l.tools = l.cfg.Tools
+	if l.run.Tools != nil {
+		l.tools = l.run.Tools(ctx)
+	}
+	return l.tools
 }
 
 func (l *loop) emit(ctx context.Context, t event.Type, data any) error {
@@ -267,6 +284,7 @@ func (l *loop) resume(ctx context.Context) (Outcome, error) {
 	if err := l.emit(ctx, event.RunResumed, event.RunResumedData{Step: l.steps}); err != nil {
 		return l.end(ctx, err)
 	}
+	l.stepTools(ctx)
 	msgs, err := l.settle(ctx, rs.Calls)
 	msgs = append(append([]llm.Message(nil), l.run.History...), msgs...)
 	if err != nil {
@@ -290,14 +308,12 @@ func (l *loop) loopSteps(ctx context.Context, binding *env.Binding, msgs []llm.M
 			system += "\n[… cut at the size cap; read the file for the rest]"
 		}
 	}
-	var tools []llm.ToolSpec
-	if l.cfg.Tools != nil {
-		for _, s := range l.cfg.Tools.Specs() {
-			tools = append(tools, llm.ToolSpec{Name: s.Name, Description: s.Description, InputSchema: s.InputSchema})
-		}
-	}
-	tools = append(tools, l.run.ClientTools...)
-	var final string
+	var (
+		final string
+		tools []llm.ToolSpec
+		reg   *tool.Registry
+		built bool
+	)
 	for {
 		// Step boundary: steering enters here.
 		if l.run.Inbox != nil {
@@ -311,6 +327,16 @@ func (l *loop) loopSteps(ctx context.Context, binding *env.Binding, msgs []llm.M
 			return l.end(ctx, &runError{kind: KindMaxSteps, msg: fmt.Sprintf("the run reached its limit of %d steps", l.cfg.MaxSteps)})
 		}
 		l.steps++
+		if r := l.stepTools(ctx); r != reg || !built {
+			reg, built = r, true
+			tools = nil // the last step's request may still hold the old slice
+			if reg != nil {
+				for _, s := range reg.Specs() {
+					tools = append(tools, llm.ToolSpec{Name: s.Name, Description: s.Description, InputSchema: s.InputSchema})
+				}
+			}
+			tools = append(tools, l.run.ClientTools...)
+		}
 		if err := l.emit(ctx, event.StepStarted, event.StepData{Step: l.steps}); err != nil {
 			return l.end(ctx, err)
 		}

@@ -38,6 +38,8 @@ type fixture struct {
 	b    *env.Binding
 	reg  *tool.Registry
 	runs int
+	// stepTools, if set, is the runs' Run.Tools.
+	stepTools func(context.Context) *tool.Registry
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -90,7 +92,7 @@ func (f *fixture) run(ctx context.Context, cfg agent.Config, input string, inbox
 	history := f.transcript()
 	out, err := agent.Execute(ctx, cfg, f.j, agent.Run{
 		ID: runID, SessionID: "ses_t", ModelName: "scripted:test", Input: event.TextParts(input),
-		History: history, Env: func() *env.Binding { return f.b }, Inbox: inbox,
+		History: history, Env: func() *env.Binding { return f.b }, Inbox: inbox, Tools: f.stepTools,
 	})
 	if err != nil {
 		f.t.Fatal(err)
@@ -524,4 +526,48 @@ func TestSteerDroppedOnCancel(t *testing.T) {
 			t.Fatal("run.cancelled is not the last event")
 		}
 	})
+}
+
+// TestToolsChangeBetweenSteps: Run.Tools is asked before every step, so
+// a tool that appears during a run (an MCP server's list_changed) can be
+// called at the next step.
+func TestToolsChangeBetweenSteps(t *testing.T) {
+	f := newFixture(t)
+	mk := func(name string) tool.Tool {
+		tl, err := tool.Func(name, name, func(context.Context, *tool.Call, struct{}) (tool.Result, error) {
+			return tool.Result{Output: "ran " + name}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tl
+	}
+	before, after := tool.NewRegistry(), tool.NewRegistry()
+	before.Add(mk("first"))
+	after.Add(mk("first"))
+	after.Add(mk("second"))
+	var mu sync.Mutex
+	asked, changed := 0, false
+	f.stepTools = func(context.Context) *tool.Registry {
+		mu.Lock()
+		defer mu.Unlock()
+		asked++
+		if changed {
+			return after
+		}
+		changed = true // the first step's call changes the set
+		return before
+	}
+	p := script(t, `{"steps":[
+		{"toolCalls":[{"name":"first","arguments":{}}]},
+		{"toolCalls":[{"name":"second","arguments":{}}]},
+		{"text":"done"}]}`)
+	out, evs := f.run(context.Background(), agent.Config{Provider: p}, "go", nil)
+	if out.Type != event.RunCompleted || asked != 3 {
+		t.Fatalf("outcome %+v, tools asked %d times", out, asked)
+	}
+	res := find[event.ToolCallCompletedData](t, evs, event.ToolCallCompleted)
+	if len(res) != 2 || res[1].Output != "ran second" || res[1].IsError {
+		t.Fatalf("results %+v", res)
+	}
 }

@@ -225,10 +225,10 @@ func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, 
 		wg.Go(func() {
 			t0 := time.Now()
 			var res tool.Result
-			if l.cfg.Tools == nil {
+			if l.tools == nil {
 				res = tool.Result{Output: "error: no tools are available", IsError: true}
 			} else {
-				res = l.cfg.Tools.Call(ctx, c.Name, &tool.Call{
+				res = l.tools.Call(ctx, c.Name, &tool.Call{
 					ID: c.ID, SessionID: l.run.SessionID, RunID: l.run.ID,
 					Arguments: []byte(c.Arguments), Env: b, Background: l.run.Background,
 				}, tool.CallOptions{Timeout: l.cfg.ToolTimeout, ResultBudget: l.cfg.ResultBudget})

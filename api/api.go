@@ -82,4 +82,9 @@ const (
 	MaxIDBytes = 256
 	// MaxReasonBytes caps a cancel reason.
 	MaxReasonBytes = 4 << 10
+	// MaxMCPServers caps the MCP servers of one session.
+	MaxMCPServers = 16
+	// MaxMCPServersBytes caps a session's MCP server configurations,
+	// encoded.
+	MaxMCPServersBytes = 64 << 10
 )

@@ -43,8 +43,15 @@ type CreateSessionParams struct {
 	// Tools are tools the client executes itself: the model may call
 	// them, and each call becomes a tool.call.requested that the client
 	// answers with tool/result.
-	Tools          []ToolSpec `json:"tools,omitempty"`
-	IdempotencyKey string     `json:"idempotencyKey,omitempty"`
+	Tools []ToolSpec `json:"tools,omitempty"`
+	// MCPServers are MCP tool servers of this session, by name (at most
+	// MaxMCPServers; see docs/protocol.md). They are stored in the
+	// session's log, so they must hold no secret: a token goes in an
+	// environment variable of the host, named as ${VAR} in a header or
+	// env value, and the host's configuration must allow the session to
+	// use it (mcpSessionEnv). Trusted is refused.
+	MCPServers     map[string]event.MCPServer `json:"mcpServers,omitempty"`
+	IdempotencyKey string                     `json:"idempotencyKey,omitempty"`
 }
 
 // SessionResult is a session, as returned by session/create and session/get.

@@ -108,6 +108,43 @@ type SessionCreatedData struct {
 	Policy json.RawMessage `json:"policy,omitempty"`
 	// Tools are the tools the session's client executes itself.
 	Tools []ClientTool `json:"tools,omitempty"`
+	// MCPServers are the session's own MCP tool servers, by name, beside
+	// those of the host's configuration (a session's server replaces the
+	// host's of the same name). They hold no secret: headers and
+	// environment values name variables as ${VAR}, resolved when the
+	// server starts.
+	MCPServers map[string]MCPServer `json:"mcpServers,omitempty"`
+}
+
+// MCPServer is how to reach an MCP tool server: a command that speaks
+// MCP on its stdin and stdout (Command set), or a streamable HTTP
+// endpoint (URL set). Values of Env and Headers may contain ${VAR},
+// replaced by the host's environment variable VAR when the server
+// starts, so that a token is never written into a log. See
+// docs/config.md.
+type MCPServer struct {
+	// Command is the program of a stdio server, a path or a name looked
+	// up in PATH.
+	Command string `json:"command,omitempty"`
+	// Args are the command's arguments.
+	Args []string `json:"args,omitempty"`
+	// Env holds the command's extra environment variables.
+	Env map[string]string `json:"env,omitempty"`
+	// Cwd is the command's working directory, a path in the session's
+	// mounts (/environment/<id>/… or relative to the default mount);
+	// empty means the root of the shells' default mount.
+	Cwd string `json:"cwd,omitempty"`
+	// ReadOnly lists host paths beyond the system directories that a
+	// sandboxed command may read and execute (where its program lives).
+	ReadOnly []string `json:"readOnly,omitempty"`
+	// URL is the endpoint of a streamable HTTP server.
+	URL string `json:"url,omitempty"`
+	// Headers are sent with every HTTP request.
+	Headers map[string]string `json:"headers,omitempty"`
+	// Trusted runs a stdio server without the shells' sandbox (it is
+	// still stopped with its whole process tree). Only the host's
+	// configuration may set it.
+	Trusted bool `json:"trusted,omitempty"`
 }
 
 // SessionUpdatedData is the data of [SessionUpdated]; nil fields are unchanged.

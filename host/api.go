@@ -16,6 +16,7 @@ import (
 	"weft.dev/weft/internal/idem"
 	"weft.dev/weft/internal/session"
 	"weft.dev/weft/store"
+	"weft.dev/weft/tool/mcp"
 )
 
 // methods is the host's table of mutating methods, each wrapped once by
@@ -66,6 +67,39 @@ func (h *Host) methodTable() methods {
 
 func invalid(field string, format string, args ...any) *api.Error {
 	return api.Errorf(api.KindInvalidParams, format, args...).With("field", field)
+}
+
+// checkMCPServers validates a session's MCP servers: this host must have
+// an MCP client, and each must pass mcp.Manager.CheckSession.
+func (h *Host) checkMCPServers(servers map[string]event.MCPServer) error {
+	if len(servers) == 0 {
+		return nil
+	}
+	if h.cfg.MCP == nil {
+		return invalid("mcpServers", "this host has no MCP client")
+	}
+	if len(servers) > api.MaxMCPServers {
+		return invalid("mcpServers", "%d MCP servers; the limit is %d", len(servers), api.MaxMCPServers).With("limit", api.MaxMCPServers)
+	}
+	b, err := json.Marshal(servers)
+	if err != nil {
+		return invalid("mcpServers", "mcpServers: %v", err)
+	}
+	if err := checkSize("mcpServers", len(b), api.MaxMCPServersBytes); err != nil {
+		return err
+	}
+	if err := h.cfg.MCP.CheckSession(servers); err != nil {
+		var fe *mcp.FieldError
+		if errors.As(err, &fe) {
+			field := "mcpServers." + fe.Server
+			if fe.Field != "" {
+				field += "." + fe.Field
+			}
+			return invalid(field, "%s", err)
+		}
+		return invalid("mcpServers", "%s", err)
+	}
+	return nil
 }
 
 // checkSize refuses a field longer than limit bytes.
@@ -119,6 +153,9 @@ func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc 
 	if err := checkClientTools("tools", p.Tools); err != nil {
 		return nil, idem.Ref{}, err
 	}
+	if err := h.checkMCPServers(p.MCPServers); err != nil {
+		return nil, idem.Ref{}, err
+	}
 	id := h.cfg.NewID("ses")
 	mounts, err := h.prepareMounts(id, p.Mounts)
 	if err != nil {
@@ -129,7 +166,7 @@ func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc 
 		tools = append(tools, event.ClientTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
 	}
 	s, err := session.Create(ctx, &h.scfg, id, event.SessionCreatedData{Title: p.Title, Model: p.Model, Metadata: p.Metadata,
-		Mounts: mounts, Network: p.Network, Policy: pol, Tools: tools}, rc)
+		Mounts: mounts, Network: p.Network, Policy: pol, Tools: tools, MCPServers: p.MCPServers}, rc)
 	if err != nil {
 		return nil, idem.Ref{}, err
 	}

@@ -32,6 +32,7 @@ import (
 	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 	"weft.dev/weft/tool"
+	"weft.dev/weft/tool/mcp"
 )
 
 // Model is a resolved model (see [agent.Model]).
@@ -47,6 +48,12 @@ type Config struct {
 	DefaultModel string
 	// Tools are offered to every run; nil means none.
 	Tools *tool.Registry
+	// MCP offers every run's steps, beside Tools, the tools of the MCP
+	// servers of the host's configuration and of the run's session
+	// (session/create mcpServers); nil means none, and refuses sessions
+	// that name servers. The host does not close it: close it after the
+	// host.
+	MCP *mcp.Manager
 	// Leases grants the session leases that keep other hosts from
 	// writing a session this host owns (see [store.Leases]); it takes
 	// precedence over LockDir. A store several hosts share needs leases
@@ -202,6 +209,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		SubscriberBuffer: cfg.SubscriberBuffer, SubscriberBytes: cfg.SubscriberBytes, RetryBackoff: cfg.StorageRetry,
 		Policy: cfg.Policy, InputTimeout: cfg.InputTimeout, NewID: cfg.NewID, Logger: cfg.Logger,
 		Transcripts: session.NewBudget(max(cfg.TranscriptBytes, 0)),
+	}
+	if cfg.MCP != nil {
+		h.scfg.MCP = cfg.MCP
 	}
 	h.m = h.methodTable()
 	if m := cfg.Processes; m != nil {

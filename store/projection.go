@@ -155,7 +155,7 @@ func (p *Projection) Apply(e event.Event) error {
 		}
 		p.touched = true
 		s.ID = e.SessionID
-		s.Title, s.Model, s.Metadata, s.Policy, s.Tools = d.Title, d.Model, d.Metadata, d.Policy, d.Tools
+		s.Title, s.Model, s.Metadata, s.Policy, s.Tools, s.MCPServers = d.Title, d.Model, d.Metadata, d.Policy, d.Tools, d.MCPServers
 		s.CreatedAt = e.Time
 		s.Binding = event.Binding{BindingVersion: 1, Mounts: d.Mounts, Network: d.Network}
 	case event.SessionUpdated:

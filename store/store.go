@@ -166,8 +166,10 @@ type Session struct {
 	// Policy is the session's approval policy (api.Policy), if it has one.
 	Policy json.RawMessage `json:"policy,omitempty"`
 	// Tools are the tools the session's client executes itself.
-	Tools   []event.ClientTool `json:"tools,omitempty"`
-	Deleted bool               `json:"deleted,omitempty"`
+	Tools []event.ClientTool `json:"tools,omitempty"`
+	// MCPServers are the session's own MCP tool servers, by name.
+	MCPServers map[string]event.MCPServer `json:"mcpServers,omitempty"`
+	Deleted    bool                       `json:"deleted,omitempty"`
 }
 
 // Run statuses.

@@ -313,3 +313,43 @@ func (r *Registry) Validate(name string, args json.RawMessage) (json.RawMessage,
 	}
 	return out, nil
 }
+
+// Merge returns a new registry holding the tools of every registry in rs
+// (nil ones are skipped), for a caller that offers one set of tools
+// beside another (a session's MCP tools beside the host's). Schemas are
+// not resolved again; the registries in rs are not changed, and later
+// changes to them do not reach the result. It fails if two registries
+// hold the same name. Safe for concurrent use.
+func Merge(rs ...*Registry) (*Registry, error) {
+	n := 0
+	for _, r := range rs {
+		if r != nil {
+			r.mu.RLock()
+			n += len(r.tools)
+			r.mu.RUnlock()
+		}
+	}
+	out := &Registry{tools: make(map[string]*entry, n)}
+	for _, r := range rs {
+		if r == nil {
+			continue
+		}
+		r.mu.RLock()
+		for name, e := range r.tools {
+			if _, dup := out.tools[name]; dup {
+				r.mu.RUnlock()
+				return nil, fmt.Errorf("tool %q: offered twice", name)
+			}
+			out.tools[name] = e
+		}
+		r.mu.RUnlock()
+	}
+	return out, nil
+}
+
+// Len returns the number of tools. Safe for concurrent use.
+func (r *Registry) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.tools)
+}

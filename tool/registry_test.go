@@ -201,3 +201,35 @@ func TestFuncDirectCallValidates(t *testing.T) {
 		t.Errorf("schema %s, %v", tl.Spec().InputSchema, err)
 	}
 }
+
+func TestMerge(t *testing.T) {
+	a, b := tool.NewRegistry(), tool.NewRegistry()
+	mk := func(name string) tool.Tool {
+		tl, err := tool.Func(name, "d", func(context.Context, *tool.Call, struct{}) (tool.Result, error) {
+			return tool.Result{Output: name}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tl
+	}
+	a.Add(mk("one"))
+	b.Add(mk("two"))
+	m, err := tool.Merge(a, nil, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Len() != 2 {
+		t.Fatalf("%d tools", m.Len())
+	}
+	if res := m.Call(context.Background(), "two", nil, tool.CallOptions{}); res.Output != "two" {
+		t.Fatalf("call: %+v", res)
+	}
+	a.Add(mk("three"))
+	if _, ok := m.Lookup("three"); ok {
+		t.Fatal("a later change reached the merged registry")
+	}
+	if _, err := tool.Merge(a, a); err == nil || !strings.Contains(err.Error(), "offered twice") {
+		t.Fatalf("duplicate: %v", err)
+	}
+}

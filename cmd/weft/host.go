@@ -20,6 +20,7 @@ import (
 	"weft.dev/weft/store/postgres"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
+	"weft.dev/weft/tool/mcp"
 )
 
 // hostKind says how a host uses the store.
@@ -41,16 +42,19 @@ type localHost struct {
 	host  *host.Host
 	store store.Store
 	tools *tool.Registry
+	mcp   *mcp.Manager
 	lease *lease.Lease
 	// leases are the session leases in a PostgreSQL store; nil for SQLite
 	// (whose session leases are flocks beside the file).
 	leases *postgres.Leases
 }
 
-// Close shuts the host (which releases its session leases), stops
-// renewing leases, closes the store, then gives the host lease up.
+// Close shuts the host (which releases its session leases), then its MCP
+// servers, stops renewing leases, closes the store, then gives the host
+// lease up.
 func (l *localHost) Close() {
 	l.host.Close()
+	l.mcp.Close()
 	if l.leases != nil {
 		l.leases.Close()
 	}
@@ -135,6 +139,15 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
+	servers, err := a.newMCP(cfgFile, log, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			servers.Close()
+		}
+	}()
 	var leases *postgres.Leases
 	var hostLeases store.Leases
 	if pst, ok := st.(*postgres.Store); ok {
@@ -160,7 +173,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	}
 	h, err := host.New(ctx, host.Config{
 		Policy: pol, InputTimeout: cfgFile.InputTimeout(),
-		Store: st, Tools: reg, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps,
+		Store: st, Tools: reg, MCP: servers, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps,
 		LockDir: locks, Leases: hostLeases, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
 		Shared: kind == oneShot,
 		ResolveModel: func(name string) (*host.Model, error) {
@@ -174,7 +187,21 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
-	return &localHost{host: h, store: st, tools: reg, lease: ls, leases: leases}, nil
+	return &localHost{host: h, store: st, tools: reg, mcp: servers, lease: ls, leases: leases}, nil
+}
+
+// newMCP makes the MCP client of the config file's servers: commands in
+// the shells' sandbox, ${VAR} read from weft's environment; stopGrace is
+// mcp.Config.StopGrace.
+func (a *app) newMCP(f config.File, log *slog.Logger, stopGrace time.Duration) (*mcp.Manager, error) {
+	return mcp.New(mcp.Config{
+		Servers: f.MCPServers, SessionEnv: f.MCPSessionEnv,
+		LookupEnv: func(k string) (string, bool) {
+			v := a.getenv(k)
+			return v, v != ""
+		},
+		BaseEnv: os.Environ(), Sandbox: f.Sandbox(), Logger: log, StopGrace: stopGrace,
+	})
 }
 
 // holderName names this process in a PostgreSQL store's leases table:

@@ -55,6 +55,7 @@ type cli struct {
 	Mounts    mountsCmd    `cmd:"" help:"List a session's mounts (through the host)."`
 	PS        psCmd        `cmd:"" name:"ps" help:"List a session's background processes (through the host)."`
 	Proc      procCmd      `cmd:"" help:"Read, wait for, signal or kill a background process (through the host)."`
+	MCP       mcpCmd       `cmd:"" name:"mcp" help:"List the MCP servers of the config file, or one's tools."`
 	Migrate   migrateCmd   `cmd:"" help:"Create or upgrade a PostgreSQL store's schema (SQLite migrates when opened)."`
 	Nodes     nodesCmd     `cmd:"" help:"List the hosts holding session leases in a PostgreSQL store, with their sessions and lease ages."`
 	Version   versionCmd   `cmd:"" help:"Print the version."`

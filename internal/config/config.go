@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,7 +18,9 @@ import (
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/env/sandbox"
+	"weft.dev/weft/event"
 	"weft.dev/weft/policy"
+	"weft.dev/weft/tool/mcp"
 )
 
 // File is the configuration file, $XDG_CONFIG_HOME/weft/config.json.
@@ -44,6 +47,12 @@ type File struct {
 	// (ask_user) waits for an answer before the call fails; zero means
 	// no limit.
 	InputTimeoutMs int64 `json:"inputTimeoutMs,omitempty"`
+	// MCPServers are the host's MCP tool servers, by name, offered to
+	// every session (docs/config.md).
+	MCPServers map[string]event.MCPServer `json:"mcpServers,omitempty"`
+	// MCPSessionEnv names the host environment variables a session's own
+	// MCP servers may read as ${VAR} (a token for an HTTP server).
+	MCPSessionEnv []string `json:"mcpSessionEnv,omitempty"`
 }
 
 // InputTimeout is InputTimeoutMs as a duration.
@@ -109,11 +118,16 @@ func Load(path string) (File, error) {
 
 // Keys lists the top-level keys of the file, in the order of docs/config.md.
 func Keys() []string {
-	return []string{"defaultModel", "store", "maxSteps", "models", "unsandboxed", "network", "policy", "inputTimeoutMs"}
+	return []string{"defaultModel", "store", "maxSteps", "models", "unsandboxed", "network", "policy", "inputTimeoutMs", "mcpServers", "mcpSessionEnv"}
 }
 
 // modelKeys lists the keys of a named model.
 var modelKeys = []string{"provider", "model", "baseURL", "apiKeyEnv", "contextWindow", "maxTokens"}
+
+// mcpKeys lists the keys of an MCP server.
+func mcpKeys() []string {
+	return []string{"command", "args", "env", "cwd", "readOnly", "url", "headers", "trusted"}
+}
 
 // Parse decodes and checks a configuration file's bytes. An error begins
 // with ":LINE:COL: " when it points at a place in b, else with ": ", so
@@ -151,6 +165,16 @@ func Parse(b []byte) (File, error) {
 			return f, fmt.Errorf("%s: models.%s: provider and model are required", keyPosition(b, name), name)
 		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(f.MCPServers)) {
+		if err := mcp.Check(name, f.MCPServers[name], mcp.FromConfig, nil); err != nil {
+			return f, fmt.Errorf("%s: %w", keyPosition(b, name), err)
+		}
+	}
+	for _, v := range f.MCPSessionEnv {
+		if v == "" || strings.ContainsAny(v, "=${}\x00") {
+			return f, fmt.Errorf("%s: mcpSessionEnv: %q is not a variable name", keyPosition(b, "mcpSessionEnv"), v)
+		}
+	}
 	if _, err := policy.Compile(f.Policy); err != nil {
 		var ae *api.Error
 		if errors.As(err, &ae) {
@@ -182,13 +206,15 @@ func decodeError(b []byte, err error) error {
 	// encoding/json reports an unknown key as `json: unknown field "k"`.
 	if k, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		key := strings.Trim(k, `"`)
-		off, depth := keyOffset(b, key)
+		off, depth, top := keyOffset(b, key)
 		var hint string
-		switch depth {
-		case 1:
+		switch {
+		case depth == 1:
 			hint = "the keys are " + strings.Join(Keys(), ", ")
-		case 3:
+		case depth == 3 && top == "models":
 			hint = "a model's keys are " + strings.Join(modelKeys, ", ")
+		case depth == 3 && top == "mcpServers":
+			hint = "an MCP server's keys are " + strings.Join(mcpKeys(), ", ")
 		default:
 			hint = "see docs/config.md"
 		}
@@ -201,20 +227,22 @@ func decodeError(b []byte, err error) error {
 	return fmt.Errorf(": %w", err)
 }
 
-// keyOffset returns the offset of the first object key named key in b
-// and the depth of its object (1 for the top level), or -1.
-func keyOffset(b []byte, key string) (int64, int) {
+// keyOffset returns the offset of the first object key named key in b,
+// the depth of its object (1 for the top level) and the top-level key it
+// is under, or -1.
+func keyOffset(b []byte, key string) (int64, int, string) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	// expectKey[i] is set when container i is an object whose next token
 	// is a key.
 	var expectKey []bool
 	valueDone := func() { expectKey[len(expectKey)-1] = true }
 	isObject := []bool{}
+	top := ""
 	for {
 		off := dec.InputOffset()
 		t, err := dec.Token()
 		if err != nil {
-			return -1, 0
+			return -1, 0, ""
 		}
 		n := len(expectKey)
 		if d, ok := t.(json.Delim); ok {
@@ -231,11 +259,15 @@ func keyOffset(b []byte, key string) (int64, int) {
 			continue
 		}
 		if n > 0 && isObject[n-1] && expectKey[n-1] {
-			if s, _ := t.(string); s == key {
+			s, _ := t.(string)
+			if n == 1 {
+				top = s
+			}
+			if s == key {
 				for off < int64(len(b)) && b[off] != '"' {
 					off++ // past the separator before the key
 				}
-				return off, n
+				return off, n, top
 			}
 			expectKey[n-1] = false
 			continue
@@ -248,7 +280,7 @@ func keyOffset(b []byte, key string) (int64, int) {
 
 // keyPosition is ":LINE:COL" of key's first occurrence as a key, or "".
 func keyPosition(b []byte, key string) string {
-	off, _ := keyOffset(b, key)
+	off, _, _ := keyOffset(b, key)
 	if off < 0 {
 		return ""
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"weft.dev/weft/api"
+	"weft.dev/weft/event"
 )
 
 func TestLoadErrorsSayWhere(t *testing.T) {
@@ -28,6 +29,10 @@ func TestLoadErrorsSayWhere(t *testing.T) {
 		{"bad policy", "{\n\"policy\": {\"rules\": [{\"tool\": \"shell\", \"action\": \"prompt\"}]}}", []string{":2:1:", "policy.rules[0].action", "unknown action"}},
 		{"bad preset", "{\"policy\": {\"preset\": \"ask-sometimes\"}}", []string{"policy.preset", "ask-writes"}},
 		{"model fields", "{\"models\": {\"m\": {\"provider\": \"openai\"}}}", []string{"models.m", "required"}},
+		{"unknown mcp key", "{\"mcpServers\": {\"fs\": {\"command\": \"x\",\n \"arguments\": []}}}", []string{":2:2:", `unknown key "arguments"`, "an MCP server's keys are command, args"}},
+		{"mcp server", "{\"mcpServers\": {\n\"fs\": {\"command\": \"x\", \"url\": \"http://y\"}}}", []string{":2:1:", "mcpServers.fs", "not both"}},
+		{"mcp name", "{\"mcpServers\": {\"a__b\": {\"command\": \"x\"}}}", []string{"mcpServers.a__b", "separates the server from the tool"}},
+		{"mcp session env", "{\"mcpSessionEnv\": [\"${X}\"]}", []string{"mcpSessionEnv", "not a variable name"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -80,13 +85,13 @@ func TestKeysDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range append(Keys(), modelKeys...) {
+	for _, k := range slices.Concat(Keys(), modelKeys, mcpKeys()) {
 		if !strings.Contains(string(doc), "`"+k+"`") {
 			t.Errorf("docs/config.md does not document %q", k)
 		}
 	}
 	// Keys and modelKeys are complete.
-	for typ, keys := range map[reflect.Type][]string{reflect.TypeFor[File](): Keys(), reflect.TypeFor[Model](): modelKeys} {
+	for typ, keys := range map[reflect.Type][]string{reflect.TypeFor[File](): Keys(), reflect.TypeFor[Model](): modelKeys, reflect.TypeFor[event.MCPServer](): mcpKeys()} {
 		var fields []string
 		for f := range typ.Fields() {
 			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")

@@ -12,6 +12,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/idem"
 	"weft.dev/weft/store"
+	"weft.dev/weft/tool"
 )
 
 // activeID returns the run that makes the session busy: the active run
@@ -363,6 +364,9 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 		Env: s.currentBinding, Inbox: a.inbox, Background: background{s},
 		Gate: &gate{s: s, a: a, client: names}, ClientTools: specs, Instructions: s.instructions(),
 	}
+	if s.cfg.MCP != nil {
+		run.Tools = s.stepTools
+	}
 	if resume {
 		s.mu.Lock()
 		run.History, run.Resume = a.history, a.resume
@@ -392,6 +396,26 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 		s.cfg.Logger.Error("run ended without its terminal event", "session", s.id, "run", q.id, "err", err)
 	}
 	return out
+}
+
+// stepTools is the tools of a run's step: the host's, and those of the
+// MCP servers of the host's configuration and the session. A server
+// that cannot start is left out (the MCP manager logs why).
+func (s *Session) stepTools(ctx context.Context) *tool.Registry {
+	servers := s.Record().MCPServers
+	mcp, err := s.cfg.MCP.Tools(ctx, servers, s.currentBinding())
+	if err != nil && ctx.Err() == nil {
+		s.cfg.Logger.Debug("mcp servers left out of the step", "session", s.id, "err", err)
+	}
+	if mcp == nil || mcp.Len() == 0 {
+		return s.cfg.Tools
+	}
+	reg, err := tool.Merge(s.cfg.Tools, mcp)
+	if err != nil {
+		s.cfg.Logger.Warn("mcp tools left out of the step", "session", s.id, "err", err)
+		return s.cfg.Tools
+	}
+	return reg
 }
 
 // readAll reads the session's events of the given types.

@@ -55,6 +55,10 @@ type Config struct {
 	DefaultModel string
 	// Tools are offered to every run; nil means none.
 	Tools *tool.Registry
+	// MCP offers, beside Tools, the tools of the MCP servers of the
+	// host's configuration and of the session, asked again before every
+	// step; nil means none.
+	MCP MCPTools
 	// MaxSteps caps a run's steps unless the run says otherwise.
 	MaxSteps int
 	// Processes runs background processes; nil refuses them.
@@ -92,6 +96,13 @@ type Config struct {
 	NewID func(prefix string) string
 	// Logger receives diagnostics. Required (may discard).
 	Logger *slog.Logger
+}
+
+// MCPTools lists the tools of MCP servers for one step of a run in
+// binding b: the host's and those of session (tool/mcp.Manager). The
+// error names the servers left out; the registry holds the others'.
+type MCPTools interface {
+	Tools(ctx context.Context, session map[string]event.MCPServer, b *env.Binding) (*tool.Registry, error)
 }
 
 type state int

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"weft.dev/weft/event"
+)
+
+// everything returns the command of server-everything installed where
+// .ci/run installs it; without it the test skips, or fails under CI.
+func everything(t *testing.T) (node, script string) {
+	t.Helper()
+	prefix := os.Getenv("WEFT_NPM_PREFIX")
+	if prefix == "" {
+		home, _ := os.UserHomeDir()
+		prefix = filepath.Join(home, ".cache", "weft-npm")
+	}
+	script = filepath.Join(prefix, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	node, err := exec.LookPath("node")
+	if _, serr := os.Stat(script); err != nil || serr != nil {
+		msg := fmt.Sprintf("@modelcontextprotocol/server-everything is not installed under %s (or node is missing): run npm install --prefix %s @modelcontextprotocol/server-everything, as .ci/run does", prefix, prefix)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return node, script
+}
+
+// TestMCPEndToEnd: a scripted model calls server-everything's echo in a
+// weft run; the result is in the log. weft mcp list and tools show it.
+func TestMCPEndToEnd(t *testing.T) {
+	node, script := everything(t)
+	e := newEnv(t)
+	cfg := map[string]any{"mcpServers": map[string]event.MCPServer{
+		"everything": {Command: node, Args: []string{script, "stdio"}, Trusted: true},
+	}}
+	b, _ := json.Marshal(cfg)
+	if err := os.MkdirAll(filepath.Join(e.dir, "config", "weft"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "config", "weft", "config.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	out, stderr, code := e.weft("", "mcp", "list")
+	if code != 0 || !strings.Contains(out, "everything  stdio      trusted") {
+		t.Fatalf("weft mcp list: %d\n%s%s", code, out, stderr)
+	}
+	out, stderr, code = e.weft("", "mcp", "tools", "everything")
+	if code != 0 || !strings.Contains(out, "mcp__everything__echo") || !strings.Contains(out, "Echoes back the input string") {
+		t.Fatalf("weft mcp tools: %d\n%s%s", code, out, stderr)
+	}
+	_, stderr, code = e.weft("", "mcp", "tools", "nothing")
+	if code == 0 || !strings.Contains(stderr, `no server "nothing"`) {
+		t.Fatalf("weft mcp tools nothing: %d %s", code, stderr)
+	}
+
+	s := e.script("mcp.json", `{"steps":[
+		{"text":"calling echo","toolCalls":[{"name":"mcp__everything__echo","arguments":{"message":"{{input}}"}}]},
+		{"text":"the server said it"}]}`)
+	out, stderr, code = e.weft("", "run", "-m", "scripted:"+s, "-p", "hello over MCP", "--json")
+	if code != 0 {
+		t.Fatalf("weft run: %d\n%s%s", code, out, stderr)
+	}
+	evs := e.events(e.onlySession())
+	checkContiguous(t, evs)
+	var done *event.ToolCallCompletedData
+	for _, ev := range evs {
+		if ev.Type == event.ToolCallCompleted {
+			var d event.ToolCallCompletedData
+			if err := ev.Decode(&d); err != nil {
+				t.Fatal(err)
+			}
+			done = &d
+		}
+	}
+	if done == nil || done.Name != "mcp__everything__echo" || done.Output != "Echo: hello over MCP" || done.IsError {
+		t.Fatalf("tool call %+v", done)
+	}
+	if last := evs[len(evs)-1]; last.Type != event.RunCompleted {
+		t.Fatalf("the run ended with %s", last.Type)
+	}
+}

@@ -1,0 +1,208 @@
+package mcp
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"weft.dev/weft/env"
+	"weft.dev/weft/env/sandbox"
+	"weft.dev/weft/event"
+)
+
+// npmPackage returns the directory of an npm package installed where
+// .ci/run installs them ($WEFT_NPM_PREFIX, else ~/.cache/weft-npm), and
+// the node binary. Without them the test skips, or fails under CI.
+func npmPackage(t *testing.T, name string) (dir, node string) {
+	t.Helper()
+	prefix := os.Getenv("WEFT_NPM_PREFIX")
+	if prefix == "" {
+		home, _ := os.UserHomeDir()
+		prefix = filepath.Join(home, ".cache", "weft-npm")
+	}
+	dir = filepath.Join(prefix, "node_modules", filepath.FromSlash(name))
+	node, err := exec.LookPath("node")
+	_, serr := os.Stat(filepath.Join(dir, "package.json"))
+	if err != nil || serr != nil {
+		msg := fmt.Sprintf("%s is not installed under %s (or node is missing): run npm install --prefix %s %s, as .ci/run does", name, prefix, prefix, name)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return dir, node
+}
+
+func TestEverythingStdio(t *testing.T) {
+	dir, node := npmPackage(t, "@modelcontextprotocol/server-everything")
+	m := newManager(t, Config{Servers: map[string]event.MCPServer{
+		"everything": {Command: node, Args: []string{filepath.Join(dir, "dist", "index.js"), "stdio"}, Trusted: true},
+	}})
+	testEverything(t, m)
+}
+
+// TestEverythingSandboxed runs server-everything under the sandbox, as a
+// session's server would run.
+func TestEverythingSandboxed(t *testing.T) {
+	dir, node := npmPackage(t, "@modelcontextprotocol/server-everything")
+	if st := (sandbox.Config{}).Status(); st.ABI <= 0 {
+		t.Skipf("no Landlock: %s", st)
+	}
+	work := t.TempDir()
+	b, err := env.NewBinding(1, []event.Mount{{ID: "work", Kind: event.KindLocal, Path: work, Mode: event.ModeReadWrite, Default: true, DefaultForShell: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	m := newManager(t, Config{Sandbox: &sandbox.Config{}})
+	session := map[string]event.MCPServer{
+		"everything": {Command: node, Args: []string{filepath.Join(dir, "dist", "index.js"), "stdio"}, ReadOnly: []string{filepath.Dir(filepath.Dir(filepath.Dir(dir)))}},
+	}
+	if err := m.CheckSession(session); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := m.Tools(context.Background(), session, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := call(reg, "mcp__everything__echo", `{"message":"boxed"}`, 30*time.Second); res.Output != "Echo: boxed" {
+		t.Fatalf("echo: %+v", res)
+	}
+}
+
+func TestEverythingHTTP(t *testing.T) {
+	dir, node := npmPackage(t, "@modelcontextprotocol/server-everything")
+	port := freePort(t)
+	srv := exec.Command(node, filepath.Join(dir, "dist", "index.js"), "streamableHttp")
+	srv.Env = append(os.Environ(), "PORT="+port)
+	stderr, err := srv.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	drained := make(chan struct{})
+	t.Cleanup(func() {
+		srv.Process.Kill()
+		srv.Wait()
+		<-drained
+	})
+	listening := make(chan struct{})
+	go func() {
+		defer close(drained)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "listening on port") {
+				close(listening)
+			}
+		}
+	}()
+	select {
+	case <-listening:
+	case <-time.After(30 * time.Second):
+		t.Fatal("server-everything did not listen")
+	}
+	m := newManager(t, Config{
+		Servers:   map[string]event.MCPServer{"everything": {URL: "http://127.0.0.1:" + port + "/mcp", Headers: map[string]string{"Authorization": "Bearer ${WEFT_TEST_TOKEN}"}}},
+		LookupEnv: func(k string) (string, bool) { return "t0ken", k == "WEFT_TEST_TOKEN" },
+	})
+	testEverything(t, m)
+}
+
+// testEverything calls server-everything's tools: echo, get-sum, the
+// long-running operation, a tool that fails, an image and structured
+// content.
+func testEverything(t *testing.T, m *Manager) {
+	t.Helper()
+	reg := tools(t, m, nil)
+	tests := []struct {
+		name, tool, args string
+		timeout          time.Duration
+		want             string
+		isError          bool
+	}{
+		{"echo", "echo", `{"message":"hello"}`, 0, "Echo: hello", false},
+		{"add", "get-sum", `{"a":2,"b":40}`, 0, "42", false},
+		{"long running", "trigger-long-running-operation", `{"duration":1,"steps":2}`, 0, "Long running operation completed", false},
+		{"long running past its timeout", "trigger-long-running-operation", `{"duration":30,"steps":3}`, 500 * time.Millisecond, "timed out after 500ms", true},
+		{"the tool fails", "get-resource-reference", `{"resourceType":"Text","resourceId":-1}`, 0, "Invalid resourceId", true},
+		{"schema checked by weft", "get-sum", `{"a":1}`, 0, `missing properties: ["b"]`, true},
+		{"an image", "get-tiny-image", `{}`, 0, "[image: image/png,", false},
+		{"structured content", "get-structured-content", `{"location":"Chicago"}`, 0, "temperature", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			timeout := tc.timeout
+			if timeout == 0 {
+				timeout = 30 * time.Second
+			}
+			res := call(reg, "mcp__everything__"+tc.tool, tc.args, timeout)
+			if res.IsError != tc.isError || !strings.Contains(res.Output, tc.want) {
+				t.Fatalf("result %+v, want %q (isError %v)", res, tc.want, tc.isError)
+			}
+		})
+	}
+	// After the timeout the server still answers.
+	if res := call(reg, "mcp__everything__echo", `{"message":"again"}`, 30*time.Second); res.Output != "Echo: again" {
+		t.Fatalf("echo after a timeout: %+v", res)
+	}
+}
+
+// TestFilesystemOnMount runs server-filesystem sandboxed in a session's
+// mount, serving ".", its working directory: the mount's root.
+func TestFilesystemOnMount(t *testing.T) {
+	dir, node := npmPackage(t, "@modelcontextprotocol/server-filesystem")
+	work := t.TempDir()
+	if err := os.WriteFile(filepath.Join(work, "hello.txt"), []byte("hello from the mount\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := env.NewBinding(1, []event.Mount{{ID: "work", Kind: event.KindLocal, Path: work, Mode: event.ModeReadWrite, Default: true, DefaultForShell: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	spec := event.MCPServer{Command: node, Args: []string{filepath.Join(dir, "dist", "index.js"), "."}, ReadOnly: []string{filepath.Dir(filepath.Dir(filepath.Dir(dir)))}}
+	cfg := Config{}
+	if st := (sandbox.Config{}).Status(); st.ABI > 0 {
+		cfg.Sandbox = &sandbox.Config{}
+	} else {
+		t.Logf("no Landlock (%s): the server runs unconfined", st)
+	}
+	m := newManager(t, cfg)
+	session := map[string]event.MCPServer{"fs": spec}
+	reg, err := m.Tools(context.Background(), session, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := call(reg, "mcp__fs__read_text_file", `{"path":"`+filepath.Join(work, "hello.txt")+`"}`, 30*time.Second); res.Output != "hello from the mount\n" {
+		t.Fatalf("read: %+v", res)
+	}
+	if res := call(reg, "mcp__fs__write_file", `{"path":"`+filepath.Join(work, "new.txt")+`","content":"written"}`, 30*time.Second); res.IsError {
+		t.Fatalf("write: %+v", res)
+	}
+	if got, _ := os.ReadFile(filepath.Join(work, "new.txt")); string(got) != "written" {
+		t.Fatalf("new.txt holds %q", got)
+	}
+	res := call(reg, "mcp__fs__read_text_file", `{"path":"/etc/hostname"}`, 30*time.Second)
+	if !res.IsError {
+		t.Fatalf("read outside the mount: %+v", res)
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+}
