@@ -196,7 +196,12 @@ func (m *hostMethods) subscribe(ctx context.Context, p *api.SubscribeParams) (*a
 				break read
 			}
 			for _, e := range evs {
-				if err := conn.notifyFrame(subCtx, api.NotifyEvent, eventFrame(prefix, e.JSON)); err != nil {
+				data, err := e.Bytes()
+				if err != nil {
+					closed.Reason, closed.Message = api.ReasonError, err.Error()
+					break read
+				}
+				if err := conn.notifyFrame(subCtx, api.NotifyEvent, eventFrame(prefix, data)); err != nil {
 					return
 				}
 				closed.Cursor = e.Event.Seq

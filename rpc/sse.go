@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -62,7 +63,7 @@ type sseWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
-	buf     []byte // scratch for one event
+	buf     []byte // scratch for an event's id line
 }
 
 func newSSEWriter(w http.ResponseWriter, timeout time.Duration) *sseWriter {
@@ -94,24 +95,30 @@ func (sw *sseWriter) write(flush bool, format string, args ...any) error {
 }
 
 // events writes events, each as "id: SEQ" and "data: JSON" lines, within
-// one write deadline, and flushes once.
+// one write deadline, and flushes once. An event's JSON is written as it
+// is, not copied: the response's buffer takes the short pieces around it.
 func (sw *sseWriter) events(evs []event.Encoded) error {
 	if err := sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}
 	for _, e := range evs {
+		data, err := e.Bytes()
+		if err != nil {
+			return err
+		}
 		b := append(sw.buf[:0], "id: "...)
 		b = strconv.AppendInt(b, e.Event.Seq, 10)
 		b = append(b, "\ndata: "...)
-		b = append(b, e.JSON...)
-		b = append(b, "\n\n"...)
 		sw.buf = b
 		if _, err := sw.w.Write(b); err != nil {
 			return err
 		}
-	}
-	if cap(sw.buf) > 64<<10 {
-		sw.buf = nil // keep no large event's buffer while idle
+		if _, err := sw.w.Write(data); err != nil {
+			return err
+		}
+		if _, err := io.WriteString(sw.w, "\n\n"); err != nil {
+			return err
+		}
 	}
 	return sw.rc.Flush()
 }

@@ -2,7 +2,6 @@ package journal
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -38,7 +37,7 @@ type SubscribeOptions struct {
 
 // replayPageBytes bounds one page of a subscription's replay, the most a
 // reader that stalls during the replay holds.
-const replayPageBytes = 64 << 10
+const replayPageBytes = 32 << 10
 
 // eventCost is what an event counts against a subscriber's byte limit:
 // its data and the envelope around it.
@@ -88,7 +87,10 @@ func (j *Journal) Events(ctx context.Context, after int64, opts SubscribeOptions
 // it last looked), so that a consumer can write it in one go. A slice is
 // valid until the next iteration. A live event is encoded once, by the
 // first subscriber that takes it, and the encoding shared with the
-// others; replayed events are encoded by their subscriber.
+// others; a replayed event comes without one (JSON nil), for its
+// consumer to encode as it writes it ([event.Encoded.Bytes]): a reader
+// that stalls in the replay then holds one page and one encoding, not a
+// page's worth of each.
 func (j *Journal) EncodedEvents(ctx context.Context, after int64, opts SubscribeOptions) iter.Seq2[[]event.Encoded, error] {
 	return func(yield func([]event.Encoded, error) bool) {
 		var out []event.Encoded
@@ -100,12 +102,7 @@ func (j *Journal) EncodedEvents(ctx context.Context, after int64, opts Subscribe
 			clear(out)
 			out = out[:0]
 			for _, e := range c.page {
-				b, err := json.Marshal(e)
-				if err != nil {
-					yield(nil, fmt.Errorf("encode session %s seq %d: %w", e.SessionID, e.Seq, err))
-					return
-				}
-				out = append(out, event.Encoded{Event: e, JSON: b})
+				out = append(out, event.Encoded{Event: e})
 			}
 			for _, b := range c.batches {
 				enc, err := b.encoded()
