@@ -23,6 +23,7 @@ import (
 type methods struct {
 	createSession func(context.Context, api.CreateSessionParams) (*api.SessionResult, error)
 	deleteSession func(context.Context, api.SessionIDParams) (*api.DeleteResult, error)
+	updateSession func(context.Context, api.UpdateSessionParams) (*api.SessionResult, error)
 	startRun      func(context.Context, api.StartRunParams) (*api.RunResult, error)
 	steerRun      func(context.Context, api.SteerParams) (*api.SteerReceipt, error)
 	cancelRun     func(context.Context, api.CancelParams) (*api.RunResult, error)
@@ -41,8 +42,9 @@ type methods struct {
 
 func (h *Host) methodTable() methods {
 	return methods{
-		createSession: idempotent(h, api.MethodSessionCreate, h.createSession, h.replaySession),
+		createSession: idempotent(h, api.MethodSessionCreate, h.createSession, replaySession[api.CreateSessionParams](h)),
 		deleteSession: idempotent(h, api.MethodSessionDelete, h.deleteSession, h.replayDelete),
+		updateSession: idempotent(h, api.MethodSessionUpdate, h.updateSession, replaySession[api.UpdateSessionParams](h)),
 		startRun:      idempotent(h, api.MethodRunStart, h.startRun, h.replayRun),
 		steerRun:      idempotent(h, api.MethodRunSteer, h.steerRun, h.replaySteer),
 		cancelRun:     idempotent(h, api.MethodRunCancel, h.cancelRun, h.replayCancel),
@@ -76,6 +78,30 @@ func checkSize(field string, n, limit int) error {
 	return nil
 }
 
+// checkModel refuses a model name over the limit or one the host cannot
+// use; "" (the default) passes. An *api.Error of ResolveModel keeps its
+// kind and data (such as env, the variable a missing API key is read
+// from) and gains field.
+func (h *Host) checkModel(field, name string) error {
+	if name == "" {
+		return nil
+	}
+	if err := checkSize(field, len(name), api.MaxModelBytes); err != nil {
+		return err
+	}
+	_, err := h.cfg.ResolveModel(name)
+	if err == nil {
+		return nil
+	}
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		e := ae.With("field", field)
+		e.Message = field + ": " + ae.Message
+		return e
+	}
+	return api.Wrap(api.KindInvalidParams, err, "%s: %v", field, err).With("field", field)
+}
+
 // checkInput refuses empty or oversized input.
 func checkInput(in api.Input) error {
 	if strings.TrimSpace(event.Text(in)) == "" {
@@ -107,10 +133,8 @@ func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc 
 	if p.Network != "" && p.Network != "allow" && p.Network != "deny" {
 		return nil, idem.Ref{}, invalid("network", "network %q: want allow or deny", p.Network)
 	}
-	if p.Model != "" {
-		if _, err := h.cfg.ResolveModel(p.Model); err != nil {
-			return nil, idem.Ref{}, invalid("model", "model: %v", err)
-		}
+	if err := h.checkModel("model", p.Model); err != nil {
+		return nil, idem.Ref{}, err
 	}
 	pol, err := h.checkPolicy("policy", p.Policy)
 	if err != nil {
@@ -139,13 +163,17 @@ func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc 
 	return &api.SessionResult{Session: s.Record()}, idem.Ref{ID: id}, nil
 }
 
-func (h *Host) replaySession(ctx context.Context, _ api.CreateSessionParams, ref idem.Ref) (*api.SessionResult, error) {
-	s, err := h.GetSession(ctx, ref.ID)
-	if err != nil {
-		return nil, err
+// replaySession answers a retry of a mutation of a session (its create
+// or update) with the session as it is now.
+func replaySession[P any](h *Host) replayer[P, api.SessionResult] {
+	return func(ctx context.Context, _ P, ref idem.Ref) (*api.SessionResult, error) {
+		s, err := h.GetSession(ctx, ref.ID)
+		if err != nil {
+			return nil, err
+		}
+		s.Replayed = true
+		return s, nil
 	}
-	s.Replayed = true
-	return s, nil
 }
 
 // prepareMounts validates mounts (by opening them as a binding) and
@@ -302,6 +330,41 @@ func (h *Host) replayDelete(_ context.Context, p api.SessionIDParams, _ idem.Ref
 	return &api.DeleteResult{SessionID: p.SessionID, Deleted: true, Replayed: true}, nil
 }
 
+// UpdateSession changes a session's title or model (see
+// [api.UpdateSessionParams]) and returns the session. An unknown or
+// deleted session is api.ErrNotFound.
+func (h *Host) UpdateSession(ctx context.Context, p api.UpdateSessionParams) (*api.SessionResult, error) {
+	return h.m.updateSession(ctx, p)
+}
+
+func (h *Host) updateSession(ctx context.Context, p api.UpdateSessionParams, rc *idem.Claim) (*api.SessionResult, idem.Ref, error) {
+	if p.SessionID == "" {
+		return nil, idem.Ref{}, invalid("sessionId", "sessionId is required")
+	}
+	if p.Title == nil && p.Model == nil {
+		return nil, idem.Ref{}, invalid("title", "nothing to change: give title, model or both")
+	}
+	if p.Title != nil {
+		if err := checkSize("title", len(*p.Title), api.MaxTitleBytes); err != nil {
+			return nil, idem.Ref{}, err
+		}
+	}
+	if p.Model != nil {
+		if err := h.checkModel("model", *p.Model); err != nil {
+			return nil, idem.Ref{}, err
+		}
+	}
+	var rec store.Session
+	err := h.with(ctx, p.SessionID, func(s *session.Session) (err error) {
+		rec, err = s.Update(ctx, event.SessionUpdatedData{Title: p.Title, Model: p.Model}, rc)
+		return err
+	})
+	if err != nil {
+		return nil, idem.Ref{}, err
+	}
+	return &api.SessionResult{Session: rec}, idem.Ref{ID: p.SessionID}, nil
+}
+
 // StartRun admits a run under p.Busy.
 func (h *Host) StartRun(ctx context.Context, p api.StartRunParams) (*api.RunResult, error) {
 	return h.m.startRun(ctx, p)
@@ -324,10 +387,8 @@ func (h *Host) startRun(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 	if p.MaxSteps < 0 {
 		return nil, idem.Ref{}, invalid("maxSteps", "maxSteps must not be negative")
 	}
-	if p.Model != "" {
-		if _, err := h.cfg.ResolveModel(p.Model); err != nil {
-			return nil, idem.Ref{}, invalid("model", "model: %v", err)
-		}
+	if err := h.checkModel("model", p.Model); err != nil {
+		return nil, idem.Ref{}, err
 	}
 	if _, err := h.checkPolicy("policy", p.Policy); err != nil {
 		return nil, idem.Ref{}, err

@@ -25,6 +25,7 @@ type hostAPI interface {
 	GetSession(ctx context.Context, id string) (*api.SessionResult, error)
 	ListSessions(ctx context.Context, p api.ListSessionsParams) (*api.ListSessionsResult, error)
 	DeleteSession(ctx context.Context, p api.SessionIDParams) (*api.DeleteResult, error)
+	UpdateSession(ctx context.Context, p api.UpdateSessionParams) (*api.SessionResult, error)
 	StartRun(ctx context.Context, p api.StartRunParams) (*api.RunResult, error)
 	CancelRun(ctx context.Context, p api.CancelParams) (*api.RunResult, error)
 	ReadEvents(ctx context.Context, p api.ReadEventsParams) (*api.ReadEventsResult, error)

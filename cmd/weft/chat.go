@@ -40,6 +40,8 @@ type chat struct {
 	model     string
 	// mounts are the mounts of the session the next prompt creates.
 	mounts []string
+	// title, if set, is the title of the session the next prompt creates.
+	title string
 }
 
 // errQuit ends the interactive session.
@@ -202,6 +204,7 @@ const chatHelp = `  a line that does not start with / is a prompt: the agent ans
   /sessions       list the latest sessions
   /switch ID      continue session ID
   /mount PATH[:ro]  mount a directory (in a new session: from its first prompt)
+  /rename TITLE   give the session a new title
   /history        the prompts of this session
   /help           this list
   /quit           exit (also Ctrl-D; Ctrl-C twice at the prompt)
@@ -219,7 +222,7 @@ func (ch *chat) command(ctx context.Context, line string) error {
 	case "/quit", "/exit", "/q":
 		return errQuit
 	case "/new":
-		ch.sessionID, ch.mounts = "", ch.cmd.Mount
+		ch.sessionID, ch.mounts, ch.title = "", ch.cmd.Mount, ""
 		ch.say("a new session starts with your next prompt")
 	case "/sessions":
 		res, err := h.ListSessions(ctx, api.ListSessionsParams{Limit: 20})
@@ -243,6 +246,8 @@ func (ch *chat) command(ctx context.Context, line string) error {
 		return ch.switchTo(ctx, arg)
 	case "/mount":
 		return ch.mount(ctx, arg)
+	case "/rename":
+		return ch.rename(ctx, arg)
 	case "/history":
 		if ch.sessionID == "" {
 			ch.say("no session yet: the first prompt starts one")
@@ -329,6 +334,25 @@ func (ch *chat) mount(ctx context.Context, spec string) error {
 	return nil
 }
 
+// rename gives the current session a new title, or the session the
+// next prompt creates its title.
+func (ch *chat) rename(ctx context.Context, title string) error {
+	if title == "" {
+		return errors.New("/rename TITLE: give the new title")
+	}
+	if ch.sessionID == "" {
+		ch.title = title
+		ch.say("the session your next prompt starts will be called %q", title)
+		return nil
+	}
+	s, err := ch.conn.h.UpdateSession(ctx, api.UpdateSessionParams{SessionID: ch.sessionID, Title: &title})
+	if err != nil {
+		return sessionErr(ch.sessionID, err)
+	}
+	ch.say("session %s: %s", s.ID, s.Title)
+	return nil
+}
+
 // send runs prompt in the current session (a new one if none) and
 // watches the run until it ends.
 func (ch *chat) send(ctx context.Context, prompt string) error {
@@ -339,11 +363,15 @@ func (ch *chat) send(ctx context.Context, prompt string) error {
 		if err != nil {
 			return err
 		}
-		s, err := h.CreateSession(ctx, api.CreateSessionParams{Title: clip(prompt, 60), Model: ch.model, Mounts: mounts, Network: ch.cmd.Network})
+		title := ch.title
+		if title == "" {
+			title = clip(prompt, 60)
+		}
+		s, err := h.CreateSession(ctx, api.CreateSessionParams{Title: title, Model: ch.model, Mounts: mounts, Network: ch.cmd.Network})
 		if err != nil {
 			return err
 		}
-		ch.sessionID, ch.mounts = s.ID, ch.cmd.Mount
+		ch.sessionID, ch.mounts, ch.title = s.ID, ch.cmd.Mount, ""
 	} else {
 		s, err := h.GetSession(ctx, ch.sessionID)
 		if err != nil {

@@ -150,7 +150,7 @@ const chatScript = `{"steps":[
 // an approval allowed (the command's file appears) and one denied with a
 // message (no file; the model reads the message), a question answered by
 // its number, "always for this session", Ctrl-C cancelling a slow run
-// while the program goes on, /history, and Ctrl-D exiting 0.
+// while the program goes on, /rename, /history, and Ctrl-D exiting 0.
 func TestInteractive(t *testing.T) {
 	e := newEnv(t)
 	script := e.script("chat.json", strings.Replace(chatScript, "%s", strings.Repeat("word ", 2000), 1))
@@ -163,6 +163,10 @@ func TestInteractive(t *testing.T) {
 	tm.send("hello\r")
 	tm.expect("Hello, human.")
 	tm.expect("· completed")
+	tm.send("/rename greetings\r")
+	tm.expect(": greetings")
+	tm.send("/sessions\r")
+	tm.expect("greetings")
 
 	// Approved: the shell runs.
 	tm.send("write a file\r")
