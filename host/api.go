@@ -15,6 +15,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/idem"
 	"weft.dev/weft/internal/session"
+	"weft.dev/weft/policy"
 	"weft.dev/weft/store"
 )
 
@@ -392,6 +393,10 @@ func (h *Host) startRun(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 	}
 	if _, err := h.checkPolicy("policy", p.Policy); err != nil {
 		return nil, idem.Ref{}, err
+	}
+	if _, ok := policy.PresetRules(p.DefaultPreset); p.DefaultPreset != "" && !ok {
+		return nil, idem.Ref{}, invalid("defaultPreset", "defaultPreset %q: unknown preset; one of %s", clip(p.DefaultPreset, 64),
+			strings.Join(policy.Presets(), ", "))
 	}
 	if err := checkClientTools("tools", p.Tools); err != nil {
 		return nil, idem.Ref{}, err

@@ -380,11 +380,11 @@ func (ch *chat) send(ctx context.Context, prompt string) error {
 		cursor = s.LastSeq
 	}
 	r, err := h.StartRun(ctx, api.StartRunParams{SessionID: ch.sessionID, Input: api.Input(event.TextParts(prompt)),
-		Model: ch.model, MaxSteps: ch.cmd.MaxSteps, Policy: ch.ap.runPolicy(ch.conn, ch.sessionID)})
+		Model: ch.model, MaxSteps: ch.cmd.MaxSteps, DefaultPreset: ch.ap.defaultPreset()})
 	if err != nil {
 		return err
 	}
-	w := &watcher{a: ch.a, c: ch.conn, ap: ch.ap, con: ch.con, requests: askInline, interrupt: cancelRun,
+	w := &watcher{a: ch.a, c: ch.conn, con: ch.con, requests: askInline, interrupt: cancelRun,
 		sessionID: ch.sessionID, runID: r.ID,
 		pr: &printer{stdout: ch.a.stdout, stderr: ch.a.stderr, tty: isTerminal(ch.a.stderr)}}
 	start := time.Now()

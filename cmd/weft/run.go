@@ -141,7 +141,7 @@ func (c *runCmd) runOn(ctx context.Context, a *app, conn *conn, ap *approval, mo
 		cursor = s.LastSeq
 	}
 	r, err := h.StartRun(ctx, api.StartRunParams{SessionID: sessionID, Input: api.Input(event.TextParts(prompt)), Model: model,
-		MaxSteps: c.MaxSteps, Busy: c.Busy, Policy: ap.runPolicy(conn, sessionID)})
+		MaxSteps: c.MaxSteps, Busy: c.Busy, DefaultPreset: ap.defaultPreset()})
 	if err != nil {
 		return err
 	}
@@ -149,7 +149,7 @@ func (c *runCmd) runOn(ctx context.Context, a *app, conn *conn, ap *approval, mo
 		fmt.Fprintf(a.stdout, "%s %s\n", sessionID, r.ID)
 		return nil
 	}
-	w := &watcher{a: a, c: conn, ap: ap, sessionID: sessionID, runID: r.ID, interrupt: cancelThenExit,
+	w := &watcher{a: a, c: conn, sessionID: sessionID, runID: r.ID, interrupt: cancelThenExit,
 		pr: &printer{stdout: a.stdout, stderr: a.stderr, json: c.JSON, tty: isTerminal(a.stderr)}}
 	switch {
 	case c.interactive(a):

@@ -143,8 +143,10 @@ func (s *Session) policyFor(a *activeRun) (*policy.Set, []event.Mount) {
 	return set, mounts
 }
 
-// compilePolicy layers the host's policy, the session's and the run's.
-func (s *Session) compilePolicy(run json.RawMessage) (*policy.Set, error) {
+// compilePolicy layers the host's policy, the session's and the run's;
+// when none of them names a preset, defaultPreset (if set) is the host
+// layer's, under the host's own rules and every rule of the layers above.
+func (s *Session) compilePolicy(run json.RawMessage, defaultPreset string) (*policy.Set, error) {
 	layers := []api.Policy{s.cfg.Policy, {}, {}}
 	if raw := s.j.Session().Policy; len(raw) > 0 {
 		if err := json.Unmarshal(raw, &layers[1]); err != nil {
@@ -155,6 +157,9 @@ func (s *Session) compilePolicy(run json.RawMessage) (*policy.Set, error) {
 		if err := json.Unmarshal(run, &layers[2]); err != nil {
 			return nil, fmt.Errorf("run policy: %w", err)
 		}
+	}
+	if !slices.ContainsFunc(layers, func(p api.Policy) bool { return p.Preset != "" }) {
+		layers[policy.LayerConfig].Preset = defaultPreset
 	}
 	return policy.Compile(layers...)
 }
@@ -597,7 +602,8 @@ func (s *Session) restore(ctx context.Context) error {
 			if err := e.Decode(&d); err != nil {
 				return err
 			}
-			a.q = queuedRun{id: id, model: d.Model, maxSteps: d.MaxSteps, input: d.Input, policy: d.Policy, tools: d.Tools}
+			a.q = queuedRun{id: id, model: d.Model, maxSteps: d.MaxSteps, input: d.Input, policy: d.Policy,
+				defaultPreset: d.DefaultPreset, tools: d.Tools}
 		case event.SteerAccepted:
 			var d event.SteerData
 			if err := e.Decode(&d); err != nil {
