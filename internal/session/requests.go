@@ -398,8 +398,8 @@ func (s *Session) resumeIfAnswered(runID string) {
 
 // cancelParked ends the parked active run: its open requests are
 // resolved as cancelled and their calls closed, its steers dropped, and
-// run.cancelled (with the receipts of the cancels) written, in one batch.
-// Called by commands.
+// run.cancelled written, in one batch with the receipts of rc and of the
+// cancels that came while the run was going. Called with mu held.
 func (s *Session) cancelParked(ctx context.Context, a *activeRun, reason string, rc *idem.Claim) error {
 	var open []store.Request
 	for _, q := range s.j.OpenRequests() {
@@ -448,8 +448,24 @@ func (s *Session) cancelParked(ctx context.Context, a *activeRun, reason string,
 		return err
 	}
 	evs = append(evs, e)
-	if _, err := s.append(ctx, rc, idem.Ref{ID: a.id}, evs...); err != nil {
-		return err
+	a.mu.Lock()
+	claims := a.receipts
+	a.receipts = nil
+	a.mu.Unlock()
+	ref := idem.Ref{ID: a.id}
+	rcpts := rc.Receipts(s.id, ref)
+	for _, c := range claims {
+		rcpts = append(rcpts, c.Receipt(s.id, ref))
+	}
+	if _, err := s.j.AppendReceipts(ctx, rcpts, evs...); err != nil {
+		a.mu.Lock()
+		a.receipts = append(claims, a.receipts...)
+		a.mu.Unlock()
+		return s.writeErr(err)
+	}
+	rc.Stored()
+	for _, c := range claims {
+		c.Stored()
 	}
 	s.active = nil
 	s.closeRetired()

@@ -171,10 +171,20 @@ func (s *Session) launch(a *activeRun, resume bool) {
 				// state it parked with: resume from the log.
 				a.resume, a.history = nil, nil
 			}
-			if s.state == stateOpen {
-				// An answer may have come while the run was parking.
-				s.resumeIfAnswered(a.id)
+			if s.state != stateOpen {
+				return
 			}
+			if ctx.Err() != nil && s.ctx.Err() == nil {
+				// A cancel came after the loop last looked and before the
+				// run parked; its caller waits for the terminal event.
+				wctx := context.WithoutCancel(ctx)
+				if err := s.cancelParked(wctx, a, context.Cause(ctx).Error(), nil); err != nil {
+					s.cfg.Logger.Error("cancel a run as it parked", "session", s.id, "run", a.id, "err", err)
+				}
+				return
+			}
+			// An answer may have come while the run was parking.
+			s.resumeIfAnswered(a.id)
 			return
 		}
 		s.active = nil
