@@ -103,6 +103,27 @@ func (h *Host) checkModel(field, name string) error {
 	return api.Wrap(api.KindInvalidParams, err, "%s: %v", field, err).With("field", field)
 }
 
+// checkImplicitModel refuses a run that names no model when the model it
+// would use, the session's (sessionModel) or else the host's default, is
+// one the host cannot use, so that the client hears why (a missing API
+// key with its variable in data.env) instead of a run that fails at its
+// start. The error names the field "model", which the client can set.
+func (h *Host) checkImplicitModel(sessionModel string) error {
+	name, whose := sessionModel, "the session's model"
+	if name == "" {
+		name, whose = h.cfg.DefaultModel, "the host's default model"
+	}
+	_, err := h.cfg.ResolveModel(name)
+	if err == nil {
+		return nil
+	}
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		return ae.With("field", "model")
+	}
+	return api.Wrap(api.KindInvalidParams, err, "%s %q: %v", whose, name, err).With("field", "model")
+}
+
 // checkInput refuses empty or oversized input.
 func checkInput(in api.Input) error {
 	if strings.TrimSpace(event.Text(in)) == "" {
@@ -403,6 +424,11 @@ func (h *Host) startRun(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 	}
 	var res *api.RunResult
 	err := h.with(ctx, p.SessionID, func(s *session.Session) (err error) {
+		if p.Model == "" {
+			if err := h.checkImplicitModel(s.Record().Model); err != nil {
+				return err
+			}
+		}
 		res, err = s.Start(ctx, p, rc)
 		return err
 	})

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/client"
@@ -129,6 +130,15 @@ func noticeDialer(dial client.Dialer, notice func(down bool)) client.Dialer {
 // initialize names it).
 func clientCtx(ctx context.Context, name string) context.Context {
 	return api.WithClient(ctx, api.Client{Name: name, Transport: "in-process"})
+}
+
+// discardSession deletes session id, which a command made for a run the
+// host refused, so that no empty session is left behind; a failure only
+// leaves it.
+func discardSession(ctx context.Context, h hostAPI, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	h.DeleteSession(ctx, api.SessionIDParams{SessionID: id})
 }
 
 // absModel makes the path of a scripted model absolute, so that a host

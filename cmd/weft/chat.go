@@ -91,7 +91,7 @@ func (c *chatCmd) Run(ctx context.Context, a *app) error {
 	if conn.remote {
 		ch.model = absModel(ch.model)
 	} else if err := a.checkModel(ctx, conn.h, ch.model, ch.sessionID); err != nil {
-		return err
+		return a.hostModelError(conn, err)
 	}
 	if _, err := parseMounts(ch.mounts); err != nil {
 		return usageErr("%v", err)
@@ -146,7 +146,7 @@ func (ch *chat) loop(ctx context.Context) error {
 		default:
 			ch.ed.remember(line)
 			if err := ch.send(ctx, line); err != nil {
-				ch.say("weft: %v", ch.a.hostModelError(withFlags("run", err)))
+				ch.say("weft: %v", ch.a.hostModelError(ch.conn, withFlags("run", err)))
 			}
 		}
 	}
@@ -358,6 +358,7 @@ func (ch *chat) rename(ctx context.Context, title string) error {
 func (ch *chat) send(ctx context.Context, prompt string) error {
 	h := ch.conn.h
 	var cursor int64
+	started := false
 	if ch.sessionID == "" {
 		mounts, err := parseMounts(ch.mounts)
 		if err != nil {
@@ -371,7 +372,15 @@ func (ch *chat) send(ctx context.Context, prompt string) error {
 		if err != nil {
 			return err
 		}
+		mounts0, title0 := ch.mounts, ch.title
 		ch.sessionID, ch.mounts, ch.title = s.ID, ch.cmd.Mount, ""
+		defer func() {
+			if ch.sessionID == s.ID && !started {
+				// The run was refused: the new session holds nothing.
+				discardSession(ctx, h, s.ID)
+				ch.sessionID, ch.mounts, ch.title = "", mounts0, title0
+			}
+		}()
 	} else {
 		s, err := h.GetSession(ctx, ch.sessionID)
 		if err != nil {
@@ -381,6 +390,7 @@ func (ch *chat) send(ctx context.Context, prompt string) error {
 	}
 	r, err := h.StartRun(ctx, api.StartRunParams{SessionID: ch.sessionID, Input: api.Input(event.TextParts(prompt)),
 		Model: ch.model, MaxSteps: ch.cmd.MaxSteps, DefaultPreset: ch.ap.defaultPreset()})
+	started = err == nil
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,8 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 	if !strings.Contains(stderr, cfg+`:1:2: unknown key "maxStep"`) {
 		t.Errorf("an unknown key: %s", stderr)
 	}
-	os.Remove(cfg)
+	// The host's default model needs a key it lacks.
+	os.WriteFile(cfg, []byte(`{"defaultModel": "openai:gpt-x"}`), 0o600)
 
 	// Through a host started in another directory.
 	hostDir := filepath.Join(e.dir, "hostdir")
@@ -59,6 +60,14 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 	if want := "the host (started in " + hostDir + ") lacks ANTHROPIC_API_KEY"; !strings.Contains(errb.String(), want) ||
 		!strings.Contains(errb.String(), "restart `weft serve`") {
 		t.Errorf("missing key on the host: %s", errb.String())
+	}
+	before, _, _ := e.weft("", "sessions", "--json")
+	_, stderr, code = e.weft("", "--host", addr, "run", "-p", "x")
+	if want := "weft: the host (started in " + hostDir + ") lacks OPENAI_API_KEY: restart `weft serve` with it (OPENAI_API_KEY=… weft serve)\n"; code != 1 || stderr != want {
+		t.Errorf("the host's default model lacks its key: %d %q", code, stderr)
+	}
+	if after, _, _ := e.weft("", "sessions", "--json"); after != before {
+		t.Errorf("a refused run left a session: %q", after)
 	}
 
 	slow := e.script("slow.json", `{"loop":true,"steps":[{"text":"`+strings.Repeat("w ", 3000)+`","delayMs":10}]}`)
