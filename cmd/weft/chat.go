@@ -110,6 +110,9 @@ func (ch *chat) loop(ctx context.Context) error {
 	where := "a host in this process"
 	if ch.conn.remote {
 		where = "the host at " + ch.a.hostAddr()
+		if s := ch.a.server.Load(); s != nil && s.Cwd != "" {
+			where += fmt.Sprintf(" (%s %s in %s)", s.Name, s.Version, s.Cwd)
+		}
 	}
 	ch.say("weft %s · through %s · /help lists the commands, Ctrl-D exits", version, where)
 	if ch.sessionID != "" {

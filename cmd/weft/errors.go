@@ -151,10 +151,14 @@ func (a *app) hostModelError(c *conn, err error) error {
 	return fmt.Errorf("the host %s lacks %s%s: restart `weft serve` with it (%s=… weft serve)", where, env, hint, env)
 }
 
-// hostDir is the working directory of the host that serves this store,
+// hostDir is the working directory of the host this command talks to:
+// what the host said in initialize, else, for a host that does not say,
 // as far as this process can tell (the pid in the store's host lock, on
 // the same machine and user); "" when it cannot.
 func (a *app) hostDir() string {
+	if s := a.server.Load(); s != nil && s.Cwd != "" {
+		return s.Cwd
+	}
 	cfg, _, err := a.loadConfig()
 	if err != nil {
 		return ""

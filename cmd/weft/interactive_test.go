@@ -338,7 +338,7 @@ func TestChatThroughHostAlways(t *testing.T) {
 	 {"toolCalls":[{"name":"shell","arguments":{"command":"echo three >> log.txt"}}]},
 	 {"text":"second done"}]}`)
 	tm := startTerm(t, e.cmd("--host", addr, "chat", "-m", "scripted:"+script))
-	tm.expect("through the host at " + addr)
+	tm.expect("through the host at " + addr + " (weft " + version + " in " + e.work + ")")
 	tm.send("go\r")
 	tm.expect("echo one >> log.txt")
 	tm.expect("[y]es / [a]lways")
