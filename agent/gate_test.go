@@ -224,7 +224,3 @@ func TestCancelBeforeParkingClosesRequests(t *testing.T) {
 		t.Fatalf("results %v, approval resolved %v; want both calls closed and the approval cancelled", results, resolved)
 	}
 }
-
-type gateFunc func(step int, c event.ToolCall) agent.Verdict
-
-func (g gateFunc) Check(step int, c event.ToolCall) agent.Verdict { return g(step, c) }

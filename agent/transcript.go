@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"weft.dev/weft/event"
@@ -145,6 +146,18 @@ func (b *TranscriptBuilder) Messages() []llm.Message {
 		out = append(out, b.result(c))
 	}
 	return out
+}
+
+// Clone returns a copy of the builder that later calls of Add on either
+// leave the other alone, at the cost of copying the results of the open
+// calls: the messages themselves are shared, since a builder never
+// modifies one it holds. An owner clones under its lock and then encodes
+// the clone (MarshalBinary) without holding it.
+func (b *TranscriptBuilder) Clone() *TranscriptBuilder {
+	return &TranscriptBuilder{
+		msgs: slices.Clip(b.msgs), open: slices.Clip(b.open), results: maps.Clone(b.results),
+		size: b.size, pending: b.pending,
+	}
 }
 
 // Size returns an estimate of the bytes the transcript holds.

@@ -96,3 +96,126 @@ func TestIsTranscriptType(t *testing.T) {
 		}
 	}
 }
+
+// TestTranscriptBuilderSnapshot checks that a builder restored from its
+// binary form at any point holds the same transcript and goes on exactly
+// as the original when fed the rest of the log.
+func TestTranscriptBuilderSnapshot(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 10 {
+		evs := randomLog(t, r, 150)
+		cut := r.IntN(len(evs))
+		var orig agent.TranscriptBuilder
+		for _, e := range evs[:cut] {
+			if err := orig.Add(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		data, err := orig.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var restored agent.TranscriptBuilder
+		if err := restored.UnmarshalBinary(data); err != nil {
+			t.Fatal(err)
+		}
+		if restored.Size() != orig.Size() || restored.Len() != orig.Len() {
+			t.Fatalf("restored size %d len %d, want %d %d", restored.Size(), restored.Len(), orig.Size(), orig.Len())
+		}
+		for _, e := range evs[cut:] {
+			if err := orig.Add(e); err != nil {
+				t.Fatal(err)
+			}
+			if err := restored.Add(e); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := restored.Messages(), orig.Messages(); !reflect.DeepEqual(got, want) && len(got)+len(want) > 0 {
+				t.Fatalf("restored builder diverged:\n got %+v\nwant %+v", got, want)
+			}
+		}
+		// Every truncation of the data is an error, not a panic.
+		for i := range len(data) {
+			var b agent.TranscriptBuilder
+			if err := b.UnmarshalBinary(data[:i]); err == nil {
+				t.Fatalf("truncated to %d of %d bytes: no error", i, len(data))
+			}
+		}
+	}
+}
+
+// FuzzTranscriptUnmarshal feeds arbitrary bytes to UnmarshalBinary: it
+// must not panic nor allocate beyond the input, and whatever it accepts
+// must survive a round trip.
+func FuzzTranscriptUnmarshal(f *testing.F) {
+	var b agent.TranscriptBuilder
+	for _, e := range randomLog(&testing.T{}, rand.New(rand.NewPCG(5, 6)), 20) {
+		_ = b.Add(e)
+	}
+	seed, _ := b.MarshalBinary()
+	f.Add(seed)
+	f.Add([]byte("WTX1"))
+	f.Add([]byte("WTX1\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var b agent.TranscriptBuilder
+		if err := b.UnmarshalBinary(data); err != nil {
+			return
+		}
+		again, err := b.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c agent.TranscriptBuilder
+		if err := c.UnmarshalBinary(again); err != nil {
+			t.Fatalf("re-encoded snapshot refused: %v", err)
+		}
+		if !reflect.DeepEqual(b.Messages(), c.Messages()) {
+			t.Fatal("round trip changed the transcript")
+		}
+	})
+}
+
+// TestTranscriptBuilderClone checks that a clone holds what the original
+// held when cloned, however either is fed afterwards, and that the
+// original goes on unaffected by the clone.
+func TestTranscriptBuilderClone(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 20 {
+		evs := randomLog(t, r, 150)
+		cut := r.IntN(len(evs))
+		var orig agent.TranscriptBuilder
+		for _, e := range evs[:cut] {
+			if err := orig.Add(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c := orig.Clone()
+		// Feed the original the rest, and the clone a different rest: a
+		// random suffix of the log, so that both append and close calls.
+		other := randomLog(t, r, 50)
+		for _, e := range evs[cut:] {
+			if err := orig.Add(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, e := range other {
+			if err := c.Add(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, w := orig.Messages(), mustTranscript(t, evs); !reflect.DeepEqual(got, w) && len(got)+len(w) > 0 {
+			t.Fatalf("original changed by its clone:\n got %+v\nwant %+v", got, w)
+		}
+		if got, w := c.Messages(), mustTranscript(t, append(evs[:cut:cut], other...)); !reflect.DeepEqual(got, w) && len(got)+len(w) > 0 {
+			t.Fatalf("clone changed by its original:\n got %+v\nwant %+v", got, w)
+		}
+	}
+}
+
+func mustTranscript(t *testing.T, evs []event.Event) []llm.Message {
+	t.Helper()
+	m, err := agent.Transcript(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}

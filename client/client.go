@@ -43,12 +43,22 @@ type Client struct {
 
 	mu    sync.Mutex
 	subs  map[string]*sub
-	early map[string][]jrpc.Notification
+	early map[string][]notice
 }
 
 type sub struct {
-	ch     chan jrpc.Notification
+	ch     chan notice
 	lagged bool
+}
+
+// notice is a subscription's notification, decoded once by the
+// dispatcher: value is an event.Event, an api.Chunk, an
+// api.ClosedNotification or an api.ProcessClosedNotification, as method
+// says; err is set instead when the params did not decode.
+type notice struct {
+	method string
+	value  any
+	err    error
 }
 
 // Dial connects to the host at addr over WebSocket. addr is host:port,
@@ -84,29 +94,28 @@ func newClient(c *jrpc.Client, opts Options) *Client {
 	if opts.SubscriptionBuffer <= 0 {
 		opts.SubscriptionBuffer = 4096
 	}
-	cl := &Client{c: c, opts: opts, subs: map[string]*sub{}, early: map[string][]jrpc.Notification{}}
+	cl := &Client{c: c, opts: opts, subs: map[string]*sub{}, early: map[string][]notice{}}
 	cl.wg.Go(cl.dispatch)
 	return cl
 }
 
-// dispatch routes notifications to their subscriptions.
+// dispatch routes notifications to their subscriptions, decoding each
+// once.
 func (c *Client) dispatch() {
 	for n, err := range c.c.Notifications(context.Background()) {
 		if err != nil {
 			break
 		}
-		var head struct {
-			SubscriptionID string `json:"subscriptionId"`
-		}
-		if json.Unmarshal(n.Params, &head) != nil || head.SubscriptionID == "" {
+		id, v, ok := decodeNotice(n)
+		if !ok {
 			continue
 		}
 		c.mu.Lock()
-		if s, ok := c.subs[head.SubscriptionID]; ok {
-			c.deliver(head.SubscriptionID, s, n)
-		} else if len(c.early[head.SubscriptionID]) < c.opts.SubscriptionBuffer {
+		if s, ok := c.subs[id]; ok {
+			c.deliver(id, s, v)
+		} else if len(c.early[id]) < c.opts.SubscriptionBuffer {
 			// The response naming the subscription may not be read yet.
-			c.early[head.SubscriptionID] = append(c.early[head.SubscriptionID], n)
+			c.early[id] = append(c.early[id], v)
 		}
 		c.mu.Unlock()
 	}
@@ -118,8 +127,45 @@ func (c *Client) dispatch() {
 	c.mu.Unlock()
 }
 
+// decodeNotice decodes a subscription's notification and returns the
+// subscription it belongs to; ok is false for a notification that names
+// none.
+func decodeNotice(n jrpc.Notification) (id string, v notice, ok bool) {
+	v.method = n.Method
+	var err error
+	switch n.Method {
+	case api.NotifyEvent:
+		var p api.EventNotification
+		err = json.Unmarshal(n.Params, &p)
+		id, v.value = p.SubscriptionID, p.Event
+	case api.NotifyClosed:
+		var p api.ClosedNotification
+		err = json.Unmarshal(n.Params, &p)
+		id, v.value = p.SubscriptionID, p
+	case api.NotifyProcessOutput:
+		var p api.ProcessOutputNotification
+		err = json.Unmarshal(n.Params, &p)
+		id, v.value = p.SubscriptionID, p.Chunk
+	case api.NotifyProcessClosed:
+		var p api.ProcessClosedNotification
+		err = json.Unmarshal(n.Params, &p)
+		id, v.value = p.SubscriptionID, p
+	default:
+		return "", notice{}, false
+	}
+	if err != nil {
+		// Tell the subscription, if the params name one.
+		var head struct {
+			SubscriptionID string `json:"subscriptionId"`
+		}
+		json.Unmarshal(n.Params, &head)
+		id, v.value, v.err = head.SubscriptionID, nil, fmt.Errorf("client: bad %s: %w", n.Method, err)
+	}
+	return id, v, id != ""
+}
+
 // deliver hands n to s without blocking; called with c.mu held.
-func (c *Client) deliver(id string, s *sub, n jrpc.Notification) {
+func (c *Client) deliver(id string, s *sub, n notice) {
 	select {
 	case s.ch <- n:
 	default:
@@ -237,15 +283,9 @@ func (c *Client) Subscribe(ctx context.Context, p api.SubscribeParams) (iter.Seq
 	if err := c.c.Call(ctx, "events/subscribe", p, &res); err != nil {
 		return nil, err
 	}
-	return stream(ctx, c, res.SubscriptionID, api.NotifyEvent, api.NotifyClosed,
-		func(params json.RawMessage) (event.Event, error) {
-			var en api.EventNotification
-			err := json.Unmarshal(params, &en)
-			return en.Event, err
-		},
-		func(params json.RawMessage) error {
-			var cn api.ClosedNotification
-			json.Unmarshal(params, &cn)
+	return stream[event.Event](ctx, c, res.SubscriptionID, api.NotifyEvent, api.NotifyClosed,
+		func(v any) error {
+			cn := v.(api.ClosedNotification)
 			if cn.Reason == api.ReasonOverflow {
 				return ErrLagged
 			}
@@ -254,11 +294,10 @@ func (c *Client) Subscribe(ctx context.Context, p api.SubscribeParams) (iter.Seq
 }
 
 // stream turns subscription id's notifications into a single-use
-// iterator: item notifications are decoded and yielded; the end
+// iterator: item notifications (whose value is a T) are yielded; the end
 // notification's error (nil for a clean end) ends it; so do a dropped
 // connection, a lagging consumer and ctx. Breaking out unsubscribes.
-func stream[T any](ctx context.Context, c *Client, id, item, end string,
-	decode func(json.RawMessage) (T, error), ended func(json.RawMessage) error) iter.Seq2[T, error] {
+func stream[T any](ctx context.Context, c *Client, id, item, end string, ended func(any) error) iter.Seq2[T, error] {
 	s := c.register(id)
 	return func(yield func(T, error) bool) {
 		var zero T
@@ -270,19 +309,23 @@ func stream[T any](ctx context.Context, c *Client, id, item, end string,
 					yield(zero, c.endErr(s))
 					return
 				}
-				switch n.Method {
+				// A notice of another method is not this subscription's.
+				switch n.method {
 				case item:
-					v, err := decode(n.Params)
-					if err != nil {
-						yield(zero, fmt.Errorf("client: bad %s: %w", n.Method, err))
+					if n.err != nil {
+						yield(zero, n.err)
 						return
 					}
-					if !yield(v, nil) {
+					if !yield(n.value.(T), nil) {
 						return
 					}
 				case end:
 					c.forget(id)
-					if err := ended(n.Params); err != nil {
+					err := n.err
+					if err == nil {
+						err = ended(n.value)
+					}
+					if err != nil {
 						yield(zero, err)
 					}
 					return
@@ -349,15 +392,9 @@ func (c *Client) FollowProcess(ctx context.Context, p api.ProcessFollowParams) (
 	if err := c.c.Call(ctx, "process/follow", p, &res); err != nil {
 		return nil, err
 	}
-	return stream(ctx, c, res.SubscriptionID, api.NotifyProcessOutput, api.NotifyProcessClosed,
-		func(params json.RawMessage) (api.Chunk, error) {
-			var on api.ProcessOutputNotification
-			err := json.Unmarshal(params, &on)
-			return on.Chunk, err
-		},
-		func(params json.RawMessage) error {
-			var cn api.ProcessClosedNotification
-			json.Unmarshal(params, &cn)
+	return stream[api.Chunk](ctx, c, res.SubscriptionID, api.NotifyProcessOutput, api.NotifyProcessClosed,
+		func(v any) error {
+			cn := v.(api.ProcessClosedNotification)
 			if cn.Reason == api.ReasonEnded {
 				return nil
 			}
@@ -368,7 +405,7 @@ func (c *Client) FollowProcess(ctx context.Context, p api.ProcessFollowParams) (
 // register routes a subscription's notifications, including those that
 // arrived before the response that named it.
 func (c *Client) register(id string) *sub {
-	s := &sub{ch: make(chan jrpc.Notification, c.opts.SubscriptionBuffer)}
+	s := &sub{ch: make(chan notice, c.opts.SubscriptionBuffer)}
 	c.mu.Lock()
 	early := c.early[id]
 	delete(c.early, id)

@@ -32,6 +32,15 @@ type Event struct {
 	Data json.RawMessage `json:"data"`
 }
 
+// Encoded is an event together with its JSON encoding, exactly
+// json.Marshal(Event): what a transport writes. The subscribers of a
+// session share the encoding of each live event, so an event is encoded
+// once however many clients receive it. JSON is read-only.
+type Encoded struct {
+	Event Event
+	JSON  json.RawMessage
+}
+
 // Decode unmarshals e.Data into v, naming the event on failure.
 func (e Event) Decode(v any) error {
 	if err := json.Unmarshal(e.Data, v); err != nil {

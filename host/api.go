@@ -671,3 +671,23 @@ func (h *Host) Subscribe(ctx context.Context, sessionID string, after int64, run
 	})
 	return seq, err
 }
+
+// SubscribeEncoded is [Host.Subscribe] for transports that write JSON:
+// each event comes with its encoding (exactly json.Marshal of the
+// event), and a live event is encoded once and the encoding shared by
+// every subscriber of its session, however many there are. Events come
+// in slices, each what the subscription read at once (a replay page, or
+// everything committed since it last looked), so that a transport can
+// write a slice and flush once; a slice is valid until the next
+// iteration, and the encodings are read-only.
+func (h *Host) SubscribeEncoded(ctx context.Context, sessionID string, after int64, runID string) (iter.Seq2[[]event.Encoded, error], error) {
+	if _, err := h.lastSeq(ctx, sessionID, after); err != nil {
+		return nil, err
+	}
+	var seq iter.Seq2[[]event.Encoded, error]
+	err := h.with(ctx, sessionID, func(s *session.Session) (err error) {
+		seq, err = s.EncodedEvents(ctx, after, runID)
+		return err
+	})
+	return seq, err
+}

@@ -4,18 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"math"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
+	"weft.dev/weft/llm"
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/sqlite"
@@ -45,9 +48,25 @@ var benchScripts = map[string]string{
 // bench scripts and a no-op tool (see benchHostConfig).
 func newBenchHost(b *testing.B, cfg host.Config) (*host.Host, *sqlite.Store) {
 	b.Helper()
+	return newWrappedBenchHost(b, cfg, nil)
+}
+
+// newWrappedBenchHost is newBenchHost whose providers are wrapped by wrap,
+// if it is not nil.
+func newWrappedBenchHost(b *testing.B, cfg host.Config, wrap func(llm.Provider) llm.Provider) (*host.Host, *sqlite.Store) {
+	b.Helper()
 	st := openBenchStore(b)
 	bc := benchHostConfig(b, st)
 	cfg.Store, cfg.Tools, cfg.ResolveModel = bc.Store, bc.Tools, bc.ResolveModel
+	if wrap != nil {
+		cfg.ResolveModel = func(name string) (*host.Model, error) {
+			m, err := bc.ResolveModel(name)
+			if err == nil {
+				m.Provider = wrap(m.Provider)
+			}
+			return m, err
+		}
+	}
 	h, err := host.New(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -58,7 +77,7 @@ func newBenchHost(b *testing.B, cfg host.Config) (*host.Host, *sqlite.Store) {
 
 // benchHostConfig is a host configuration over st with the bench scripts
 // as models ("scripted:NAME") and a no-op tool.
-func benchHostConfig(b *testing.B, st store.Store) host.Config {
+func benchHostConfig(b testing.TB, st store.Store) host.Config {
 	b.Helper()
 	type noopIn struct {
 		N int `json:"n"`
@@ -97,121 +116,296 @@ func openBenchStore(b *testing.B) *sqlite.Store {
 	return st
 }
 
-// latencies is a histogram of delivery latencies with 10 µs buckets up to
-// one second, safe for concurrent use.
-type latencies struct {
-	buckets [100_001]atomic.Int64
-	n       atomic.Int64
+// hist is a histogram of delivery latencies, owned by one subscriber so
+// that recording costs no shared write: 10 µs buckets below 1 ms, then
+// ten buckets per decade up to 10 s (a 10 % resolution); merged at the end.
+type hist struct {
+	buckets [100 + 4*90 + 1]int64
+	n       int64
 }
 
-func (l *latencies) add(d time.Duration) {
-	i := min(max(int(d/(10*time.Microsecond)), 0), len(l.buckets)-1)
-	l.buckets[i].Add(1)
-	l.n.Add(1)
+// bucket returns d's bucket and the bucket's upper edge.
+func bucket(d time.Duration) (int, time.Duration) {
+	if d < time.Millisecond {
+		i := max(int(d/(10*time.Microsecond)), 0)
+		return i, time.Duration(i+1) * 10 * time.Microsecond
+	}
+	i, unit := 100, 100*time.Microsecond
+	for d >= 10*unit*10 && unit < time.Second {
+		i, unit = i+90, unit*10
+	}
+	k := min(int(d/unit)-10, 89)
+	return i + k, time.Duration(k+11) * unit
 }
 
-// quantile returns the q-quantile in milliseconds (the bucket's upper edge).
-func (l *latencies) quantile(q float64) float64 {
-	want := int64(math.Ceil(q * float64(l.n.Load())))
+func (h *hist) add(d time.Duration) {
+	i, _ := bucket(d)
+	h.buckets[min(i, len(h.buckets)-1)]++
+	h.n++
+}
+
+func (h *hist) merge(o *hist) {
+	for i, c := range o.buckets {
+		h.buckets[i] += c
+	}
+	h.n += o.n
+}
+
+// quantile returns the q-quantile in milliseconds (its bucket's upper edge).
+func (h *hist) quantile(q float64) float64 {
+	want := int64(math.Ceil(q * float64(h.n)))
 	var seen int64
-	for i := range l.buckets {
-		seen += l.buckets[i].Load()
-		if seen >= want && seen > 0 {
-			return float64(i+1) * 0.01
+	for i, c := range h.buckets {
+		if seen += c; seen >= want && seen > 0 {
+			return edge(i).Seconds() * 1e3
 		}
 	}
 	return math.NaN()
 }
 
+// edge is the upper edge of bucket i.
+func edge(i int) time.Duration {
+	if i < 100 {
+		return time.Duration(i+1) * 10 * time.Microsecond
+	}
+	unit := 100 * time.Microsecond
+	for i -= 100; i >= 90; i -= 90 {
+		unit *= 10
+	}
+	return time.Duration(i+11) * unit
+}
+
+// pacer holds a run to a rate: before each model call it waits until the
+// events committed since reset, at rate per second, are due.
+type pacer struct {
+	rate float64
+
+	mu   sync.Mutex
+	seq  func() int64 // the session's last seq; set once the host is up
+	t0   time.Time
+	seq0 int64
+}
+
+func (p *pacer) reset(seq func() int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq, p.t0, p.seq0 = seq, time.Now(), seq()
+}
+
+func (p *pacer) wait(ctx context.Context) {
+	p.mu.Lock()
+	due := p.t0.Add(time.Duration(float64(p.seq()-p.seq0) / p.rate * float64(time.Second)))
+	p.mu.Unlock()
+	if d := time.Until(due); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// pacedProvider is a provider whose every stream first waits for its pacer.
+type pacedProvider struct {
+	llm.Provider
+	p *pacer
+}
+
+func (pp pacedProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.StreamEvent, error] {
+	pp.p.wait(ctx)
+	return pp.Provider.Stream(ctx, req)
+}
+
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // BenchmarkFanout measures delivery to in-process subscribers (host.Subscribe)
-// of one session while a run on it produces events as fast as it can: one
-// iteration is one 40-step run of the "fanout" script (about 950 events) on
-// SQLite. Latency is from the event's commit stamp (event.Time, taken just
-// before the store transaction) to its receipt by the subscriber, over
-// every event and subscriber. events/s is the run's own throughput.
+// of one session while a run on it produces events: one iteration is one
+// 40-step run of the "fanout" script (about 950 events) on SQLite.
+//
+//   - rate=max: the run goes as fast as it can.
+//   - rate=10000: each model call waits until the run's events so far are
+//     due at 10,000 events/s, so the run produces about that many when it
+//     can, and less when the subscribers slow it down.
+//
+// Latency is from the event's commit stamp (event.Time, taken just before
+// the store transaction) to its receipt by the subscriber, over every event
+// and subscriber; each subscriber records into its own histogram. events/s
+// is the run's own throughput (events committed / timed run time), the
+// figure the target compares with and without subscribers: with
+// subscribers, base-events/s is the same host's rate without them
+// (baseRate, measured before they subscribe) and drop-% how much of it the
+// subscribers cost. cpu-µs/event is the process's CPU time (host and
+// subscribers together) per event committed.
 func BenchmarkFanout(b *testing.B) {
-	for _, subs := range []int{0, 1000} {
-		b.Run(fmt.Sprintf("subs=%d", subs), func(b *testing.B) {
-			h, _ := newBenchHost(b, host.Config{})
-			ctx := context.Background()
-			s, err := h.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:fanout"})
-			if err != nil {
-				b.Fatal(err)
+	for _, rate := range []int{0, 10_000} {
+		for _, subs := range []int{0, 1000} {
+			name := fmt.Sprintf("rate=%d/subs=%d", rate, subs)
+			if rate == 0 {
+				name = fmt.Sprintf("rate=max/subs=%d", subs)
 			}
-			sctx, stop := context.WithCancel(ctx)
-			var (
-				wg     sync.WaitGroup
-				lat    latencies
-				lagged atomic.Int64
-			)
-			// drained is closed once the subscribers have received every
-			// event of the runs, or one of them lagged. How many events that
-			// is is known only once the runs are over: until then the goal
-			// is out of reach.
-			var (
-				goal      atomic.Int64
-				drained   = make(chan struct{})
-				drainOnce sync.Once
-			)
-			goal.Store(math.MaxInt64)
-			drain := func() { drainOnce.Do(func() { close(drained) }) }
-			for range subs {
-				seq, err := h.Subscribe(sctx, s.ID, s.LastSeq, "")
+			b.Run(name, func(b *testing.B) { benchFanout(b, rate, subs) })
+		}
+	}
+}
+
+func benchFanout(b *testing.B, rate, subs int) {
+	var (
+		pace *pacer
+		wrap func(llm.Provider) llm.Provider
+	)
+	if rate > 0 {
+		pace = &pacer{rate: float64(rate)}
+		wrap = func(p llm.Provider) llm.Provider { return pacedProvider{p, pace} }
+	}
+	h, _ := newWrappedBenchHost(b, host.Config{}, wrap)
+	ctx := context.Background()
+	s, err := h.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:fanout"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lastSeq := func() int64 {
+		r, _ := h.GetSession(ctx, s.ID)
+		return r.LastSeq
+	}
+	var base float64
+	if subs > 0 {
+		base = baseRate(b, h, pace, fanoutBaseRuns)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	// Each subscriber has its own histogram and publishes the last seq
+	// it received; the benchmark reads them once the runs are over.
+	type follower struct {
+		lat  hist
+		last atomic.Int64
+		err  error
+		_    [64]byte
+	}
+	fs := make([]*follower, subs)
+	var wg sync.WaitGroup
+	for i := range fs {
+		f := &follower{}
+		fs[i] = f
+		seq, err := h.Subscribe(sctx, s.ID, s.LastSeq, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Go(func() {
+			for e, err := range seq {
 				if err != nil {
-					b.Fatal(err)
+					f.err = err
+					return
 				}
-				wg.Go(func() {
-					for e, err := range seq {
-						if err != nil {
-							if !errors.Is(err, context.Canceled) {
-								lagged.Add(1)
-								drain()
-							}
-							return
-						}
-						lat.add(time.Since(e.Time))
-						if lat.n.Load() >= goal.Load() {
-							drain()
-						}
-					}
-				})
-			}
-			var events int64
-			b.ReportAllocs()
-			for b.Loop() {
-				before, _ := h.GetSession(ctx, s.ID)
-				r, err := h.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: input("go")})
-				if err != nil {
-					b.Fatal(err)
-				}
-				w, err := h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 60_000})
-				if err != nil || w.Run.Status != store.RunCompleted {
-					b.Fatalf("run %s: %+v %v", r.ID, w, err)
-				}
-				after, _ := h.GetSession(ctx, s.ID)
-				events += after.LastSeq - before.LastSeq
-			}
-			elapsed := b.Elapsed()
-			// Let the subscribers drain before the histogram is read.
-			last, _ := h.GetSession(ctx, s.ID)
-			goal.Store(int64(subs) * (last.LastSeq - s.LastSeq))
-			if lat.n.Load() >= goal.Load() {
-				drain()
-			}
-			select {
-			case <-drained:
-			case <-time.After(10 * time.Second):
-			}
-			stop()
-			wg.Wait()
-			b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
-			if subs > 0 {
-				b.ReportMetric(lat.quantile(0.50), "p50-ms")
-				b.ReportMetric(lat.quantile(0.99), "p99-ms")
-				b.ReportMetric(float64(lagged.Load()), "lagged")
+				f.lat.add(time.Since(e.Time))
+				f.last.Store(e.Seq)
 			}
 		})
 	}
+	var (
+		events int64
+		cpu    time.Duration
+	)
+	b.ReportAllocs()
+	for b.Loop() {
+		before, _ := h.GetSession(ctx, s.ID)
+		if pace != nil {
+			pace.reset(lastSeq)
+		}
+		c0 := cpuTime()
+		r, err := h.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: input("go")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w, err := h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 60_000})
+		if err != nil || w.Run.Status != store.RunCompleted {
+			b.Fatalf("run %s: %+v %v", r.ID, w, err)
+		}
+		cpu += cpuTime() - c0
+		after, _ := h.GetSession(ctx, s.ID)
+		events += after.LastSeq - before.LastSeq
+	}
+	elapsed := b.Elapsed()
+	// Let the subscribers drain before the histograms are read.
+	last, _ := h.GetSession(ctx, s.ID)
+	deadline := time.Now().Add(10 * time.Second)
+	for _, f := range fs {
+		for f.last.Load() < last.LastSeq && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	stop()
+	wg.Wait()
+	var (
+		lat    hist
+		lagged int
+	)
+	for _, f := range fs {
+		lat.merge(&f.lat)
+		if f.err != nil && !errors.Is(f.err, context.Canceled) {
+			lagged++
+		}
+	}
+	got := float64(events) / elapsed.Seconds()
+	b.ReportMetric(got, "events/s")
+	b.ReportMetric(cpu.Seconds()*1e6/float64(events), "cpu-µs/event")
+	if subs > 0 {
+		b.ReportMetric(base, "base-events/s")
+		b.ReportMetric(100*(1-got/base), "drop-%")
+		b.ReportMetric(lat.quantile(0.50), "p50-ms")
+		b.ReportMetric(lat.quantile(0.99), "p99-ms")
+		b.ReportMetric(float64(lagged), "lagged")
+		b.ReportMetric(float64(lat.n)/float64(int64(subs)*(last.LastSeq-s.LastSeq)), "delivered")
+	}
+}
+
+// fanoutBaseRuns is how many runs measure the rate without subscribers.
+const fanoutBaseRuns = 5
+
+// baseRate is the run's own rate without subscribers: the events/s of n
+// runs of the fanout script on a new session of h, held to pace's rate
+// if pace is not nil. The fan-out benchmarks compare the rate with
+// subscribers to it (drop-%); measured in the same benchmark, on the
+// same host, it shares the machine's load of the moment.
+func baseRate(b *testing.B, h *host.Host, pace *pacer, n int) float64 {
+	b.Helper()
+	ctx := context.Background()
+	s, err := h.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:fanout"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	lastSeq := func() int64 {
+		r, _ := h.GetSession(ctx, s.ID)
+		return r.LastSeq
+	}
+	var (
+		events  int64
+		elapsed time.Duration
+	)
+	for range n {
+		before := lastSeq()
+		if pace != nil {
+			pace.reset(lastSeq)
+		}
+		t0 := time.Now()
+		r, err := h.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: input("go")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w, err := h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 60_000})
+		if err != nil || w.Run.Status != store.RunCompleted {
+			b.Fatalf("run %s: %+v %v", r.ID, w, err)
+		}
+		elapsed += time.Since(t0)
+		events += lastSeq() - before
+	}
+	return float64(events) / elapsed.Seconds()
 }
 
 // prefill writes a session of n events (session.created, one completed run

@@ -12,11 +12,13 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,9 +47,17 @@ type Config struct {
 	DefaultModel string
 	// Tools are offered to every run; nil means none.
 	Tools *tool.Registry
-	// LockDir holds the session leases that keep other processes from
-	// writing a session the host owns; empty means no leases (an in-memory
-	// store, or a store no other process opens).
+	// Leases grants the session leases that keep other hosts from
+	// writing a session this host owns (see [store.Leases]); it takes
+	// precedence over LockDir. A store several hosts share needs leases
+	// with fencing epochs (store/postgres's); a session whose lease is
+	// lost is dropped, and the next request loads it again (refused while
+	// another host holds it).
+	Leases store.Leases
+	// LockDir holds flock leases that keep other processes on this
+	// machine from writing a session the host owns; empty (and no
+	// Leases) means no leases: an in-memory store, or a store no other
+	// process opens.
 	LockDir string
 	// Shared marks a host that shares its store with other live hosts of
 	// the same kind (a one-shot `weft run`): it does not recover sessions
@@ -79,8 +89,9 @@ type Config struct {
 	// on Close.
 	Processes *process.Manager
 	// MaxLoadedSessions is how many sessions stay loaded (a journal
-	// goroutine and a lease file each) before sessions idle for a minute
-	// (or IdleUnload, if shorter) are unloaded; zero means 512.
+	// goroutine, a lease file and their transcript each); beyond it the
+	// least recently used idle sessions are unloaded at once, down to
+	// seven eighths of it. Zero means 512.
 	MaxLoadedSessions int
 	// IdleUnload is how long a session with no run, no subscriber and no
 	// request stays loaded; zero means ten minutes. An unloaded session
@@ -120,6 +131,10 @@ type Host struct {
 	// bg counts the host's own goroutines (the housekeeping loop and the
 	// process notices); Add only with mu held and closed unset.
 	bg sync.WaitGroup
+
+	// crowded wakes the housekeeping goroutine when more sessions are
+	// loaded than MaxLoadedSessions.
+	crowded chan struct{}
 
 	mu       sync.Mutex
 	sessions map[string]*entry
@@ -175,11 +190,15 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		cfg.NewID = ids.New
 	}
 	hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	h := &Host{cfg: cfg, ctx: hctx, stop: stop, sessions: map[string]*entry{}, seed: maphash.MakeSeed()}
+	h := &Host{cfg: cfg, ctx: hctx, stop: stop, sessions: map[string]*entry{}, crowded: make(chan struct{}, 1), seed: maphash.MakeSeed()}
+	leases := cfg.Leases
+	if leases == nil && cfg.LockDir != "" {
+		leases = lease.Dir{Path: cfg.LockDir}
+	}
 	h.scfg = session.Config{
 		Store: cfg.Store, ResolveModel: cfg.ResolveModel, DefaultModel: cfg.DefaultModel,
 		Journal: journal.Config{CoalesceWindow: cfg.CoalesceWindow, CoalesceBytes: cfg.CoalesceBytes, Logger: cfg.Logger},
-		Tools:   cfg.Tools, MaxSteps: cfg.MaxSteps, Processes: cfg.Processes, LockDir: cfg.LockDir,
+		Tools:   cfg.Tools, MaxSteps: cfg.MaxSteps, Processes: cfg.Processes, Leases: leases, Dropped: h.dropped,
 		SubscriberBuffer: cfg.SubscriberBuffer, SubscriberBytes: cfg.SubscriberBytes, RetryBackoff: cfg.StorageRetry,
 		Policy: cfg.Policy, InputTimeout: cfg.InputTimeout, NewID: cfg.NewID, Logger: cfg.Logger,
 		Transcripts: session.NewBudget(max(cfg.TranscriptBytes, 0)),
@@ -244,8 +263,49 @@ func (h *Host) housekeeping() {
 			}
 		case <-idle.C:
 			h.unloadIdle(h.cfg.IdleUnload)
+		case <-h.crowded:
+			h.trim()
 		}
 	}
+}
+
+// trim unloads the least recently used idle sessions while more than
+// MaxLoadedSessions are loaded, down to seven eighths of it, so that what
+// a host holds in memory is bounded however fast sessions come.
+func (h *Host) trim() {
+	loaded := h.loadedSessions()
+	if len(loaded) <= h.cfg.MaxLoadedSessions {
+		return
+	}
+	excess := len(loaded) - h.cfg.MaxLoadedSessions*7/8
+	slices.SortFunc(loaded, func(a, b *session.Session) int { return cmp.Compare(a.LastUsed(), b.LastUsed()) })
+	now := time.Now().UnixNano()
+	for _, s := range loaded {
+		if excess == 0 {
+			return
+		}
+		if s.UnloadIfIdle(now) {
+			h.forget(s)
+			excess--
+		}
+	}
+}
+
+// loadedSessions returns the sessions that are loaded.
+func (h *Host) loadedSessions() []*session.Session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*session.Session
+	for _, e := range h.sessions {
+		select {
+		case <-e.ready:
+			if e.s != nil {
+				out = append(out, e.s)
+			}
+		default:
+		}
+	}
+	return out
 }
 
 // recover loads every session that a crash left with an active run, which
@@ -262,8 +322,8 @@ func (h *Host) recover(ctx context.Context) error {
 				continue
 			}
 			if _, err := h.session(ctx, s.ID); err != nil {
-				if errors.Is(err, lease.ErrHeld) {
-					h.cfg.Logger.Warn("session owned by another process; not recovered", "session", s.ID)
+				if errors.Is(err, store.ErrLeaseHeld) {
+					h.cfg.Logger.Warn("session owned by another process; not recovered", "session", s.ID, "err", err)
 					continue
 				}
 				return fmt.Errorf("host: recover session %s: %w", s.ID, err)
@@ -357,9 +417,7 @@ func (h *Host) session(ctx context.Context, id string) (*session.Session, error)
 		s.Close()
 		return nil, ErrClosed
 	}
-	if n > h.cfg.MaxLoadedSessions {
-		h.unloadIdle(min(time.Minute, h.cfg.IdleUnload))
-	}
+	h.checkCrowded(n)
 	return s, nil
 }
 
@@ -385,8 +443,32 @@ func (h *Host) add(s *session.Session) error {
 	e := &entry{ready: make(chan struct{}), s: s}
 	close(e.ready)
 	h.sessions[s.ID()] = e
+	n := len(h.sessions)
 	h.mu.Unlock()
+	h.checkCrowded(n)
 	return nil
+}
+
+// checkCrowded wakes the housekeeping goroutine to trim the registry when
+// n sessions are more than MaxLoadedSessions.
+func (h *Host) checkCrowded(n int) {
+	if n <= h.cfg.MaxLoadedSessions {
+		return
+	}
+	select {
+	case h.crowded <- struct{}{}:
+	default: // a trim is due already
+	}
+}
+
+// dropped is the sessions' Dropped hook: a session that lost its lease
+// is forgotten and closed by a goroutine of the host, so that the next
+// request loads it again. A closing host closes it itself.
+func (h *Host) dropped(s *session.Session) {
+	h.goBackground(func() {
+		h.forget(s)
+		s.Close()
+	})
 }
 
 // forget removes s from the registry, if it is still the session there.
@@ -419,19 +501,7 @@ func (h *Host) with(ctx context.Context, id string, f func(*session.Session) err
 // them again.
 func (h *Host) unloadIdle(idle time.Duration) {
 	cutoff := time.Now().Add(-idle).UnixNano()
-	h.mu.Lock()
-	var loaded []*session.Session
-	for _, e := range h.sessions {
-		select {
-		case <-e.ready:
-			if e.s != nil {
-				loaded = append(loaded, e.s)
-			}
-		default:
-		}
-	}
-	h.mu.Unlock()
-	for _, s := range loaded {
+	for _, s := range h.loadedSessions() {
 		if s.UnloadIfIdle(cutoff) {
 			h.forget(s)
 		}

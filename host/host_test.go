@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +24,20 @@ import (
 	"weft.dev/weft/tool/builtin"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := pg.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "close the test cluster:", err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // scripts the tests use, by model name.
 var scripts = map[string]string{
@@ -33,6 +47,7 @@ var scripts = map[string]string{
 	"steps":  `{"loop":true,"steps":[{"toolCalls":[{"name":"list_dir","arguments":{"path":"."}}],"delayMs":1},{"text":"echo {{input}}","delayMs":1}]}`,
 	"broken": `{"steps":[{"error":{"kind":"auth","status":401}}]}`,
 	"ticks":  `{"loop":true,"steps":[{"text":"one two three","delayMs":1}]}`,
+	"long":   `{"loop":true,"steps":[{"text":"` + strings.Repeat("tok ", 3000) + `{{input}}","delayMs":2}]}`,
 }
 
 func newHost(t *testing.T) (*host.Host, store.Store) {
@@ -533,6 +548,65 @@ func TestIdleSessionsUnload(t *testing.T) {
 		}
 		if evs, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: a, Limit: 1000}); evs.Events[len(evs.Events)-1].Type != event.RunCompleted {
 			t.Fatal("log after reload")
+		}
+	})
+}
+
+// TestCrowdedHostUnloadsLeastRecentlyUsed: beyond MaxLoadedSessions the
+// host unloads the least recently used idle sessions at once (not after
+// IdleUnload), down to seven eighths of the limit; a session with a run
+// stays loaded however old its last request.
+func TestCrowdedHostUnloadsLeastRecentlyUsed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		locks := t.TempDir()
+		h, err := host.New(context.Background(), host.Config{
+			Store: memory.New(), DefaultModel: "scripted:fast", CoalesceWindow: 2 * time.Millisecond,
+			LockDir: locks, IdleUnload: time.Hour, MaxLoadedSessions: 8,
+			ResolveModel: func(name string) (*host.Model, error) {
+				key := strings.TrimPrefix(name, "scripted:")
+				p, err := scripted.Parse(key+".json", []byte(scripts[key]))
+				return &host.Model{Name: name, Provider: p, Model: key}, err
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		busy := session(t, h, "scripted:slow")
+		r := start(t, h, api.StartRunParams{SessionID: busy, Input: input("long")})
+		var ids []string
+		for range 20 {
+			time.Sleep(time.Millisecond) // distinct last-use times
+			ids = append(ids, session(t, h, "scripted:fast"))
+		}
+		synctest.Wait()
+		loaded := func(id string) bool {
+			l, err := lease.Acquire(locks, id)
+			if err == nil {
+				l.Release()
+			}
+			return errors.Is(err, lease.ErrHeld)
+		}
+		if !loaded(busy) {
+			t.Fatal("the session with a run was unloaded")
+		}
+		n := 0
+		for i, id := range ids {
+			if loaded(id) {
+				n++
+			} else if i >= len(ids)-6 {
+				t.Errorf("session %d of %d (recently used) was unloaded", i+1, len(ids))
+			}
+		}
+		if n+1 > 8 {
+			t.Fatalf("%d sessions loaded, want at most 8", n+1)
+		}
+		if _, err := h.CancelRun(context.Background(), api.CancelParams{RunID: r.ID}); err != nil {
+			t.Fatal(err)
+		}
+		// An unloaded session loads again on its next request.
+		if got := wait(t, h, start(t, h, api.StartRunParams{SessionID: ids[0], Input: input("again")}).ID); got.Status != store.RunCompleted {
+			t.Fatalf("run after reload: %+v", got)
 		}
 	})
 }

@@ -119,7 +119,8 @@ func (h *Host) toolResult(ctx context.Context, p api.ToolResultParams, rc *idem.
 	if err := checkSize("output", len(p.Output), api.MaxInputBytes); err != nil {
 		return nil, idem.Ref{}, err
 	}
-	id, sid := p.RequestID, p.SessionID
+	id := p.RequestID
+	var sid string
 	switch {
 	case id != "":
 		var err error

@@ -150,8 +150,10 @@ func TestTranscriptKeptMatchesLog(t *testing.T) {
 			r2 := start(t, h, api.StartRunParams{SessionID: sid, Model: "scripted:steps", Busy: api.BusyInterrupt, Input: input("instead")})
 			wait(t, h, r2.ID)
 
-			// A new host over the same store reads the log once.
+			// A new host over the same store reads the log once, from a
+			// snapshot in the middle of it (inside a step's results).
 			h.Close()
+			plantSnapshot(t, fst, sid)
 			if h, err = host.New(ctx, cfg); err != nil {
 				t.Fatal(err)
 			}
@@ -212,4 +214,181 @@ func TestTranscriptAfterAmbiguousWrite(t *testing.T) {
 			t.Fatalf("the model was asked %d times", checker.count())
 		}
 	})
+}
+
+// plantSnapshot stores a snapshot of session sid's transcript through a
+// tool result in the middle of its log, as the session would have.
+func plantSnapshot(t *testing.T, st store.Store, sid string) {
+	t.Helper()
+	ctx := context.Background()
+	evs, err := st.Read(ctx, store.ReadParams{SessionID: sid, Limit: 1 << 20, Types: agent.TranscriptTypes()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := len(evs) / 2
+	for cut < len(evs)-1 && evs[cut].Type != event.ToolCallCompleted {
+		cut++
+	}
+	var b agent.TranscriptBuilder
+	for _, e := range evs[:cut+1] {
+		if err := b.Add(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := b.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutSnapshot(ctx, store.Snapshot{SessionID: sid, Kind: store.SnapshotTranscript, Seq: evs[cut].Seq, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recorder is a model that records the conversations it is sent.
+type recorder struct {
+	inner llm.Provider
+
+	mu   sync.Mutex
+	sent [][]llm.Message
+}
+
+func (r *recorder) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.StreamEvent, error] {
+	r.mu.Lock()
+	r.sent = append(r.sent, req.Messages)
+	r.mu.Unlock()
+	return r.inner.Stream(ctx, req)
+}
+
+func (r *recorder) last() []llm.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sent[len(r.sent)-1]
+}
+
+// TestTranscriptSnapshot checks the snapshots a session stores of its
+// transcript: written once enough of the log is not in one, through a
+// seq of the log, with the log's transcript; read at the first run start
+// after a load (a planted snapshot that differs from the log is what the
+// model is sent, proving it was read); and ignored when it does not
+// decode, the log read instead.
+func TestTranscriptSnapshot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memory.New()
+		reg := tool.NewRegistry()
+		if err := builtin.Register(reg, builtin.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		rec := &recorder{}
+		cfg := host.Config{
+			Store: st, Tools: reg, CoalesceWindow: time.Millisecond,
+			ResolveModel: func(name string) (*host.Model, error) {
+				p, err := scripted.Parse("steps.json", []byte(scripts["steps"]))
+				if err != nil {
+					return nil, err
+				}
+				rec.inner = p
+				return &host.Model{Name: name, Provider: rec, Model: "steps"}, nil
+			},
+		}
+		ctx := context.Background()
+		h, err := host.New(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { h.Close() }()
+		sid := session(t, h, "scripted:steps")
+
+		// Each run folds four transcript events (input, a call, its
+		// result, the answer): 70 runs pass the 256 that make a snapshot
+		// due.
+		for i := range 70 {
+			r := start(t, h, api.StartRunParams{SessionID: sid, Input: input(fmt.Sprint("turn ", i))})
+			if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+				t.Fatalf("run %s: %s", r.ID, got.Status)
+			}
+		}
+		synctest.Wait()
+		snap, err := st.Snapshot(ctx, sid, store.SnapshotTranscript)
+		if err != nil {
+			t.Fatalf("no snapshot after 70 runs: %v", err)
+		}
+		var b agent.TranscriptBuilder
+		if err := b.UnmarshalBinary(snap.Data); err != nil {
+			t.Fatal(err)
+		}
+		rest, err := st.Read(ctx, store.ReadParams{SessionID: sid, After: snap.Seq, Limit: 1 << 20, Types: agent.TranscriptTypes()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if snap.Seq < 256 || len(rest) >= 256 {
+			t.Fatalf("snapshot through seq %d, %d transcript events after it", snap.Seq, len(rest))
+		}
+		for _, e := range rest {
+			if err := b.Add(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := agent.LoadTranscript(ctx, st, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(b.Messages(), want) {
+			t.Fatalf("snapshot and the log after it hold %d messages, the log %d", len(b.Messages()), len(want))
+		}
+
+		// A planted snapshot through the last seq, with a marker: the next
+		// host sends it, so it was read instead of the log.
+		h.Close()
+		last, err := st.LastSeq(ctx, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var marked agent.TranscriptBuilder
+		if err := marked.Add(mustEvent(t, event.MessageUser, event.MessageUserData{Content: event.TextParts("from the snapshot")})); err != nil {
+			t.Fatal(err)
+		}
+		data, _ := marked.MarshalBinary()
+		if err := st.PutSnapshot(ctx, store.Snapshot{SessionID: sid, Kind: store.SnapshotTranscript, Seq: last, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+		if h, err = host.New(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("after the restart")})
+		wait(t, h, r.ID)
+		if got := rec.last(); len(got) < 2 || got[0].Content != "from the snapshot" {
+			t.Fatalf("the model was sent %s; want the planted snapshot first", summary(got))
+		}
+
+		// A snapshot that does not decode is ignored: the log is read.
+		h.Close()
+		if last, err = st.LastSeq(ctx, sid); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.PutSnapshot(ctx, store.Snapshot{SessionID: sid, Kind: store.SnapshotTranscript, Seq: last, Data: []byte("WTX1\xff\xff")}); err != nil {
+			t.Fatal(err)
+		}
+		if h, err = host.New(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		r = start(t, h, api.StartRunParams{SessionID: sid, Input: input("after a corrupt snapshot")})
+		wait(t, h, r.ID)
+		sent := rec.sent[len(rec.sent)-2] // the run's first request: the log before it and the input
+		want, err = agent.LoadTranscript(ctx, st, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sent) < 1 || sent[0].Content != "turn 0" || len(sent) != len(want)-3 {
+			t.Fatalf("after a corrupt snapshot the model was sent %d messages starting %s; the log holds %d", len(sent), summary(sent[:1]), len(want))
+		}
+	})
+}
+
+func mustEvent(t *testing.T, typ event.Type, v any) event.Event {
+	t.Helper()
+	e, err := event.New("run", typ, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }

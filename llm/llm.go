@@ -135,6 +135,7 @@ const (
 	KindBadRequest  = "bad_request"  // other 4xx
 	KindStreamCut   = "stream_cut"   // the stream ended without its terminal event
 	KindMalformed   = "malformed"    // a chunk that is not valid JSON or not understood
+	KindSafety      = "safety"       // the provider blocked the prompt or the response (safety, recitation, prohibited content)
 	KindScript      = "script"       // the scripted provider's file is wrong or ran out
 )
 

@@ -170,10 +170,11 @@ func TestContainedHostDeath(t *testing.T) {
 }
 
 // TestStartFailureCleansUp: a shell whose helper cannot start leaves no
-// temporary directory behind.
+// temporary directory behind. (The subreaper is forced: in a PID
+// namespace the host may start the shell without the helper.)
 func TestStartFailureCleansUp(t *testing.T) {
 	root := t.TempDir()
-	f := setup(t, process.Config{Sandbox: &sandbox.Config{Unsandboxed: true, Executable: "/nonexistent/weft", TempRoot: root}})
+	f := setup(t, process.Config{Sandbox: &sandbox.Config{Unsandboxed: true, Executable: "/nonexistent/weft", TempRoot: root, Containment: sandbox.ContainmentSubreaper}})
 	for _, pty := range []bool{false, true} {
 		_, err := f.m.Start(context.Background(), process.StartParams{SessionID: "s1", Kind: store.ProcessShell, Command: "true",
 			Binding: f.b, Disposition: store.OwnerBound, PTY: pty})

@@ -235,12 +235,14 @@ func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartPar
 		Dir:  hostDir,
 		Env:  append(m.shellEnv(rec.ID, hostDir, sp.Env), sp.Binding.ShellVars()...),
 	}
-	// The shell (or the sandbox helper, which keeps the shell in a group
-	// of its own) leads its own group: Setpgid, or Setsid for a pty.
+	// The shell (or what contains it under the sandbox, whose group the
+	// shell shares or which forwards signals to it) leads its own group:
+	// Setpgid, or Setsid for a pty.
 	cmd.SysProcAttr = groupAttr()
 	if sp.PTY {
 		cmd.SysProcAttr = ptyAttr()
 	}
+	start := cmd.Start
 	if m.cfg.Sandbox != nil {
 		// The process outlives the request: no context may kill it.
 		sc, err := sandbox.Command(context.Background(), sandbox.ForBinding(*m.cfg.Sandbox, sp.Binding), m.cfg.Shell, "-c", sp.Command)
@@ -248,17 +250,22 @@ func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartPar
 			return fail(fmt.Errorf("process %s: %w", rec.ID, err))
 		}
 		sc.Dir, sc.Env, sc.SysProcAttr = cmd.Dir, cmd.Env, cmd.SysProcAttr
-		if err := sc.Prepare(); err != nil {
-			return fail(fmt.Errorf("process %s: %w", rec.ID, err))
-		}
-		p.sandbox, cmd = sc, sc.Cmd
+		// Only the sandbox's Start may start it: it confines the shell
+		// from a thread of its own.
+		p.sandbox, cmd, start = sc, sc.Cmd, sc.Start
 	}
 	var readers []streamReader
 	var closeAfterStart []*os.File
 	if sp.PTY {
-		// StartWithAttrs sets SysProcAttr: pass on what Prepare completed.
-		f, err := pty.StartWithAttrs(cmd, nil, cmd.SysProcAttr)
+		f, tty, err := pty.Open()
 		if err != nil {
+			return fail(fmt.Errorf("process %s: opening a pty: %w", rec.ID, err))
+		}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+		err = start()
+		tty.Close()
+		if err != nil {
+			f.Close()
 			return fail(fmt.Errorf("process %s: starting %s on a pty: %w", rec.ID, m.cfg.Shell, err))
 		}
 		p.pty, p.stdin = f, f
@@ -284,7 +291,7 @@ func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartPar
 		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 		closeAfterStart = []*os.File{inR, outW, errW}
-		err = cmd.Start()
+		err = start()
 		for _, f := range closeAfterStart {
 			f.Close()
 		}
@@ -328,8 +335,8 @@ func (p *proc) wait() error {
 	return p.cmd.Wait()
 }
 
-// kill ends a started shell for good: its whole tree under the sandbox
-// helper, else its process group.
+// kill ends a started shell for good: its whole tree under the sandbox,
+// else its process group.
 func (p *proc) kill() {
 	if p.sandbox != nil {
 		p.sandbox.Kill()
@@ -339,8 +346,9 @@ func (p *proc) kill() {
 }
 
 // signal sends sig to a started shell's group: the group it leads, or
-// under the helper the helper's, which forwards it to the shell's group.
-// SIGKILL, which the helper cannot catch, ends the whole tree instead.
+// under the sandbox the group of the process that contains the shell
+// (the init shell's, which the shell shares, or the helper's, which
+// forwards it to the shell's group). SIGKILL ends the whole tree instead.
 func (p *proc) signal(sig syscall.Signal) {
 	if sig == syscall.SIGKILL {
 		p.kill()

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -115,126 +114,10 @@ func (bh *benchHost) dial(b *testing.B) *client.Client {
 	return c
 }
 
-// latencyHist is a histogram of latencies with 10 µs buckets up to one
-// second, safe for concurrent use.
-type latencyHist struct {
-	buckets [100_001]atomic.Int64
-	n       atomic.Int64
-}
-
-func (l *latencyHist) add(d time.Duration) {
-	i := min(max(int(d/(10*time.Microsecond)), 0), len(l.buckets)-1)
-	l.buckets[i].Add(1)
-	l.n.Add(1)
-}
-
-// quantile returns the q-quantile in milliseconds (the bucket's upper edge).
-func (l *latencyHist) quantile(q float64) float64 {
-	want := int64(math.Ceil(q * float64(l.n.Load())))
-	var seen int64
-	for i := range l.buckets {
-		seen += l.buckets[i].Load()
-		if seen >= want && seen > 0 {
-			return float64(i+1) * 0.01
-		}
-	}
-	return math.NaN()
-}
-
 func quantile(ds []time.Duration, q float64) float64 {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[min(int(float64(len(s))*q), len(s)-1)].Seconds() * 1e3
-}
-
-// BenchmarkHostFanoutWebSocket is host BenchmarkFanout over the wire: subs
-// WebSocket clients (one connection each, client.Subscribe) follow one
-// session while a run on it produces events as fast as it can. One
-// iteration is one 40-step run of the fanout script. Latency is from the
-// event's commit stamp (event.Time) to its decoding by the client.
-func BenchmarkHostFanoutWebSocket(b *testing.B) {
-	for _, subs := range []int{100, 1000} {
-		b.Run(fmt.Sprintf("subs=%d", subs), func(b *testing.B) {
-			bh := newBenchHost(b, scriptedModels, nil)
-			ctx := context.Background()
-			s, err := bh.h.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:fanout"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			sctx, stop := context.WithCancel(ctx)
-			var (
-				wg     sync.WaitGroup
-				lat    latencyHist
-				lagged atomic.Int64
-			)
-			// drained is closed once the subscribers have received every
-			// event of the runs, or one of them lagged. How many events that
-			// is is known only once the runs are over: until then the goal
-			// is out of reach.
-			var (
-				goal      atomic.Int64
-				drained   = make(chan struct{})
-				drainOnce sync.Once
-			)
-			goal.Store(math.MaxInt64)
-			drain := func() { drainOnce.Do(func() { close(drained) }) }
-			for range subs {
-				c := bh.dial(b)
-				seq, err := c.Subscribe(sctx, api.SubscribeParams{SessionID: s.ID, After: s.LastSeq})
-				if err != nil {
-					b.Fatal(err)
-				}
-				wg.Go(func() {
-					for e, err := range seq {
-						if err != nil {
-							if !errors.Is(err, context.Canceled) {
-								lagged.Add(1)
-								drain()
-							}
-							return
-						}
-						lat.add(time.Since(e.Time))
-						if lat.n.Load() >= goal.Load() {
-							drain()
-						}
-					}
-				})
-			}
-			var events int64
-			b.ReportAllocs()
-			for b.Loop() {
-				before, _ := bh.h.GetSession(ctx, s.ID)
-				r, err := bh.h.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("go"))})
-				if err != nil {
-					b.Fatal(err)
-				}
-				w, err := bh.h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 120_000})
-				if err != nil || w.Run.Status != store.RunCompleted {
-					b.Fatalf("run %s: %+v %v", r.ID, w, err)
-				}
-				after, _ := bh.h.GetSession(ctx, s.ID)
-				events += after.LastSeq - before.LastSeq
-			}
-			elapsed := b.Elapsed()
-			// Let the subscribers drain before the histogram is read.
-			last, _ := bh.h.GetSession(ctx, s.ID)
-			goal.Store(int64(subs) * (last.LastSeq - s.LastSeq))
-			if lat.n.Load() >= goal.Load() {
-				drain()
-			}
-			select {
-			case <-drained:
-			case <-time.After(30 * time.Second):
-			}
-			stop()
-			wg.Wait()
-			b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
-			b.ReportMetric(lat.quantile(0.50), "p50-ms")
-			b.ReportMetric(lat.quantile(0.99), "p99-ms")
-			b.ReportMetric(float64(lagged.Load()), "lagged")
-			b.ReportMetric(float64(lat.n.Load())/float64(int64(subs)*(last.LastSeq-s.LastSeq)), "delivered-fraction")
-		})
-	}
 }
 
 // prefill writes a session of n events (session.created, one completed run

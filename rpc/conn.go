@@ -72,7 +72,7 @@ type Conn struct {
 	handlers sync.WaitGroup
 
 	out         chan outFrame
-	notifQueued atomic.Int64
+	queue       *queueBudget // of notifications in out
 	stopWriting chan struct{}
 	writerDone  chan struct{}
 
@@ -149,15 +149,15 @@ func (c *Conn) Notify(ctx context.Context, method string, params any) error {
 		}
 		raw = b
 	}
-	if c.notifQueued.Add(1) > int64(c.s.cfg.NotifyQueue) {
-		c.notifQueued.Add(-1)
+	frame := jsonrpc.AppendRequest(nil, nil, method, raw)
+	if !c.queue.tryTake(len(frame)) {
 		return fmt.Errorf("rpc: notify %s on conn %s: %w", method, c.id, ErrNotifyOverflow)
 	}
 	select {
-	case c.out <- outFrame{b: jsonrpc.AppendRequest(nil, nil, method, raw), notif: true}:
+	case c.out <- outFrame{b: frame, notif: true}:
 		return nil
 	default:
-		c.notifQueued.Add(-1)
+		c.queue.give(len(frame))
 		return fmt.Errorf("rpc: notify %s on conn %s: %w", method, c.id, ErrNotifyOverflow)
 	}
 }
@@ -172,6 +172,7 @@ func (s *Server) newConn(parent context.Context, transport string, stream jsonrp
 	}
 	c.ctx = context.WithValue(ctx, connKey{}, c)
 	if stream != nil {
+		c.queue = newQueueBudget(s.cfg.NotifyQueue, s.cfg.NotifyBytes)
 		c.out = make(chan outFrame, s.cfg.NotifyQueue+s.cfg.MaxConcurrentPerConn+16)
 		c.stopWriting = make(chan struct{})
 		c.writerDone = make(chan struct{})
@@ -190,20 +191,78 @@ func (c *Conn) send(b []byte) {
 	}
 }
 
-// writeLoop is the connection's only writer. It exits after stopWriting
-// is closed and the queue drained, or on a write error.
+// Bounds of one batch of frames the writer sends together. A frame
+// larger than maxBatchBytes goes alone.
+const (
+	maxBatchFrames = 256
+	maxBatchBytes  = 256 << 10
+)
+
+// writeLoop is the connection's only writer. When the stream can
+// (jsonrpc.BatchWriter) it sends what is queued in batches, within
+// maxBatchFrames and maxBatchBytes: a subscription's burst of
+// notifications costs one write to the connection rather than one each.
+// It never waits for more frames: a lone frame is written at once. It
+// exits after stopWriting is closed and the queue drained, or on a write
+// error.
 func (c *Conn) writeLoop() {
 	defer close(c.writerDone)
-	write := func(f outFrame) bool {
-		if f.notif {
-			c.notifQueued.Add(-1)
+	bw, _ := c.stream.(jsonrpc.BatchWriter)
+	var (
+		frames []outFrame
+		size   int
+		// next is a frame taken from the queue that did not fit in the
+		// batch before it.
+		next    outFrame
+		hasNext bool
+		batch   [][]byte
+	)
+	add := func(f outFrame) {
+		frames = append(frames, f)
+		size += len(f.b)
+	}
+	// fill adds what else is queued, within the batch's bounds.
+	fill := func() {
+		for bw != nil && len(frames) < maxBatchFrames && !hasNext {
+			select {
+			case f := <-c.out:
+				if size+len(f.b) > maxBatchBytes {
+					next, hasNext = f, true
+				} else {
+					add(f)
+				}
+			default:
+				return
+			}
+		}
+	}
+	// write sends frames (and forgets them); false means stop.
+	write := func() bool {
+		defer func() {
+			clear(frames)
+			frames, size = frames[:0], 0
+			clear(batch)
+			batch = batch[:0]
+		}()
+		for _, f := range frames {
+			if f.notif {
+				c.queue.give(len(f.b))
+			}
 		}
 		if c.ctx.Err() != nil {
 			return false // cancelled: nobody is waiting for more output
 		}
 		wctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.WriteTimeout)
-		err := c.stream.Write(wctx, f.b)
-		cancel()
+		defer cancel()
+		var err error
+		if len(frames) > 1 {
+			for _, f := range frames {
+				batch = append(batch, f.b)
+			}
+			err = bw.WriteBatch(wctx, batch)
+		} else {
+			err = c.stream.Write(wctx, frames[0].b)
+		}
 		if err != nil {
 			c.s.log.Debug("rpc: write failed; closing connection", "conn", c.id, "err", err)
 			c.cancel()
@@ -211,23 +270,33 @@ func (c *Conn) writeLoop() {
 		}
 		return true
 	}
+	stopping := false
 	for {
-		select {
-		case f := <-c.out:
-			if !write(f) {
-				return
+		if hasNext {
+			add(next)
+			next, hasNext = outFrame{}, false
+		} else if stopping {
+			select {
+			case f := <-c.out:
+				add(f)
+			default:
+				return // drained
 			}
-		case <-c.stopWriting:
-			for {
-				select {
-				case f := <-c.out:
-					if !write(f) {
-						return
-					}
-				default:
-					return
-				}
+		} else {
+			select {
+			case f := <-c.out:
+				add(f)
+			case <-c.stopWriting:
+				stopping = true
+				continue
 			}
+		}
+		fill()
+		if !write() {
+			if hasNext && next.notif {
+				c.queue.give(len(next.b))
+			}
+			return
 		}
 	}
 }
@@ -440,15 +509,30 @@ func (c *Conn) NotifyWait(ctx context.Context, method string, params any) error 
 		}
 		raw = b
 	}
-	c.notifQueued.Add(1)
+	return c.notifyFrame(ctx, method, jsonrpc.AppendRequest(nil, nil, method, raw))
+}
+
+// notifyFrame is NotifyWait for a notification already encoded as a
+// frame (a subscription's events, whose encoding is shared); method is
+// for errors.
+func (c *Conn) notifyFrame(ctx context.Context, method string, frame []byte) error {
+	if c.stream == nil {
+		return ErrNoPush
+	}
+	if err := c.queue.take(ctx, len(frame), c.writerDone, ErrConnClosed); err != nil {
+		if errors.Is(err, ErrConnClosed) {
+			return err
+		}
+		return fmt.Errorf("rpc: notify %s: %w", method, err)
+	}
 	select {
-	case c.out <- outFrame{b: jsonrpc.AppendRequest(nil, nil, method, raw), notif: true}:
+	case c.out <- outFrame{b: frame, notif: true}:
 		return nil
 	case <-c.writerDone:
-		c.notifQueued.Add(-1)
+		c.queue.give(len(frame))
 		return ErrConnClosed
 	case <-ctx.Done():
-		c.notifQueued.Add(-1)
+		c.queue.give(len(frame))
 		return fmt.Errorf("rpc: notify %s: %w", method, ctx.Err())
 	}
 }

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -14,6 +15,7 @@ import (
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/ids"
 	"weft.dev/weft/internal/journal"
+	"weft.dev/weft/internal/jsonrpc"
 	"weft.dev/weft/process"
 	"weft.dev/weft/tool"
 )
@@ -179,25 +181,29 @@ func (m *hostMethods) subscribe(ctx context.Context, p *api.SubscribeParams) (*a
 		return nil, err
 	}
 	subCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	seq, err := m.h.Subscribe(subCtx, p.SessionID, p.After, p.RunID)
+	seq, err := m.h.SubscribeEncoded(subCtx, p.SessionID, p.After, p.RunID)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
 	id := m.open(ctx, conn, subCtx, cancel, func(id string, sub *subscription) {
 		closed := api.ClosedNotification{SubscriptionID: id, Cursor: p.After}
-		for e, err := range seq {
+		prefix := eventFramePrefix(id)
+	read:
+		for evs, err := range seq {
 			if err != nil {
 				var tell bool
 				if closed.Reason, closed.Message, tell = m.end(sub, subCtx, err); !tell {
 					return
 				}
-				break
+				break read
 			}
-			if err := conn.NotifyWait(subCtx, api.NotifyEvent, api.EventNotification{SubscriptionID: id, Event: e}); err != nil {
-				return
+			for _, e := range evs {
+				if err := conn.notifyFrame(subCtx, api.NotifyEvent, eventFrame(prefix, e.JSON)); err != nil {
+					return
+				}
+				closed.Cursor = e.Event.Seq
 			}
-			closed.Cursor = e.Seq
 		}
 		if closed.Reason == "" {
 			closed.Reason = api.ReasonClosed
@@ -205,6 +211,26 @@ func (m *hostMethods) subscribe(ctx context.Context, p *api.SubscribeParams) (*a
 		_ = conn.NotifyWait(context.WithoutCancel(subCtx), api.NotifyClosed, closed)
 	})
 	return &api.SubscribeResult{SubscriptionID: id}, nil
+}
+
+// eventFramePrefix is the start of every events/event notification of
+// subscription id, up to the event: the notification is
+// {"jsonrpc":"2.0","method":"events/event","params":{"subscriptionId":id,"event":EVENT}},
+// byte for byte what encoding an api.EventNotification gives.
+func eventFramePrefix(id string) []byte {
+	quoted, _ := json.Marshal(id) // a string always marshals
+	params := append(append([]byte(`{"subscriptionId":`), quoted...), `,"event":`...)
+	frame := jsonrpc.AppendRequest(nil, nil, api.NotifyEvent, params)
+	return frame[:len(frame)-1] // AppendRequest's closing brace
+}
+
+// eventFrame is the events/event notification of an event whose JSON
+// encoding (shared by every subscriber) is event.
+func eventFrame(prefix []byte, event json.RawMessage) []byte {
+	frame := make([]byte, 0, len(prefix)+len(event)+2)
+	frame = append(frame, prefix...)
+	frame = append(frame, event...)
+	return append(frame, "}}"...)
 }
 
 // pushConn returns the handler's connection if it can carry notifications

@@ -27,6 +27,7 @@ const (
 	DefaultMaxConcurrentPerConn = 64
 	DefaultMaxConns             = 256
 	DefaultNotifyQueue          = 256
+	DefaultNotifyBytes          = 4 << 20
 	DefaultWriteTimeout         = 30 * time.Second
 	DefaultProtocolVersion      = "2026-01-01"
 )
@@ -72,7 +73,17 @@ type Config struct {
 	// Zero means DefaultNotifyQueue.
 	NotifyQueue int
 
-	// WriteTimeout bounds one write of a frame to a WebSocket client; a
+	// NotifyBytes bounds the bytes of the notifications queued on one
+	// connection, as NotifyQueue bounds their number: a subscription's
+	// events wait for room (a client that reads too slowly is dropped
+	// by the write deadline and resumes by cursor), other notifications
+	// fail with [ErrNotifyOverflow]. One notification is always admitted
+	// into an empty queue, whatever its size. Zero means
+	// DefaultNotifyBytes.
+	NotifyBytes int
+
+	// WriteTimeout bounds one write to a WebSocket client (a frame, or a
+	// batch of queued frames of at most 256 KiB, sent together); a
 	// client that stops reading for longer is disconnected (its
 	// subscriptions resume by cursor when it comes back), so that it
 	// holds no memory. Zero means DefaultWriteTimeout.
@@ -166,6 +177,9 @@ func NewServer(cfg Config) *Server {
 	}
 	if cfg.NotifyQueue <= 0 {
 		cfg.NotifyQueue = DefaultNotifyQueue
+	}
+	if cfg.NotifyBytes <= 0 {
+		cfg.NotifyBytes = DefaultNotifyBytes
 	}
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout

@@ -62,6 +62,7 @@ type sseWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
+	buf     []byte // scratch for one event
 }
 
 func newSSEWriter(w http.ResponseWriter, timeout time.Duration) *sseWriter {
@@ -90,6 +91,29 @@ func (sw *sseWriter) write(flush bool, format string, args ...any) error {
 		return sw.rc.Flush()
 	}
 	return nil
+}
+
+// events writes events, each as "id: SEQ" and "data: JSON" lines, within
+// one write deadline, and flushes once.
+func (sw *sseWriter) events(evs []event.Encoded) error {
+	if err := sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	for _, e := range evs {
+		b := append(sw.buf[:0], "id: "...)
+		b = strconv.AppendInt(b, e.Event.Seq, 10)
+		b = append(b, "\ndata: "...)
+		b = append(b, e.JSON...)
+		b = append(b, "\n\n"...)
+		sw.buf = b
+		if _, err := sw.w.Write(b); err != nil {
+			return err
+		}
+	}
+	if cap(sw.buf) > 64<<10 {
+		sw.buf = nil // keep no large event's buffer while idle
+	}
+	return sw.rc.Flush()
 }
 
 type processSSE struct {
@@ -188,7 +212,7 @@ func (sh *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	seq, err := sh.h.Subscribe(ctx, id, after, r.URL.Query().Get("runId"))
+	seq, err := sh.h.SubscribeEncoded(ctx, id, after, r.URL.Query().Get("runId"))
 	if err != nil {
 		e := wireError(err)
 		status := http.StatusBadRequest
@@ -206,22 +230,30 @@ func (sh *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	type item struct {
-		e   event.Event
+		evs []event.Encoded
 		err error
 	}
-	// A small queue between the subscription and the writer, so that
-	// heartbeats go out while no event comes; what a stalled reader holds
-	// is this queue and one replay page.
-	items := make(chan item, 8)
+	// The subscription is read in a goroutine of its own, so that
+	// heartbeats go out while no event comes. It hands over what it read
+	// at once (the slice is the iterator's until the next iteration) and
+	// waits until it is written: what a stalled reader holds is that
+	// slice, and its backlog in the session's journal until it is dropped.
+	items := make(chan item)
+	written := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for e, err := range seq {
+		for evs, err := range seq {
 			select {
-			case items <- item{e, err}:
+			case items <- item{evs, err}:
 			case <-ctx.Done():
 				return
 			}
 			if err != nil {
+				return
+			}
+			select {
+			case <-written:
+			case <-ctx.Done():
 				return
 			}
 		}
@@ -236,12 +268,12 @@ func (sh *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if it.err != nil {
 				return // the client reconnects with Last-Event-ID
 			}
-			b, err := json.Marshal(it.e)
-			if err != nil {
+			if sw.events(it.evs) != nil {
 				return
 			}
-			// Flush only when nothing else is ready, so bursts share a write.
-			if sw.write(len(items) == 0, "id: %d\ndata: %s\n\n", it.e.Seq, b) != nil {
+			select {
+			case written <- struct{}{}:
+			case <-ctx.Done():
 				return
 			}
 		case <-tick.C:

@@ -145,15 +145,15 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	}
 	var c *Conn
 	defer func() { s.releaseConn(c) }()
-	wc, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.cfg.AllowedOrigins})
+	ws, err := jsonrpc.AcceptWebSocket(w, r, &websocket.AcceptOptions{OriginPatterns: s.cfg.AllowedOrigins}, s.cfg.MaxFrameBytes)
 	if err != nil {
 		s.log.Debug("rpc: websocket accept", "err", err)
 		return // Accept has written the response
 	}
 	// The request's context must not be used after Accept; keep its values.
-	c = s.newConn(context.WithoutCancel(r.Context()), TransportWebSocket, jsonrpc.NewWSStream(wc, s.cfg.MaxFrameBytes))
+	c = s.newConn(context.WithoutCancel(r.Context()), TransportWebSocket, ws)
 	if !s.track(c) {
-		_ = wc.Close(websocket.StatusTryAgainLater, "server closing")
+		_ = ws.CloseStatus(websocket.StatusTryAgainLater, "server closing")
 		return
 	}
 	if err := c.serve(); err != nil {

@@ -3,8 +3,9 @@
 // idempotency receipts) that are updated in the same transaction as the
 // events that imply them.
 //
-// Implementations live in subpackages (store/sqlite, store/memory); the
-// conformance suite in store/storetest is run by each of them.
+// Implementations live in subpackages (store/sqlite, store/postgres,
+// store/memory); the conformance suite in store/storetest is run by each
+// of them.
 package store
 
 import (
@@ -70,11 +71,38 @@ type Store interface {
 	PutReceipt(ctx context.Context, r Receipt) (Receipt, error)
 	// PruneReceipts deletes receipts created before t.
 	PruneReceipts(ctx context.Context, before time.Time) (int, error)
+	// PutSnapshot stores a snapshot, replacing the session's snapshot of
+	// the same kind unless that one is through a later seq (then it is
+	// kept and PutSnapshot returns nil). A snapshot beyond the session's
+	// last event is ErrSeqConflict; an unknown session, ErrNotFound.
+	PutSnapshot(ctx context.Context, s Snapshot) error
+	// Snapshot returns the session's snapshot of kind, or ErrNotFound.
+	Snapshot(ctx context.Context, sessionID, kind string) (Snapshot, error)
 	// Close releases the store. It is safe to call more than once.
 	Close() error
 
 	ProcessStore
 }
+
+// Snapshot is state an owner derived from a session's log through event
+// Seq, stored so that a later load folds only the events after it instead
+// of the whole log. It is a cache: the log stays the truth, a snapshot
+// may be dropped or ignored at any time, and the events through Seq never
+// change, so a snapshot never goes stale, it only falls behind.
+type Snapshot struct {
+	SessionID string
+	// Kind names what Data holds (e.g. SnapshotTranscript).
+	Kind string
+	// Seq is the last event the snapshot reflects.
+	Seq int64
+	// Data is the owner's encoding.
+	Data      []byte
+	CreatedAt time.Time
+}
+
+// SnapshotTranscript is the kind of a session's transcript snapshot (the
+// binary form of agent.TranscriptBuilder).
+const SnapshotTranscript = "transcript"
 
 // Batch is one atomic append to one session.
 type Batch struct {
@@ -91,6 +119,16 @@ type Batch struct {
 	Requests []Request
 	// Receipts are stored alongside; an existing (key, method) is an error.
 	Receipts []Receipt
+	// Epoch is the writer's lease epoch (see [Lease]): a store whose
+	// sessions are leased in the database (store/postgres) commits the
+	// batch only if the session's current lease has this epoch, and
+	// otherwise refuses it whole with [ErrFenced]; zero is an unfenced
+	// writer, refused only while a live lease holds the session. Stores
+	// of one machine (SQLite, memory), whose leases are kernel locks,
+	// ignore it. Process logs ([ProcessBatch]) carry no epoch: the
+	// process manager of the host that runs a process writes them, not
+	// the session's owner.
+	Epoch int64
 }
 
 // ReadParams selects events of one session.

@@ -163,11 +163,15 @@ func (a *app) hostDir() string {
 	if err != nil {
 		return ""
 	}
-	p, err := a.storePath(cfg)
+	loc, err := a.storeLocation(cfg)
 	if err != nil {
 		return ""
 	}
-	b, err := os.ReadFile(filepath.Join(lockDir(p), "host.lock"))
+	locks, err := a.lockDir(loc)
+	if err != nil {
+		return ""
+	}
+	b, err := os.ReadFile(filepath.Join(locks, "host.lock"))
 	if err != nil {
 		return ""
 	}

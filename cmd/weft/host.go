@@ -2,17 +2,22 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"time"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/config"
 	"weft.dev/weft/internal/lease"
 	"weft.dev/weft/process"
-	"weft.dev/weft/store/sqlite"
+	"weft.dev/weft/store"
+	"weft.dev/weft/store/postgres"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
 )
@@ -30,18 +35,25 @@ const (
 	oneShot
 )
 
-// localHost is a host over the SQLite store with what it runs on. It holds
+// localHost is a host over the store with what it runs on. It holds
 // the store's host lease from before recovery until Close.
 type localHost struct {
 	host  *host.Host
-	store *sqlite.Store
+	store store.Store
 	tools *tool.Registry
 	lease *lease.Lease
+	// leases are the session leases in a PostgreSQL store; nil for SQLite
+	// (whose session leases are flocks beside the file).
+	leases *postgres.Leases
 }
 
-// Close shuts the host, then the store, then gives the lease up.
+// Close shuts the host (which releases its session leases), stops
+// renewing leases, closes the store, then gives the host lease up.
 func (l *localHost) Close() {
 	l.host.Close()
+	if l.leases != nil {
+		l.leases.Close()
+	}
 	l.store.Close()
 	l.lease.Release()
 }
@@ -55,9 +67,12 @@ type hostOptions struct {
 	// policy, if set, is the host's policy layer instead of the config
 	// file's: a one-shot host's carries the command's approval mode.
 	policy *api.Policy
+	// leaseTTL is the TTL of the session leases in a PostgreSQL store;
+	// zero means WEFT_LEASE_TTL, else 10s.
+	leaseTTL time.Duration
 }
 
-// newHost builds a host over the SQLite store, with the built-in tools,
+// newHost builds a host over the store (SQLite or PostgreSQL), with the built-in tools,
 // background processes, the configured models, the config file's approval
 // policy (or o.policy) and its input timeout. It first takes the store's
 // host lease in the name of o.holder: exclusively for a serving host,
@@ -69,25 +84,29 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
-	storePath, err := a.storePath(cfgFile)
+	loc, err := a.storeLocation(cfgFile)
+	if err != nil {
+		return nil, err
+	}
+	locks, err := a.lockDir(loc)
 	if err != nil {
 		return nil, err
 	}
 	var ls *lease.Lease
 	if kind == oneShot {
-		ls, err = lease.AcquireHostShared(lockDir(storePath))
+		ls, err = lease.AcquireHostShared(locks)
 	} else {
-		ls, err = lease.AcquireHost(lockDir(storePath), holder)
+		ls, err = lease.AcquireHost(locks, holder)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s", err, storePath)
+		return nil, fmt.Errorf("%w: %s", err, loc.name)
 	}
 	defer func() {
 		if err != nil {
 			ls.Release()
 		}
 	}()
-	st, _, err := a.openStore(ctx, cfgFile)
+	st, err := openStoreAt(ctx, loc)
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +135,25 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
+	var leases *postgres.Leases
+	var hostLeases store.Leases
+	if pst, ok := st.(*postgres.Store); ok {
+		ttl := o.leaseTTL
+		if ttl == 0 {
+			if ttl, err = a.envLeaseTTL(); err != nil {
+				return nil, err
+			}
+		}
+		if leases, err = postgres.NewLeases(pst, postgres.LeaseConfig{Holder: holderName(holder), TTL: ttl, Logger: log}); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				leases.Close()
+			}
+		}()
+		hostLeases = leases
+	}
 	pol := cfgFile.Policy
 	if o.policy != nil {
 		pol = *o.policy
@@ -123,7 +161,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	h, err := host.New(ctx, host.Config{
 		Policy: pol, InputTimeout: cfgFile.InputTimeout(),
 		Store: st, Tools: reg, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps,
-		LockDir: lockDir(storePath), ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
+		LockDir: locks, Leases: hostLeases, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
 		Shared: kind == oneShot,
 		ResolveModel: func(name string) (*host.Model, error) {
 			m, err := config.Resolve(name, cfgFile, cfgPath, a.getenv)
@@ -136,7 +174,38 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
-	return &localHost{host: h, store: st, tools: reg, lease: ls}, nil
+	return &localHost{host: h, store: st, tools: reg, lease: ls, leases: leases}, nil
+}
+
+// holderName names this process in a PostgreSQL store's leases table:
+// HOSTNAME/PID/RANDOM (what), unique to the process, so that a restarted
+// host does not take the leases of the process it replaces for its own
+// (they expire first) and `weft nodes` tells processes apart.
+func holderName(what string) string {
+	name, err := os.Hostname()
+	if err != nil || name == "" {
+		name = "unknown"
+	}
+	var r [4]byte
+	rand.Read(r[:])
+	name += "/" + strconv.Itoa(os.Getpid()) + "/" + hex.EncodeToString(r[:])
+	if what != "" {
+		name += " (" + what + ")"
+	}
+	return name
+}
+
+// envLeaseTTL is WEFT_LEASE_TTL (a Go duration), or 0 for the default.
+func (a *app) envLeaseTTL() (time.Duration, error) {
+	v := a.getenv("WEFT_LEASE_TTL")
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("WEFT_LEASE_TTL=%q: want a positive duration such as 10s", v)
+	}
+	return d, nil
 }
 
 // defaultModel is WEFT_MODEL or the config file's default model.

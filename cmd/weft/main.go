@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"os/signal"
 	"runtime"
@@ -34,7 +35,7 @@ const (
 
 // cli is the command tree.
 type cli struct {
-	Store string `help:"Store DSN: a SQLite file path or sqlite:PATH (default $XDG_DATA_HOME/weft/weft.db)." env:"WEFT_STORE" placeholder:"DSN"`
+	Store string `help:"Store: a SQLite file path or sqlite:PATH (default $XDG_DATA_HOME/weft/weft.db), or a PostgreSQL URL postgres://…" env:"WEFT_STORE" placeholder:"DSN"`
 	Host  string `help:"Address of a weft host (default 127.0.0.1:7878)." env:"WEFT_HOST" placeholder:"ADDR"`
 
 	Chat      chatCmd      `cmd:"" help:"Talk with an agent: a prompt, streamed answers, approvals asked inline (also: weft with no arguments on a terminal)."`
@@ -56,7 +57,10 @@ type cli struct {
 	Mounts    mountsCmd    `cmd:"" help:"List a session's mounts (through the host)."`
 	PS        psCmd        `cmd:"" name:"ps" help:"List a session's background processes (through the host)."`
 	Proc      procCmd      `cmd:"" help:"Read, wait for, signal or kill a background process (through the host)."`
+	Migrate   migrateCmd   `cmd:"" help:"Create or upgrade a PostgreSQL store's schema (SQLite migrates when opened)."`
+	Nodes     nodesCmd     `cmd:"" help:"List the hosts holding session leases in a PostgreSQL store, with their sessions and lease ages."`
 	Version   versionCmd   `cmd:"" help:"Print the version."`
+	Bench     benchCmd     `cmd:"" help:"Measure weft's performance figures on this machine (and Codex's, side by side, when installed)."`
 }
 
 // app carries what every command needs: the streams and the environment.
@@ -97,6 +101,11 @@ func main() {
 	if sandbox.IsHelper(os.Args) {
 		sandbox.Main(os.Args) // never returns
 	}
+	// weft reports through its own slog handlers; the standard logger is
+	// only used by dependencies, which print warnings weft has already
+	// handled (the Gemini SDK's "Using GOOGLE_API_KEY" when weft sends
+	// GEMINI_API_KEY).
+	log.SetOutput(io.Discard)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	a := &app{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv, interrupts: sigs}

@@ -274,7 +274,7 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"empty prompt", []string{"run", "-m", "scripted:" + bad, "-p", " "}, nil, 2, []string{"empty prompt"}},
 		{"malformed script", []string{"run", "-m", "scripted:" + bad, "-p", "x"}, nil, 1, []string{"bad.json", "steps[0].toolCalls[0].name"}},
-		{"unknown provider", []string{"run", "-m", "nope:x", "-p", "x"}, nil, 1, []string{"unknown provider", "anthropic, openai, openai-chat, scripted"}},
+		{"unknown provider", []string{"run", "-m", "nope:x", "-p", "x"}, nil, 1, []string{"unknown provider", "anthropic, gemini, openai, openai-chat, scripted"}},
 		{"missing key", []string{"run", "-m", "anthropic:claude", "-p", "x"}, nil, 1, []string{"ANTHROPIC_API_KEY"}},
 		{"missing openai key", []string{"run", "-m", "openai:gpt", "-p", "x"}, nil, 1, []string{"OPENAI_API_KEY"}},
 		{"no model", []string{"run", "-p", "x"}, nil, 1, []string{"no model configured", "WEFT_MODEL"}},

@@ -23,8 +23,9 @@ import (
 const defaultListen = "127.0.0.1:7878"
 
 type serveCmd struct {
-	Listen         string `help:"Address to listen on." default:"127.0.0.1:7878" env:"WEFT_LISTEN"`
-	InsecureNoAuth bool   `name:"insecure-no-auth" help:"Serve without a token, on a loopback address only: every user and program on this machine can then drive the host."`
+	Listen         string        `help:"Address to listen on." default:"127.0.0.1:7878" env:"WEFT_LISTEN"`
+	InsecureNoAuth bool          `name:"insecure-no-auth" help:"Serve without a token, on a loopback address only: every user and program on this machine can then drive the host."`
+	LeaseTTL       time.Duration `name:"lease-ttl" help:"With a PostgreSQL store: how long a session lease lives without renewal, so how long a dead host keeps its sessions from the others (default 10s)." env:"WEFT_LEASE_TTL" placeholder:"DURATION"`
 }
 
 type rpcCmd struct{}
@@ -210,7 +211,10 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	h, err := a.newHost(ctx, log, hostOptions{kind: serving, holder: "weft serve"})
+	if c.LeaseTTL < 0 {
+		return usageErr("--lease-ttl must be positive, not %v", c.LeaseTTL)
+	}
+	h, err := a.newHost(ctx, log, hostOptions{kind: serving, holder: "weft serve", leaseTTL: c.LeaseTTL})
 	if err != nil {
 		return err
 	}

@@ -2,18 +2,34 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"weft.dev/weft/internal/config"
+	"weft.dev/weft/store"
+	"weft.dev/weft/store/postgres"
 	"weft.dev/weft/store/sqlite"
 )
 
-// storePath returns the SQLite file named by --store/WEFT_STORE, the
-// config file, or the default under $XDG_DATA_HOME.
-func (a *app) storePath(f config.File) (string, error) {
+// storeLoc is where the store lives: a SQLite file or a PostgreSQL
+// database.
+type storeLoc struct {
+	path string // the SQLite file, or ""
+	url  string // the PostgreSQL URL, or ""
+	// name names the store in messages: the file, or
+	// postgres://HOST:PORT/DB (never the password).
+	name string
+}
+
+// storeLocation returns the store named by --store/WEFT_STORE, the config
+// file, or the default SQLite file under $XDG_DATA_HOME. A postgres:// or
+// postgresql:// URL is PostgreSQL; a path, or sqlite:PATH, is SQLite; any
+// other scheme is refused.
+func (a *app) storeLocation(f config.File) (storeLoc, error) {
 	dsn := a.storeDSN
 	if dsn == "" {
 		dsn = f.Store
@@ -23,39 +39,74 @@ func (a *app) storePath(f config.File) (string, error) {
 		if dir == "" {
 			home := a.getenv("HOME")
 			if home == "" {
-				return "", fmt.Errorf("no store: set --store, WEFT_STORE, XDG_DATA_HOME or HOME")
+				return storeLoc{}, fmt.Errorf("no store: set --store, WEFT_STORE, XDG_DATA_HOME or HOME")
 			}
 			dir = filepath.Join(home, ".local", "share")
 		}
-		return filepath.Join(dir, "weft", "weft.db"), nil
+		p := filepath.Join(dir, "weft", "weft.db")
+		return storeLoc{path: p, name: p}, nil
+	}
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		name, err := postgres.Name(dsn)
+		if err != nil {
+			return storeLoc{}, err
+		}
+		return storeLoc{url: dsn, name: name}, nil
 	}
 	if p, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
 		dsn = p
 	}
-	if strings.Contains(dsn, "://") {
-		return "", fmt.Errorf("store %q: only SQLite files are supported (a path or sqlite:PATH)", dsn)
+	if scheme, _, ok := strings.Cut(dsn, "://"); ok {
+		// Only the scheme: the rest may hold a password.
+		return storeLoc{}, fmt.Errorf("store URL with scheme %q: weft's stores are SQLite (a path or sqlite:PATH) and PostgreSQL (postgres://…)", scheme)
 	}
-	return dsn, nil
+	return storeLoc{path: dsn, name: dsn}, nil
 }
 
-// openStore opens the SQLite store, creating its directory.
-func (a *app) openStore(ctx context.Context, f config.File) (*sqlite.Store, string, error) {
-	p, err := a.storePath(f)
+// openStore opens the store: SQLite (creating its directory, and
+// migrating its schema) or PostgreSQL (whose schema `weft migrate`
+// creates and upgrades). It returns the store's name for messages.
+func (a *app) openStore(ctx context.Context, f config.File) (store.Store, string, error) {
+	loc, err := a.storeLocation(f)
 	if err != nil {
 		return nil, "", err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return nil, "", fmt.Errorf("store %s: %w", p, err)
-	}
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: p})
+	st, err := openStoreAt(ctx, loc)
 	if err != nil {
 		return nil, "", err
 	}
-	return st, p, nil
+	return st, loc.name, nil
 }
 
-// lockDir is where session leases of the store at path live.
-func lockDir(storePath string) string { return storePath + ".locks" }
+func openStoreAt(ctx context.Context, loc storeLoc) (store.Store, error) {
+	if loc.url != "" {
+		return postgres.Open(ctx, postgres.Config{URL: loc.url})
+	}
+	if err := os.MkdirAll(filepath.Dir(loc.path), 0o700); err != nil {
+		return nil, fmt.Errorf("store %s: %w", loc.path, err)
+	}
+	return sqlite.Open(ctx, sqlite.Config{Path: loc.path})
+}
+
+// lockDir is where the store's host lease lives (a flock(2) that keeps
+// a second host from starting beside the first on this machine, since
+// process recovery kills what a dead host left running): beside a SQLite
+// file, with the session leases; for PostgreSQL, under the state
+// directory, named by a digest of the database's name. A PostgreSQL
+// store's session leases are rows in the database (store/postgres.Leases),
+// so hosts on several machines, or with their own state directories,
+// share it without ever writing one session at once.
+func (a *app) lockDir(loc storeLoc) (string, error) {
+	if loc.url == "" {
+		return loc.path + ".locks", nil
+	}
+	state, err := a.stateDir()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(loc.name))
+	return filepath.Join(state, "locks", "pg-"+hex.EncodeToString(sum[:8])), nil
+}
 
 // loadConfig reads the configuration file.
 func (a *app) loadConfig() (config.File, string, error) {

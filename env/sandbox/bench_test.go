@@ -9,10 +9,11 @@ import (
 
 // BenchmarkStart measures start to exit of sh -c true: started with
 // os/exec ("plain"), and through Command in each containment mode,
-// unsandboxed and under Landlock (temporary directory, re-exec of the
-// test binary as the helper, namespace or subreaper, Landlock on a
-// throwaway thread, fork and exec of the shell, reaping, removal). Modes
-// this machine lacks are skipped.
+// unsandboxed and under Landlock: temporary directory; in a PID namespace
+// without a user namespace, the ruleset, a restricted disposable thread
+// of the host and the init shell's exec, else the helper's re-exec (of
+// the test binary) and its own restricted thread; fork and exec of the
+// shell, reaping, removal. Modes this machine lacks are skipped.
 func BenchmarkStart(b *testing.B) {
 	b.Run("plain", func(b *testing.B) {
 		b.ReportAllocs()

@@ -29,6 +29,12 @@ func (c *Cmd) onTerminal() bool { return false }
 
 func (c *Cmd) contain() {}
 
+func startsInit(mode string, flags uintptr, unsandboxed bool) bool { return false }
+
+func (c *Cmd) prepareInit() {}
+
+func (c *Cmd) startInit() error { return errors.New("sandbox: no init shell on " + runtime.GOOS) }
+
 func (c *Cmd) killHelperTree() error { return c.Process.Kill() }
 
 func waitExited(pid int) {}

@@ -160,38 +160,112 @@ func TestContainedKill(t *testing.T) {
 	})
 }
 
-// TestContainedSignals: signals sent to the helper reach the shell's
-// group, and a shell that ignores them keeps running.
+// TestContainedSignals: signals sent to the group of the command's
+// init reach the shell, which handles them (a trap) or dies of them (a
+// shell that becomes sleep), and the command reports what the shell did.
 func TestContainedSignals(t *testing.T) {
 	eachContainment(t, func(t *testing.T, p sandbox.Policy) {
 		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1} {
-			c, m := marked(t, t.Context(), p, `trap 'echo got; exit 3' `+strings.TrimPrefix(sigName(sig), "SIG")+`; sleep 302 & wait`)
-			var out strings.Builder
-			c.Stdout = &out
-			if err := c.Start(); err != nil {
-				t.Fatal(err)
+			for script, want := range map[string]struct {
+				code int
+				out  string
+			}{
+				`trap 'echo got; exit 3' ` + strings.TrimPrefix(sigName(sig), "SIG") + `; sleep 302 & wait`: {3, "got\n"},
+				`exec sleep 302`: {128 + int(sig), ""},
+			} {
+				c, m := marked(t, t.Context(), p, script)
+				var out strings.Builder
+				c.Stdout = &out
+				if err := c.Start(); err != nil {
+					t.Fatal(err)
+				}
+				proctest.WaitTree(t, m, "302")
+				// As the process manager does: to the group of the
+				// command's init.
+				syscall.Kill(-c.Process.Pid, sig)
+				if got := exitOf(t, c.Wait(), c); got != want.code || out.String() != want.out {
+					t.Errorf("%v: %s: exit %d, output %q", sig, script, got, out.String())
+				}
+				proctest.WaitGone(t, m)
 			}
-			proctest.WaitTree(t, m, "302")
-			// As the process manager does: to the helper's group.
-			syscall.Kill(-c.Process.Pid, sig)
-			if got := exitOf(t, c.Wait(), c); got != 3 || out.String() != "got\n" {
-				t.Errorf("%v: exit %d, output %q", sig, got, out.String())
-			}
-			proctest.WaitGone(t, m)
 		}
 	})
 }
 
-// TestHelperUnrestricted: only the shell is confined; the thread the
-// helper restricted to fork it is gone, so none of the helper's threads
-// has no_new_privs (nor, with it, the Landlock domain).
-func TestHelperUnrestricted(t *testing.T) {
+// TestConfinedInEachContainment: the shell is confined the same way
+// whether the host or the helper started it.
+func TestConfinedInEachContainment(t *testing.T) {
+	needLandlock(t, 1)
+	eachContainment(t, func(t *testing.T, p sandbox.Policy) {
+		if p.Unsandboxed {
+			t.Skip("nothing to confine")
+		}
+		outside := t.TempDir()
+		secret := filepath.Join(outside, "secret.txt")
+		write(t, secret, "SECRET\n")
+		for script, wantOK := range map[string]bool{
+			`echo x > in.txt && cat in.txt`:                 true,
+			`echo x > ` + filepath.Join(outside, "new.txt"): false,
+			`cat ` + secret: false,
+			`cat /proc/$PPID/environ /proc/1/environ`: false,
+			`ls /proc`:                    false,
+			`echo x > /proc/self/uid_map`: false,
+			`sh -c 'echo x > ` + filepath.Join(outside, "n") + `'`: false,
+		} {
+			c, _ := marked(t, t.Context(), p, script)
+			out, err := c.CombinedOutput()
+			if ok := exitOf(t, err, c) == 0; ok != wantOK || strings.Contains(string(out), "SECRET") {
+				t.Errorf("%s: exit %d, output:\n%s", script, c.ProcessState.ExitCode(), out)
+			}
+		}
+		if ents, _ := os.ReadDir(outside); len(ents) != 1 {
+			t.Errorf("the shell wrote outside its mounts: %v", ents)
+		}
+	})
+}
+
+// TestPrepared: a command whose caller starts the embedded exec.Cmd
+// after Prepare runs under the helper, which confines and contains it.
+func TestPrepared(t *testing.T) {
+	needLandlock(t, 1)
+	eachContainment(t, func(t *testing.T, p sandbox.Policy) {
+		outside := t.TempDir()
+		secret := filepath.Join(outside, "secret.txt")
+		write(t, secret, "SECRET\n")
+		c, m := marked(t, t.Context(), p, `cat `+secret+`; setsid sleep 300 & exit 0`)
+		if err := c.Prepare(); err != nil {
+			t.Fatal(err)
+		}
+		if c.Args[1] != sandbox.HelperArg {
+			t.Fatalf("prepared %q", c.Args)
+		}
+		var out strings.Builder
+		c.Stdout, c.Stderr = &out, &out
+		if err := c.Cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Wait()
+		if secretRead := strings.Contains(out.String(), "SECRET"); secretRead == !p.Unsandboxed || err != nil {
+			t.Errorf("unsandboxed=%v: %v, output:\n%s", p.Unsandboxed, err, out.String())
+		}
+		proctest.WaitGone(t, m)
+	})
+}
+
+// TestOnlyTheTreeRestricted: only the shell's tree is confined. The
+// shell has no_new_privs (and with it the Landlock domain); the host can
+// still write where the shell may not while the shell runs; no thread of
+// a helper, nor any of the host once the command has been waited for,
+// has no_new_privs: the thread that was restricted to fork the shell, the
+// helper's or the host's, is gone.
+func TestOnlyTheTreeRestricted(t *testing.T) {
 	needLandlock(t, 1)
 	eachContainment(t, func(t *testing.T, p sandbox.Policy) {
 		if p.Unsandboxed {
 			t.Skip("nothing to restrict")
 		}
-		c, m := marked(t, t.Context(), p, `sleep 302`)
+		outside := t.TempDir()
+		c, m := marked(t, t.Context(), p, `echo x > `+filepath.Join(outside, "shell.txt")+`; sleep 302`)
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -201,17 +275,56 @@ func TestHelperUnrestricted(t *testing.T) {
 		if got := noNewPrivs(t, sleep, sleep); got != "1" {
 			t.Errorf("the shell's NoNewPrivs = %q", got)
 		}
-		proctest.Eventually(t, 5*time.Second, func() string { return "a thread of the helper has no_new_privs" }, func() bool {
-			tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(c.Process.Pid) + "/task")
-			for _, task := range tasks {
-				tid, _ := strconv.Atoi(task.Name())
-				if noNewPrivs(t, c.Process.Pid, tid) != "0" {
-					return false
-				}
+		if _, err := os.Stat(filepath.Join(outside, "shell.txt")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the shell wrote outside its mounts: %v", err)
+		}
+		write(t, filepath.Join(outside, "host.txt"), "the host is not confined\n")
+		if !isHelper(c.Process.Pid) {
+			// The host's thread that forked the init shell waits for it.
+			if n := restrictedThreads(t, os.Getpid()); n != 1 {
+				t.Errorf("%d threads of the host have no_new_privs while the command runs, want 1", n)
 			}
-			return len(tasks) > 0
-		})
+		} else {
+			proctest.Eventually(t, 5*time.Second, func() string { return "a thread of the helper has no_new_privs" }, func() bool {
+				return restrictedThreads(t, c.Process.Pid) == 0
+			})
+		}
+		c.Kill()
+		c.Wait()
+		proctest.WaitGone(t, m)
+		hostUnrestricted(t)
 	})
+}
+
+// hostUnrestricted waits until no thread of this process has
+// no_new_privs: a thread restricted to start a command ends moments
+// after the command has been waited for.
+func hostUnrestricted(t *testing.T) {
+	t.Helper()
+	proctest.Eventually(t, 5*time.Second, func() string { return "a thread of the host has no_new_privs" }, func() bool {
+		return restrictedThreads(t, os.Getpid()) == 0
+	})
+}
+
+// restrictedThreads returns how many threads of pid have no_new_privs.
+func restrictedThreads(t *testing.T, pid int) int {
+	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	n := 0
+	for _, task := range tasks {
+		tid, _ := strconv.Atoi(task.Name())
+		if noNewPrivs(t, pid, tid) == "1" {
+			n++
+		}
+	}
+	return n
+}
+
+// isHelper reports whether pid runs the sandbox helper, rather than the
+// init shell that the host starts itself.
+func isHelper(pid int) bool {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	args := strings.Split(string(b), "\x00")
+	return len(args) > 1 && args[1] == sandbox.HelperArg
 }
 
 // noNewPrivs returns the NoNewPrivs flag of thread tid of pid.

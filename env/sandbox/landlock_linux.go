@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"syscall"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -94,6 +93,43 @@ func rules(w wirePolicy, abi int) []landlock.Rule {
 	return rs
 }
 
+// ruleset makes the Landlock ruleset of w at the kernel's ABI abi (the
+// strongest known configuration, lowered to what the kernel supports; a
+// kernel with Landlock enforces at least ABI 1's file rules). It opens
+// every path of the policy, so a missing mount fails here. It returns the
+// ruleset's descriptor (close-on-exec; the caller closes it) and the
+// flags for [restrictThread].
+func ruleset(w wirePolicy, abi int) (fd int, flags uint32, err error) {
+	cfg := landlock.V11.BestEffort()
+	if w.Network == NetworkAllow {
+		cfg.HandledAccessNet = 0
+	}
+	fd, flags, err = cfg.NewRulesetFD(rules(w, abi)...)
+	if err != nil {
+		return -1, 0, fmt.Errorf("landlock: %w", err)
+	}
+	if fd < 0 {
+		return -1, 0, errors.New("landlock: nothing to enforce; refusing to run unsandboxed")
+	}
+	// One thread only: never synchronise the domain to the others.
+	return fd, flags &^ llsys.FlagRestrictSelfTSync, nil
+}
+
+// restrictThread sets no_new_privs on the calling thread and restricts it
+// with the ruleset fd; both hold for that thread alone and for the
+// processes it forks afterwards, which inherit its credentials. The
+// caller must be locked to a thread that ends after it ([goDisposable]),
+// whether restrictThread succeeds or not.
+func restrictThread(fd int, flags uint32) error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+	}
+	if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
+		return fmt.Errorf("landlock_restrict_self: %w", err)
+	}
+	return nil
+}
+
 // startShell forks and execs the shell with attr and returns its pid.
 // Unless w is unsandboxed, the shell is forked from a thread of the helper
 // restricted with Landlock (and no_new_privs), so the shell and everything
@@ -112,60 +148,21 @@ func startShell(w wirePolicy, shell string, argv []string, attr *syscall.ProcAtt
 	if abi <= 0 {
 		return 0, fmt.Errorf("refusing to run unsandboxed: this kernel has no Landlock (%v)", err)
 	}
-	// Strongest known configuration, lowered to what the kernel supports;
-	// a kernel with Landlock enforces at least ABI 1's file rules.
-	cfg := landlock.V11.BestEffort()
-	if w.Network == NetworkAllow {
-		cfg.HandledAccessNet = 0
-	}
-	fd, flags, err := cfg.NewRulesetFD(rules(w, abi)...)
+	fd, flags, err := ruleset(w, abi)
 	if err != nil {
-		return 0, fmt.Errorf("landlock: %w", err)
-	}
-	if fd < 0 {
-		return 0, errors.New("landlock: nothing to enforce; refusing to run unsandboxed")
+		return 0, err
 	}
 	defer unix.Close(fd) // close-on-exec: the shell does not get it
-	// One thread only: never synchronise the domain to the others.
-	flags &^= llsys.FlagRestrictSelfTSync
 	var pid int
-	err = onThrowawayThread(func() error {
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
-		}
-		if err := llsys.LandlockRestrictSelf(fd, flags); err != nil {
-			return fmt.Errorf("landlock_restrict_self: %w", err)
+	<-goDisposable(func() {
+		if err = restrictThread(fd, flags); err != nil {
+			return
 		}
 		// fork runs on the calling thread and copies its credentials,
 		// the Landlock domain among them.
-		p, err := syscall.ForkExec(shell, argv, attr)
-		if err != nil {
-			return &execError{path: shell, err: err}
+		if pid, err = syscall.ForkExec(shell, argv, attr); err != nil {
+			err = &execError{path: shell, err: err}
 		}
-		pid = p
-		return nil
 	})
 	return pid, err
-}
-
-// onThrowawayThread runs f on an OS thread locked to it that ends when f
-// returns, so that what f changes per thread (a Landlock domain,
-// no_new_privs) reaches no other thread of the process. The main thread
-// is never used: the runtime parks it instead of ending it. New threads
-// the runtime makes meanwhile are cloned from its template thread, not
-// from a locked one.
-func onThrowawayThread(f func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			// Holding the main thread, the next goroutine gets another.
-			errc <- onThrowawayThread(f)
-			runtime.UnlockOSThread()
-			return
-		}
-		errc <- f()
-		// Return still locked: the runtime ends the thread.
-	}()
-	return <-errc
 }

@@ -4,12 +4,17 @@ package sandbox_test
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
+	"golang.org/x/sys/unix"
 	"weft.dev/weft/env/sandbox"
 )
 
@@ -64,6 +69,72 @@ func TestEscapes(t *testing.T) {
 	}
 }
 
+// TestParallelStarts starts sandboxed commands at once while other
+// goroutines of the host write and read outside every sandbox and check
+// that their thread has no no_new_privs: each command is confined, and
+// no goroutine of the host ever runs on a thread restricted to start one.
+func TestParallelStarts(t *testing.T) {
+	needLandlock(t, 1)
+	l := newLayout(t)
+	p := l.policy(sandbox.Config{})
+	stop := make(chan struct{})
+	var host sync.WaitGroup
+	for i := range 2 * runtime.GOMAXPROCS(0) {
+		host.Go(func() {
+			name := filepath.Join(l.outside, fmt.Sprintf("host-%d", i))
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := os.WriteFile(name, []byte(strconv.Itoa(n)), 0o644); err != nil {
+					t.Errorf("the host cannot write outside the sandbox: %v", err)
+					return
+				}
+				if _, err := os.ReadFile(l.secret); err != nil {
+					t.Errorf("the host cannot read outside the sandbox: %v", err)
+					return
+				}
+				if v, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0); err != nil || v != 0 {
+					t.Errorf("a goroutine of the host runs on a restricted thread (%d, %v)", v, err)
+					return
+				}
+				runtime.Gosched()
+			}
+		})
+	}
+	var cmds sync.WaitGroup
+	const n = 16
+	for i := range n {
+		cmds.Go(func() {
+			script := fmt.Sprintf(`echo %d > in-%d && ! cat %s && ! echo x > %s`, i, i, l.secret, filepath.Join(l.outside, fmt.Sprintf("shell-%d", i)))
+			c, err := sandbox.Command(t.Context(), p, "/bin/sh", "-c", script)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			c.Dir = l.work
+			c.Env = []string{"PATH=/usr/bin:/bin"}
+			if out, err := c.CombinedOutput(); err != nil || strings.Contains(string(out), "SECRET") {
+				t.Errorf("%s: %v, output:\n%s", script, err, out)
+			}
+		})
+	}
+	cmds.Wait()
+	close(stop)
+	host.Wait()
+	for i := range n {
+		if b, err := os.ReadFile(filepath.Join(l.work, fmt.Sprintf("in-%d", i))); err != nil || string(b) != fmt.Sprintf("%d\n", i) {
+			t.Errorf("command %d wrote %q in its mount (%v)", i, b, err)
+		}
+		if _, err := os.Stat(filepath.Join(l.outside, fmt.Sprintf("shell-%d", i))); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("command %d wrote outside its mounts (%v)", i, err)
+		}
+	}
+	hostUnrestricted(t)
+}
+
 // TestAllowed checks that what the policy grants works.
 func TestAllowed(t *testing.T) {
 	abi := needLandlock(t, 1)
@@ -113,13 +184,21 @@ func TestTempDir(t *testing.T) {
 }
 
 // TestSignals checks the ABI 6 signal scope: the sandbox cannot signal
-// processes outside it.
+// processes outside it. Under the subreaper the shell's parent is the
+// unconfined helper; in a PID namespace the host is out of sight too.
 func TestSignals(t *testing.T) {
 	needLandlock(t, 6)
 	l := newLayout(t)
-	out, code, _ := sh(t, l.policy(sandbox.Config{}), l.work, `kill -0 $PPID`)
-	if code == 0 {
-		t.Errorf("signalled the parent; output:\n%s", out)
+	for _, containment := range []string{sandbox.ContainmentSubreaper, ""} {
+		p := l.policy(sandbox.Config{Containment: containment})
+		out, code, _ := sh(t, p, l.work, `kill -0 $PPID`)
+		if containment == sandbox.ContainmentSubreaper && code == 0 {
+			t.Errorf("signalled the helper; output:\n%s", out)
+		}
+		out, code, _ = sh(t, p, l.work, `kill -0 `+strconv.Itoa(os.Getpid()))
+		if code == 0 {
+			t.Errorf("%q: signalled the host; output:\n%s", containment, out)
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 
 	"weft.dev/weft/env"
 	"weft.dev/weft/event"
@@ -78,10 +79,11 @@ type Config struct {
 	// Network is [NetworkDeny] or [NetworkAllow]. Empty means
 	// [NetworkDeny]. Other values make [Command] fail.
 	Network string
-	// Executable is the binary run as the helper. Its main must call
-	// [Main] when [IsHelper] reports true, or the re-executed program runs
-	// its own main with the helper's arguments. Empty means /proc/self/exe
-	// on Linux, the running binary even if it was replaced on disk.
+	// Executable is the binary run as the helper, where commands run
+	// under it (see the package documentation). Its main must call [Main]
+	// when [IsHelper] reports true, or the re-executed program runs its
+	// own main with the helper's arguments. Empty means /proc/self/exe on
+	// Linux, the running binary even if it was replaced on disk.
 	Executable string
 	// ReadOnly lists extra host paths (directories or files) that
 	// commands may read and execute beyond the system list, for example
@@ -252,19 +254,24 @@ func (s Status) String() string {
 // embeds (set Dir, Env, Stdin, Stdout, Stderr, ExtraFiles, SysProcAttr,
 // WaitDelay), but start, stop and wait through Cmd's own Start, Kill,
 // Wait, Run, Output or CombinedOutput: Start creates the private
-// temporary directory, completes Args and SysProcAttr and sets TMPDIR;
+// temporary directory, completes Path, Args and SysProcAttr, sets TMPDIR
+// and, under Landlock, confines what it starts from a thread of its own;
 // Kill ends the whole process tree; Wait removes the directory. Calling
 // the embedded exec.Cmd's methods directly bypasses that and, on Linux,
-// fails in the helper.
+// fails in the helper; a caller that must start the embedded exec.Cmd
+// itself calls [Cmd.Prepare] first.
 //
-// On Linux, Path and Args are the helper's, not the shell's, sandboxed or
-// not; the helper's process is the one in Process and ProcessState, and
-// it exits with the shell's status. SysProcAttr applies to the helper:
-// set Setpgid, or Setsid with Setctty for a terminal, as for the shell
-// itself; Start adds the namespaces and the parent-death signal of the
-// containment and overrides Pdeathsig. Signals sent to the helper's
-// process (or its group, when it leads one) are forwarded to the shell's
-// process group, as [Main] says; SIGKILL is not, use [Cmd.Kill].
+// On Linux, Path and Args are not the shell's once started, sandboxed or
+// not: what runs is the command's init (an init shell or the helper; see
+// the package documentation), whose process is the one in Process and
+// ProcessState, and which exits with the shell's status. SysProcAttr
+// applies to it: set Setpgid, or Setsid with Setctty for a terminal, as
+// for the shell itself; Start adds the namespaces and the parent-death
+// signal of the containment and overrides Pdeathsig. Send signals to the
+// process group it leads (Setpgid or Setsid): the init shell shares its
+// group with the shell and ignores them, the helper forwards what it gets
+// to the shell's group. For SIGKILL, which the helper cannot forward, use
+// [Cmd.Kill].
 //
 // A Cmd is not safe for concurrent use, except that Kill may be called
 // from any goroutine and Wait may run in another goroutine than Start, as
@@ -274,11 +281,15 @@ type Cmd struct {
 	// Status is how the command is confined and contained.
 	Status Status
 
-	helper     bool       // runs through the helper
-	wire       wirePolicy // the helper's policy, completed by Prepare
-	cloneFlags uintptr    // the helper's namespaces
+	helper     bool       // contained: Args are the helper's until Start or Prepare
+	nsInit     bool       // Start runs the shell under the init shell, not the helper
+	wire       wirePolicy // the policy, completed by Prepare
+	cloneFlags uintptr    // the namespaces of the helper or the init shell
 	tempRoot   string
 	tempDir    string
+	// threadDone is closed when the thread that started the init shell
+	// under Landlock has let go of it (see startInit); nil otherwise.
+	threadDone <-chan struct{}
 	// live is the pipe by which the helper learns that the host is gone:
 	// it gets the read end, the host holds the write end until Close.
 	live      [2]*os.File
@@ -298,10 +309,13 @@ type Cmd struct {
 // [*RefusedError] (wrapping [ErrNoLandlock]) when Landlock is unavailable.
 // It also fails on an invalid policy, and when p.Containment asks for a
 // PID namespace that cannot be made. It does no other I/O but the
-// one-time probe of [Containment]: mount paths are opened by the helper,
-// which exits with status 126 and a message on stderr if it cannot apply
-// the policy (for example a missing mount), 127 if the shell does not
-// exist, and 126 if it cannot be executed.
+// one-time probes of [Containment] and of what the host needs to start
+// commands itself: mount paths are opened when the policy is applied, by
+// Start, which then fails if it cannot apply it (for example a missing
+// mount), or by the helper, which then exits with status 126 and a
+// message on stderr. A shell that does not exist makes the command exit
+// with status 127, one that cannot be executed with 126, with a message
+// on stderr.
 //
 // ctx ends the command as [Cmd.Kill] does, the whole tree; callers that
 // stop the command themselves can pass a context that is never done.
@@ -356,6 +370,7 @@ func command(ctx context.Context, p Policy, probe func() (int, error), shell str
 	// directory exists.
 	helperArgs := append([]string{HelperArg, "", shell}, args...)
 	c := &Cmd{Cmd: exec.CommandContext(ctx, exe, helperArgs...), Status: st, helper: true, wire: w, cloneFlags: flags, tempRoot: p.TempRoot}
+	c.nsInit = startsInit(mode, flags, p.Unsandboxed)
 	c.Cmd.Cancel = c.Kill
 	return c, nil
 }
@@ -364,28 +379,43 @@ func command(ctx context.Context, p Policy, probe func() (int, error), shell str
 // or "" before Start.
 func (c *Cmd) TempDir() string { return c.tempDir }
 
-// Start prepares the command as [Cmd.Prepare] does and starts it. If it
-// fails, the temporary directory is removed.
+// Start makes the temporary directory, sets TMPDIR, completes the
+// command as the package documentation says (the init shell started from
+// a restricted thread of the host, or the helper) and starts it. If it
+// fails, the temporary directory is removed. When it succeeds under
+// Landlock, one OS thread of the host stays parked until the command has
+// exited.
 func (c *Cmd) Start() error {
-	if err := c.Prepare(); err != nil {
+	if err := c.prepare(); err != nil {
 		return err
 	}
-	if err := c.Cmd.Start(); err != nil {
+	start := c.Cmd.Start
+	if c.nsInit {
+		start = c.startInit
+	}
+	if err := start(); err != nil {
 		c.Close()
 		return err
 	}
 	return nil
 }
 
-// Prepare does everything Start does but start the command: it creates the
-// temporary directory (mode 0700, under Config.TempRoot), sets TMPDIR to
-// it in the command's environment (Env, or the process's environment when
-// Env is nil), encodes the policy, adds the helper's end of the host pipe
-// to ExtraFiles and completes SysProcAttr, so that a caller that must
-// start the embedded exec.Cmd itself (for example on a pseudo-terminal,
-// passing SysProcAttr on) can. Such a caller still stops the command with
-// Kill and waits for it with Cmd's Wait, or calls Close after it ends.
+// Prepare prepares the command to run under the helper, which confines
+// itself, so that a caller that must start the embedded exec.Cmd itself
+// can: it creates the temporary directory (mode 0700, under
+// Config.TempRoot), sets TMPDIR to it in the command's environment (Env,
+// or the process's environment when Env is nil), encodes the policy, adds
+// the helper's end of the host pipe to ExtraFiles and completes
+// SysProcAttr. Such a caller still stops the command with Kill and waits
+// for it with Cmd's Wait, or calls Close after it ends. The helper's
+// re-exec makes such a start some milliseconds slower than Start's.
 func (c *Cmd) Prepare() error {
+	// Only Start can confine the init shell; the helper confines itself.
+	c.nsInit = false
+	return c.prepare()
+}
+
+func (c *Cmd) prepare() error {
 	if c.tempDir != "" {
 		return errors.New("sandbox: already started")
 	}
@@ -394,7 +424,9 @@ func (c *Cmd) Prepare() error {
 		return fmt.Errorf("sandbox: temporary directory: %w", err)
 	}
 	c.tempDir = dir
-	if c.helper {
+	if c.nsInit {
+		c.prepareInit()
+	} else if c.helper {
 		r, w, err := os.Pipe()
 		if err != nil {
 			c.Close()
@@ -419,10 +451,11 @@ func (c *Cmd) Prepare() error {
 }
 
 // Kill ends the command and everything it started, whichever process
-// group or session they are in: in a PID namespace it kills the helper,
-// whose death makes the kernel kill the rest; as a subreaper it kills the
-// helper's descendants (repeatedly, until none is left or a few seconds
-// have passed) and then the helper. Off Linux it kills the shell only.
+// group or session they are in: in a PID namespace it kills the
+// namespace's init, whose death makes the kernel kill the rest; as a
+// subreaper it kills the helper's descendants (repeatedly, until none is
+// left or a few seconds have passed) and then the helper. Off Linux it
+// kills the shell only.
 // Kill returns [os.ErrProcessDone] once the command has been waited for,
 // and is safe to call from any goroutine, also while Wait runs.
 func (c *Cmd) Kill() error {
@@ -448,7 +481,11 @@ func (c *Cmd) Wait() error {
 		// Kill must not look for the descendants of a pid that may be
 		// reused: mark the helper reaped under the lock, while it is
 		// still a zombie.
-		waitExited(c.Process.Pid)
+		if c.threadDone != nil {
+			<-c.threadDone // the thread has seen it exit
+		} else {
+			waitExited(c.Process.Pid)
+		}
 		c.mu.Lock()
 		c.reaped = true
 		c.mu.Unlock()
@@ -496,7 +533,9 @@ func (c *Cmd) CombinedOutput() ([]byte, error) {
 // call it yourself only for a Cmd that was started but will never be
 // waited for. It may be called more than once and returns the same
 // result; it does not stop the command, though a helper whose pipe is
-// closed takes the host for dead and ends the tree.
+// closed takes the host for dead and ends the tree. (Without Wait, the
+// thread a command was started from under Landlock ends when the
+// command has exited.)
 func (c *Cmd) Close() error {
 	if c.tempDir == "" {
 		return nil
@@ -515,6 +554,10 @@ func (c *Cmd) Close() error {
 // removeAll removes dir, first making every directory in it writable and
 // searchable so that a command's chmod cannot leave files behind.
 func removeAll(dir string) error {
+	// Most commands leave the directory empty.
+	if err := syscall.Rmdir(dir); err == nil {
+		return nil
+	}
 	if err := os.RemoveAll(dir); err == nil {
 		return nil
 	}

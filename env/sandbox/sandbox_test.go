@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -206,8 +207,34 @@ func TestTempDirRemovedEvenIfReadOnly(t *testing.T) {
 }
 
 func TestStartFailureRemovesTempDir(t *testing.T) {
-	// Neither the helper nor the shell (started directly off Linux) exists.
-	p := sandbox.Policy{Config: sandbox.Config{Unsandboxed: true, Executable: "/nonexistent/weft"}}
+	// Whatever Start starts (the helper, the init shell, or off Linux the
+	// shell itself) cannot enter its directory.
+	l := newLayout(t)
+	for _, cfg := range []sandbox.Config{{Unsandboxed: true}, {}} {
+		if abi, _ := sandbox.Probe(); !cfg.Unsandboxed && abi == 0 {
+			continue
+		}
+		c, err := sandbox.Command(t.Context(), l.policy(cfg), "/bin/sh", "-c", "true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Dir = "/nonexistent/dir"
+		if err := c.Start(); err == nil {
+			c.Wait()
+			t.Fatal("Start succeeded")
+		}
+		if _, err := os.Stat(c.TempDir()); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("temporary directory left behind: %v", err)
+		}
+		if err := c.Start(); err == nil {
+			t.Error("second Start succeeded")
+		}
+	}
+	// Nor does the helper exist.
+	p := sandbox.Policy{Config: sandbox.Config{Unsandboxed: true, Executable: "/nonexistent/weft", Containment: sandbox.ContainmentSubreaper}}
+	if runtime.GOOS != "linux" {
+		p.Containment = ""
+	}
 	c, err := sandbox.Command(t.Context(), p, "/nonexistent/shell")
 	if err != nil {
 		t.Fatal(err)
@@ -218,9 +245,6 @@ func TestStartFailureRemovesTempDir(t *testing.T) {
 	}
 	if _, err := os.Stat(c.TempDir()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("temporary directory left behind: %v", err)
-	}
-	if err := c.Start(); err == nil {
-		t.Error("second Start succeeded")
 	}
 }
 

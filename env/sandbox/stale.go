@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // tempPrefix starts the name of every command's temporary directory:
@@ -20,8 +21,15 @@ func makeTempDir(root string) (string, error) {
 	if root == "" {
 		root = os.TempDir()
 	}
-	return os.MkdirTemp(root, fmt.Sprintf("%s%d-%d-", tempPrefix, os.Getpid(), selfStart()))
+	return os.MkdirTemp(root, tempOwner())
 }
+
+// tempOwner is the start of the names of this process's temporary
+// directories: tempPrefix, its pid and its start time. It never changes,
+// so it is read from /proc once.
+var tempOwner = sync.OnceValue(func() string {
+	return fmt.Sprintf("%s%d-%d-", tempPrefix, os.Getpid(), selfStart())
+})
 
 // parseTempName returns the owner of a temporary directory named by
 // makeTempDir.

@@ -8,12 +8,15 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/llm"
 	"weft.dev/weft/llm/anthropic"
+	"weft.dev/weft/llm/gemini"
 	"weft.dev/weft/llm/openai"
 	"weft.dev/weft/llm/scripted"
 )
 
 // Providers lists the known provider prefixes.
-func Providers() []string { return []string{"anthropic", "openai", "openai-chat", "scripted"} }
+func Providers() []string {
+	return []string{"anthropic", "gemini", "openai", "openai-chat", "scripted"}
+}
 
 // Resolved is a model ready to use.
 type Resolved struct {
@@ -26,7 +29,7 @@ type Resolved struct {
 }
 
 // errNoModel explains how to configure a model.
-const errNoModel = "no model configured: pass -m PROVIDER:MODEL (e.g. -m openai:gpt-5.1, -m anthropic:claude-sonnet-4-5, " +
+const errNoModel = "no model configured: pass -m PROVIDER:MODEL (e.g. -m openai:gpt-5.1, -m anthropic:claude-sonnet-4-5, -m gemini:gemini-2.5-flash, " +
 	"-m openai-chat:llama3 with OPENAI_BASE_URL, or -m scripted:examples/quickstart.json), set WEFT_MODEL, " +
 	"or set defaultModel in %s"
 
@@ -92,6 +95,18 @@ func Resolve(spec string, f File, configPath string, getenv func(string) string)
 			return nil, kerr
 		}
 		r.Provider, err = anthropic.New(anthropic.Config{APIKey: k, BaseURL: base("ANTHROPIC_BASE_URL")})
+	case "gemini":
+		k, kerr := key("GEMINI_API_KEY")
+		if kerr != nil && m.APIKeyEnv == "" {
+			// The other name Google's SDKs read.
+			k = getenv("GOOGLE_API_KEY")
+			kerr = api.Errorf(api.KindInvalidParams, "model %s: no API key: set GEMINI_API_KEY (or GOOGLE_API_KEY)", r.Name).
+				With("env", "GEMINI_API_KEY").With("model", r.Name)
+		}
+		if k == "" {
+			return nil, kerr
+		}
+		r.Provider, err = gemini.New(gemini.Config{APIKey: k, BaseURL: base("GEMINI_BASE_URL")})
 	case "scripted":
 		r.Provider, err = scripted.Load(m.Model)
 	default:

@@ -1,11 +1,98 @@
 package config
 
 import (
+	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 
 	"weft.dev/weft/api"
+	"weft.dev/weft/llm"
 )
+
+// geminiStream is a recorded Gemini stream (alt=sse).
+const geminiStream = `data: {"candidates": [{"content": {"parts": [{"text": "Hi"}],"role": "model"},"index": 0}],"usageMetadata": {"promptTokenCount": 2,"totalTokenCount": 2},"modelVersion": "gemini-2.5-flash","responseId": "abc"}
+
+data: {"candidates": [{"content": {"parts": [{"text": " there!"}],"role": "model"},"finishReason": "STOP","index": 0}],"usageMetadata": {"promptTokenCount": 2,"candidatesTokenCount": 3,"totalTokenCount": 5},"modelVersion": "gemini-2.5-flash","responseId": "abc"}
+
+`
+
+func TestResolveGemini(t *testing.T) {
+	var mu sync.Mutex
+	var keys, paths []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		keys = append(keys, r.Header.Get("X-Goog-Api-Key"))
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, geminiStream)
+	}))
+	defer srv.Close()
+
+	named := File{Models: map[string]Model{
+		"own-key":   {Provider: "gemini", Model: "gemini-2.5-pro", APIKeyEnv: "MY_KEY"},
+		"own-proxy": {Provider: "gemini", Model: "gemini-2.5-pro", BaseURL: srv.URL + "/p"},
+	}}
+	for _, tc := range []struct {
+		name, spec string
+		env        map[string]string
+		key, path  string
+		err        string
+	}{
+		{"gemini key", "gemini:gemini-2.5-flash", map[string]string{"GEMINI_API_KEY": "g1", "GOOGLE_API_KEY": "g2", "GEMINI_BASE_URL": srv.URL}, "g1", "/v1beta/models/gemini-2.5-flash:streamGenerateContent", ""},
+		{"google key", "gemini:gemini-2.5-flash", map[string]string{"GOOGLE_API_KEY": "g2", "GEMINI_BASE_URL": srv.URL}, "g2", "/v1beta/models/gemini-2.5-flash:streamGenerateContent", ""},
+		{"apiKeyEnv", "own-key", map[string]string{"MY_KEY": "mine", "GEMINI_API_KEY": "g1", "GEMINI_BASE_URL": srv.URL}, "mine", "/v1beta/models/gemini-2.5-pro:streamGenerateContent", ""},
+		{"baseURL", "own-proxy", map[string]string{"GEMINI_API_KEY": "g1", "GEMINI_BASE_URL": "http://127.0.0.1:1"}, "g1", "/p/v1beta/models/gemini-2.5-pro:streamGenerateContent", ""},
+		{"no key", "gemini:gemini-2.5-flash", nil, "", "", "set GEMINI_API_KEY (or GOOGLE_API_KEY)"},
+		{"apiKeyEnv unset", "own-key", map[string]string{"GEMINI_API_KEY": "g1"}, "", "", "set MY_KEY"},
+		{"bad base URL", "gemini:x", map[string]string{"GEMINI_API_KEY": "g1", "GEMINI_BASE_URL": "localhost:1"}, "", "", "not an absolute http(s) URL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Resolve(tc.spec, named, "config.json", func(k string) string { return tc.env[k] })
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var text, finish string
+			for ev, err := range r.Provider.Stream(context.Background(), &llm.Request{Model: r.Model, Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				text += ev.Text
+				if ev.Finish != nil {
+					finish = ev.Finish.Reason
+				}
+			}
+			if text != "Hi there!" || finish != llm.FinishStop {
+				t.Errorf("text %q finish %q", text, finish)
+			}
+			mu.Lock()
+			key, path := keys[len(keys)-1], paths[len(paths)-1]
+			mu.Unlock()
+			if key != tc.key || path != tc.path {
+				t.Errorf("key %q path %q, want %q %q", key, path, tc.key, tc.path)
+			}
+		})
+	}
+}
+
+func TestProvidersListsGemini(t *testing.T) {
+	_, err := Resolve("nope:x", File{}, "config.json", func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), "anthropic, gemini, openai, openai-chat, scripted") {
+		t.Fatalf("err = %v", err)
+	}
+}
 
 // A missing API key is a typed error naming the variable to set: the
 // provider's, or the one a named model's apiKeyEnv gives.
@@ -16,6 +103,7 @@ func TestResolveMissingKey(t *testing.T) {
 		{"openai:gpt-x", "OPENAI_API_KEY", "openai:gpt-x"},
 		{"anthropic:claude-x", "ANTHROPIC_API_KEY", "anthropic:claude-x"},
 		{"mine", "MY_KEY", "anthropic:claude-x"},
+		{"gemini:gemini-x", "GEMINI_API_KEY", "gemini:gemini-x"},
 	} {
 		_, err := Resolve(tc.spec, f, "config.json", noEnv)
 		var ae *api.Error

@@ -37,8 +37,21 @@ type Config struct {
 	MaxBatch int
 	// Now returns the time stamped on events. Nil means time.Now.
 	Now func() time.Time
+	// Epoch is the writer's lease epoch, carried by every batch
+	// ([store.Batch.Epoch]) so that the store refuses the journal's
+	// appends once the lease has moved on ([store.ErrFenced]). Zero means
+	// unfenced.
+	Epoch int64
 	// Logger receives write failures. Nil means silent.
 	Logger *slog.Logger
+	// WakeSpacing paces the wakes of the subscribers. Each wake costs
+	// every waiting subscriber a trip through the scheduler, so with n
+	// subscribers they are woken at most once per n × WakeSpacing, capped
+	// at 10 ms, and the batches committed in between are delivered
+	// together at the next wake: one subscriber wakes at every commit, a
+	// thousand share a wake every 10 ms. Zero means 10 µs; a negative
+	// value wakes them at every commit.
+	WakeSpacing time.Duration
 	// Committed, if set, is called by the writer goroutine with every
 	// batch once it is durable and published, in commit order. It must
 	// not block or call back into the journal; the session owner uses it
@@ -58,9 +71,11 @@ type Journal struct {
 	closeOnce sync.Once
 	failed    chan struct{} // closed when err is set
 
-	mu   sync.Mutex // guards proj snapshot fields, subs, err and last
+	// feed is the committed batches as subscribers read them.
+	feed *feed
+
+	mu   sync.Mutex // guards proj, err and last
 	proj *store.Projection
-	subs map[*subscriber]struct{}
 	err  error // sticky write failure
 	last int64 // seq of the last committed event
 }
@@ -101,6 +116,9 @@ func (c *Config) defaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.WakeSpacing == 0 {
+		c.WakeSpacing = 10 * time.Microsecond
 	}
 }
 
@@ -156,12 +174,12 @@ func newJournal(cfg Config, sessionID string, proj *store.Projection) *Journal {
 	j := &Journal{
 		cfg:       cfg,
 		sessionID: sessionID,
-		reqs:      make(chan request, 256),
+		reqs:      make(chan request, 16), // small: each loaded session holds one
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
 		failed:    make(chan struct{}),
+		feed:      newFeed(proj.Session.LastSeq, cfg.WakeSpacing),
 		proj:      proj,
-		subs:      make(map[*subscriber]struct{}),
 		last:      proj.Session.LastSeq,
 	}
 	go j.loop()

@@ -2,13 +2,13 @@ package journal
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
-	"sync"
+	"sort"
 
 	"weft.dev/weft/api"
-
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
 )
@@ -44,151 +44,32 @@ const replayPageBytes = 64 << 10
 // its data and the envelope around it.
 func eventCost(e event.Event) int { return len(e.Data) + 128 }
 
-// subscriber is one subscription's bounded queue. The writer appends each
-// committed batch (shared, read-only) and wakes the consumer; the consumer
-// takes the whole queue at once. One wake per commit, not one channel send
-// per event, keeps a thousand subscribers cheap.
-type subscriber struct {
-	mu      sync.Mutex
-	batches [][]event.Event
-	n       int // events queued
-	bytes   int // their cost
-	limit   int
-	maxB    int
-	closed  bool
-	err     error         // why it closed
-	wake    chan struct{} // capacity 1
-}
-
-// publish hands a committed batch to every subscriber without blocking; a
-// subscriber whose queue would exceed its limit is dropped with ErrLagged.
-// Called with j.mu held, so that registration and publication are ordered.
-func (j *Journal) publish(batch []event.Event) {
-	cost := 0
-	for _, e := range batch {
-		cost += eventCost(e)
-	}
-	for s := range j.subs {
-		s.mu.Lock()
-		if s.n+len(batch) > s.limit || s.n > 0 && s.bytes+cost > s.maxB {
-			s.closed, s.err = true, ErrLagged
-			s.batches, s.n, s.bytes = nil, 0, 0
-			delete(j.subs, s)
-		} else {
-			s.batches = append(s.batches, batch)
-			s.n += len(batch)
-			s.bytes += cost
-		}
-		s.mu.Unlock()
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
 // Subscribers returns the number of live subscriptions.
-func (j *Journal) Subscribers() int {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return len(j.subs)
-}
-
-func (j *Journal) closeSubs(err error) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	for s := range j.subs {
-		s.mu.Lock()
-		s.closed, s.err = true, err
-		s.mu.Unlock()
-		delete(j.subs, s)
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// take removes the queued batches, and reports whether the subscription
-// has closed (and why) once they are consumed.
-func (s *subscriber) take() ([][]event.Event, bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b := s.batches
-	s.batches, s.n, s.bytes = nil, 0, 0
-	return b, s.closed, s.err
-}
+func (j *Journal) Subscribers() int { return j.feed.len() }
 
 // Events returns the session's events after the cursor after: first those
 // already in the log, then live ones as they are committed, with no gap and
 // no duplicate. The single-use iterator ends with an error: ErrLagged when
-// the consumer fell behind, ErrClosed when the journal closes, ErrCursor
-// for a cursor beyond the log, or ctx's error.
+// the consumer fell behind, ErrClosed when the journal closes, the write
+// failure when the journal fails, ErrCursor for a cursor beyond the log, or
+// ctx's error.
+//
+// The live events are shared with every other subscriber: the consumer
+// must not modify them (Data in particular).
 func (j *Journal) Events(ctx context.Context, after int64, opts SubscribeOptions) iter.Seq2[event.Event, error] {
-	if opts.Buffer <= 0 {
-		opts.Buffer = 4096
-	}
-	if opts.Bytes <= 0 {
-		opts.Bytes = 4 << 20
-	}
 	return func(yield func(event.Event, error) bool) {
-		j.mu.Lock()
-		if j.err != nil {
-			j.mu.Unlock()
-			yield(event.Event{}, j.err)
-			return
-		}
-		select {
-		case <-j.quit:
-			j.mu.Unlock()
-			yield(event.Event{}, ErrClosed)
-			return
-		default:
-		}
-		if after < 0 || after > j.last {
-			last := j.last
-			j.mu.Unlock()
-			yield(event.Event{}, fmt.Errorf("%w: session %s: cursor %d, last seq %d", ErrCursor, j.sessionID, after, last))
-			return
-		}
-		sub := &subscriber{limit: opts.Buffer, maxB: opts.Bytes, wake: make(chan struct{}, 1)}
-		j.subs[sub] = struct{}{}
-		live := j.last
-		j.mu.Unlock()
-		defer func() {
-			j.mu.Lock()
-			delete(j.subs, sub)
-			j.mu.Unlock()
-		}()
-
-		// Replay what was committed before we registered: seqs (after, live].
-		// Pages are bounded in bytes, so a reader that stalls here holds
-		// at most one small page.
-		cursor := after
-		for cursor < live {
-			page, err := j.cfg.Store.Read(ctx, store.ReadParams{SessionID: j.sessionID, After: cursor, Limit: 512, RunID: opts.RunID, MaxBytes: replayPageBytes})
+		for c, err := range j.follow(ctx, after, opts) {
 			if err != nil {
-				yield(event.Event{}, fmt.Errorf("replay session %s after %d: %w", j.sessionID, cursor, err))
+				yield(event.Event{}, err)
 				return
 			}
-			if len(page) == 0 {
-				break
-			}
-			for _, e := range page {
-				if e.Seq > live {
-					break
-				}
+			for _, e := range c.page {
 				if !yield(e, nil) {
 					return
 				}
 			}
-			cursor = page[len(page)-1].Seq
-		}
-		// Live tail: everything published after registration has seq > live.
-		for {
-			batches, closed, err := sub.take()
-			for _, b := range batches {
-				for _, e := range b {
+			for _, b := range c.batches {
+				for _, e := range b.events {
 					if opts.RunID != "" && e.RunID != opts.RunID {
 						continue
 					}
@@ -197,17 +78,146 @@ func (j *Journal) Events(ctx context.Context, after int64, opts SubscribeOptions
 					}
 				}
 			}
+		}
+	}
+}
+
+// EncodedEvents is [Journal.Events] with each event's JSON encoding, for
+// consumers that write JSON, in slices: each slice is what the
+// subscriber took at once (a replay page, or every batch committed since
+// it last looked), so that a consumer can write it in one go. A slice is
+// valid until the next iteration. A live event is encoded once, by the
+// first subscriber that takes it, and the encoding shared with the
+// others; replayed events are encoded by their subscriber.
+func (j *Journal) EncodedEvents(ctx context.Context, after int64, opts SubscribeOptions) iter.Seq2[[]event.Encoded, error] {
+	return func(yield func([]event.Encoded, error) bool) {
+		var out []event.Encoded
+		for c, err := range j.follow(ctx, after, opts) {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			clear(out)
+			out = out[:0]
+			for _, e := range c.page {
+				b, err := json.Marshal(e)
+				if err != nil {
+					yield(nil, fmt.Errorf("encode session %s seq %d: %w", e.SessionID, e.Seq, err))
+					return
+				}
+				out = append(out, event.Encoded{Event: e, JSON: b})
+			}
+			for _, b := range c.batches {
+				enc, err := b.encoded()
+				if err != nil {
+					yield(nil, fmt.Errorf("encode session %s seqs %d-%d: %w", j.sessionID, b.events[0].Seq, b.events[len(b.events)-1].Seq, err))
+					return
+				}
+				for i, e := range b.events {
+					if opts.RunID == "" || e.RunID == opts.RunID {
+						out = append(out, event.Encoded{Event: e, JSON: enc[i]})
+					}
+				}
+			}
+			if len(out) > 0 && !yield(out, nil) {
+				return
+			}
+		}
+	}
+}
+
+// chunk is what a subscription reads at once: a page of the replay, or
+// the batches committed since it last looked, unfiltered.
+type chunk struct {
+	page    []event.Event
+	batches []*batch
+}
+
+// follow is the subscription Events and EncodedEvents read: the replay
+// after the cursor, page by page, then the live tail, a wake's worth at a
+// time. A chunk is valid until the next iteration.
+func (j *Journal) follow(ctx context.Context, after int64, opts SubscribeOptions) iter.Seq2[chunk, error] {
+	if opts.Buffer <= 0 {
+		opts.Buffer = 4096
+	}
+	if opts.Bytes <= 0 {
+		opts.Bytes = 4 << 20
+	}
+	return func(yield func(chunk, error) bool) {
+		select {
+		case <-j.quit:
+			yield(chunk{}, ErrClosed)
+			return
+		default:
+		}
+		if last := j.feed.lastSeq(); after < 0 || after > last {
+			yield(chunk{}, fmt.Errorf("%w: session %s: cursor %d, last seq %d", ErrCursor, j.sessionID, after, last))
+			return
+		}
+		sub := &subscriber{maxCount: int64(opts.Buffer), maxBytes: int64(opts.Bytes)}
+		live, err := j.feed.subscribe(sub)
+		if err != nil {
+			yield(chunk{}, err)
+			return
+		}
+		defer j.feed.unsubscribe(sub)
+		// Every waiting subscriber locks each channel of its select when a
+		// wake comes: a ctx shared by many subscribers would be one more
+		// contended channel, so its end closes a channel of this one.
+		stopped := make(chan struct{})
+		defer context.AfterFunc(ctx, func() { close(stopped) })()
+
+		// Replay what was committed before we registered: seqs (after, live].
+		// Pages are bounded in bytes, so a reader that stalls here holds
+		// at most one small page.
+		cursor := after
+		for cursor < live {
+			page, err := j.cfg.Store.Read(ctx, store.ReadParams{SessionID: j.sessionID, After: cursor, Limit: 512, RunID: opts.RunID, MaxBytes: replayPageBytes})
+			if err != nil {
+				yield(chunk{}, fmt.Errorf("replay session %s after %d: %w", j.sessionID, cursor, err))
+				return
+			}
+			if len(page) == 0 {
+				break
+			}
+			cursor = page[len(page)-1].Seq
+			if n := len(page); page[n-1].Seq > live {
+				n = sort.Search(n, func(i int) bool { return page[i].Seq > live })
+				page = page[:n]
+			}
+			if len(page) > 0 && !yield(chunk{page: page}, nil) {
+				return
+			}
+		}
+		// Live tail: everything published after registration has seq > live.
+		var batches []*batch
+		for {
+			// The signal is loaded before the cursor is looked at, so a
+			// batch linked after the look is followed by a close of this
+			// signal or of a later one.
+			signal := j.feed.signal.Load()
+			closed, cerr := j.feed.closed()
+			clear(batches) // hold no batch while waiting
+			batches, err = sub.take(batches[:0])
+			if err != nil {
+				yield(chunk{}, err)
+				return
+			}
 			if len(batches) > 0 {
+				if !yield(chunk{batches: batches}, nil) {
+					return
+				}
 				continue
 			}
 			if closed {
-				yield(event.Event{}, err)
+				// Everything published before the close has been read.
+				yield(chunk{}, cerr)
 				return
 			}
 			select {
-			case <-sub.wake:
-			case <-ctx.Done():
-				yield(event.Event{}, ctx.Err())
+			case <-*signal:
+			case <-stopped:
+				yield(chunk{}, ctx.Err())
 				return
 			}
 		}

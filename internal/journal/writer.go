@@ -3,6 +3,7 @@ package journal
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"weft.dev/weft/event"
@@ -26,8 +27,12 @@ func (j *Journal) loop() {
 		batch    []event.Event
 		receipts []store.Receipt
 		waiters  []waiter
+		// wake is armed while a wake of the subscribers is owed.
+		wake  = time.NewTimer(time.Hour)
+		armed bool
 	)
 	timer.Stop()
+	wake.Stop()
 	seal := func() {
 		if pend == nil {
 			return
@@ -64,7 +69,11 @@ func (j *Journal) loop() {
 		if len(batch) == 0 && len(waiters) == 0 {
 			return
 		}
-		err := j.commit(batch, receipts)
+		wakeIn, err := j.commit(batch, receipts)
+		if wakeIn > 0 && !armed {
+			wake.Reset(wakeIn)
+			armed = true
+		}
 		for _, w := range waiters {
 			if err != nil {
 				w.done <- result{err: err}
@@ -80,6 +89,10 @@ func (j *Journal) loop() {
 			handle(r)
 		case <-timer.C:
 			seal()
+		case <-wake.C:
+			armed = false
+			j.feed.wakeOwed(time.Now())
+			continue
 		case <-j.quit:
 			for {
 				select {
@@ -92,7 +105,8 @@ func (j *Journal) loop() {
 			}
 			seal()
 			commit()
-			j.closeSubs(ErrClosed)
+			wake.Stop()
+			j.feed.close(ErrClosed)
 			return
 		}
 		// Group commit: take whatever else is already waiting.
@@ -109,15 +123,16 @@ func (j *Journal) loop() {
 	}
 }
 
-// commit sequences, projects and stores batch, then publishes it. A failure
+// commit sequences, projects and stores batch, then publishes it, and
+// returns when the subscribers are to be woken if not at once. A failure
 // is sticky: the journal refuses further writes, and the projection is
 // reloaded from the store so that it matches what is durable.
-func (j *Journal) commit(batch []event.Event, receipts []store.Receipt) error {
+func (j *Journal) commit(batch []event.Event, receipts []store.Receipt) (wakeIn time.Duration, err error) {
 	if err := j.Err(); err != nil {
-		return err
+		return 0, err
 	}
 	if len(batch) == 0 {
-		return nil
+		return 0, nil
 	}
 	now := j.cfg.Now().UTC()
 	j.mu.Lock()
@@ -133,12 +148,12 @@ func (j *Journal) commit(batch []event.Event, receipts []store.Receipt) error {
 			break
 		}
 	}
-	b := store.Batch{SessionID: j.sessionID, Events: batch, Receipts: receipts}
+	b := store.Batch{SessionID: j.sessionID, Events: batch, Receipts: receipts, Epoch: j.cfg.Epoch}
 	j.proj.Flush(&b)
 	j.proj.Trim(keepEnded)
 	j.mu.Unlock()
 
-	err := applyErr
+	err = applyErr
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err = j.cfg.Store.Append(ctx, b)
@@ -146,7 +161,11 @@ func (j *Journal) commit(batch []event.Event, receipts []store.Receipt) error {
 	}
 	if err != nil {
 		j.cfg.Logger.Error("journal commit failed", "session", j.sessionID, "seq", j.last+1, "err", err)
-		proj, lerr := load(context.Background(), j.cfg.Store, j.sessionID)
+		var proj *store.Projection
+		lerr := err // a fenced journal is done: its owner drops it unread
+		if !errors.Is(err, store.ErrFenced) {
+			proj, lerr = load(context.Background(), j.cfg.Store, j.sessionID)
+		}
 		j.mu.Lock()
 		if lerr == nil {
 			j.proj = proj
@@ -154,15 +173,15 @@ func (j *Journal) commit(batch []event.Event, receipts []store.Receipt) error {
 		j.err = err
 		j.mu.Unlock()
 		close(j.failed)
-		j.closeSubs(err)
-		return err
+		j.feed.close(err)
+		return 0, err
 	}
 	j.mu.Lock()
 	j.last = seq
-	j.publish(batch)
 	j.mu.Unlock()
+	wakeIn = j.feed.publish(batch, time.Now())
 	if j.cfg.Committed != nil {
 		j.cfg.Committed(batch)
 	}
-	return nil
+	return wakeIn, nil
 }

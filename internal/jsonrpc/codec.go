@@ -233,6 +233,37 @@ type Message struct {
 // IsNotification reports whether m is a server-to-client notification.
 func (m *Message) IsNotification() bool { return m.Method != "" && m.ID == nil }
 
+// SplitNotification takes apart a notification in the exact form
+// [AppendRequest] writes one, {"jsonrpc":"2.0","method":M,"params":P}
+// with no whitespace and a method without escapes, without decoding it:
+// a client then decodes a notification's params once, rather than once
+// for the envelope and again for its type. P is not validated: the
+// caller must decode it (a frame that only looks like this form fails
+// there). ok is false for every other frame; [DecodeMessages] decodes
+// those.
+func SplitNotification(frame []byte) (method string, params json.RawMessage, ok bool) {
+	const head = `{"jsonrpc":"2.0","method":"`
+	rest, ok := bytes.CutPrefix(frame, []byte(head))
+	if !ok {
+		return "", nil, false
+	}
+	end := bytes.IndexByte(rest, '"')
+	if end <= 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return "", nil, false
+	}
+	name := rest[:end]
+	rest, ok = bytes.CutPrefix(rest[end+1:], []byte(`,"params":`))
+	if !ok || len(rest) < 2 || rest[len(rest)-1] != '}' {
+		return "", nil, false
+	}
+	for _, c := range name {
+		if c < 0x20 || c >= 0x7f {
+			return "", nil, false
+		}
+	}
+	return string(name), rest[:len(rest)-1], true
+}
+
 // ErrMalformed is returned by [DecodeMessages] for frames that are not
 // JSON-RPC 2.0 responses or notifications.
 var ErrMalformed = errors.New("jsonrpc: malformed message")

@@ -2,8 +2,10 @@ package jsonrpc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -99,4 +101,58 @@ func FuzzLineStream(f *testing.F) {
 		}
 		t.Fatal("stream did not end")
 	})
+}
+
+// FuzzSplitNotification checks the client's shortcut against the full
+// decoder: whatever frame SplitNotification takes apart with valid params
+// is a notification DecodeMessages reads the same way.
+func FuzzSplitNotification(f *testing.F) {
+	for _, seed := range []string{
+		`{"jsonrpc":"2.0","method":"events/event","params":{"subscriptionId":"sub_1","event":{"seq":1}}}`,
+		`{"jsonrpc":"2.0","method":"m","params":[1,2]}`,
+		`{"jsonrpc":"2.0","method":"m","params":{"a":1},"id":7}`,
+		`{"jsonrpc":"2.0","method":"a\"b","params":{}}`,
+		`{"jsonrpc":"2.0","method":"m","params":{} }`,
+		`{"jsonrpc":"2.0","method":"m","params":{}}}`,
+		`{"jsonrpc":"2.0","id":1,"result":{}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		method, params, ok := SplitNotification(frame)
+		if !ok || !json.Valid(params) {
+			return
+		}
+		msgs, err := DecodeMessages(frame)
+		if err != nil {
+			t.Fatalf("split %q, but DecodeMessages: %v", frame, err)
+		}
+		if len(msgs) != 1 || !msgs[0].IsNotification() || msgs[0].Method != method {
+			t.Fatalf("split %q as %q, DecodeMessages read %+v", frame, method, msgs)
+		}
+		var a, b any
+		if json.Unmarshal(params, &a) != nil || json.Unmarshal(msgs[0].Params, &b) != nil || !reflect.DeepEqual(a, b) {
+			t.Fatalf("split %q: params %s, DecodeMessages: %s", frame, params, msgs[0].Params)
+		}
+	})
+}
+
+func TestSplitNotification(t *testing.T) {
+	for _, tc := range []struct {
+		frame, method, params string
+	}{
+		{`{"jsonrpc":"2.0","method":"events/event","params":{"a":1}}`, "events/event", `{"a":1}`},
+		{string(AppendRequest(nil, nil, "x/y", json.RawMessage(`[1]`))), "x/y", `[1]`},
+		{`{"jsonrpc":"2.0","method":"m","params":{}} `, "", ""},
+		{`{"jsonrpc":"2.0", "method":"m","params":{}}`, "", ""},
+		{`{"jsonrpc":"2.0","method":"a\"b","params":{}}`, "", ""},
+		{`{"jsonrpc":"2.0","method":"m"}`, "", ""},
+		{`{"jsonrpc":"2.0","id":1,"method":"m","params":{}}`, "", ""},
+		{`[{"jsonrpc":"2.0","method":"m","params":{}}]`, "", ""},
+	} {
+		method, params, ok := SplitNotification([]byte(tc.frame))
+		if ok != (tc.method != "") || method != tc.method || string(params) != tc.params {
+			t.Errorf("%s: got %q %s %v", tc.frame, method, params, ok)
+		}
+	}
 }

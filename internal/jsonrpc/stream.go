@@ -3,6 +3,7 @@ package jsonrpc
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,14 @@ type Stream interface {
 	// Close releases the stream, unblocking pending reads where the
 	// underlying transport allows it.
 	Close() error
+}
+
+// BatchWriter is implemented by streams that can send several frames in
+// fewer writes to their transport than one each. WriteBatch sends the
+// frames in order, as Write would, and may be called concurrently with
+// Read and Write.
+type BatchWriter interface {
+	WriteBatch(ctx context.Context, frames [][]byte) error
 }
 
 // LineStream is a [Stream] over newline-delimited JSON: each frame is one
@@ -142,6 +151,24 @@ func (s *LineStream) Write(_ context.Context, frame []byte) error {
 	return nil
 }
 
+// WriteBatch implements [BatchWriter]: it writes the frames, each
+// followed by a newline, in one Write call.
+func (s *LineStream) WriteBatch(_ context.Context, frames [][]byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.wbuf = s.wbuf[:0]
+	for _, f := range frames {
+		s.wbuf = append(append(s.wbuf, f...), '\n')
+	}
+	if _, err := s.w.Write(s.wbuf); err != nil {
+		return fmt.Errorf("jsonrpc: write frames: %w", err)
+	}
+	if cap(s.wbuf) > 1<<20 {
+		s.wbuf = nil // do not pin one huge buffer
+	}
+	return nil
+}
+
 // Close implements [Stream]. It closes the reader and then the writer when
 // they implement io.Closer, once; later calls return the first result.
 func (s *LineStream) Close() error {
@@ -166,6 +193,11 @@ func (s *LineStream) Close() error {
 type WSStream struct {
 	c   *websocket.Conn
 	max int64
+	// cork, set by AcceptWebSocket, holds a batch's messages back so
+	// that they go to the connection in one write.
+	cork *corkConn
+	// wmu serialises batches.
+	wmu sync.Mutex
 }
 
 // NewWSStream returns a WSStream over c reading messages of at most
@@ -199,12 +231,54 @@ func (s *WSStream) Read(ctx context.Context) ([]byte, error) {
 	return buf, nil
 }
 
-// Write implements [Stream].
+// Write implements [Stream]. During a WriteBatch of a stream made by
+// [AcceptWebSocket], the message is sent with the batch.
 func (s *WSStream) Write(ctx context.Context, frame []byte) error {
 	if err := s.c.Write(ctx, websocket.MessageText, frame); err != nil {
 		return fmt.Errorf("jsonrpc: websocket write: %w", err)
 	}
 	return nil
+}
+
+// WriteBatch implements [BatchWriter]: one message per frame. A stream
+// made by [AcceptWebSocket] sends them in one write to the connection,
+// which ctx bounds; when that write fails the connection is closed, since
+// the peer may have received part of a message. Other streams write the
+// messages one by one.
+func (s *WSStream) WriteBatch(ctx context.Context, frames [][]byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.cork == nil {
+		for _, f := range frames {
+			if err := s.c.Write(ctx, websocket.MessageText, f); err != nil {
+				return fmt.Errorf("jsonrpc: websocket write: %w", err)
+			}
+		}
+		return nil
+	}
+	// The messages go to the cork's buffer and do not block, so the
+	// library gets no ctx to watch (that would cost a timer per
+	// message); the cork's one write is bounded by ctx.
+	s.cork.cork()
+	var err error
+	for _, f := range frames {
+		if err = s.c.Write(context.Background(), websocket.MessageText, f); err != nil {
+			break // the connection is closed
+		}
+	}
+	if uerr := s.cork.uncork(ctx); uerr != nil {
+		s.c.CloseNow()
+		err = cmp.Or(err, uerr)
+	}
+	if err != nil {
+		return fmt.Errorf("jsonrpc: websocket write: %w", err)
+	}
+	return nil
+}
+
+// CloseStatus closes the connection with a status code and reason.
+func (s *WSStream) CloseStatus(code websocket.StatusCode, reason string) error {
+	return s.c.Close(code, reason)
 }
 
 // Close implements [Stream]: a normal close handshake (bounded by the

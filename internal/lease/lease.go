@@ -9,15 +9,21 @@
 package lease
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
+
+	"weft.dev/weft/store"
 )
 
-// ErrHeld reports a session owned by another live process.
-var ErrHeld = errors.New("session is in use by another weft process")
+// ErrHeld reports a session owned by another live process. It is
+// [store.ErrLeaseHeld], so that callers need not tell a kernel lock from a
+// lease row.
+var ErrHeld = store.ErrLeaseHeld
 
 // Lease is a held lock. Release it with Release.
 type Lease struct {
@@ -39,7 +45,7 @@ func Acquire(dir, name string) (*Lease, error) {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w (lock %s)", ErrHeld, path)
+			return nil, &store.LeaseHeldError{SessionID: name, Holder: "another weft process on this machine (lock " + path + ")"}
 		}
 		return nil, fmt.Errorf("lease %s: %w", path, err)
 	}
@@ -54,4 +60,39 @@ func (l *Lease) Release() error {
 	err := l.f.Close() // closing the descriptor drops the flock
 	l.f = nil
 	return err
+}
+
+// Dir is a [store.Leases] of flock files in a directory: a session's lease
+// is Acquire(Path, sessionID). Its leases have epoch 0 (unfenced: the
+// kernel, not the store, keeps a second writer away, on this machine
+// only) and are never lost while their process lives.
+type Dir struct {
+	// Path is the directory, created 0700 on first use.
+	Path string
+}
+
+// Acquire implements [store.Leases]. It does not block: a session another
+// process holds fails with a [*store.LeaseHeldError] naming the lock file.
+func (d Dir) Acquire(_ context.Context, sessionID string) (store.Lease, error) {
+	l, err := Acquire(d.Path, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return &fileLease{l: l, lost: make(chan struct{})}, nil
+}
+
+// fileLease is a session's flock as a [store.Lease].
+type fileLease struct {
+	l    *Lease
+	lost chan struct{} // never closed: the kernel keeps the lock while the process lives
+	once sync.Once
+	err  error
+}
+
+func (f *fileLease) Epoch() int64          { return 0 }
+func (f *fileLease) Lost() <-chan struct{} { return f.lost }
+
+func (f *fileLease) Release(context.Context) error {
+	f.once.Do(func() { f.err = f.l.Release() })
+	return f.err
 }

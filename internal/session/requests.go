@@ -418,7 +418,7 @@ func (s *Session) cancelParked(ctx context.Context, a *activeRun, reason string,
 	for _, q := range open {
 		closed[q.ToolCall.ID] = true
 	}
-	log, err := s.readAll(ctx, agent.ResumeTypes())
+	log, err := s.readAll(ctx, 0, agent.ResumeTypes())
 	if err != nil {
 		return s.writeErr(err)
 	}

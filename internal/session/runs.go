@@ -189,8 +189,69 @@ func (s *Session) launch(a *activeRun, resume bool) {
 		}
 		s.active = nil
 		s.closeRetired()
+		s.saveTranscript()
 		s.startNext()
 	})
+}
+
+// saveTranscript stores a snapshot of the session's transcript, when one
+// is due, in a goroutine of the session's, so that the next run does not
+// wait for it. Called with mu held.
+func (s *Session) saveTranscript() {
+	if s.state != stateOpen {
+		return
+	}
+	j, ok := s.conv.due()
+	if !ok {
+		return
+	}
+	s.wg.Go(func() {
+		err := s.putSnapshot(j)
+		if err != nil {
+			s.cfg.Logger.Warn("store transcript snapshot", "session", s.id, "seq", j.seq, "err", err)
+		}
+		s.conv.saved(j, err)
+	})
+}
+
+// putSnapshot encodes and stores j.
+func (s *Session) putSnapshot(j snapshotJob) error {
+	data, err := j.b.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	// Not cancelled by the session's close, which waits for it: a
+	// snapshot due when the session unloads is the one its next load
+	// reads. A store that hangs is given a bound.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 10*time.Second)
+	defer cancel()
+	return s.cfg.Store.PutSnapshot(ctx, store.Snapshot{
+		SessionID: s.id, Kind: store.SnapshotTranscript, Seq: j.seq, Data: data, CreatedAt: time.Now(),
+	})
+}
+
+// sessionLog is the session's [transcriptLog]: its snapshot and its log
+// in the store.
+type sessionLog struct{ s *Session }
+
+func (l sessionLog) snapshot(ctx context.Context) (*agent.TranscriptBuilder, int64, bool) {
+	snap, err := l.s.cfg.Store.Snapshot(ctx, l.s.id, store.SnapshotTranscript)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			l.s.cfg.Logger.Warn("read transcript snapshot; reading the log instead", "session", l.s.id, "err", err)
+		}
+		return nil, 0, false
+	}
+	b := &agent.TranscriptBuilder{}
+	if err := b.UnmarshalBinary(snap.Data); err != nil {
+		l.s.cfg.Logger.Warn("transcript snapshot does not decode; reading the log instead", "session", l.s.id, "seq", snap.Seq, "err", err)
+		return nil, 0, false
+	}
+	return b, snap.Seq, true
+}
+
+func (l sessionLog) events(ctx context.Context, after int64) ([]event.Event, error) {
+	return l.s.readAll(ctx, after, agent.TranscriptTypes())
 }
 
 // answeredWhileParking reports whether any of a's requests was answered
@@ -320,7 +381,7 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 		a.history, a.resume = nil, nil
 		s.mu.Unlock()
 		if run.Resume == nil {
-			evs, err := s.readAll(ctx, agent.ResumeTypes())
+			evs, err := s.readAll(ctx, 0, agent.ResumeTypes())
 			if err != nil {
 				return fail("log", err.Error())
 			}
@@ -328,9 +389,7 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 				return fail("log", err.Error())
 			}
 		}
-	} else if run.History, err = s.conv.messages(ctx, func(ctx context.Context) ([]event.Event, error) {
-		return s.readAll(ctx, agent.TranscriptTypes())
-	}); err != nil {
+	} else if run.History, err = s.conv.messages(ctx, sessionLog{s}); err != nil {
 		return fail("log", err.Error())
 	}
 	maxSteps := q.maxSteps
@@ -348,9 +407,8 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 }
 
 // readAll reads the session's events of the given types.
-func (s *Session) readAll(ctx context.Context, types []event.Type) ([]event.Event, error) {
+func (s *Session) readAll(ctx context.Context, after int64, types []event.Type) ([]event.Event, error) {
 	var out []event.Event
-	var after int64
 	for {
 		page, err := s.cfg.Store.Read(ctx, store.ReadParams{SessionID: s.id, After: after, Limit: 1000, Types: types})
 		if err != nil {

@@ -28,7 +28,6 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/idem"
 	"weft.dev/weft/internal/journal"
-	"weft.dev/weft/internal/lease"
 	"weft.dev/weft/internal/reconcile"
 	"weft.dev/weft/llm"
 	"weft.dev/weft/policy"
@@ -60,8 +59,19 @@ type Config struct {
 	MaxSteps int
 	// Processes runs background processes; nil refuses them.
 	Processes *process.Manager
-	// LockDir holds the session leases; empty means none.
-	LockDir string
+	// Leases grants the session leases; nil means none (a store no other
+	// process opens). A session holds its lease from its load to its
+	// close; every append carries the lease's epoch, and a session whose
+	// lease is lost (Lost closes, or an append is refused with
+	// store.ErrFenced) stops at once: it closes its runs' context, writes
+	// nothing more, and calls Dropped.
+	Leases store.Leases
+	// Dropped, if set, is called once, from a goroutine of the session
+	// and with none of its locks held, when the session lost its lease
+	// and stopped. The callee must Close the session (not from that
+	// goroutine: Close waits for it) and forget it; commands meanwhile
+	// fail with ErrClosed.
+	Dropped func(*Session)
 	// SubscriberBuffer bounds a subscriber's queue (see journal.SubscribeOptions).
 	SubscriberBuffer int
 	// SubscriberBytes bounds a subscriber's queue in bytes.
@@ -107,7 +117,7 @@ type Session struct {
 	state   state
 	failure error // the write failure the session recovers from (stateFailed)
 	j       *journal.Journal
-	lease   *lease.Lease
+	lease   store.Lease    // nil without Config.Leases; set before the session is shared
 	bind    *env.Binding   // current binding, opened on first use
 	retired []*env.Binding // replaced while a run was active
 	queue   []queuedRun
@@ -172,8 +182,8 @@ func Create(ctx context.Context, cfg *Config, id string, data event.SessionCreat
 	}
 	j, err := journal.Create(ctx, s.journalConfig(), id, data, rc.Receipts(id, idem.Ref{ID: id})...)
 	if err != nil {
-		s.lease.Release()
-		return nil, storageErr(id, err)
+		s.releaseLease()
+		return nil, s.loadErr(err)
 	}
 	rc.Stored()
 	s.start(j)
@@ -189,14 +199,14 @@ func Load(ctx context.Context, cfg *Config, id string) (*Session, error) {
 	}
 	j, err := journal.Open(ctx, s.journalConfig(), id)
 	if err != nil {
-		s.lease.Release()
-		return nil, storageErr(id, err)
+		s.releaseLease()
+		return nil, s.loadErr(err)
 	}
 	waiting := func(r store.Run) bool { return r.Status == store.RunWaiting }
 	if _, err := reconcile.Session(ctx, cfg.Store, j, id, reconcile.Options{Waiting: waiting}); err != nil {
 		j.Close()
-		s.lease.Release()
-		return nil, storageErr(id, err)
+		s.releaseLease()
+		return nil, s.loadErr(err)
 	}
 	s.start(j)
 	if err := s.restore(ctx); err != nil {
@@ -207,14 +217,16 @@ func Load(ctx context.Context, cfg *Config, id string) (*Session, error) {
 }
 
 func newSession(cfg *Config, id string) (*Session, error) {
-	var ls *lease.Lease
-	if cfg.LockDir != "" {
+	var ls store.Lease
+	if cfg.Leases != nil {
 		var err error
-		if ls, err = lease.Acquire(cfg.LockDir, id); err != nil {
-			if errors.Is(err, lease.ErrHeld) {
-				return nil, api.Wrap(api.KindRunConflict, err, "session %s is in use by another weft process", id).With("sessionId", id)
+		if ls, err = cfg.Leases.Acquire(context.Background(), id); err != nil {
+			var held *store.LeaseHeldError
+			if errors.As(err, &held) {
+				return nil, api.Wrap(api.KindRunConflict, err, "session %s is in use by another weft process: held by %s", id, held.Holder).
+					With("sessionId", id).With("holder", held.Holder)
 			}
-			return nil, fmt.Errorf("session %s: %w", id, err)
+			return nil, storageErr(id, fmt.Errorf("session %s: lease: %w", id, err))
 		}
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -228,16 +240,83 @@ func (s *Session) journalConfig() journal.Config {
 	jc := s.cfg.Journal
 	jc.Store = s.cfg.Store
 	jc.Committed = s.committed
+	jc.Epoch = s.Epoch()
 	return jc
 }
 
-// start makes j the session's journal and starts the goroutine that
-// watches it for write failures.
+// Epoch returns the fencing epoch of the session's lease: 0 without
+// leases, or with leases that are not fenced (flock).
+func (s *Session) Epoch() int64 {
+	if s.lease == nil {
+		return 0
+	}
+	return s.lease.Epoch()
+}
+
+// loadErr is the error of a load or create that failed after the lease
+// was taken: a refused (fenced) write means another holder took the lease
+// meanwhile.
+func (s *Session) loadErr(err error) error {
+	if errors.Is(err, store.ErrFenced) {
+		return api.Wrap(api.KindRunConflict, err, "session %s is in use by another weft process: its lease moved while it loaded", s.id).With("sessionId", s.id)
+	}
+	return storageErr(s.id, err)
+}
+
+// releaseLease gives the session's lease up, if it has one. A release
+// that fails leaves the lease to expire.
+func (s *Session) releaseLease() {
+	if s.lease == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.lease.Release(ctx); err != nil {
+		s.cfg.Logger.Warn("release session lease; it will expire", "session", s.id, "err", err)
+	}
+}
+
+// start makes j the session's journal and starts the goroutines that
+// watch it for write failures and the lease for its loss.
 func (s *Session) start(j *journal.Journal) {
 	s.mu.Lock()
 	s.j = j
 	s.wg.Go(s.watch)
+	if s.lease != nil {
+		s.wg.Go(s.watchLease)
+	}
 	s.mu.Unlock()
+}
+
+// watchLease drops the session when its lease is lost, until the session
+// closes.
+func (s *Session) watchLease() {
+	select {
+	case <-s.ctx.Done():
+	case <-s.lease.Lost():
+		s.lose(errors.New("the lease expired before it could be renewed, or moved to another holder"))
+	}
+}
+
+// lose stops a session whose lease is lost: it is closed at once (runs
+// cancelled, commands refused with ErrClosed; nothing it writes can
+// commit any more) and handed to Config.Dropped, which closes it and
+// forgets it. The write that found the lease gone is never retried: the
+// next request loads the session anew, under a new lease or refused
+// while another holder has it.
+func (s *Session) lose(cause error) {
+	s.mu.Lock()
+	if s.state == stateClosed {
+		s.mu.Unlock()
+		return
+	}
+	s.state = stateClosed
+	s.cancel(ErrClosed)
+	s.mu.Unlock()
+	s.cfg.Logger.Error("session lease lost; dropping the session", "session", s.id, "epoch", s.Epoch(), "err", cause)
+	if s.cfg.Dropped != nil {
+		s.cfg.Dropped(s)
+	}
 }
 
 // ID returns the session's ID.
@@ -245,6 +324,9 @@ func (s *Session) ID() string { return s.id }
 
 // Touch records a request, for idle unloading.
 func (s *Session) Touch() { s.used.Store(time.Now().UnixNano()) }
+
+// LastUsed returns when the session last had a request, in unix nanos.
+func (s *Session) LastUsed() int64 { return s.used.Load() }
 
 // Record returns the session's projected record.
 func (s *Session) Record() store.Session {
@@ -301,7 +383,9 @@ func (s *Session) append(ctx context.Context, rc *idem.Claim, ref idem.Ref, evs 
 // writeErr maps a journal failure to what a client sees.
 func (s *Session) writeErr(err error) error {
 	switch {
-	case errors.Is(err, journal.ErrClosed):
+	case errors.Is(err, journal.ErrClosed), errors.Is(err, store.ErrFenced):
+		// A fenced write: the session is being dropped (see watch); the
+		// host loads it again, which fails while another holder has it.
 		return ErrClosed
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
@@ -402,7 +486,7 @@ func (s *Session) finish() {
 		defer s.mu.Unlock()
 		s.j.Close()
 		s.conv.drop()
-		s.lease.Release()
+		s.releaseLease()
 		s.closeRetired()
 		s.bind.Close()
 		s.bind = nil
@@ -427,6 +511,10 @@ func (s *Session) watch() {
 		case <-s.ctx.Done():
 			return
 		case <-j.Failed():
+		}
+		if err := j.Err(); errors.Is(err, store.ErrFenced) {
+			s.lose(err)
+			return
 		}
 		if !s.recover(j) {
 			return
@@ -510,6 +598,10 @@ func (s *Session) recover(failed *journal.Journal) bool {
 		_, err = reconcile.Session(s.ctx, s.cfg.Store, j, s.id, reconcile.Options{
 			Keep: func(id string) bool { return queued[id] }, Failure: failure,
 		})
+		if errors.Is(err, store.ErrFenced) {
+			s.lose(err)
+			return false
+		}
 		if err != nil {
 			s.cfg.Logger.Warn("session recovery: close runs", "session", s.id, "err", err)
 			continue
@@ -538,6 +630,18 @@ func (s *Session) Events(ctx context.Context, after int64, runID string) (iter.S
 		return nil, ErrClosed
 	}
 	return s.j.Events(ctx, after, journal.SubscribeOptions{RunID: runID, Buffer: s.cfg.SubscriberBuffer, Bytes: s.cfg.SubscriberBytes}), nil
+}
+
+// EncodedEvents is Events with each event's JSON encoding, shared by
+// every subscriber of the session, in slices read at once (see
+// journal.Journal.EncodedEvents).
+func (s *Session) EncodedEvents(ctx context.Context, after int64, runID string) (iter.Seq2[[]event.Encoded, error], error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == stateClosed {
+		return nil, ErrClosed
+	}
+	return s.j.EncodedEvents(ctx, after, journal.SubscribeOptions{RunID: runID, Buffer: s.cfg.SubscriberBuffer, Bytes: s.cfg.SubscriberBytes}), nil
 }
 
 // LastSeq returns the seq of the session's last committed event.

@@ -53,13 +53,21 @@ func (b *Budget) release(n int64) {
 	}
 }
 
+// snapshotEvery is how many transcript events a session folds before it
+// stores a snapshot of its transcript, at the least; a long transcript
+// waits for a sixteenth of its length, so that writing snapshots costs
+// O(1) per event and a cold load folds at most that many after one.
+const snapshotEvery = 256
+
 // transcript is a session's conversation as its next run sends it to the
 // model, kept current from the events the session's journal commits, so
 // that a run starts without reading the log again: the first run start
-// after the session is loaded reads the log's transcript events once, and
-// every commit after that folds its own into the cache. Whatever may
-// have made the cache disagree with the log (a failed write that might
-// have committed) drops it, and the next run start reads the log again.
+// after the session is loaded reads the latest snapshot and the log's
+// transcript events after it once, and every commit after that folds its
+// own into the cache. Whatever may have made the cache disagree with the
+// log (a failed write that might have committed) drops it, and the next
+// run start reads the log again. Every so many events the session stores
+// a snapshot of it (see [transcript.due]).
 type transcript struct {
 	budget *Budget
 
@@ -69,6 +77,10 @@ type transcript struct {
 	kept     kept
 	building bool          // a build reads the log; commits collect in pending
 	pending  []event.Event // transcript events committed during a build
+	writing  bool          // a snapshot is being stored
+	// unkept is the last build that did not fit the budget, while its
+	// snapshot is due: stored once, then forgotten.
+	unkept *snapshotJob
 }
 
 // kept is the cached transcript and the budget it holds. It is not safe
@@ -77,6 +89,28 @@ type kept struct {
 	b    *agent.TranscriptBuilder // nil: none
 	held int64                    // bytes reserved from the budget
 	gen  int                      // bumped by forget, so that a build in flight is not kept
+	// through is the seq of the last event b reflects, and fresh how many
+	// transcript events it folded since the last stored snapshot.
+	through int64
+	fresh   int
+}
+
+// snapshotJob is a transcript to store as a snapshot through seq.
+type snapshotJob struct {
+	b     *agent.TranscriptBuilder // not shared with the cache
+	seq   int64
+	fresh int // the events it covers that the last snapshot did not
+	gen   int // the cache's generation, or -1 for an unkept build
+}
+
+// transcriptLog is what a transcript is built from when the cache holds
+// none: the session's latest snapshot and its log.
+type transcriptLog interface {
+	// snapshot returns the latest stored transcript and the seq it is
+	// through, or ok false when there is none (or it cannot be used).
+	snapshot(ctx context.Context) (b *agent.TranscriptBuilder, seq int64, ok bool)
+	// events returns the log's transcript events after seq, in order.
+	events(ctx context.Context, after int64) ([]event.Event, error)
 }
 
 // fit reserves budget for the cache's current size, and forgets the cache
@@ -101,7 +135,7 @@ func (k *kept) forget(budget *Budget) {
 	k.gen++
 	k.b = nil
 	budget.release(k.held)
-	k.held = 0
+	k.held, k.through, k.fresh = 0, 0, 0
 }
 
 // observe folds a committed batch into the cache (the journal's
@@ -121,6 +155,8 @@ func (t *transcript) observe(batch []event.Event) {
 				t.kept.forget(t.budget)
 				return
 			}
+			t.kept.through = e.Seq
+			t.kept.fresh++
 		}
 	}
 	if t.kept.b != nil {
@@ -128,10 +164,10 @@ func (t *transcript) observe(batch []event.Event) {
 	}
 }
 
-// messages returns the transcript as of the last commit, reading the log
-// with read (every transcript event, in seq order) when the cache holds
-// none. The caller may append to the slice but not modify its elements.
-func (t *transcript) messages(ctx context.Context, read func(context.Context) ([]event.Event, error)) ([]llm.Message, error) {
+// messages returns the transcript as of the last commit, building it
+// from log when the cache holds none. The caller may append to the slice
+// but not modify its elements.
+func (t *transcript) messages(ctx context.Context, log transcriptLog) ([]llm.Message, error) {
 	t.build.Lock()
 	defer t.build.Unlock()
 	t.mu.Lock()
@@ -144,17 +180,22 @@ func (t *transcript) messages(ctx context.Context, read func(context.Context) ([
 	t.mu.Unlock()
 
 	// Every event committed from here on is in pending; every event
-	// committed before is in what read returns (it reads after this
-	// point), and some may be in both: those are told apart by seq.
-	evs, err := read(ctx)
-	b := &agent.TranscriptBuilder{}
-	var last int64
+	// committed before is in the snapshot or in what events returns (it
+	// reads after this point), and some may also be in pending: those are
+	// told apart by seq.
+	b, last, ok := log.snapshot(ctx)
+	if !ok {
+		b, last = &agent.TranscriptBuilder{}, 0
+	}
+	evs, err := log.events(ctx, last)
+	fresh := 0
 	for _, e := range evs {
 		if err != nil {
 			break
 		}
 		err = b.Add(e)
 		last = e.Seq
+		fresh++
 	}
 
 	t.mu.Lock()
@@ -171,12 +212,54 @@ func (t *transcript) messages(ctx context.Context, read func(context.Context) ([
 		if err := b.Add(e); err != nil {
 			return nil, err
 		}
+		last = e.Seq
+		fresh++
 	}
 	if gen == t.kept.gen {
-		t.kept.b = b
+		t.kept.b, t.kept.through, t.kept.fresh = b, last, fresh
 		t.kept.fit(t.budget)
 	}
+	if t.kept.b == nil && dueAfter(fresh, b.Len()) {
+		t.unkept = &snapshotJob{b: b, seq: last, fresh: fresh, gen: -1}
+	}
 	return b.Messages(), nil
+}
+
+// dueAfter reports whether a transcript of n messages that folded fresh
+// events since its last snapshot should store a new one.
+func dueAfter(fresh, n int) bool {
+	return fresh >= snapshotEvery && fresh*16 >= n
+}
+
+// due returns the snapshot to store now, if one is due and none is being
+// stored; the caller stores it and then calls saved, whatever happened.
+func (t *transcript) due() (snapshotJob, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.writing {
+		return snapshotJob{}, false
+	}
+	var j snapshotJob
+	switch {
+	case t.kept.b != nil && dueAfter(t.kept.fresh, t.kept.b.Len()):
+		j = snapshotJob{b: t.kept.b.Clone(), seq: t.kept.through, fresh: t.kept.fresh, gen: t.kept.gen}
+	case t.unkept != nil:
+		j, t.unkept = *t.unkept, nil
+	default:
+		return snapshotJob{}, false
+	}
+	t.writing = true
+	return j, true
+}
+
+// saved records that j was stored (err nil) or not.
+func (t *transcript) saved(j snapshotJob, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.writing = false
+	if err == nil && j.gen == t.kept.gen && t.kept.b != nil {
+		t.kept.fresh = max(t.kept.fresh-j.fresh, 0)
+	}
 }
 
 // drop forgets the cache; the next run start reads the log.
@@ -184,4 +267,5 @@ func (t *transcript) drop() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.kept.forget(t.budget)
+	t.unkept = nil
 }

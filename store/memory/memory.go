@@ -37,7 +37,10 @@ type Store struct {
 	procs    map[string]*procEntry // process ID -> record and log; see process.go
 	runLast  map[string]int64      // run ID -> seq of its last event
 	requests map[string][]byte     // request ID -> JSON record
+	snaps    map[snapKey]store.Snapshot
 }
+
+type snapKey struct{ session, kind string }
 
 type sessionEntry struct {
 	createdAt time.Time
@@ -64,6 +67,7 @@ func New() *Store {
 		receipts: make(map[receiptKey]store.Receipt),
 		runLast:  make(map[string]int64),
 		requests: make(map[string][]byte),
+		snaps:    make(map[snapKey]store.Snapshot),
 	}
 }
 
@@ -534,6 +538,50 @@ func (s *Store) PruneReceipts(ctx context.Context, before time.Time) (int, error
 		}
 	}
 	return n, nil
+}
+
+// PutSnapshot implements [store.Store].
+func (s *Store) PutSnapshot(ctx context.Context, snap store.Snapshot) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	log, ok := s.logs[snap.SessionID]
+	if !ok {
+		return fmt.Errorf("snapshot of session %s: %w", snap.SessionID, store.ErrNotFound)
+	}
+	if snap.Seq < 0 || snap.Seq > int64(len(log)) {
+		return fmt.Errorf("%w: snapshot of session %s through seq %d, last seq %d", store.ErrSeqConflict, snap.SessionID, snap.Seq, len(log))
+	}
+	k := snapKey{snap.SessionID, snap.Kind}
+	if old, ok := s.snaps[k]; ok && old.Seq > snap.Seq {
+		return nil
+	}
+	snap.Data = bytes.Clone(snap.Data)
+	s.snaps[k] = snap
+	return nil
+}
+
+// Snapshot implements [store.Store].
+func (s *Store) Snapshot(ctx context.Context, sessionID, kind string) (store.Snapshot, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Snapshot{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return store.Snapshot{}, store.ErrClosed
+	}
+	snap, ok := s.snaps[snapKey{sessionID, kind}]
+	if !ok {
+		return store.Snapshot{}, fmt.Errorf("snapshot %s of session %s: %w", kind, sessionID, store.ErrNotFound)
+	}
+	snap.Data = bytes.Clone(snap.Data)
+	return snap, nil
 }
 
 // Close drops the store's data. Later calls return [store.ErrClosed]; Close

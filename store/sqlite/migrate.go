@@ -6,10 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
-	"strconv"
-	"strings"
 	"time"
+
+	"weft.dev/weft/internal/migrate"
 )
 
 //go:embed migrations/*.sql
@@ -20,83 +19,65 @@ var migrationFS embed.FS
 // open it rather than misread it.
 var ErrNewerSchema = errors.New("database schema is newer than this binary")
 
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// loadMigrations reads migrations/NNNN_name.sql from fsys and checks that
-// they are numbered 1, 2, 3 … without a gap.
-func loadMigrations(fsys fs.FS) ([]migration, error) {
-	entries, err := fs.ReadDir(fsys, "migrations")
-	if err != nil {
-		return nil, fmt.Errorf("read migrations: %w", err)
-	}
-	var out []migration
-	for _, e := range entries {
-		name := e.Name()
-		num, _, ok := strings.Cut(name, "_")
-		if !ok || !strings.HasSuffix(name, ".sql") {
-			return nil, fmt.Errorf("migration %s: want NNNN_name.sql", name)
-		}
-		v, err := strconv.Atoi(num)
-		if err != nil {
-			return nil, fmt.Errorf("migration %s: %w", name, err)
-		}
-		b, err := fs.ReadFile(fsys, path.Join("migrations", name))
-		if err != nil {
-			return nil, fmt.Errorf("migration %s: %w", name, err)
-		}
-		out = append(out, migration{version: v, name: name, sql: string(b)})
-	}
-	// fs.ReadDir sorts by name and the names are zero-padded.
-	for i, m := range out {
-		if m.version != i+1 {
-			return nil, fmt.Errorf("migration %s: want version %d", m.name, i+1)
-		}
-	}
-	return out, nil
-}
-
-// migrate brings the database to the newest schema in one immediate
-// transaction: either every pending migration is applied or none is. It
-// returns the schema version before and after.
+// migrate brings the database to the newest schema and returns the schema
+// version before and after. A current schema costs one query on the write
+// connection (which must be open), outside any transaction, so opening a
+// store takes no write lock. Otherwise (an older schema, a new file
+// without the version table, or any error of that query) every pending
+// migration is applied in one immediate transaction, or none is; the
+// transaction reads the version again, so two processes opening an old
+// file migrate it once.
 func (s *Store) migrate(ctx context.Context, fsys fs.FS) (from, to int, err error) {
-	ms, err := loadMigrations(fsys)
+	ms, err := migrate.Load(fsys)
 	if err != nil {
 		return 0, 0, err
 	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, 0, s.errorf("begin migration", err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
-		version    INTEGER NOT NULL PRIMARY KEY,
-		name       TEXT    NOT NULL,
-		applied_at INTEGER NOT NULL
-	)`); err != nil {
-		return 0, 0, s.errorf("create schema_version", err)
-	}
 	var cur int
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_version`).Scan(&cur); err != nil {
-		return 0, 0, s.errorf("read schema version", err)
+	err = s.w.use(ctx, func(c *wconn) error {
+		return c.conn.QueryRowContext(ctx, `SELECT coalesce(max(version), 0) FROM schema_version`).Scan(&cur)
+	})
+	switch {
+	case err == nil && cur > len(ms):
+		return cur, cur, s.newerSchema(cur, len(ms))
+	case err == nil && cur == len(ms):
+		return cur, cur, nil
 	}
-	if cur > len(ms) {
-		return cur, cur, fmt.Errorf("store %s: %w: schema version %d, this binary knows up to %d; upgrade weft or use another --store", s.path, ErrNewerSchema, cur, len(ms))
-	}
-	for _, m := range ms[cur:] {
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-			return cur, cur, s.errorf("apply migration "+m.name, err)
+	err = s.w.run(ctx, func(tx *wtx) error {
+		if err := tx.execSQL(`CREATE TABLE IF NOT EXISTS schema_version (
+			version    INTEGER NOT NULL PRIMARY KEY,
+			name       TEXT    NOT NULL,
+			applied_at INTEGER NOT NULL
+		)`); err != nil {
+			return fmt.Errorf("create schema_version: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)`,
-			m.version, m.name, time.Now().UnixNano()); err != nil {
-			return cur, cur, s.errorf("record migration "+m.name, err)
+		if err := tx.c.conn.QueryRowContext(tx.ctx, `SELECT coalesce(max(version), 0) FROM schema_version`).Scan(&cur); err != nil {
+			return fmt.Errorf("read schema version: %w", err)
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return cur, cur, s.errorf("commit migrations", err)
+		if cur > len(ms) {
+			return s.newerSchema(cur, len(ms))
+		}
+		for _, m := range ms[cur:] {
+			if err := tx.execSQL(m.SQL); err != nil {
+				return fmt.Errorf("apply migration %s: %w", m.Name, err)
+			}
+			if err := tx.execSQL(`INSERT INTO schema_version (version, name, applied_at) VALUES (?, ?, ?)`,
+				m.Version, m.Name, time.Now().UnixNano()); err != nil {
+				return fmt.Errorf("record migration %s: %w", m.Name, err)
+			}
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, ErrNewerSchema):
+		return cur, cur, err
+	case err != nil:
+		return cur, cur, s.errorf("migrate", err)
 	}
 	return cur, len(ms), nil
+}
+
+// newerSchema is the error for a database at schema version cur when this
+// binary knows up to known.
+func (s *Store) newerSchema(cur, known int) error {
+	return fmt.Errorf("store %s: %w: schema version %d, this binary knows up to %d; upgrade weft or use another --store", s.path, ErrNewerSchema, cur, known)
 }

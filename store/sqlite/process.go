@@ -36,20 +36,22 @@ func (s *Store) AppendProcess(ctx context.Context, b store.ProcessBatch) error {
 		return err
 	}
 	defer s.mu.RUnlock()
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-
-	op := "append to process " + b.ProcessID
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return s.errorf(op, err)
+	err := s.w.run(ctx, func(tx *wtx) error { return appendProcessTx(tx, b, r, rec) })
+	if err != nil && !isStoreError(err) {
+		return s.errorf("append to process "+b.ProcessID, err)
 	}
-	defer tx.Rollback()
+	return err
+}
+
+// appendProcessTx writes batch b, whose record r is encoded as rec (nil
+// if b has none), in tx. Errors the caller branches on wrap a store
+// sentinel; the others are SQLite's, which AppendProcess wraps.
+func appendProcessTx(tx *wtx, b store.ProcessBatch, r store.Process, rec []byte) error {
 	var last int64
-	err = tx.QueryRowContext(ctx, `SELECT last_seq FROM processes WHERE id = ?`, b.ProcessID).Scan(&last)
+	err := tx.queryRow(stProcessLastSeq, []any{b.ProcessID}, &last)
 	exists := err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return s.errorf(op, err)
+		return err
 	}
 	if first := b.Events[0].Seq; first != last+1 {
 		return fmt.Errorf("%w: process %s: expected seq %d, got %d", store.ErrSeqConflict, b.ProcessID, last+1, first)
@@ -58,42 +60,27 @@ func (s *Store) AppendProcess(ctx context.Context, b store.ProcessBatch) error {
 		return fmt.Errorf("%w: process %s: the first batch must carry the record", store.ErrInvalid, b.ProcessID)
 	}
 	if b.DropOutputBefore > 0 {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM process_events WHERE process_id = ? AND out_size > 0 AND out_off + out_size <= ?`,
-			b.ProcessID, b.DropOutputBefore); err != nil {
-			return s.errorf(op+": drop output", err)
+		if _, err := tx.exec(stDropOutput, b.ProcessID, b.DropOutputBefore); err != nil {
+			return fmt.Errorf("drop output: %w", err)
 		}
 	}
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO process_events (process_id, seq, type, time, data, out_off, out_size) VALUES (?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return s.errorf(op, err)
-	}
-	defer ins.Close()
 	for _, e := range b.Events {
-		if _, err := ins.ExecContext(ctx, b.ProcessID, e.Seq, string(e.Type), encodeTime(e.Time), nilIfEmpty(e.Data), e.Offset, e.Size); err != nil {
+		if _, err := tx.exec(stInsertProcessEvent, b.ProcessID, e.Seq, string(e.Type), encodeTime(e.Time), nilIfEmpty(e.Data), e.Offset, e.Size); err != nil {
 			if isConstraint(err) {
 				return fmt.Errorf("%w: process %s: seq %d already stored", store.ErrSeqConflict, b.ProcessID, e.Seq)
 			}
-			return s.errorf(op, err)
+			return err
 		}
 	}
 	lastSeq := b.Events[len(b.Events)-1].Seq
 	if rec != nil {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO processes (id, session_id, status, mount_id, started_at, last_seq, record) VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, status = excluded.status, mount_id = excluded.mount_id,
-			started_at = excluded.started_at, last_seq = excluded.last_seq, record = excluded.record`,
-			b.ProcessID, r.SessionID, r.Status, r.MountID, sortNanos(r.StartedAt), lastSeq, rec); err != nil {
-			return s.errorf(op+": store record", err)
+		if _, err := tx.exec(stUpsertProcess, b.ProcessID, r.SessionID, r.Status, r.MountID, sortNanos(r.StartedAt), lastSeq, rec); err != nil {
+			return fmt.Errorf("store record: %w", err)
 		}
-	} else if _, err := tx.ExecContext(ctx, `UPDATE processes SET last_seq = ? WHERE id = ?`, lastSeq, b.ProcessID); err != nil {
-		return s.errorf(op, err)
-	}
-	if err := s.insertReceipts(ctx, tx, "process "+b.ProcessID, b.Receipts); err != nil {
+	} else if _, err := tx.exec(stSetProcessLastSeq, lastSeq, b.ProcessID); err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return s.errorf(op+": commit", err)
-	}
-	return nil
+	return insertReceipts(tx, "process", b.ProcessID, b.Receipts)
 }
 
 // ReadProcess returns up to p.Limit (default 1000) events of p.ProcessID

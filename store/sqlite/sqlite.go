@@ -1,14 +1,18 @@
 // Package sqlite is the [store.Store] weft uses on one machine: a SQLite
 // database file opened with the pure-Go driver modernc.org/sqlite (no cgo).
 //
-// The database runs in WAL mode. All writes go through one connection (a
-// *sql.DB limited to one open connection, transactions begun IMMEDIATE and
-// serialised by a mutex); reads use a separate pool of read-only
-// connections, so readers never wait for the writer and the writer never
-// waits for readers. Every [Store.Append] is one transaction that checks the
-// session's last seq, inserts the events and upserts the records and
-// receipts of the batch; the primary key (session_id, seq) makes an
-// overwrite impossible even if that check were bypassed.
+// The database runs in WAL mode. All writes go through one connection,
+// kept open with its prepared statements for the store's life; its
+// transactions begin IMMEDIATE and are serialised by a mutex. Reads use a
+// separate pool of read-only connections, opened on demand, so readers
+// never wait for the writer and the writer never waits for readers. Every
+// [Store.Append] is one transaction that checks that the batch continues
+// the session's log, inserts the events and upserts the records and
+// receipts of the batch. The writer remembers the last seq of the sessions
+// it appended to, so the check costs a query only for a session's first
+// append through this store; the primary key (session_id, seq) refuses an
+// overwrite, which makes a remembered seq that another process has since
+// overtaken harmless (see [Store.Append]).
 //
 // Durability: with the default synchronous=NORMAL a committed append
 // survives a crash of the process (including SIGKILL); after a power loss or
@@ -83,34 +87,20 @@ type Store struct {
 	mu     sync.RWMutex
 	closed bool
 
-	w *sql.DB // one connection: all writes
+	w *writer // all writes
 	r *sql.DB // read-only pool
-
-	// wmu serialises writers and guards the statements below, which are
-	// prepared on the writer's single connection.
-	wmu          sync.Mutex
-	lastSeqStmt  *sql.Stmt
-	insertEvents [7]*sql.Stmt // [i] inserts 1<<i events
-
-	upsertSession *sql.Stmt
-	fixSession    *sql.Stmt
-	upsertRun     *sql.Stmt
-	fixRun        *sql.Stmt
-	insertReceipt *sql.Stmt
 }
 
 var _ store.Store = (*Store)(nil)
 
-// maxRowsPerInsert is the most events one INSERT statement writes; a batch
-// is written by statements of 64, 32 … 1 rows (its size in binary).
-const maxRowsPerInsert = 64
-
 // Open opens (creating if needed) the database at cfg.Path and brings its
-// schema up to date. Errors name the file and say what is wrong: a
+// schema up to date. It opens the write connection and reads the schema
+// version (one query when the schema is current); read connections are
+// opened by the first reads. Errors name the file and say what is wrong: a
 // directory where the file should be, a missing directory, a file that is
-// not a SQLite database, a database locked by another process for longer
-// than the busy timeout, or a schema newer than this binary
-// ([ErrNewerSchema]).
+// not a SQLite database, a database that needs migrating while another
+// process holds it locked for longer than the busy timeout, or a schema
+// newer than this binary ([ErrNewerSchema]).
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("sqlite store: Config.Path is empty")
@@ -145,24 +135,26 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 
 	s := &Store{path: abs, busy: busy, logger: logger}
 	busyMS := strconv.FormatInt(busy.Milliseconds(), 10)
-	s.w, err = openDB(abs, url.Values{
+	wdb, err := openDB(abs, url.Values{
 		"_pragma": {"busy_timeout(" + busyMS + ")", "journal_mode(WAL)", "synchronous(" + sync + ")"},
-		"_txlock": {"immediate"},
 	})
 	if err != nil {
 		return nil, s.errorf("open", err)
 	}
-	s.w.SetMaxOpenConns(1)
-	s.w.SetMaxIdleConns(1)
-	s.w.SetConnMaxLifetime(0)
-	s.w.SetConnMaxIdleTime(0)
-	if err := s.w.PingContext(ctx); err != nil {
-		s.w.Close()
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
+	wdb.SetConnMaxLifetime(0)
+	wdb.SetConnMaxIdleTime(0)
+	s.w = &writer{db: wdb}
+	// Open the write connection, which sets the pragmas (and turns a new
+	// file to WAL mode): a file that is no database fails here.
+	if err := s.w.use(ctx, func(*wconn) error { return nil }); err != nil {
+		s.w.close()
 		return nil, s.errorf("open", err)
 	}
 	from, to, err := s.migrate(ctx, migrationFS)
 	if err != nil {
-		s.w.Close()
+		s.w.close()
 		return nil, err
 	}
 	if from != to {
@@ -172,15 +164,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		"_pragma": {"busy_timeout(" + busyMS + ")", "query_only(1)"},
 	})
 	if err != nil {
-		s.w.Close()
+		s.w.close()
 		return nil, s.errorf("open readers", err)
 	}
 	s.r.SetMaxOpenConns(readConns)
 	s.r.SetMaxIdleConns(readConns)
-	if err := s.prepare(ctx); err != nil {
-		s.closeAll()
-		return nil, err
-	}
 	logger.Debug("store opened", "path", abs, "synchronous", sync, "schema", to)
 	return s, nil
 }
@@ -231,57 +219,6 @@ func openDB(path string, q url.Values) (*sql.DB, error) {
 	return sql.OpenDB(c), nil
 }
 
-// prepare prepares the writer's statements on its single connection.
-func (s *Store) prepare(ctx context.Context) error {
-	for _, p := range []struct {
-		dst **sql.Stmt
-		sql string
-	}{
-		{&s.lastSeqStmt, `SELECT coalesce(max(seq), 0) FROM events WHERE session_id = ?`},
-		// The upserts leave the sort keys alone so that the indexes on
-		// them are not rewritten on every append; the fix* statements
-		// change a sort key in the rare case it changed (they write
-		// nothing otherwise).
-		{&s.upsertSession, `INSERT INTO sessions (id, created_at, deleted, record) VALUES (?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET deleted = excluded.deleted, record = excluded.record`},
-		{&s.fixSession, `UPDATE sessions SET created_at = ?1 WHERE id = ?2 AND created_at <> ?1`},
-		{&s.upsertRun, `INSERT INTO runs (id, session_id, status, created_at, first_seq, record) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET record = excluded.record
-			WHERE runs.session_id = excluded.session_id`},
-		{&s.fixRun, `UPDATE runs SET status = ?1, created_at = ?2, first_seq = ?3
-			WHERE id = ?4 AND (status <> ?1 OR created_at <> ?2 OR first_seq <> ?3)`},
-		{&s.insertReceipt, `INSERT INTO receipts (key, method, fingerprint, result, session_id, created_at) VALUES (?, ?, ?, ?, ?, ?)`},
-	} {
-		st, err := s.w.PrepareContext(ctx, p.sql)
-		if err != nil {
-			return s.errorf("prepare", err)
-		}
-		*p.dst = st
-	}
-	return s.prepareInserts(ctx)
-}
-
-// prepareInserts prepares the statements inserting 1, 2, 4 … 64 events.
-func (s *Store) prepareInserts(ctx context.Context) error {
-	for i := range s.insertEvents {
-		n := 1 << i
-		var b strings.Builder
-		b.WriteString(`INSERT INTO events (session_id, seq, run_id, type, time, data) VALUES `)
-		for j := range n {
-			if j > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString(`(?,?,?,?,?,?)`)
-		}
-		st, err := s.w.PrepareContext(ctx, b.String())
-		if err != nil {
-			return s.errorf("prepare insert", err)
-		}
-		s.insertEvents[i] = st
-	}
-	return nil
-}
-
 // acquire takes the close lock for reading; it fails once the store is
 // closed. The caller releases with s.mu.RUnlock.
 func (s *Store) acquire() error {
@@ -300,6 +237,17 @@ func (s *Store) acquire() error {
 // log, [store.ErrReceiptExists] for a receipt whose (key, method) is
 // stored, [store.ErrClosed] after Close, and a message naming the file if
 // another process holds the database beyond the busy timeout.
+//
+// ctx is checked before the write starts; a write that has started runs
+// to its commit or its first error, and waits for a lock another process
+// holds at most [Config.BusyTimeout]. The same holds for every write.
+//
+// The check that b continues the log reads the session's last seq once,
+// at its first append through this store; later appends compare with the
+// seq the previous one left. A batch that continues a remembered seq which
+// another process has overtaken since (two writers on one session, which
+// the one-owner rule forbids) is still refused: its first event's seq is
+// stored already, and the primary key (session_id, seq) rejects it.
 func (s *Store) Append(ctx context.Context, b store.Batch) error {
 	if err := store.ValidateBatch(b); err != nil {
 		return err
@@ -314,7 +262,10 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 			return fmt.Errorf("%w: session %s: encode record: %v", store.ErrInvalid, b.SessionID, err)
 		}
 	}
-	runRecs := make([][]byte, len(b.Runs))
+	var runRecs [][]byte
+	if len(b.Runs) > 0 {
+		runRecs = make([][]byte, len(b.Runs))
+	}
 	for i, r := range b.Runs {
 		normRun(&r)
 		var err error
@@ -322,106 +273,118 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 			return fmt.Errorf("%w: session %s run %s: encode record: %v", store.ErrInvalid, b.SessionID, r.ID, err)
 		}
 	}
+	var reqRecs [][]byte
+	if len(b.Requests) > 0 {
+		reqRecs = make([][]byte, len(b.Requests))
+	}
+	for i, q := range b.Requests {
+		var err error
+		if reqRecs[i], err = json.Marshal(q); err != nil {
+			return fmt.Errorf("%w: session %s: encode request %s: %v", store.ErrInvalid, b.SessionID, q.ID, err)
+		}
+	}
 
 	if err := s.acquire(); err != nil {
 		return err
 	}
 	defer s.mu.RUnlock()
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
+	err := s.w.run(ctx, func(tx *wtx) error {
+		return appendTx(tx, b, sessRec, runRecs, reqRecs)
+	})
+	if err != nil && !isStoreError(err) {
+		return s.errorf("append to session "+b.SessionID, err)
+	}
+	return err
+}
 
-	tx, err := s.w.BeginTx(ctx, nil)
+// appendTx writes batch b, whose records are encoded already, in tx.
+// Errors the caller branches on wrap a store sentinel; the others are
+// SQLite's, which Append wraps.
+func appendTx(tx *wtx, b store.Batch, sessRec []byte, runRecs, reqRecs [][]byte) error {
+	first := b.Events[0].Seq
+	last, err := tx.lastSeq(b.SessionID, first)
 	if err != nil {
-		return s.errorf("append to session "+b.SessionID, err)
+		return err
 	}
-	defer tx.Rollback()
-	var last int64
-	if err := tx.StmtContext(ctx, s.lastSeqStmt).QueryRowContext(ctx, b.SessionID).Scan(&last); err != nil {
-		return s.errorf("append to session "+b.SessionID, err)
-	}
-	if first := b.Events[0].Seq; first != last+1 {
+	if first != last+1 {
 		return fmt.Errorf("%w: session %s: expected seq %d, got %d", store.ErrSeqConflict, b.SessionID, last+1, first)
 	}
-	if err := s.insertEventRows(ctx, tx, b.Events); err != nil {
+	if err := insertEventRows(tx, b.Events); err != nil {
 		return err
 	}
 	if b.Session != nil {
 		created := sortNanos(b.Session.CreatedAt)
-		if _, err := tx.StmtContext(ctx, s.upsertSession).ExecContext(ctx, b.SessionID, created, b.Session.Deleted, sessRec); err != nil {
-			return s.errorf("append to session "+b.SessionID+": store session record", err)
+		if _, err := tx.exec(stUpsertSession, b.SessionID, created, b.Session.Deleted, sessRec); err != nil {
+			return fmt.Errorf("store session record: %w", err)
 		}
-		if _, err := tx.StmtContext(ctx, s.fixSession).ExecContext(ctx, created, b.SessionID); err != nil {
-			return s.errorf("append to session "+b.SessionID+": store session record", err)
-		}
-	}
-	if len(b.Runs) > 0 {
-		st, fix := tx.StmtContext(ctx, s.upsertRun), tx.StmtContext(ctx, s.fixRun)
-		for i, r := range b.Runs {
-			created := sortNanos(r.CreatedAt)
-			res, err := st.ExecContext(ctx, r.ID, r.SessionID, r.Status, created, r.FirstSeq, runRecs[i])
-			if err != nil {
-				return s.errorf("append to session "+b.SessionID+": store run "+r.ID, err)
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return s.errorf("append to session "+b.SessionID+": store run "+r.ID, err)
-			} else if n == 0 {
-				return fmt.Errorf("%w: session %s: run %s belongs to another session", store.ErrInvalid, b.SessionID, r.ID)
-			}
-			if _, err := fix.ExecContext(ctx, r.Status, created, r.FirstSeq, r.ID); err != nil {
-				return s.errorf("append to session "+b.SessionID+": store run "+r.ID, err)
-			}
+		if _, err := tx.exec(stFixSession, created, b.SessionID); err != nil {
+			return fmt.Errorf("store session record: %w", err)
 		}
 	}
-	for _, q := range b.Requests {
-		rec, err := json.Marshal(q)
+	for i, r := range b.Runs {
+		created := sortNanos(r.CreatedAt)
+		res, err := tx.exec(stUpsertRun, r.ID, r.SessionID, r.Status, created, r.FirstSeq, runRecs[i])
 		if err != nil {
-			return fmt.Errorf("%w: session %s: encode request %s: %v", store.ErrInvalid, b.SessionID, q.ID, err)
-		}
-		res, err := tx.ExecContext(ctx, `INSERT INTO requests (id, session_id, run_id, status, seq, record) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record WHERE requests.session_id = excluded.session_id`,
-			q.ID, q.SessionID, q.RunID, q.Status, q.Seq, rec)
-		if err != nil {
-			return s.errorf("append to session "+b.SessionID+": store request "+q.ID, err)
+			return fmt.Errorf("store run %s: %w", r.ID, err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return s.errorf("append to session "+b.SessionID+": store request "+q.ID, err)
+			return fmt.Errorf("store run %s: %w", r.ID, err)
+		} else if n == 0 {
+			return fmt.Errorf("%w: session %s: run %s belongs to another session", store.ErrInvalid, b.SessionID, r.ID)
+		}
+		if _, err := tx.exec(stFixRun, r.Status, created, r.FirstSeq, r.ID); err != nil {
+			return fmt.Errorf("store run %s: %w", r.ID, err)
+		}
+	}
+	for i, q := range b.Requests {
+		res, err := tx.exec(stUpsertRequest, q.ID, q.SessionID, q.RunID, q.Status, q.Seq, reqRecs[i])
+		if err != nil {
+			return fmt.Errorf("store request %s: %w", q.ID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("store request %s: %w", q.ID, err)
 		} else if n == 0 {
 			return fmt.Errorf("%w: session %s: request %s belongs to another session", store.ErrInvalid, b.SessionID, q.ID)
 		}
 	}
-	if err := s.insertReceipts(ctx, tx, "session "+b.SessionID, b.Receipts); err != nil {
+	if err := insertReceipts(tx, "session", b.SessionID, b.Receipts); err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
-		return s.errorf("append to session "+b.SessionID+": commit", err)
-	}
+	tx.setLast(b.Events[len(b.Events)-1].Seq)
 	return nil
 }
 
-// insertReceipts stores the receipts of a batch (of what, for errors) in
-// its transaction.
-func (s *Store) insertReceipts(ctx context.Context, tx *sql.Tx, of string, rs []store.Receipt) error {
-	if len(rs) == 0 {
-		return nil
-	}
-	st := tx.StmtContext(ctx, s.insertReceipt)
+// isStoreError reports whether err wraps one of the sentinels callers
+// branch on, which already say what went wrong and where.
+func isStoreError(err error) bool {
+	return errors.Is(err, store.ErrSeqConflict) || errors.Is(err, store.ErrInvalid) ||
+		errors.Is(err, store.ErrReceiptExists) || errors.Is(err, store.ErrNotFound)
+}
+
+// insertReceipts stores the receipts of a batch of a session or process
+// (kind) id in tx.
+func insertReceipts(tx *wtx, kind, id string, rs []store.Receipt) error {
 	for _, r := range rs {
-		if _, err := st.ExecContext(ctx, r.Key, r.Method, r.Fingerprint, nilIfEmpty(r.Result), r.SessionID, encodeTime(r.CreatedAt)); err != nil {
+		if _, err := tx.exec(stInsertReceipt, r.Key, r.Method, r.Fingerprint, nilIfEmpty(r.Result), r.SessionID, encodeTime(r.CreatedAt)); err != nil {
 			if isConstraint(err) {
-				return fmt.Errorf("%w: %s: receipt %s %s", store.ErrReceiptExists, of, r.Method, r.Key)
+				return fmt.Errorf("%w: %s %s: receipt %s %s", store.ErrReceiptExists, kind, id, r.Method, r.Key)
 			}
-			return s.errorf("append to "+of+": store receipt", err)
+			return fmt.Errorf("store receipt: %w", err)
 		}
 	}
 	return nil
 }
 
+// maxRowsPerInsert is the most events one INSERT statement writes.
+const maxRowsPerInsert = 1 << (insertSizes - 1)
+
 // insertEventRows inserts evs with as few multi-row INSERTs as the
-// prepared sizes allow.
-func (s *Store) insertEventRows(ctx context.Context, tx *sql.Tx, evs []event.Event) error {
+// prepared sizes allow. A row that is stored already (the primary key)
+// is [store.ErrSeqConflict].
+func insertEventRows(tx *wtx, evs []event.Event) error {
 	args := make([]any, 0, 6*min(len(evs), maxRowsPerInsert))
 	for len(evs) > 0 {
-		i := len(s.insertEvents) - 1
+		i := insertSizes - 1
 		for 1<<i > len(evs) {
 			i--
 		}
@@ -430,348 +393,15 @@ func (s *Store) insertEventRows(ctx context.Context, tx *sql.Tx, evs []event.Eve
 		for _, e := range evs[:n] {
 			args = append(args, e.SessionID, e.Seq, e.RunID, string(e.Type), encodeTime(e.Time), nilIfEmpty(e.Data))
 		}
-		if _, err := tx.StmtContext(ctx, s.insertEvents[i]).ExecContext(ctx, args...); err != nil {
+		if _, err := tx.exec(stInsertEvents+stmtID(i), args...); err != nil {
 			if isConstraint(err) {
 				return fmt.Errorf("%w: session %s: seq %d..%d already stored", store.ErrSeqConflict, evs[0].SessionID, evs[0].Seq, evs[n-1].Seq)
 			}
-			return s.errorf("append to session "+evs[0].SessionID, err)
+			return err
 		}
 		evs = evs[n:]
 	}
 	return nil
-}
-
-// Read returns up to p.Limit (default 1000) events of p.SessionID with
-// seq > p.After in seq order, filtered by p.RunID and p.Types. An unknown
-// session returns an error wrapping [store.ErrNotFound].
-func (s *Store) Read(ctx context.Context, p store.ReadParams) ([]event.Event, error) {
-	if err := s.acquire(); err != nil {
-		return nil, err
-	}
-	defer s.mu.RUnlock()
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 1000
-	}
-	var q strings.Builder
-	q.WriteString(`SELECT seq, run_id, type, time, data FROM events WHERE session_id = ? AND seq > ?`)
-	args := []any{p.SessionID, max(p.After, 0)}
-	if p.RunID != "" {
-		q.WriteString(` AND run_id = ?`)
-		args = append(args, p.RunID)
-	}
-	args = whereIn(&q, args, "type", p.Types)
-	q.WriteString(` ORDER BY seq LIMIT ?`)
-	args = append(args, limit)
-
-	rows, err := s.r.QueryContext(ctx, q.String(), args...)
-	if err != nil {
-		return nil, s.errorf("read session "+p.SessionID, err)
-	}
-	defer rows.Close()
-	out := make([]event.Event, 0, min(limit, 256))
-	size := 0
-	for (p.MaxBytes <= 0 || size < p.MaxBytes) && rows.Next() {
-		e := event.Event{SessionID: p.SessionID}
-		var typ string
-		var t int64
-		if err := rows.Scan(&e.Seq, &e.RunID, &typ, &t, (*[]byte)(&e.Data)); err != nil {
-			return nil, s.errorf("read session "+p.SessionID, err)
-		}
-		e.Type, e.Time = event.Type(typ), decodeTime(t)
-		if len(e.Data) == 0 {
-			e.Data = nil
-		}
-		size += len(e.Data)
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.errorf("read session "+p.SessionID, err)
-	}
-	if len(out) == 0 {
-		if _, err := s.lastSeq(ctx, p.SessionID); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// LastSeq returns the seq of the session's last event, or an error wrapping
-// [store.ErrNotFound] for a session without events.
-func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
-	if err := s.acquire(); err != nil {
-		return 0, err
-	}
-	defer s.mu.RUnlock()
-	return s.lastSeq(ctx, sessionID)
-}
-
-func (s *Store) lastSeq(ctx context.Context, sessionID string) (int64, error) {
-	var last sql.NullInt64
-	if err := s.r.QueryRowContext(ctx, `SELECT max(seq) FROM events WHERE session_id = ?`, sessionID).Scan(&last); err != nil {
-		return 0, s.errorf("read session "+sessionID, err)
-	}
-	if !last.Valid {
-		return 0, fmt.Errorf("%w: session %s", store.ErrNotFound, sessionID)
-	}
-	return last.Int64, nil
-}
-
-// Session returns the session record, deleted or not, or an error wrapping
-// [store.ErrNotFound].
-func (s *Store) Session(ctx context.Context, id string) (store.Session, error) {
-	if err := s.acquire(); err != nil {
-		return store.Session{}, err
-	}
-	defer s.mu.RUnlock()
-	var rec []byte
-	var seq, at sql.NullInt64
-	err := s.r.QueryRowContext(ctx, `SELECT record, `+sessionTail+` FROM sessions WHERE id = ?`, id).Scan(&rec, &seq, &at)
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.Session{}, fmt.Errorf("%w: session %s", store.ErrNotFound, id)
-	}
-	if err != nil {
-		return store.Session{}, s.errorf("read session "+id, err)
-	}
-	var out store.Session
-	if err := json.Unmarshal(rec, &out); err != nil {
-		return store.Session{}, fmt.Errorf("store %s: session %s: decode record: %w", s.path, id, err)
-	}
-	setTail(&out, seq, at)
-	return out, nil
-}
-
-// Sessions lists sessions newest first (by CreatedAt, then ID), at most
-// p.Limit (default 100), after the session p.Before. An unknown p.Before
-// returns an error wrapping [store.ErrNotFound].
-func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]store.Session, error) {
-	if err := s.acquire(); err != nil {
-		return nil, err
-	}
-	defer s.mu.RUnlock()
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	var q strings.Builder
-	var args []any
-	q.WriteString(`SELECT id, record, ` + sessionTail + ` FROM sessions WHERE 1`)
-	if p.Before != "" {
-		var created int64
-		err := s.r.QueryRowContext(ctx, `SELECT created_at FROM sessions WHERE id = ?`, p.Before).Scan(&created)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("%w: cursor session %s", store.ErrNotFound, p.Before)
-		}
-		if err != nil {
-			return nil, s.errorf("list sessions", err)
-		}
-		q.WriteString(` AND (created_at, id) < (?, ?)`)
-		args = append(args, created, p.Before)
-	}
-	if !p.IncludeDeleted {
-		q.WriteString(` AND deleted = 0`)
-	}
-	q.WriteString(` ORDER BY created_at DESC, id DESC LIMIT ?`)
-	args = append(args, limit)
-	rows, err := s.r.QueryContext(ctx, q.String(), args...)
-	if err != nil {
-		return nil, s.errorf("list sessions", err)
-	}
-	defer rows.Close()
-	var out []store.Session
-	for rows.Next() {
-		var id string
-		var rec []byte
-		var seq, at sql.NullInt64
-		if err := rows.Scan(&id, &rec, &seq, &at); err != nil {
-			return nil, s.errorf("list sessions", err)
-		}
-		var sess store.Session
-		if err := json.Unmarshal(rec, &sess); err != nil {
-			return nil, fmt.Errorf("store %s: session %s: decode record: %w", s.path, id, err)
-		}
-		setTail(&sess, seq, at)
-		out = append(out, sess)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.errorf("list sessions", err)
-	}
-	return out, nil
-}
-
-// Run returns the run record or an error wrapping [store.ErrNotFound].
-func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
-	if err := s.acquire(); err != nil {
-		return store.Run{}, err
-	}
-	defer s.mu.RUnlock()
-	var rec []byte
-	var last sql.NullInt64
-	err := s.r.QueryRowContext(ctx, `SELECT record, `+runTail+` FROM runs WHERE id = ?`, id).Scan(&rec, &last)
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.Run{}, fmt.Errorf("%w: run %s", store.ErrNotFound, id)
-	}
-	if err != nil {
-		return store.Run{}, s.errorf("read run "+id, err)
-	}
-	var out store.Run
-	if err := json.Unmarshal(rec, &out); err != nil {
-		return store.Run{}, fmt.Errorf("store %s: run %s: decode record: %w", s.path, id, err)
-	}
-	out.LastSeq = last.Int64
-	return out, nil
-}
-
-// Request returns a request record or an error wrapping
-// [store.ErrNotFound].
-func (s *Store) Request(ctx context.Context, id string) (store.Request, error) {
-	if err := s.acquire(); err != nil {
-		return store.Request{}, err
-	}
-	defer s.mu.RUnlock()
-	var rec []byte
-	err := s.r.QueryRowContext(ctx, `SELECT record FROM requests WHERE id = ?`, id).Scan(&rec)
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.Request{}, fmt.Errorf("%w: request %s", store.ErrNotFound, id)
-	}
-	if err != nil {
-		return store.Request{}, s.errorf("read request "+id, err)
-	}
-	var out store.Request
-	if err := json.Unmarshal(rec, &out); err != nil {
-		return store.Request{}, fmt.Errorf("store %s: request %s: decode record: %w", s.path, id, err)
-	}
-	return out, nil
-}
-
-// Requests lists the requests matching p, oldest first (by session, then
-// seq), at most p.Limit (default 1000).
-func (s *Store) Requests(ctx context.Context, p store.ListRequestsParams) ([]store.Request, error) {
-	if err := s.acquire(); err != nil {
-		return nil, err
-	}
-	defer s.mu.RUnlock()
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 1000
-	}
-	var q strings.Builder
-	var args []any
-	q.WriteString(`SELECT id, record FROM requests WHERE 1`)
-	if p.SessionID != "" {
-		q.WriteString(` AND session_id = ?`)
-		args = append(args, p.SessionID)
-	}
-	if p.RunID != "" {
-		q.WriteString(` AND run_id = ?`)
-		args = append(args, p.RunID)
-	}
-	args = whereIn(&q, args, "status", p.Statuses)
-	q.WriteString(` ORDER BY session_id, seq LIMIT ?`)
-	args = append(args, limit)
-	rows, err := s.r.QueryContext(ctx, q.String(), args...)
-	if err != nil {
-		return nil, s.errorf("list requests", err)
-	}
-	defer rows.Close()
-	var out []store.Request
-	for rows.Next() {
-		var id string
-		var rec []byte
-		if err := rows.Scan(&id, &rec); err != nil {
-			return nil, s.errorf("list requests", err)
-		}
-		var r store.Request
-		if err := json.Unmarshal(rec, &r); err != nil {
-			return nil, fmt.Errorf("store %s: request %s: decode record: %w", s.path, id, err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.errorf("list requests", err)
-	}
-	return out, nil
-}
-
-// Runs lists the runs of p.SessionID (every session's if empty) whose
-// status is one of p.Statuses (any if empty), oldest first (by CreatedAt,
-// FirstSeq, ID), at most p.Limit (default 1000). An unknown session lists
-// nothing.
-func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, error) {
-	if err := s.acquire(); err != nil {
-		return nil, err
-	}
-	defer s.mu.RUnlock()
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 1000
-	}
-	var q strings.Builder
-	var args []any
-	q.WriteString(`SELECT id, record, ` + runTail + ` FROM runs WHERE 1`)
-	if p.SessionID != "" {
-		q.WriteString(` AND session_id = ?`)
-		args = append(args, p.SessionID)
-	}
-	args = whereIn(&q, args, "status", p.Statuses)
-	q.WriteString(` ORDER BY created_at, first_seq, id LIMIT ?`)
-	args = append(args, limit)
-	rows, err := s.r.QueryContext(ctx, q.String(), args...)
-	if err != nil {
-		return nil, s.errorf("list runs", err)
-	}
-	defer rows.Close()
-	var out []store.Run
-	for rows.Next() {
-		var id string
-		var rec []byte
-		var last sql.NullInt64
-		if err := rows.Scan(&id, &rec, &last); err != nil {
-			return nil, s.errorf("list runs", err)
-		}
-		var r store.Run
-		if err := json.Unmarshal(rec, &r); err != nil {
-			return nil, fmt.Errorf("store %s: run %s: decode record: %w", s.path, id, err)
-		}
-		r.LastSeq = last.Int64
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.errorf("list runs", err)
-	}
-	return out, nil
-}
-
-// Receipt returns the receipt for (key, method) or an error wrapping
-// [store.ErrNotFound].
-func (s *Store) Receipt(ctx context.Context, key, method string) (store.Receipt, error) {
-	if err := s.acquire(); err != nil {
-		return store.Receipt{}, err
-	}
-	defer s.mu.RUnlock()
-	return s.receipt(ctx, s.r, key, method)
-}
-
-type queryRower interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-func (s *Store) receipt(ctx context.Context, db queryRower, key, method string) (store.Receipt, error) {
-	r := store.Receipt{Key: key, Method: method}
-	var t int64
-	err := db.QueryRowContext(ctx, `SELECT fingerprint, result, session_id, created_at FROM receipts WHERE key = ? AND method = ?`,
-		key, method).Scan(&r.Fingerprint, (*[]byte)(&r.Result), &r.SessionID, &t)
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.Receipt{}, fmt.Errorf("%w: receipt %s %s", store.ErrNotFound, method, key)
-	}
-	if err != nil {
-		return store.Receipt{}, s.errorf("read receipt", err)
-	}
-	if len(r.Result) == 0 {
-		r.Result = nil
-	}
-	r.CreatedAt = decodeTime(t)
-	return r, nil
 }
 
 // PutReceipt stores r unless a receipt for (r.Key, r.Method) exists; either
@@ -785,23 +415,18 @@ func (s *Store) PutReceipt(ctx context.Context, r store.Receipt) (store.Receipt,
 		return store.Receipt{}, err
 	}
 	defer s.mu.RUnlock()
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	tx, err := s.w.BeginTx(ctx, nil)
+	var got store.Receipt
+	err := s.w.run(ctx, func(tx *wtx) error {
+		if _, err := tx.exec(stPutReceipt, r.Key, r.Method, r.Fingerprint, nilIfEmpty(r.Result), r.SessionID, encodeTime(r.CreatedAt)); err != nil {
+			return err
+		}
+		var err error
+		got, err = receiptFrom(r.Key, r.Method, func(dst ...any) error {
+			return tx.queryRow(stReceipt, []any{r.Key, r.Method}, dst...)
+		})
+		return err
+	})
 	if err != nil {
-		return store.Receipt{}, s.errorf("put receipt", err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `INSERT INTO receipts (key, method, fingerprint, result, session_id, created_at)
-		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key, method) DO NOTHING`,
-		r.Key, r.Method, r.Fingerprint, nilIfEmpty(r.Result), r.SessionID, encodeTime(r.CreatedAt)); err != nil {
-		return store.Receipt{}, s.errorf("put receipt", err)
-	}
-	got, err := s.receipt(ctx, tx, r.Key, r.Method)
-	if err != nil {
-		return store.Receipt{}, err
-	}
-	if err := tx.Commit(); err != nil {
 		return store.Receipt{}, s.errorf("put receipt", err)
 	}
 	return got, nil
@@ -813,17 +438,72 @@ func (s *Store) PruneReceipts(ctx context.Context, before time.Time) (int, error
 		return 0, err
 	}
 	defer s.mu.RUnlock()
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	res, err := s.w.ExecContext(ctx, `DELETE FROM receipts WHERE created_at < ?`, sortNanos(before))
-	if err != nil {
-		return 0, s.errorf("prune receipts", err)
-	}
-	n, err := res.RowsAffected()
+	var n int64
+	err := s.w.run(ctx, func(tx *wtx) error {
+		res, err := tx.exec(stPruneReceipts, sortNanos(before))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, s.errorf("prune receipts", err)
 	}
 	return int(n), nil
+}
+
+// PutSnapshot implements [store.Store].
+func (s *Store) PutSnapshot(ctx context.Context, snap store.Snapshot) error {
+	if err := s.acquire(); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	err := s.w.run(ctx, func(tx *wtx) error {
+		var last int64
+		if err := tx.queryRow(stLastSeq, []any{snap.SessionID}, &last); err != nil {
+			return err
+		}
+		switch {
+		case last == 0:
+			return fmt.Errorf("snapshot of session %s: %w", snap.SessionID, store.ErrNotFound)
+		case snap.Seq < 0 || snap.Seq > last:
+			return fmt.Errorf("%w: snapshot of session %s through seq %d, last seq %d", store.ErrSeqConflict, snap.SessionID, snap.Seq, last)
+		}
+		// Snapshots are rare (one per session every few hundred events),
+		// so the statement is not among the prepared ones.
+		return tx.execSQL(`INSERT INTO snapshots (session_id, kind, seq, data, created_at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (session_id, kind) DO UPDATE SET seq = excluded.seq, data = excluded.data, created_at = excluded.created_at
+			WHERE excluded.seq >= snapshots.seq`,
+			snap.SessionID, snap.Kind, snap.Seq, snap.Data, encodeTime(snap.CreatedAt))
+	})
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrSeqConflict) {
+		return err
+	}
+	if err != nil {
+		return s.errorf("put snapshot", err)
+	}
+	return nil
+}
+
+// Snapshot implements [store.Store].
+func (s *Store) Snapshot(ctx context.Context, sessionID, kind string) (store.Snapshot, error) {
+	if err := s.acquire(); err != nil {
+		return store.Snapshot{}, err
+	}
+	defer s.mu.RUnlock()
+	snap := store.Snapshot{SessionID: sessionID, Kind: kind}
+	var created int64
+	err := s.r.QueryRowContext(ctx, `SELECT seq, data, created_at FROM snapshots WHERE session_id = ? AND kind = ?`, sessionID, kind).
+		Scan(&snap.Seq, &snap.Data, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Snapshot{}, fmt.Errorf("%w: snapshot %s of session %s", store.ErrNotFound, kind, sessionID)
+	}
+	if err != nil {
+		return store.Snapshot{}, s.errorf("read snapshot of session "+sessionID, err)
+	}
+	snap.CreatedAt = decodeTime(created)
+	return snap, nil
 }
 
 // Close waits for calls in flight, then closes the database. Later calls
@@ -835,22 +515,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	return s.closeAll()
-}
-
-func (s *Store) closeAll() error {
-	var errs []error
-	for _, st := range append([]*sql.Stmt{s.lastSeqStmt, s.upsertSession, s.fixSession, s.upsertRun, s.fixRun, s.insertReceipt}, s.insertEvents[:]...) {
-		if st != nil {
-			errs = append(errs, st.Close())
-		}
-	}
-	for _, db := range []*sql.DB{s.r, s.w} {
-		if db != nil {
-			errs = append(errs, db.Close())
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(s.r.Close(), s.w.close()); err != nil {
 		return fmt.Errorf("store %s: close: %w", s.path, err)
 	}
 	return nil
@@ -931,35 +596,4 @@ func normRun(r *store.Run) {
 		t := r.EndedAt.UTC()
 		r.EndedAt = &t
 	}
-}
-
-// The parts of the session and run records that are read from the log
-// rather than stored: a session's last seq and its time, a run's last seq.
-// Each is one seek in a primary key or index, so appends that change no
-// record write no record.
-const (
-	sessionTail = `(SELECT seq FROM events WHERE session_id = sessions.id ORDER BY seq DESC LIMIT 1),
-		(SELECT time FROM events WHERE session_id = sessions.id ORDER BY seq DESC LIMIT 1)`
-	runTail = `(SELECT seq FROM events WHERE session_id = runs.session_id AND run_id = runs.id ORDER BY seq DESC LIMIT 1)`
-)
-
-// setTail fills a session's LastSeq and UpdatedAt from its last event.
-func setTail(sess *store.Session, seq, at sql.NullInt64) {
-	sess.LastSeq = seq.Int64
-	if at.Valid {
-		sess.UpdatedAt = decodeTime(at.Int64)
-	}
-}
-
-// whereIn adds "AND column IN (?, …)" for vals to q and their arguments to
-// args; no vals adds nothing (no filter).
-func whereIn[T ~string](q *strings.Builder, args []any, column string, vals []T) []any {
-	if len(vals) == 0 {
-		return args
-	}
-	q.WriteString(` AND ` + column + ` IN (?` + strings.Repeat(",?", len(vals)-1) + `)`)
-	for _, v := range vals {
-		args = append(args, string(v))
-	}
-	return args
 }

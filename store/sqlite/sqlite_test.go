@@ -3,10 +3,13 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,7 +181,55 @@ func TestLocked(t *testing.T) {
 	if _, err := s.Read(ctx, store.ReadParams{SessionID: "s1"}); err != nil {
 		t.Errorf("Read while locked: %v", err)
 	}
-	// A second store cannot open (its migration needs the lock).
+	// A second store opens (its schema is current: checking it takes no
+	// lock) and reads, but its writes wait for the lock too.
+	s2, err := sqlite.Open(ctx, sqlite.Config{Path: path, BusyTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("Open while locked: %v", err)
+	}
+	defer s2.Close()
+	if _, err := s2.LastSeq(ctx, "s1"); err != nil {
+		t.Errorf("LastSeq of a store opened while locked: %v", err)
+	}
+	if _, err := s2.PutReceipt(ctx, store.Receipt{Key: "k", Method: "m"}); err == nil || !strings.Contains(err.Error(), "another") {
+		t.Errorf("PutReceipt while locked = %v", err)
+	}
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	// The failed writes left both stores able to write, and s still
+	// checks that its appends continue the log.
+	if err := s.Append(ctx, createBatch("s2")); err != nil {
+		t.Fatalf("Append after the lock is released: %v", err)
+	}
+	if err := s.Append(ctx, userBatch("s1", 3, "gap")); !errors.Is(err, store.ErrSeqConflict) {
+		t.Fatalf("Append with a gap after the lock is released = %v; want ErrSeqConflict", err)
+	}
+	if err := s.Append(ctx, userBatch("s1", 2, "next")); err != nil {
+		t.Fatalf("Append of s1 after the lock is released: %v", err)
+	}
+	if _, err := s2.PutReceipt(ctx, store.Receipt{Key: "k", Method: "m"}); err != nil {
+		t.Fatalf("PutReceipt after the lock is released: %v", err)
+	}
+}
+
+func TestLockedMigration(t *testing.T) {
+	// A file whose schema must be created cannot be opened while another
+	// process holds the write lock: the migration needs it.
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "weft.db")
+	other := rawDB(t, path)
+	conn, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PRAGMA journal_mode=WAL"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
 	_, err = sqlite.Open(ctx, sqlite.Config{Path: path, BusyTimeout: 100 * time.Millisecond})
 	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "another") {
 		t.Errorf("Open while locked = %v", err)
@@ -186,9 +237,7 @@ func TestLocked(t *testing.T) {
 	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Append(ctx, createBatch("s2")); err != nil {
-		t.Fatalf("Append after the lock is released: %v", err)
-	}
+	open(t, sqlite.Config{Path: path})
 }
 
 func TestReopen(t *testing.T) {
@@ -216,8 +265,8 @@ func TestReopen(t *testing.T) {
 	}
 	s.Close()
 	var v int
-	if err := rawDB(t, path).QueryRow(`SELECT max(version) FROM schema_version`).Scan(&v); err != nil || v != 3 {
-		t.Fatalf("schema version = %d, %v; want 3", v, err)
+	if err := rawDB(t, path).QueryRow(`SELECT max(version) FROM schema_version`).Scan(&v); err != nil || v != 5 {
+		t.Fatalf("schema version = %d, %v; want 5", v, err)
 	}
 }
 
@@ -246,5 +295,120 @@ func TestWALMode(t *testing.T) {
 	var mode string
 	if err := rawDB(t, path).QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
 		t.Fatalf("journal_mode = %q, %v; want wal", mode, err)
+	}
+}
+
+// userBatch is a batch of one message.user event of session id at seq,
+// whose data carries text.
+func userBatch(id string, seq int64, text string) store.Batch {
+	data, _ := json.Marshal(event.MessageUserData{Content: []event.Part{{Type: "text", Text: text}}})
+	return store.Batch{SessionID: id, Events: []event.Event{{
+		SessionID: id, Seq: seq, Type: event.MessageUser, Time: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), Data: data,
+	}}}
+}
+
+// TestTwoWriters has two stores on one file (two processes) append to one
+// session, against the one-owner rule: each store remembers the last seq
+// it wrote, which the other then overtakes. The log must stay gap-free and
+// nothing may be overwritten: every append that does not continue the
+// stored log is ErrSeqConflict, whatever its store remembered.
+func TestTwoWriters(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "weft.db")
+	a := open(t, sqlite.Config{Path: path})
+	b := open(t, sqlite.Config{Path: path})
+	steps := []struct {
+		s    *sqlite.Store
+		name string
+		seq  int64
+		ok   bool
+	}{
+		{a, "a", 2, true},  // a remembers 2
+		{b, "b", 3, true},  // b reads 2 from the log, remembers 3
+		{a, "a", 3, false}, // a's 2 is stale: seq 3 is stored
+		{a, "a", 5, false}, // a gap, whatever a remembered
+		{a, "a", 4, true},  // a reads 3 from the log
+		{b, "b", 4, false}, // b's 3 is stale
+		{b, "b", 1, false}, // an overwrite of the first event
+		{b, "b", 5, true},
+		{a, "a", 6, true},
+	}
+	if err := a.Append(ctx, createBatch("s1")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{""}
+	for i, st := range steps {
+		text := fmt.Sprintf("%s%d", st.name, i)
+		err := st.s.Append(ctx, userBatch("s1", st.seq, text))
+		switch {
+		case st.ok && err != nil:
+			t.Fatalf("step %d: %s appends seq %d: %v", i, st.name, st.seq, err)
+		case !st.ok && !errors.Is(err, store.ErrSeqConflict):
+			t.Fatalf("step %d: %s appends seq %d = %v; want ErrSeqConflict", i, st.name, st.seq, err)
+		case st.ok:
+			want = append(want, text)
+		}
+	}
+	evs, err := b.Read(ctx, store.ReadParams{SessionID: "s1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i, e.Seq)
+		}
+		var d event.MessageUserData
+		if i > 0 {
+			if err := e.Decode(&d); err != nil || len(d.Content) != 1 {
+				t.Fatalf("event %d: %s, %v", e.Seq, e.Data, err)
+			}
+			got = append(got, d.Content[0].Text)
+		} else {
+			got = append(got, "")
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("log holds %q; want %q", got, want)
+	}
+}
+
+// TestWriteAfterFailedBatch checks that a batch that fails after its
+// events are inserted leaves nothing behind, not even in what the store
+// remembers of the session's last seq.
+func TestWriteAfterFailedBatch(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "weft.db")
+	s := open(t, sqlite.Config{Path: path})
+	if err := s.Append(ctx, createBatch("s1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, userBatch("s1", 2, "two")); err != nil {
+		t.Fatal(err)
+	}
+	// A batch that fails half-way (its run belongs to another session,
+	// found after its events are inserted) is rolled back, and the seq
+	// it would have left is not remembered.
+	if err := s.Append(ctx, createBatch("s2")); err != nil {
+		t.Fatal(err)
+	}
+	other := store.Batch{SessionID: "s2", Events: userBatch("s2", 2, "x").Events,
+		Runs: []store.Run{{ID: "r2", SessionID: "s2", Status: store.RunQueued}}}
+	if err := s.Append(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	bad := userBatch("s1", 3, "bad")
+	bad.Runs = []store.Run{{ID: "r2", SessionID: "s1", Status: store.RunQueued}}
+	if err := s.Append(ctx, bad); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("Append of a run of another session = %v; want ErrInvalid", err)
+	}
+	if err := s.Append(ctx, userBatch("s1", 4, "gap")); !errors.Is(err, store.ErrSeqConflict) {
+		t.Fatalf("Append after a rolled-back batch with seq 4 = %v; want ErrSeqConflict", err)
+	}
+	if err := s.Append(ctx, userBatch("s1", 3, "three")); err != nil {
+		t.Fatalf("Append after a rolled-back batch: %v", err)
+	}
+	if last, err := s.LastSeq(ctx, "s1"); err != nil || last != 3 {
+		t.Fatalf("LastSeq = %d, %v; want 3", last, err)
 	}
 }

@@ -49,7 +49,9 @@ import (
 //     or a receipt of another session in a batch is [store.ErrInvalid];
 //   - a batch receipt whose (key, method) is stored, or that appears twice
 //     in the batch, is [store.ErrReceiptExists];
-//   - every method of a closed store returns [store.ErrClosed].
+//   - every method of a closed store returns [store.ErrClosed];
+//   - a write whose context is done before it starts returns the
+//     context's error and writes nothing.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	tests := []struct {
 		name string
@@ -70,11 +72,13 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Receipts", testReceipts},
 		{"ReceiptConflictInAppend", testReceiptConflictInAppend},
 		{"PruneReceipts", testPruneReceipts},
+		{"Snapshots", testSnapshots},
 		{"Copies", testCopies},
 		{"Times", testTimes},
 		{"Projection", testProjection},
 		{"Requests", testRequests},
 		{"Close", testClose},
+		{"DoneContext", testDoneContext},
 		{"ProcessLog", testProcessLog},
 		{"ProcessConcurrent", testProcessConcurrent},
 		{"ProcessRecords", testProcessRecords},
@@ -937,6 +941,57 @@ func testReceiptConflictInAppend(t *testing.T, s store.Store) {
 	b = next()
 	b.Receipts = []store.Receipt{{Key: "dup", Method: "run/steer", CreatedAt: t0}}
 	mustAppend(t, s, b)
+}
+
+func testSnapshots(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	o := newOwner("s1", t0)
+	mustAppend(t, s, o.create(t))
+	mustAppend(t, s, o.batch(t, ev(t, "", event.SessionUpdated, event.SessionUpdatedData{})))
+	if _, err := s.Snapshot(ctx, "s1", store.SnapshotTranscript); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("no snapshot yet: %v", err)
+	}
+	if err := s.PutSnapshot(ctx, store.Snapshot{SessionID: "nope", Kind: "k", Seq: 1, Data: []byte("x"), CreatedAt: t0}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("snapshot of an unknown session: %v", err)
+	}
+	if err := s.PutSnapshot(ctx, store.Snapshot{SessionID: "s1", Kind: "k", Seq: 3, Data: []byte("x"), CreatedAt: t0}); !errors.Is(err, store.ErrSeqConflict) {
+		t.Fatalf("snapshot beyond the last event: %v", err)
+	}
+	put := func(seq int64, data string) {
+		t.Helper()
+		if err := s.PutSnapshot(ctx, store.Snapshot{SessionID: "s1", Kind: "k", Seq: seq, Data: []byte(data), CreatedAt: t0.Add(time.Duration(seq) * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(kind string) store.Snapshot {
+		t.Helper()
+		got, err := s.Snapshot(ctx, "s1", kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	put(2, "two")
+	want := store.Snapshot{SessionID: "s1", Kind: "k", Seq: 2, Data: []byte("two"), CreatedAt: t0.Add(2 * time.Second).UTC()}
+	if diff := cmp.Diff(want, get("k")); diff != "" {
+		t.Fatalf("snapshot (-want +got):\n%s", diff)
+	}
+	put(1, "one") // older: the newer one stays
+	if got := get("k"); got.Seq != 2 || string(got.Data) != "two" {
+		t.Fatalf("an older snapshot replaced a newer one: %d %q", got.Seq, got.Data)
+	}
+	put(2, "two again") // same seq: replaced
+	if got := get("k"); string(got.Data) != "two again" {
+		t.Fatalf("same seq not replaced: %q", got.Data)
+	}
+	if _, err := s.Snapshot(ctx, "s1", "other"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("another kind: %v", err)
+	}
+	got := get("k")
+	got.Data[0] = 'X'
+	if again := get("k"); string(again.Data) != "two again" {
+		t.Fatalf("the caller's copy aliases the store's: %q", again.Data)
+	}
 }
 
 func testPruneReceipts(t *testing.T, s store.Store) {

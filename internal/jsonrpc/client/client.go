@@ -61,7 +61,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Notification is a server-to-client notification.
+// Notification is a server-to-client notification. Params is the raw
+// params member; a notification in the form the server writes is taken
+// apart without a decoding pass (jsonrpc.SplitNotification), so Params
+// is validated only when the consumer decodes it.
 type Notification struct {
 	Method string
 	Params json.RawMessage
@@ -185,6 +188,16 @@ func (c *Client) readLoop() {
 		if err != nil {
 			c.fail(fmt.Errorf("%w: %w", ErrClosed, err))
 			return
+		}
+		if method, params, ok := jsonrpc.SplitNotification(frame); ok {
+			// The consumer decodes params (and so validates them).
+			select {
+			case c.notifs <- Notification{Method: method, Params: params}:
+			default:
+				c.fail(ErrNotifyOverflow)
+				return
+			}
+			continue
 		}
 		msgs, err := jsonrpc.DecodeMessages(frame)
 		if err != nil {

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"weft.dev/weft/store/postgres"
+)
+
+// nodesCmd lists the hosts that hold session leases in a PostgreSQL
+// store, read from its leases table.
+type nodesCmd struct {
+	Sessions bool `name:"sessions" short:"s" help:"List each host's sessions too."`
+	Expired  bool `name:"expired" help:"Include expired and released leases."`
+	JSON     bool `name:"json" help:"Print each lease as one JSON line."`
+}
+
+// leaseJSON is one lease as --json prints it.
+type leaseJSON struct {
+	SessionID   string  `json:"sessionId"`
+	Holder      string  `json:"holder"`
+	Epoch       int64   `json:"epoch"`
+	AgeSeconds  float64 `json:"ageSeconds"`
+	ExpiresInMs int64   `json:"expiresInMs"`
+}
+
+func (c *nodesCmd) Run(ctx context.Context, a *app) error {
+	cfg, _, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	loc, err := a.storeLocation(cfg)
+	if err != nil {
+		return err
+	}
+	if loc.url == "" {
+		return fmt.Errorf("%s is a SQLite store, served by one host on one machine; weft nodes lists the hosts of a PostgreSQL store (--store postgres://…)", loc.name)
+	}
+	st, err := postgres.Open(ctx, postgres.Config{URL: loc.url})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	leases, err := st.ListLeases(ctx, postgres.ListLeasesParams{Expired: c.Expired})
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		enc := json.NewEncoder(a.stdout)
+		for _, l := range leases {
+			enc.Encode(leaseJSON{SessionID: l.SessionID, Holder: l.Holder, Epoch: l.Epoch,
+				AgeSeconds: l.Age.Round(time.Millisecond).Seconds(), ExpiresInMs: l.ExpiresIn.Milliseconds()})
+		}
+		return nil
+	}
+	if len(leases) == 0 {
+		fmt.Fprintf(a.stdout, "%s: no host holds a session lease\n", loc.name)
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOLDER\tSESSIONS\tOLDEST LEASE\tNEWEST LEASE")
+	for i := 0; i < len(leases); {
+		j := i
+		for j < len(leases) && leases[j].Holder == leases[i].Holder {
+			j++
+		}
+		group := leases[i:j] // oldest first
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", group[0].Holder, len(group), leaseAge(group[0].Age), leaseAge(group[len(group)-1].Age))
+		if c.Sessions {
+			for _, l := range group {
+				left := "expires in " + leaseAge(l.ExpiresIn)
+				if l.ExpiresIn <= 0 {
+					left = "expired " + leaseAge(-l.ExpiresIn) + " ago"
+				}
+				fmt.Fprintf(tw, "  %s\tepoch %d\t%s\t%s\n", l.SessionID, l.Epoch, leaseAge(l.Age), left)
+			}
+		}
+		i = j
+	}
+	return tw.Flush()
+}
+
+// leaseAge prints a duration to the tenth of a second below a minute, to the
+// second above.
+func leaseAge(d time.Duration) string {
+	if d < time.Minute {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}

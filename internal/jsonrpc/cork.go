@@ -1,0 +1,152 @@
+package jsonrpc
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// AcceptWebSocket accepts a WebSocket handshake (websocket.Accept with
+// opts) and returns a [WSStream] over it whose [WSStream.WriteBatch]
+// sends several messages in one write to the connection.
+// coder/websocket writes every message to the socket as soon as it is
+// complete; a server sending many small notifications would otherwise
+// pay a system call for each. On failure Accept has written the response.
+func AcceptWebSocket(w http.ResponseWriter, r *http.Request, opts *websocket.AcceptOptions, maxFrame int64) (*WSStream, error) {
+	hw := &corkHijacker{ResponseWriter: w}
+	c, err := websocket.Accept(hw, r, opts)
+	if err != nil {
+		return nil, err
+	}
+	s := NewWSStream(c, maxFrame)
+	s.cork = hw.conn
+	return s, nil
+}
+
+// corkHijacker is the http.ResponseWriter websocket.Accept sees: its
+// Hijack wraps the connection in a corkConn.
+type corkHijacker struct {
+	http.ResponseWriter
+	conn *corkConn
+}
+
+// Hijack implements http.Hijacker. The library writes through the
+// returned buffered writer, which net/http points at the raw
+// connection; it is pointed at the corkConn instead.
+func (h *corkHijacker) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := brw.Writer.Flush(); err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("jsonrpc: hijack: %w", err)
+	}
+	h.conn = &corkConn{Conn: conn}
+	brw.Writer.Reset(h.conn)
+	return h.conn, brw, nil
+}
+
+// Unwrap returns the wrapped ResponseWriter, for http.ResponseController.
+func (h *corkHijacker) Unwrap() http.ResponseWriter { return h.ResponseWriter }
+
+// corkKeep is the largest buffer a cork returns to corkBufs; a larger one
+// (a batch of big messages) is left to the garbage collector.
+const corkKeep = 512 << 10
+
+// corkBufs holds the buffers of corks in use. A cork takes one for the
+// length of a batch only, so an idle connection holds none, and the few
+// batches being written at any moment share a few buffers.
+var corkBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// corkConn is a net.Conn whose writes can be held back: between cork and
+// uncork they go to a buffer, and uncork sends the buffer in one write.
+// It holds nothing between batches: every uncork either sends what was
+// held back or fails and drops it, so no message waits for a later write.
+// Writes are serialised by the WebSocket library; the mutex orders them
+// with cork and uncork, which the stream's batch writer calls.
+type corkConn struct {
+	net.Conn
+
+	mu  sync.Mutex
+	buf *[]byte // non-nil while corked
+}
+
+// Write implements io.Writer: to the buffer while corked, else to the
+// connection.
+func (c *corkConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.buf != nil {
+		*c.buf = append(*c.buf, p...)
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+// cork holds back the writes that follow, until uncork.
+func (c *corkConn) cork() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.buf == nil {
+		c.buf = corkBufs.Get().(*[]byte)
+	}
+}
+
+// uncork lets later writes through and sends what was held back in one
+// write, which fails when ctx ends first. The buffer is released either
+// way.
+func (c *corkConn) uncork(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	buf := c.buf
+	if buf == nil {
+		return nil
+	}
+	c.buf = nil
+	defer func() {
+		if cap(*buf) <= corkKeep {
+			*buf = (*buf)[:0]
+			corkBufs.Put(buf)
+		}
+	}()
+	if len(*buf) == 0 {
+		return nil
+	}
+	return c.write(ctx, *buf)
+}
+
+// write writes p to the connection within ctx: the write deadline is
+// ctx's, and ctx's end interrupts the write. Called with c.mu held, so
+// that no other write sees the deadline.
+func (c *corkConn) write(ctx context.Context, p []byte) error {
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
+	}
+	deadline, _ := ctx.Deadline() // zero: none
+	if err := c.Conn.SetWriteDeadline(deadline); err != nil {
+		return err
+	}
+	interrupted := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(interrupted)
+		c.Conn.SetWriteDeadline(time.Unix(1, 0))
+	})
+	_, err := c.Conn.Write(p)
+	if !stop() {
+		// ctx ended: wait until its deadline is set, so that the reset
+		// below is the last word.
+		<-interrupted
+		if err != nil {
+			err = fmt.Errorf("%w (%w)", err, context.Cause(ctx))
+		}
+	}
+	c.Conn.SetWriteDeadline(time.Time{})
+	return err
+}

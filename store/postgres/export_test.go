@@ -1,0 +1,4 @@
+package postgres
+
+// ReadQuery is readQuery, for the test that explains its plans.
+var ReadQuery = readQuery

@@ -1,0 +1,360 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+)
+
+// stmtID names one of the statements the writer prepares on its
+// connection; stmtSQL gives its text.
+type stmtID int
+
+const (
+	stBegin stmtID = iota
+	stCommit
+	stRollback
+	stLastSeq
+	stUpsertSession
+	stFixSession
+	stUpsertRun
+	stFixRun
+	stUpsertRequest
+	stInsertReceipt
+	stPutReceipt
+	stReceipt
+	stPruneReceipts
+	stProcessLastSeq
+	stDropOutput
+	stInsertProcessEvent
+	stUpsertProcess
+	stSetProcessLastSeq
+	stInsertEvents // stInsertEvents+i inserts 1<<i events
+	numStmts       = stInsertEvents + insertSizes
+)
+
+// insertSizes is the number of multi-row event INSERTs: of 1, 2, 4 … 64
+// rows. A batch is written by statements of 64, 32 … 1 rows (its size in
+// binary).
+const insertSizes = 7
+
+// stmtSQL returns the text of statement id.
+func stmtSQL(id stmtID) string {
+	switch id {
+	case stBegin:
+		return `BEGIN IMMEDIATE`
+	case stCommit:
+		return `COMMIT`
+	case stRollback:
+		return `ROLLBACK`
+	case stLastSeq:
+		return `SELECT coalesce(max(seq), 0) FROM events WHERE session_id = ?`
+	// The upserts leave the sort keys alone so that the indexes on them
+	// are not rewritten on every append; the fix* statements change a
+	// sort key in the rare case it changed (they write nothing otherwise).
+	case stUpsertSession:
+		return `INSERT INTO sessions (id, created_at, deleted, record) VALUES (?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET deleted = excluded.deleted, record = excluded.record`
+	case stFixSession:
+		return `UPDATE sessions SET created_at = ?1 WHERE id = ?2 AND created_at <> ?1`
+	case stUpsertRun:
+		return `INSERT INTO runs (id, session_id, status, created_at, first_seq, record) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET record = excluded.record
+			WHERE runs.session_id = excluded.session_id`
+	case stFixRun:
+		return `UPDATE runs SET status = ?1, created_at = ?2, first_seq = ?3
+			WHERE id = ?4 AND (status <> ?1 OR created_at <> ?2 OR first_seq <> ?3)`
+	case stUpsertRequest:
+		return `INSERT INTO requests (id, session_id, run_id, status, seq, record) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET status = excluded.status, record = excluded.record
+			WHERE requests.session_id = excluded.session_id`
+	case stInsertReceipt:
+		return `INSERT INTO receipts (key, method, fingerprint, result, session_id, created_at) VALUES (?, ?, ?, ?, ?, ?)`
+	case stPutReceipt:
+		return `INSERT INTO receipts (key, method, fingerprint, result, session_id, created_at) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (key, method) DO NOTHING`
+	case stReceipt:
+		return receiptSQL
+	case stPruneReceipts:
+		return `DELETE FROM receipts WHERE created_at < ?`
+	case stProcessLastSeq:
+		return `SELECT last_seq FROM processes WHERE id = ?`
+	case stDropOutput:
+		return `DELETE FROM process_events WHERE process_id = ? AND out_size > 0 AND out_off + out_size <= ?`
+	case stInsertProcessEvent:
+		return `INSERT INTO process_events (process_id, seq, type, time, data, out_off, out_size) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	case stUpsertProcess:
+		return `INSERT INTO processes (id, session_id, status, mount_id, started_at, last_seq, record) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, status = excluded.status, mount_id = excluded.mount_id,
+			started_at = excluded.started_at, last_seq = excluded.last_seq, record = excluded.record`
+	case stSetProcessLastSeq:
+		return `UPDATE processes SET last_seq = ? WHERE id = ?`
+	}
+	if id >= stInsertEvents && id < numStmts {
+		n := 1 << (id - stInsertEvents)
+		return `INSERT INTO events (session_id, seq, run_id, type, time, data) VALUES (?,?,?,?,?,?)` +
+			strings.Repeat(`,(?,?,?,?,?,?)`, n-1)
+	}
+	panic(fmt.Sprintf("sqlite: unknown statement %d", id))
+}
+
+// maxCachedSessions bounds the writer's cache of last seqs; beyond it an
+// arbitrary entry makes room, and a session without an entry costs one
+// query on its next append.
+const maxCachedSessions = 1024
+
+// writer is the store's one write connection, kept open for the store's
+// life (or until an error leaves its state unknown), with the statements
+// prepared on it and what it knows of the sessions it has appended to.
+// Every write of the store is a transaction run by [writer.run]. Its
+// methods are safe for concurrent use; they take its lock, which is held
+// from BEGIN to COMMIT.
+type writer struct {
+	db *sql.DB // the pool the connection comes from; one connection at most
+
+	mu     sync.Mutex
+	closed bool
+	c      *wconn // nil until the first use, and after the connection broke
+}
+
+// errWriterClosed is returned after [writer.close]; the store checks that
+// it is open first, so its callers never see it.
+var errWriterClosed = errors.New("writer closed")
+
+// use runs fn on the writer's connection, opening it if there is none,
+// under the writer's lock. A connection fn leaves broken is closed; the
+// next use opens a new one.
+func (w *writer) use(ctx context.Context, fn func(c *wconn) error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return errWriterClosed
+	}
+	if w.c == nil {
+		conn, err := w.db.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		w.c = &wconn{conn: conn, last: make(map[string]int64)}
+	}
+	err := fn(w.c)
+	if w.c.broken {
+		w.c.close()
+		w.c = nil
+	}
+	return err
+}
+
+// run runs fn in one write transaction: BEGIN IMMEDIATE (which waits for
+// another process's write lock up to the busy timeout), fn, COMMIT. If fn
+// or the COMMIT fails, the transaction is rolled back and the error
+// returned; BEGIN's and COMMIT's errors say which it was, fn's come back
+// as they are.
+//
+// ctx is checked once, before the write starts; a write that has started
+// runs to its commit or its first error, so a cancel never tears it, and
+// its wait for another process's lock is bounded by the busy timeout, not
+// by ctx. Watching ctx in the driver would cost a goroutine and a SQLite
+// progress handler per statement, for a wait that a single process never
+// has: this writer's lock serialises its own writes, and readers never
+// block a writer in WAL mode.
+func (w *writer) run(ctx context.Context, fn func(tx *wtx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return w.use(ctx, func(c *wconn) error { return c.transact(ctx, fn) })
+}
+
+// close closes the connection, its statements and the pool. Later uses
+// fail with errWriterClosed.
+func (w *writer) close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	var errs []error
+	if w.c != nil {
+		errs = append(errs, w.c.close())
+		w.c = nil
+	}
+	errs = append(errs, w.db.Close())
+	return errors.Join(errs...)
+}
+
+// wconn is the writer's connection and what lives as long as it: the
+// statements prepared on it and the cache of last seqs. It is not safe
+// for concurrent use: the writer's lock guards it.
+type wconn struct {
+	conn  *sql.Conn
+	stmts [numStmts]*sql.Stmt
+	// last holds the last seq of sessions this connection has appended
+	// to. An entry may be lower than the log's last seq (another process
+	// appended since, against the one-writer rule; the next INSERT then
+	// hits the primary key) but never higher: it is set only after a
+	// commit, and dropped when a transaction that read it fails.
+	last map[string]int64
+	// broken reports that a ROLLBACK failed: the connection's
+	// transaction state is unknown and it must not be used again.
+	broken bool
+}
+
+// transact runs fn between BEGIN IMMEDIATE and COMMIT, rolling back if
+// either fn or the COMMIT fails.
+func (c *wconn) transact(ctx context.Context, fn func(tx *wtx) error) error {
+	tx := &wtx{c: c, ctx: ctx}
+	if ctx.Done() != nil {
+		tx.ctx = context.WithoutCancel(ctx)
+	}
+	if err := tx.exec1(stBegin); err != nil {
+		// A failed BEGIN normally begins nothing, and the ROLLBACK then
+		// fails too, which replaces the connection: rare, and safer than
+		// guessing its state.
+		c.rollback(tx)
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		c.rollback(tx)
+		return err
+	}
+	if err := tx.exec1(stCommit); err != nil {
+		c.rollback(tx)
+		return fmt.Errorf("commit: %w", err)
+	}
+	if tx.newLast > 0 {
+		if _, ok := c.last[tx.session]; !ok && len(c.last) >= maxCachedSessions {
+			for k := range c.last {
+				delete(c.last, k)
+				break
+			}
+		}
+		c.last[tx.session] = tx.newLast
+	}
+	return nil
+}
+
+// rollback ends a failed transaction and forgets the last seq it read. A
+// ROLLBACK fails when there is no transaction (SQLite rolls back by itself
+// on a full disk, an I/O error or an interrupt, and a failed BEGIN may
+// have begun nothing) and when the connection is broken; either way the
+// connection is marked broken, to be replaced.
+func (c *wconn) rollback(tx *wtx) {
+	if tx.session != "" {
+		delete(c.last, tx.session)
+	}
+	if err := tx.exec1(stRollback); err != nil {
+		c.broken = true
+	}
+}
+
+// close closes the statements and the connection. A broken connection is
+// discarded rather than returned to the pool.
+func (c *wconn) close() error {
+	var errs []error
+	for i, st := range c.stmts {
+		if st != nil {
+			errs = append(errs, st.Close())
+			c.stmts[i] = nil
+		}
+	}
+	if c.broken {
+		// ErrBadConn makes database/sql close the driver connection
+		// instead of keeping it, in whatever state, in the pool.
+		c.conn.Raw(func(any) error { return driver.ErrBadConn })
+		return nil
+	}
+	errs = append(errs, c.conn.Close())
+	return errors.Join(errs...)
+}
+
+// stmt returns statement id, preparing it the first time. Statements are
+// prepared lazily: a store that never writes a process or a batch of 64
+// never parses those statements.
+func (c *wconn) stmt(ctx context.Context, id stmtID) (*sql.Stmt, error) {
+	if st := c.stmts[id]; st != nil {
+		return st, nil
+	}
+	st, err := c.conn.PrepareContext(ctx, stmtSQL(id))
+	if err != nil {
+		return nil, err
+	}
+	c.stmts[id] = st
+	return st, nil
+}
+
+// wtx is one transaction on the writer's connection; it exists only
+// inside [wconn.transact].
+type wtx struct {
+	c *wconn
+	// ctx is the caller's context without its cancellation (see
+	// [writer.run]).
+	ctx context.Context
+	// session is the session whose last seq the transaction read, if
+	// any; newLast is the last seq it leaves there once committed.
+	session string
+	newLast int64
+}
+
+// exec runs statement id with args.
+func (tx *wtx) exec(id stmtID, args ...any) (sql.Result, error) {
+	st, err := tx.c.stmt(tx.ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(tx.ctx, args...)
+}
+
+// exec1 runs statement id, which takes no arguments and returns nothing
+// the caller needs.
+func (tx *wtx) exec1(id stmtID) error {
+	_, err := tx.exec(id)
+	return err
+}
+
+// queryRow runs statement id with args and scans its one row into dst.
+func (tx *wtx) queryRow(id stmtID, args []any, dst ...any) error {
+	st, err := tx.c.stmt(tx.ctx, id)
+	if err != nil {
+		return err
+	}
+	return st.QueryRowContext(tx.ctx, args...).Scan(dst...)
+}
+
+// execSQL runs query, which is not one of the prepared statements (a
+// migration).
+func (tx *wtx) execSQL(query string, args ...any) error {
+	_, err := tx.c.conn.ExecContext(tx.ctx, query, args...)
+	return err
+}
+
+// lastSeq returns the last seq of session's log for a batch that starts
+// at first: from the connection's cache when the batch continues the
+// cached seq, otherwise (no entry, or one the batch does not continue,
+// which may be stale) from the log. A cached seq is never above the log's,
+// so one the batch continues either is the log's last seq or is followed
+// by a stored event, which the batch's first INSERT then hits (the primary
+// key (session_id, seq)): a match never lets a gap or an overwrite
+// through. A batch starting at 1 needs no lookup for the same reason.
+// Once the transaction commits, the cache holds what [wtx.setLast] set.
+func (tx *wtx) lastSeq(session string, first int64) (int64, error) {
+	tx.session = session
+	if last, ok := tx.c.last[session]; ok && last == first-1 {
+		return last, nil
+	} else if !ok && first == 1 {
+		return 0, nil
+	}
+	var last int64
+	if err := tx.queryRow(stLastSeq, []any{session}, &last); err != nil {
+		return 0, err
+	}
+	return last, nil
+}
+
+// setLast records the last seq the transaction leaves in the session whose
+// last seq it read.
+func (tx *wtx) setLast(seq int64) { tx.newLast = seq }
