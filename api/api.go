@@ -18,6 +18,7 @@ const (
 	MethodSessionGet    = "session/get"
 	MethodSessionList   = "session/list"
 	MethodSessionDelete = "session/delete"
+	MethodSessionUpdate = "session/update"
 
 	MethodRunStart  = "run/start"
 	MethodRunGet    = "run/get"
@@ -71,6 +72,10 @@ const DefaultMaxFrameBytes = 8 << 20
 const (
 	// MaxTitleBytes caps a session title.
 	MaxTitleBytes = 1 << 10
+	// MaxModelBytes caps a model name, a session's or a run's:
+	// PROVIDER:MODEL, a model named in the host's config, or a scripted
+	// model's path.
+	MaxModelBytes = 1 << 10
 	// MaxInputBytes caps the input of one run or steer (text and parts,
 	// encoded).
 	MaxInputBytes = 1 << 20

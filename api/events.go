@@ -98,4 +98,9 @@ type ToolsListResult struct {
 type Info struct {
 	Name    string `json:"name"`
 	Version string `json:"version,omitempty"`
+	// Cwd is a server's working directory: where a host runs, which
+	// resolves the relative paths of its own configuration (a scripted
+	// model's script, say) and is where the key of a missing API key must
+	// be set. Empty from clients, and from a server that does not say.
+	Cwd string `json:"cwd,omitempty"`
 }

@@ -26,6 +26,14 @@ type StartRunParams struct {
 	Busy string `json:"busy,omitempty"`
 	// Policy is the run's approval policy, layered over the session's.
 	Policy *Policy `json:"policy,omitempty"`
+	// DefaultPreset, if set, is a preset the host puts in its own
+	// (config) layer for this run when no layer names one: not the host's
+	// config, nor the session's policy, nor Policy. It is how a client
+	// applies its approval mode (say, ask-writes for a person at a
+	// terminal) without hiding the session's rules or the rules a person
+	// approved for the session, which rank above the host's layer. One of
+	// PresetReadOnly, PresetAskWrites, PresetAskAll, PresetNeverAsk.
+	DefaultPreset string `json:"defaultPreset,omitempty"`
 	// Tools are tools the client executes itself, for this run (beside
 	// the session's).
 	Tools          []ToolSpec `json:"tools,omitempty"`

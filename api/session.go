@@ -71,6 +71,21 @@ type SessionIDParams struct {
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
+// UpdateSessionParams are the params of session/update: the fields to
+// change. A nil field stays as it is; at least one must be set.
+type UpdateSessionParams struct {
+	SessionID string `json:"sessionId"`
+	// Title, if set, is the new title, at most MaxTitleBytes; "" clears
+	// it.
+	Title *string `json:"title,omitempty"`
+	// Model, if set, is the model of the session's runs that name none
+	// and start from now on (queued ones included), at most MaxModelBytes
+	// and one the host can use; "" means the host's default model. A run
+	// that has started keeps its model.
+	Model          *string `json:"model,omitempty"`
+	IdempotencyKey string  `json:"idempotencyKey,omitempty"`
+}
+
 // ListSessionsParams are the params of session/list.
 type ListSessionsParams struct {
 	// Cursor is the nextCursor of the previous page.

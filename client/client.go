@@ -218,6 +218,11 @@ func (c *Client) DeleteSession(ctx context.Context, p api.SessionIDParams) (*api
 	return call[api.DeleteResult](ctx, c, "session/delete", p)
 }
 
+// UpdateSession calls session/update.
+func (c *Client) UpdateSession(ctx context.Context, p api.UpdateSessionParams) (*api.SessionResult, error) {
+	return call[api.SessionResult](ctx, c, api.MethodSessionUpdate, p)
+}
+
 // StartRun calls run/start.
 func (c *Client) StartRun(ctx context.Context, p api.StartRunParams) (*api.RunResult, error) {
 	return call[api.RunResult](ctx, c, "run/start", p)

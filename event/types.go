@@ -161,6 +161,10 @@ type RunQueuedData struct {
 	// Policy is the run's approval policy (api.Policy), layered over the
 	// session's, if any.
 	Policy json.RawMessage `json:"policy,omitempty"`
+	// DefaultPreset is the preset the host's layer takes for this run
+	// when no layer names one (api.StartRunParams.DefaultPreset), kept so
+	// that a run resumed after a restart is decided by the same policy.
+	DefaultPreset string `json:"defaultPreset,omitempty"`
 	// Tools are tools the client executes itself, for this run.
 	Tools []ClientTool `json:"tools,omitempty"`
 }

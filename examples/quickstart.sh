@@ -13,8 +13,10 @@ cd "$tmp/work"
 export HOME="$tmp" WEFT_STORE="$tmp/weft.db"
 unset XDG_CONFIG_HOME XDG_DATA_HOME XDG_STATE_HOME WEFT_HOST WEFT_TOKEN WEFT_MODEL
 
-echo "\$ weft run -m scripted:examples/quickstart.json -p 'remember the milk'"
-"$tmp/weft" run -m "scripted:$root/examples/quickstart.json" -p "remember the milk"
+# --approve never-ask: the agent's write runs without asking, so the demo
+# never waits for a person, on a terminal or not.
+echo "\$ weft run --approve never-ask -m scripted:examples/quickstart.json -p 'remember the milk'"
+"$tmp/weft" run --approve never-ask -m "scripted:$root/examples/quickstart.json" -p "remember the milk"
 
 echo
 echo "\$ cat notes/hello.txt    # written by the agent's write_file call"
@@ -25,4 +27,4 @@ echo
 echo "\$ weft events $session    # the stored log: one line per event"
 "$tmp/weft" events "$session"
 echo
-echo "Store: $tmp/weft.db  ·  continue with: HOME=$tmp WEFT_STORE=$tmp/weft.db $tmp/weft run -s $session -m scripted:$root/examples/quickstart.json -p 'again'"
+echo "Store: $tmp/weft.db  ·  continue with: HOME=$tmp WEFT_STORE=$tmp/weft.db $tmp/weft run -s $session --approve never-ask -m scripted:$root/examples/quickstart.json -p 'again'"

@@ -15,6 +15,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/idem"
 	"weft.dev/weft/internal/session"
+	"weft.dev/weft/policy"
 	"weft.dev/weft/store"
 	"weft.dev/weft/tool/mcp"
 )
@@ -24,6 +25,7 @@ import (
 type methods struct {
 	createSession func(context.Context, api.CreateSessionParams) (*api.SessionResult, error)
 	deleteSession func(context.Context, api.SessionIDParams) (*api.DeleteResult, error)
+	updateSession func(context.Context, api.UpdateSessionParams) (*api.SessionResult, error)
 	startRun      func(context.Context, api.StartRunParams) (*api.RunResult, error)
 	steerRun      func(context.Context, api.SteerParams) (*api.SteerReceipt, error)
 	cancelRun     func(context.Context, api.CancelParams) (*api.RunResult, error)
@@ -42,8 +44,9 @@ type methods struct {
 
 func (h *Host) methodTable() methods {
 	return methods{
-		createSession: idempotent(h, api.MethodSessionCreate, h.createSession, h.replaySession),
+		createSession: idempotent(h, api.MethodSessionCreate, h.createSession, replaySession[api.CreateSessionParams](h)),
 		deleteSession: idempotent(h, api.MethodSessionDelete, h.deleteSession, h.replayDelete),
+		updateSession: idempotent(h, api.MethodSessionUpdate, h.updateSession, replaySession[api.UpdateSessionParams](h)),
 		startRun:      idempotent(h, api.MethodRunStart, h.startRun, h.replayRun),
 		steerRun:      idempotent(h, api.MethodRunSteer, h.steerRun, h.replaySteer),
 		cancelRun:     idempotent(h, api.MethodRunCancel, h.cancelRun, h.replayCancel),
@@ -110,6 +113,51 @@ func checkSize(field string, n, limit int) error {
 	return nil
 }
 
+// checkModel refuses a model name over the limit or one the host cannot
+// use; "" (the default) passes. An *api.Error of ResolveModel keeps its
+// kind and data (such as env, the variable a missing API key is read
+// from) and gains field.
+func (h *Host) checkModel(field, name string) error {
+	if name == "" {
+		return nil
+	}
+	if err := checkSize(field, len(name), api.MaxModelBytes); err != nil {
+		return err
+	}
+	_, err := h.cfg.ResolveModel(name)
+	if err == nil {
+		return nil
+	}
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		e := ae.With("field", field)
+		e.Message = field + ": " + ae.Message
+		return e
+	}
+	return api.Wrap(api.KindInvalidParams, err, "%s: %v", field, err).With("field", field)
+}
+
+// checkImplicitModel refuses a run that names no model when the model it
+// would use, the session's (sessionModel) or else the host's default, is
+// one the host cannot use, so that the client hears why (a missing API
+// key with its variable in data.env) instead of a run that fails at its
+// start. The error names the field "model", which the client can set.
+func (h *Host) checkImplicitModel(sessionModel string) error {
+	name, whose := sessionModel, "the session's model"
+	if name == "" {
+		name, whose = h.cfg.DefaultModel, "the host's default model"
+	}
+	_, err := h.cfg.ResolveModel(name)
+	if err == nil {
+		return nil
+	}
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		return ae.With("field", "model")
+	}
+	return api.Wrap(api.KindInvalidParams, err, "%s %q: %v", whose, name, err).With("field", "model")
+}
+
 // checkInput refuses empty or oversized input.
 func checkInput(in api.Input) error {
 	if strings.TrimSpace(event.Text(in)) == "" {
@@ -141,10 +189,8 @@ func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc 
 	if p.Network != "" && p.Network != "allow" && p.Network != "deny" {
 		return nil, idem.Ref{}, invalid("network", "network %q: want allow or deny", p.Network)
 	}
-	if p.Model != "" {
-		if _, err := h.cfg.ResolveModel(p.Model); err != nil {
-			return nil, idem.Ref{}, invalid("model", "model: %v", err)
-		}
+	if err := h.checkModel("model", p.Model); err != nil {
+		return nil, idem.Ref{}, err
 	}
 	pol, err := h.checkPolicy("policy", p.Policy)
 	if err != nil {
@@ -176,13 +222,17 @@ func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc 
 	return &api.SessionResult{Session: s.Record()}, idem.Ref{ID: id}, nil
 }
 
-func (h *Host) replaySession(ctx context.Context, _ api.CreateSessionParams, ref idem.Ref) (*api.SessionResult, error) {
-	s, err := h.GetSession(ctx, ref.ID)
-	if err != nil {
-		return nil, err
+// replaySession answers a retry of a mutation of a session (its create
+// or update) with the session as it is now.
+func replaySession[P any](h *Host) replayer[P, api.SessionResult] {
+	return func(ctx context.Context, _ P, ref idem.Ref) (*api.SessionResult, error) {
+		s, err := h.GetSession(ctx, ref.ID)
+		if err != nil {
+			return nil, err
+		}
+		s.Replayed = true
+		return s, nil
 	}
-	s.Replayed = true
-	return s, nil
 }
 
 // prepareMounts validates mounts (by opening them as a binding) and
@@ -339,6 +389,41 @@ func (h *Host) replayDelete(_ context.Context, p api.SessionIDParams, _ idem.Ref
 	return &api.DeleteResult{SessionID: p.SessionID, Deleted: true, Replayed: true}, nil
 }
 
+// UpdateSession changes a session's title or model (see
+// [api.UpdateSessionParams]) and returns the session. An unknown or
+// deleted session is api.ErrNotFound.
+func (h *Host) UpdateSession(ctx context.Context, p api.UpdateSessionParams) (*api.SessionResult, error) {
+	return h.m.updateSession(ctx, p)
+}
+
+func (h *Host) updateSession(ctx context.Context, p api.UpdateSessionParams, rc *idem.Claim) (*api.SessionResult, idem.Ref, error) {
+	if p.SessionID == "" {
+		return nil, idem.Ref{}, invalid("sessionId", "sessionId is required")
+	}
+	if p.Title == nil && p.Model == nil {
+		return nil, idem.Ref{}, invalid("title", "nothing to change: give title, model or both")
+	}
+	if p.Title != nil {
+		if err := checkSize("title", len(*p.Title), api.MaxTitleBytes); err != nil {
+			return nil, idem.Ref{}, err
+		}
+	}
+	if p.Model != nil {
+		if err := h.checkModel("model", *p.Model); err != nil {
+			return nil, idem.Ref{}, err
+		}
+	}
+	var rec store.Session
+	err := h.with(ctx, p.SessionID, func(s *session.Session) (err error) {
+		rec, err = s.Update(ctx, event.SessionUpdatedData{Title: p.Title, Model: p.Model}, rc)
+		return err
+	})
+	if err != nil {
+		return nil, idem.Ref{}, err
+	}
+	return &api.SessionResult{Session: rec}, idem.Ref{ID: p.SessionID}, nil
+}
+
 // StartRun admits a run under p.Busy.
 func (h *Host) StartRun(ctx context.Context, p api.StartRunParams) (*api.RunResult, error) {
 	return h.m.startRun(ctx, p)
@@ -361,19 +446,26 @@ func (h *Host) startRun(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 	if p.MaxSteps < 0 {
 		return nil, idem.Ref{}, invalid("maxSteps", "maxSteps must not be negative")
 	}
-	if p.Model != "" {
-		if _, err := h.cfg.ResolveModel(p.Model); err != nil {
-			return nil, idem.Ref{}, invalid("model", "model: %v", err)
-		}
+	if err := h.checkModel("model", p.Model); err != nil {
+		return nil, idem.Ref{}, err
 	}
 	if _, err := h.checkPolicy("policy", p.Policy); err != nil {
 		return nil, idem.Ref{}, err
+	}
+	if _, ok := policy.PresetRules(p.DefaultPreset); p.DefaultPreset != "" && !ok {
+		return nil, idem.Ref{}, invalid("defaultPreset", "defaultPreset %q: unknown preset; one of %s", clip(p.DefaultPreset, 64),
+			strings.Join(policy.Presets(), ", "))
 	}
 	if err := checkClientTools("tools", p.Tools); err != nil {
 		return nil, idem.Ref{}, err
 	}
 	var res *api.RunResult
 	err := h.with(ctx, p.SessionID, func(s *session.Session) (err error) {
+		if p.Model == "" {
+			if err := h.checkImplicitModel(s.Record().Model); err != nil {
+				return err
+			}
+		}
 		res, err = s.Start(ctx, p, rc)
 		return err
 	})

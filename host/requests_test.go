@@ -428,3 +428,34 @@ func TestProjectInstructions(t *testing.T) {
 	}
 	t.Fatal("no mount.info")
 }
+
+// A cancel that comes as a run parks (its request committed, the loop
+// past its last look at the cancel) still ends the run: run/cancel never
+// waits for a terminal event that nothing will write.
+func TestCancelAsTheRunParks(t *testing.T) {
+	h := newRequestHost(t, memory.New(), `{"loop":true,"steps":[
+		{"toolCalls":[{"name":"write_file","arguments":{"path":"a.txt","content":"A"}}]}]}`)
+	defer h.Close()
+	sid := mountedSession(t, h, t.TempDir(), &api.Policy{Preset: api.PresetAskAll})
+	for i := range 100 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("go")})
+		seq, err := h.Subscribe(ctx, sid, 0, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for e, err := range seq {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Type == event.ApprovalRequested {
+				break
+			}
+		}
+		got, err := h.CancelRun(ctx, api.CancelParams{RunID: r.ID, Reason: "stop"})
+		cancel()
+		if err != nil || got.Status != store.RunCancelled {
+			t.Fatalf("cancel %d: %+v, %v", i, got, err)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package rpc_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"weft.dev/weft/rpc"
@@ -84,4 +85,20 @@ func TestRegisterPanics(t *testing.T) {
 	mustPanic("no schema", func() {
 		rpc.Register(s, "ch", "", func(context.Context, *struct{ C chan int }) (*empty, error) { return nil, nil })
 	})
+}
+
+// initialize answers with the server's name, version and working
+// directory as the embedder gave them, so that a client knows where the
+// host it attached to runs.
+func TestInitializeServerInfo(t *testing.T) {
+	s := testServer(t, rpc.Config{ServerInfo: rpc.Info{Name: "weft", Version: "1.2.3", Cwd: "/srv/weft"}}, nil)
+	p := startStdio(t, s)
+	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientInfo":{"name":"t"},"protocolVersion":"x"}}`)
+	var resp struct {
+		Result rpc.InitializeResult `json:"result"`
+	}
+	if line := p.recv(t); json.Unmarshal([]byte(line), &resp) != nil ||
+		resp.Result.ServerInfo != (rpc.Info{Name: "weft", Version: "1.2.3", Cwd: "/srv/weft"}) {
+		t.Fatalf("initialize: %s", line)
+	}
 }

@@ -239,6 +239,15 @@ func TestEveryMutationIsIdempotent(t *testing.T) {
 			},
 			replayed: func(r any) bool { return r.(*api.DeleteResult).Replayed },
 		},
+		api.MethodSessionUpdate: {
+			call: func(k string) (any, error) {
+				return c.UpdateSession(ctx, api.UpdateSessionParams{SessionID: other.ID, Title: ptr("renamed"), IdempotencyKey: k})
+			},
+			other: func(k string) (any, error) {
+				return c.UpdateSession(ctx, api.UpdateSessionParams{SessionID: other.ID, Title: ptr("again"), IdempotencyKey: k})
+			},
+			replayed: func(r any) bool { return r.(*api.SessionResult).Replayed },
+		},
 		api.MethodRunStart: {
 			call: func(k string) (any, error) {
 				return c.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: in("q"), Busy: api.BusyQueue, Model: "fast", IdempotencyKey: k})
@@ -387,7 +396,7 @@ func TestEveryMutationIsIdempotent(t *testing.T) {
 		}
 	}
 	// In a fixed order: unmount after mount, revoke after grant, cancels last.
-	order := []string{api.MethodSessionCreate, api.MethodSessionDelete, api.MethodRunStart, api.MethodRunSteer,
+	order := []string{api.MethodSessionCreate, api.MethodSessionDelete, api.MethodSessionUpdate, api.MethodRunStart, api.MethodRunSteer,
 		api.MethodEnvMount, api.MethodEnvUnmount, api.MethodProcessStart, api.MethodProcessWrite, api.MethodProcessSignal,
 		api.MethodProcessGrant, api.MethodProcessRevoke, api.MethodProcessCancel, api.MethodRunCancel,
 		api.MethodApprovalDecide, api.MethodInputAnswer, api.MethodToolResult}

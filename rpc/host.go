@@ -56,6 +56,9 @@ func NewHostServer(h *host.Host, cfg HostConfig) *Server {
 	Register(s, "session/delete", "Delete a session without an active run.", func(ctx context.Context, p *api.SessionIDParams) (*api.DeleteResult, error) {
 		return h.DeleteSession(context.WithoutCancel(ctx), *p)
 	})
+	Register(s, api.MethodSessionUpdate, "Change a session's title or model; fields left out stay as they are.", func(ctx context.Context, p *api.UpdateSessionParams) (*api.SessionResult, error) {
+		return h.UpdateSession(context.WithoutCancel(ctx), *p)
+	})
 	Register(s, "run/start", "Start a run; busy decides what happens when one is active.", func(ctx context.Context, p *api.StartRunParams) (*api.RunResult, error) {
 		return h.StartRun(context.WithoutCancel(ctx), *p)
 	})

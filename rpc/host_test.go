@@ -103,7 +103,7 @@ func (e *hostEnv) log(t *testing.T, sid string) []event.Event {
 func TestHostDiscovery(t *testing.T) {
 	e := newHostEnv(t)
 	var evs []string
-	for _, ty := range []event.Type{event.SessionCreated, event.RunQueued, event.RunStarted, event.MessageUser, event.MessageDelta,
+	for _, ty := range []event.Type{event.SessionCreated, event.SessionUpdated, event.RunQueued, event.RunStarted, event.MessageUser, event.MessageDelta,
 		event.ReasoningDelta, event.MessageCompleted, event.StepStarted, event.ToolCallStarted, event.ToolCallCompleted, event.Usage,
 		event.ModelRetry, event.SteerAccepted, event.SteerConsumed, event.SteerDropped, event.RunCompleted, event.RunFailed,
 		event.RunCancelled, event.RunInterrupted, event.MountAdded, event.MountRemoved, event.MountInfo,
@@ -128,7 +128,7 @@ func TestHostDiscovery(t *testing.T) {
 	for _, m := range e.s.Methods() {
 		names[m.Name] = true
 	}
-	for _, want := range []string{"session/create", "session/get", "session/list", "session/delete", "run/start", "run/get",
+	for _, want := range []string{"session/create", "session/get", "session/list", "session/delete", "session/update", "run/start", "run/get",
 		"run/list", "run/wait", "run/steer", "run/cancel", "events/read", "events/subscribe", "events/unsubscribe", "tools/list",
 		"env/list", "env/mount", "env/unmount", "process/start", "process/get", "process/list", "process/await", "process/output",
 		"process/write", "process/signal", "process/cancel", "process/grant", "process/revoke", "process/follow"} {

@@ -37,6 +37,11 @@ const (
 type Info struct {
 	Name    string `json:"name"`
 	Version string `json:"version,omitempty"`
+	// Cwd is a server's working directory: where a host runs, which
+	// resolves the relative paths of its own configuration (a scripted
+	// model's script, say) and is where the key of a missing API key must
+	// be set. Empty from clients, and from a server that does not say.
+	Cwd string `json:"cwd,omitempty"`
 }
 
 // Config configures a [Server]. The zero value is usable: each zero field
@@ -84,7 +89,9 @@ type Config struct {
 	// holds no memory. Zero means DefaultWriteTimeout.
 	WriteTimeout time.Duration
 
-	// ServerInfo is returned by initialize.
+	// ServerInfo is returned by initialize: the server's name, version
+	// and working directory (Info.Cwd), as the embedder sets them; the
+	// server reads none of them itself.
 	ServerInfo Info
 
 	// ProtocolVersion is returned by initialize and in the discovery

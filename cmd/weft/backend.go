@@ -9,13 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/config"
 	"weft.dev/weft/internal/lease"
-	"weft.dev/weft/policy"
 )
 
 // hostAPI is what the CLI's commands call on a host: *client.Client over
@@ -25,6 +25,7 @@ type hostAPI interface {
 	GetSession(ctx context.Context, id string) (*api.SessionResult, error)
 	ListSessions(ctx context.Context, p api.ListSessionsParams) (*api.ListSessionsResult, error)
 	DeleteSession(ctx context.Context, p api.SessionIDParams) (*api.DeleteResult, error)
+	UpdateSession(ctx context.Context, p api.UpdateSessionParams) (*api.SessionResult, error)
 	StartRun(ctx context.Context, p api.StartRunParams) (*api.RunResult, error)
 	CancelRun(ctx context.Context, p api.CancelParams) (*api.RunResult, error)
 	ReadEvents(ctx context.Context, p api.ReadEventsParams) (*api.ReadEventsResult, error)
@@ -131,6 +132,15 @@ func clientCtx(ctx context.Context, name string) context.Context {
 	return api.WithClient(ctx, api.Client{Name: name, Transport: "in-process"})
 }
 
+// discardSession deletes session id, which a command made for a run the
+// host refused, so that no empty session is left behind; a failure only
+// leaves it.
+func discardSession(ctx context.Context, h hostAPI, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	h.DeleteSession(ctx, api.SessionIDParams{SessionID: id})
+}
+
 // absModel makes the path of a scripted model absolute, so that a host
 // in another directory finds the script this command means.
 func absModel(model string) string {
@@ -170,9 +180,8 @@ func (a *app) checkModel(ctx context.Context, h hostAPI, model, sessionID string
 }
 
 // approval is how a command's runs are approved: its mode (--approve, or
-// the default for a terminal or a script), the config file's policy, and
-// the "always for this session" answers it keeps for runs through a
-// `weft serve` (docs/config.md).
+// the default for a terminal or a script) and the config file's policy
+// (docs/config.md).
 type approval struct {
 	// mode is --approve; empty when not given.
 	mode string
@@ -180,9 +189,6 @@ type approval struct {
 	// scripts.
 	fallback string
 	cfg      api.Policy
-
-	mu       sync.Mutex
-	approved map[string][]api.Rule // by session
 }
 
 // newApproval returns the approval of a command with --approve mode
@@ -192,10 +198,11 @@ func newApproval(mode string, interactive bool, cfg api.Policy) *approval {
 	if interactive {
 		fb = api.PresetAskWrites
 	}
-	return &approval{mode: mode, fallback: fb, cfg: cfg, approved: map[string][]api.Rule{}}
+	return &approval{mode: mode, fallback: fb, cfg: cfg}
 }
 
-// preset is the preset that decides what no rule does.
+// preset is the preset that decides what no rule does: --approve, else
+// the config file's, else the fallback.
 func (ap *approval) preset() string {
 	switch {
 	case ap.mode != "":
@@ -212,46 +219,10 @@ func (ap *approval) hostPolicy() api.Policy {
 	return api.Policy{Rules: ap.cfg.Rules, Preset: ap.preset()}
 }
 
-// runPolicy is the policy a run of session sid starts with: none in
-// process (the host's layer holds the mode); through a `weft serve`,
-// whose layer is its own config file's, the mode with the config file's
-// rules in front and, before them, the rules this command's "always"
-// answers made, unless the config file names the preset and no --approve
-// overrides it.
-func (ap *approval) runPolicy(c *conn, sid string) *api.Policy {
-	if !c.remote || ap.mode == "" && ap.cfg.Preset != "" {
-		return nil
-	}
-	ap.mu.Lock()
-	defer ap.mu.Unlock()
-	rules := append([]api.Rule(nil), ap.approved[sid]...)
-	rules = append(rules, ap.cfg.Rules...)
-	if len(rules) > api.MaxPolicyRules {
-		rules = rules[len(rules)-api.MaxPolicyRules:]
-	}
-	return &api.Policy{Rules: rules, Preset: ap.preset()}
-}
-
-// remember keeps the rule an "always for this session" answer to call
-// made, for the command's later runs of session sid through a host.
-func (ap *approval) remember(sid string, call policy.Call) {
-	ap.mu.Lock()
-	defer ap.mu.Unlock()
-	ap.approved[sid] = append(ap.approved[sid], policy.SessionRuleFor(call))
-}
-
-// allows reports whether the run policy this command would send now for
-// session sid allows call: true when an "always" answer given during a
-// run through a `weft serve` covers a later call of the same run, which
-// the run's layer (fixed when it started) still asks about.
-func (ap *approval) allows(c *conn, sid string, call policy.Call) bool {
-	p := ap.runPolicy(c, sid)
-	if p == nil {
-		return false
-	}
-	set, err := policy.Compile(*p)
-	if err != nil {
-		return false
-	}
-	return set.Decide(call).Action == api.ActionAllow
-}
+// defaultPreset is the run/start defaultPreset of the command's runs: the
+// preset, which the host puts in its own layer when no layer names one.
+// In this process the host's layer names it already; through a `weft
+// serve` it takes the place of a preset the serve's config file leaves
+// out, below the session's rules and the rules "always for this session"
+// answers add, and the run keeps it across a restart of the host.
+func (ap *approval) defaultPreset() string { return ap.preset() }

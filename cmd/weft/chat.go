@@ -40,6 +40,8 @@ type chat struct {
 	model     string
 	// mounts are the mounts of the session the next prompt creates.
 	mounts []string
+	// title, if set, is the title of the session the next prompt creates.
+	title string
 }
 
 // errQuit ends the interactive session.
@@ -89,7 +91,7 @@ func (c *chatCmd) Run(ctx context.Context, a *app) error {
 	if conn.remote {
 		ch.model = absModel(ch.model)
 	} else if err := a.checkModel(ctx, conn.h, ch.model, ch.sessionID); err != nil {
-		return err
+		return a.hostModelError(conn, err)
 	}
 	if _, err := parseMounts(ch.mounts); err != nil {
 		return usageErr("%v", err)
@@ -108,6 +110,9 @@ func (ch *chat) loop(ctx context.Context) error {
 	where := "a host in this process"
 	if ch.conn.remote {
 		where = "the host at " + ch.a.hostAddr()
+		if s := ch.a.server.Load(); s != nil && s.Cwd != "" {
+			where += fmt.Sprintf(" (%s %s in %s)", s.Name, s.Version, s.Cwd)
+		}
 	}
 	ch.say("weft %s · through %s · /help lists the commands, Ctrl-D exits", version, where)
 	if ch.sessionID != "" {
@@ -144,7 +149,7 @@ func (ch *chat) loop(ctx context.Context) error {
 		default:
 			ch.ed.remember(line)
 			if err := ch.send(ctx, line); err != nil {
-				ch.say("weft: %v", ch.a.hostModelError(withFlags("run", err)))
+				ch.say("weft: %v", ch.a.hostModelError(ch.conn, withFlags("run", err)))
 			}
 		}
 	}
@@ -202,6 +207,7 @@ const chatHelp = `  a line that does not start with / is a prompt: the agent ans
   /sessions       list the latest sessions
   /switch ID      continue session ID
   /mount PATH[:ro]  mount a directory (in a new session: from its first prompt)
+  /rename TITLE   give the session a new title
   /history        the prompts of this session
   /help           this list
   /quit           exit (also Ctrl-D; Ctrl-C twice at the prompt)
@@ -219,7 +225,7 @@ func (ch *chat) command(ctx context.Context, line string) error {
 	case "/quit", "/exit", "/q":
 		return errQuit
 	case "/new":
-		ch.sessionID, ch.mounts = "", ch.cmd.Mount
+		ch.sessionID, ch.mounts, ch.title = "", ch.cmd.Mount, ""
 		ch.say("a new session starts with your next prompt")
 	case "/sessions":
 		res, err := h.ListSessions(ctx, api.ListSessionsParams{Limit: 20})
@@ -243,6 +249,8 @@ func (ch *chat) command(ctx context.Context, line string) error {
 		return ch.switchTo(ctx, arg)
 	case "/mount":
 		return ch.mount(ctx, arg)
+	case "/rename":
+		return ch.rename(ctx, arg)
 	case "/history":
 		if ch.sessionID == "" {
 			ch.say("no session yet: the first prompt starts one")
@@ -329,21 +337,53 @@ func (ch *chat) mount(ctx context.Context, spec string) error {
 	return nil
 }
 
+// rename gives the current session a new title, or the session the
+// next prompt creates its title.
+func (ch *chat) rename(ctx context.Context, title string) error {
+	if title == "" {
+		return errors.New("/rename TITLE: give the new title")
+	}
+	if ch.sessionID == "" {
+		ch.title = title
+		ch.say("the session your next prompt starts will be called %q", title)
+		return nil
+	}
+	s, err := ch.conn.h.UpdateSession(ctx, api.UpdateSessionParams{SessionID: ch.sessionID, Title: &title})
+	if err != nil {
+		return sessionErr(ch.sessionID, err)
+	}
+	ch.say("session %s: %s", s.ID, s.Title)
+	return nil
+}
+
 // send runs prompt in the current session (a new one if none) and
 // watches the run until it ends.
 func (ch *chat) send(ctx context.Context, prompt string) error {
 	h := ch.conn.h
 	var cursor int64
+	started := false
 	if ch.sessionID == "" {
 		mounts, err := parseMounts(ch.mounts)
 		if err != nil {
 			return err
 		}
-		s, err := h.CreateSession(ctx, api.CreateSessionParams{Title: clip(prompt, 60), Model: ch.model, Mounts: mounts, Network: ch.cmd.Network})
+		title := ch.title
+		if title == "" {
+			title = clip(prompt, 60)
+		}
+		s, err := h.CreateSession(ctx, api.CreateSessionParams{Title: title, Model: ch.model, Mounts: mounts, Network: ch.cmd.Network})
 		if err != nil {
 			return err
 		}
-		ch.sessionID, ch.mounts = s.ID, ch.cmd.Mount
+		mounts0, title0 := ch.mounts, ch.title
+		ch.sessionID, ch.mounts, ch.title = s.ID, ch.cmd.Mount, ""
+		defer func() {
+			if ch.sessionID == s.ID && !started {
+				// The run was refused: the new session holds nothing.
+				discardSession(ctx, h, s.ID)
+				ch.sessionID, ch.mounts, ch.title = "", mounts0, title0
+			}
+		}()
 	} else {
 		s, err := h.GetSession(ctx, ch.sessionID)
 		if err != nil {
@@ -352,11 +392,12 @@ func (ch *chat) send(ctx context.Context, prompt string) error {
 		cursor = s.LastSeq
 	}
 	r, err := h.StartRun(ctx, api.StartRunParams{SessionID: ch.sessionID, Input: api.Input(event.TextParts(prompt)),
-		Model: ch.model, MaxSteps: ch.cmd.MaxSteps, Policy: ch.ap.runPolicy(ch.conn, ch.sessionID)})
+		Model: ch.model, MaxSteps: ch.cmd.MaxSteps, DefaultPreset: ch.ap.defaultPreset()})
+	started = err == nil
 	if err != nil {
 		return err
 	}
-	w := &watcher{a: ch.a, c: ch.conn, ap: ch.ap, con: ch.con, requests: askInline, interrupt: cancelRun,
+	w := &watcher{a: ch.a, c: ch.conn, con: ch.con, requests: askInline, interrupt: cancelRun,
 		sessionID: ch.sessionID, runID: r.ID,
 		pr: &printer{stdout: ch.a.stdout, stderr: ch.a.stderr, tty: isTerminal(ch.a.stderr)}}
 	start := time.Now()

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"weft.dev/weft/event"
 )
 
 // TestErrorsSayWhatToDo: errors name the flags the user typed, a host
@@ -39,7 +41,8 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 	if !strings.Contains(stderr, cfg+`:1:2: unknown key "maxStep"`) {
 		t.Errorf("an unknown key: %s", stderr)
 	}
-	os.Remove(cfg)
+	// The host's default model needs a key it lacks.
+	os.WriteFile(cfg, []byte(`{"defaultModel": "openai:gpt-x"}`), 0o600)
 
 	// Through a host started in another directory.
 	hostDir := filepath.Join(e.dir, "hostdir")
@@ -57,6 +60,14 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 	if want := "the host (started in " + hostDir + ") lacks ANTHROPIC_API_KEY"; !strings.Contains(errb.String(), want) ||
 		!strings.Contains(errb.String(), "restart `weft serve`") {
 		t.Errorf("missing key on the host: %s", errb.String())
+	}
+	before, _, _ := e.weft("", "sessions", "--json")
+	_, stderr, code = e.weft("", "--host", addr, "run", "-p", "x")
+	if want := "weft: the host (started in " + hostDir + ") lacks OPENAI_API_KEY: restart `weft serve` with it (OPENAI_API_KEY=… weft serve)\n"; code != 1 || stderr != want {
+		t.Errorf("the host's default model lacks its key: %d %q", code, stderr)
+	}
+	if after, _, _ := e.weft("", "sessions", "--json"); after != before {
+		t.Errorf("a refused run left a session: %q", after)
 	}
 
 	slow := e.script("slow.json", `{"loop":true,"steps":[{"text":"`+strings.Repeat("w ", 3000)+`","delayMs":10}]}`)
@@ -113,5 +124,51 @@ func TestSessionsRmLocal(t *testing.T) {
 	}
 	if out, _, _ := e.weft("", "sessions", "--json"); out != "" {
 		t.Fatalf("sessions after rm: %q", out)
+	}
+}
+
+// TestSessionsRename: `weft sessions rename` gives a session a new title
+// through a host in this process and through `weft serve`; an unknown
+// session and a title over the limit are refused, saying so.
+func TestSessionsRename(t *testing.T) {
+	e := newEnv(t)
+	s := e.script("s.json", `{"steps":[{"text":"hi"}]}`)
+	if _, stderr, code := e.weft("", "run", "-m", "scripted:"+s, "-p", "x"); code != 0 {
+		t.Fatal(stderr)
+	}
+	sid := e.onlySession()
+	out, stderr, code := e.weft("", "sessions", "rename", sid, "my notes")
+	if code != 0 || out != sid+"  my notes\n" {
+		t.Fatalf("rename: %d %q %s", code, out, stderr)
+	}
+	if out, _, _ := e.weft("", "sessions"); !strings.Contains(out, "my notes") {
+		t.Errorf("sessions after the rename: %q", out)
+	}
+
+	addr := freeAddr(t)
+	srv := e.serve(addr)
+	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
+	if out, stderr, code := e.weft("", "--host", addr, "sessions", "rename", sid, "through the host"); code != 0 || !strings.Contains(out, "through the host") {
+		t.Fatalf("rename through the host: %d %q %s", code, out, stderr)
+	}
+	_, stderr, code = e.weft("", "--host", addr, "sessions", "rename", "ses_nope", "x")
+	if code != 1 || !strings.Contains(stderr, "no session ses_nope") {
+		t.Errorf("rename an unknown session: %d %s", code, stderr)
+	}
+	_, stderr, code = e.weft("", "--host", addr, "sessions", "rename", sid, strings.Repeat("t", 2000))
+	if code != 1 || !strings.Contains(stderr, "the title is too long: at most 1024 bytes") {
+		t.Errorf("a long title: %d %s", code, stderr)
+	}
+	evs := e.events(sid)
+	var titles []string
+	for _, ev := range evs {
+		if ev.Type == event.SessionUpdated {
+			var d event.SessionUpdatedData
+			ev.Decode(&d)
+			titles = append(titles, *d.Title)
+		}
+	}
+	if strings.Join(titles, "|") != "my notes|through the host" {
+		t.Errorf("session.updated titles: %q", titles)
 	}
 }

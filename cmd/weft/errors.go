@@ -98,36 +98,67 @@ func withFlags(cmd string, err error) error {
 	return &c
 }
 
-// keyRe finds the variable a model's missing API key lives in.
-var keyRe = regexp.MustCompile(`no API key: set ([A-Za-z_][A-Za-z0-9_]*)`)
-
-// hostModelError turns the host's refusal of a model whose API key it
-// lacks into what to do: the key must be in the host's environment, not
-// the client's. Other errors are returned as they are.
-func (a *app) hostModelError(err error) error {
+// missingEnv is the variable a model's missing API key is read from, as
+// the host's error names it in data.env; "" for any other error.
+func missingEnv(err error) string {
 	var ae *api.Error
-	if !errors.As(err, &ae) || ae.Kind != api.KindInvalidParams {
+	if !errors.As(err, &ae) {
+		return ""
+	}
+	env, _ := ae.Data["env"].(string)
+	if !envNameRe.MatchString(env) {
+		return ""
+	}
+	return env
+}
+
+// missingModel is the model of a missing API key's error, as the host
+// names it in data.model.
+func missingModel(err error) string {
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		if m, _ := ae.Data["model"].(string); m != "" {
+			return "model " + m
+		}
+	}
+	return "the model"
+}
+
+// envNameRe matches the name of an environment variable: what a host
+// names in data.env is printed in a command line, so nothing else is.
+var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// hostModelError turns a refusal of a model whose API key is missing
+// into what to do, in one line: for a `weft serve`, the key must be in
+// the host's environment, not the client's; in this process, in this
+// shell's. Other errors are returned as they are.
+func (a *app) hostModelError(c *conn, err error) error {
+	env := missingEnv(err)
+	if env == "" {
 		return err
 	}
-	m := keyRe.FindStringSubmatch(ae.Message)
-	if m == nil {
-		return err
+	if c == nil || !c.remote {
+		return fmt.Errorf("%s: no API key: set %s in this shell (export %s=…)", missingModel(err), env, env)
 	}
 	where := "at " + a.hostAddr()
 	if dir := a.hostDir(); dir != "" {
 		where = "(started in " + dir + ")"
 	}
 	hint := ""
-	if a.getenv(m[1]) != "" {
+	if a.getenv(env) != "" {
 		hint = " (this shell has it; the host does not see this shell's environment)"
 	}
-	return fmt.Errorf("the host %s lacks %s%s: restart `weft serve` with it (%s=… weft serve)", where, m[1], hint, m[1])
+	return fmt.Errorf("the host %s lacks %s%s: restart `weft serve` with it (%s=… weft serve)", where, env, hint, env)
 }
 
-// hostDir is the working directory of the host that serves this store,
+// hostDir is the working directory of the host this command talks to:
+// what the host said in initialize, else, for a host that does not say,
 // as far as this process can tell (the pid in the store's host lock, on
 // the same machine and user); "" when it cannot.
 func (a *app) hostDir() string {
+	if s := a.server.Load(); s != nil && s.Cwd != "" {
+		return s.Cwd
+	}
 	cfg, _, err := a.loadConfig()
 	if err != nil {
 		return ""

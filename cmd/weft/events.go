@@ -83,8 +83,9 @@ func (c *eventsCmd) Run(ctx context.Context, a *app) error {
 }
 
 type sessionsCmd struct {
-	List sessionsListCmd `cmd:"" default:"withargs" help:"List sessions, newest first (the default)."`
-	Rm   sessionsRmCmd   `cmd:"" name:"rm" help:"Delete sessions: their logs, runs and scratch mounts (through the host, or a host in this process)."`
+	List   sessionsListCmd   `cmd:"" default:"withargs" help:"List sessions, newest first (the default)."`
+	Rm     sessionsRmCmd     `cmd:"" name:"rm" help:"Delete sessions: their logs, runs and scratch mounts (through the host, or a host in this process)."`
+	Rename sessionsRenameCmd `cmd:"" help:"Give a session a new title (through the host, or a host in this process)."`
 }
 
 type sessionsListCmd struct {
@@ -117,8 +118,8 @@ func (c *sessionsRmCmd) Run(ctx context.Context, a *app) error {
 				run = "RUN"
 			}
 			err = fmt.Errorf("session %s has a run going: cancel it first (weft cancel %s)", id, run)
-		case errors.As(err, &ae) && ae.Kind == api.KindNotFound:
-			err = fmt.Errorf("no session %s (see weft sessions)", id)
+		default:
+			err = sessionErr(id, err)
 		}
 		if err != nil {
 			fmt.Fprintln(a.stderr, "weft:", err)
@@ -128,6 +129,42 @@ func (c *sessionsRmCmd) Run(ctx context.Context, a *app) error {
 		fmt.Fprintf(a.stdout, "deleted %s\n", id)
 	}
 	return failed
+}
+
+type sessionsRenameCmd struct {
+	ID    string `arg:"" name:"session" help:"The session."`
+	Title string `arg:"" help:"The new title (empty clears it)."`
+}
+
+func (c *sessionsRenameCmd) Run(ctx context.Context, a *app) error {
+	const name = "weft sessions rename"
+	conn, err := a.connect(ctx, name, anyHost, api.Policy{}, nil)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if !conn.remote {
+		ctx = clientCtx(ctx, name)
+	}
+	s, err := conn.h.UpdateSession(ctx, api.UpdateSessionParams{SessionID: c.ID, Title: &c.Title})
+	if err != nil {
+		return sessionErr(c.ID, err)
+	}
+	fmt.Fprintf(a.stdout, "%s  %s\n", s.ID, s.Title)
+	return nil
+}
+
+// sessionErr says what a refusal of a command on session id means for
+// the user: an unknown session, a title over the limit.
+func sessionErr(id string, err error) error {
+	var ae *api.Error
+	switch {
+	case errors.As(err, &ae) && ae.Kind == api.KindNotFound:
+		return fmt.Errorf("no session %s (see weft sessions)", id)
+	case errors.As(err, &ae) && ae.Kind == api.KindInvalidParams && ae.Data["field"] == "title":
+		return fmt.Errorf("the title is too long: at most %d bytes", api.MaxTitleBytes)
+	}
+	return err
 }
 
 func (c *sessionsListCmd) Run(ctx context.Context, a *app) error {

@@ -47,17 +47,22 @@ func (a *app) dialHost(ctx context.Context, name string) (*client.Client, error)
 	if err != nil {
 		return nil, noHostError(a.hostAddr(), hintLocal, err)
 	}
-	if err := hello(dctx, c, name); err != nil {
+	info, err := hello(dctx, c, name)
+	if err != nil {
 		c.Close()
 		return nil, err
 	}
+	a.server.Store(&info)
 	return c, nil
 }
 
-// hello introduces the client to the host as name.
-func hello(ctx context.Context, c *client.Client, name string) error {
+// hello introduces the client to the host as name and returns what the
+// host says of itself.
+func hello(ctx context.Context, c *client.Client, name string) (rpc.Info, error) {
 	p := map[string]any{"clientInfo": map[string]string{"name": name, "version": version}, "protocolVersion": rpc.DefaultProtocolVersion}
-	return c.Call(ctx, "initialize", p, nil)
+	var res rpc.InitializeResult
+	err := c.Call(ctx, "initialize", p, &res)
+	return res.ServerInfo, err
 }
 
 // dialer makes connections for client.Follow, introduced as name.
@@ -69,7 +74,7 @@ func (a *app) dialer(tok, name string) client.Dialer {
 		if err != nil {
 			return nil, err
 		}
-		if err := hello(dctx, c, name); err != nil {
+		if _, err := hello(dctx, c, name); err != nil {
 			c.Close()
 			return nil, err
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 )
 
@@ -150,7 +151,7 @@ const chatScript = `{"steps":[
 // an approval allowed (the command's file appears) and one denied with a
 // message (no file; the model reads the message), a question answered by
 // its number, "always for this session", Ctrl-C cancelling a slow run
-// while the program goes on, /history, and Ctrl-D exiting 0.
+// while the program goes on, /rename, /history, and Ctrl-D exiting 0.
 func TestInteractive(t *testing.T) {
 	e := newEnv(t)
 	script := e.script("chat.json", strings.Replace(chatScript, "%s", strings.Repeat("word ", 2000), 1))
@@ -163,6 +164,10 @@ func TestInteractive(t *testing.T) {
 	tm.send("hello\r")
 	tm.expect("Hello, human.")
 	tm.expect("· completed")
+	tm.send("/rename greetings\r")
+	tm.expect(": greetings")
+	tm.send("/sessions\r")
+	tm.expect("greetings")
 
 	// Approved: the shell runs.
 	tm.send("write a file\r")
@@ -317,10 +322,10 @@ func TestAttachAsksOpenRequests(t *testing.T) {
 	}
 }
 
-// TestChatThroughHostAlways: through `weft serve`, whose policy layer the
-// CLI cannot set, the approval mode rides on each run's policy; an
-// "always for this session" answer still holds for the rest of the run
-// and for the next runs.
+// TestChatThroughHostAlways: through `weft serve`, whose config file names
+// no preset, the approval mode is each run's defaultPreset; an "always for
+// this session" answer is a session rule above it, so the host asks no
+// more for the rest of the run and for the next runs.
 func TestChatThroughHostAlways(t *testing.T) {
 	e := newEnv(t)
 	addr := freeAddr(t)
@@ -333,7 +338,7 @@ func TestChatThroughHostAlways(t *testing.T) {
 	 {"toolCalls":[{"name":"shell","arguments":{"command":"echo three >> log.txt"}}]},
 	 {"text":"second done"}]}`)
 	tm := startTerm(t, e.cmd("--host", addr, "chat", "-m", "scripted:"+script))
-	tm.expect("through the host at " + addr)
+	tm.expect("through the host at " + addr + " (weft " + version + " in " + e.work + ")")
 	tm.send("go\r")
 	tm.expect("echo one >> log.txt")
 	tm.expect("[y]es / [a]lways")
@@ -349,6 +354,19 @@ func TestChatThroughHostAlways(t *testing.T) {
 	}
 	if n := strings.Count(tm.since(0), "[y]es / [a]lways"); n == 0 || strings.Count(tm.since(0), "? shell") != 1 {
 		t.Errorf("asked more than once:\n%s", tm.since(0))
+	}
+	asked, presets := 0, 0
+	for _, ev := range e.events(e.latestSession()) {
+		var q event.RunQueuedData
+		switch {
+		case ev.Type == event.ApprovalRequested:
+			asked++
+		case ev.Type == event.RunQueued && ev.Decode(&q) == nil && q.DefaultPreset == api.PresetAskWrites && q.Policy == nil:
+			presets++
+		}
+	}
+	if asked != 1 || presets != 2 {
+		t.Errorf("the host asked %d times; %d runs queued with defaultPreset ask-writes and no policy", asked, presets)
 	}
 	if b, _ := os.ReadFile(filepath.Join(e.work, "log.txt")); string(b) != "one\ntwo\nthree\n" {
 		t.Errorf("log.txt: %q", b)

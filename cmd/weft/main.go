@@ -13,11 +13,13 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/alecthomas/kong"
 
 	"weft.dev/weft/env/sandbox"
+	"weft.dev/weft/rpc"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -72,6 +74,9 @@ type app struct {
 	interrupts <-chan os.Signal
 	storeDSN   string
 	host       string
+	// server is what the host this command dialed last said of itself
+	// in initialize; nil before a dial.
+	server atomic.Pointer[rpc.Info]
 }
 
 // exitError carries an exit code out of a command.

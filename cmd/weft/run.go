@@ -98,10 +98,10 @@ func (c *runCmd) Run(ctx context.Context, a *app) error {
 		model = absModel(model)
 	} else if err := a.checkModel(ctx, conn.h, model, c.Session); err != nil {
 		// Say what is wrong with the model before anything is written.
-		return err
+		return a.hostModelError(conn, err)
 	}
 	err = c.runOn(ctx, a, conn, ap, model, prompt)
-	return a.hostModelError(withFlags("run", err))
+	return a.hostModelError(conn, withFlags("run", err))
 }
 
 // latestSession is the ID of the session updated last.
@@ -123,6 +123,7 @@ func (c *runCmd) runOn(ctx context.Context, a *app, conn *conn, ap *approval, mo
 	h := conn.h
 	sessionID := c.Session
 	var cursor int64
+	created := false
 	if sessionID == "" {
 		mounts, err := parseMounts(c.Mount)
 		if err != nil {
@@ -132,7 +133,7 @@ func (c *runCmd) runOn(ctx context.Context, a *app, conn *conn, ap *approval, mo
 		if err != nil {
 			return err
 		}
-		sessionID = s.ID
+		sessionID, created = s.ID, true
 	} else {
 		s, err := h.GetSession(ctx, sessionID)
 		if err != nil {
@@ -141,15 +142,19 @@ func (c *runCmd) runOn(ctx context.Context, a *app, conn *conn, ap *approval, mo
 		cursor = s.LastSeq
 	}
 	r, err := h.StartRun(ctx, api.StartRunParams{SessionID: sessionID, Input: api.Input(event.TextParts(prompt)), Model: model,
-		MaxSteps: c.MaxSteps, Busy: c.Busy, Policy: ap.runPolicy(conn, sessionID)})
+		MaxSteps: c.MaxSteps, Busy: c.Busy, DefaultPreset: ap.defaultPreset()})
 	if err != nil {
+		if created {
+			// The run was refused: the new session holds nothing.
+			discardSession(ctx, h, sessionID)
+		}
 		return err
 	}
 	if c.Detach {
 		fmt.Fprintf(a.stdout, "%s %s\n", sessionID, r.ID)
 		return nil
 	}
-	w := &watcher{a: a, c: conn, ap: ap, sessionID: sessionID, runID: r.ID, interrupt: cancelThenExit,
+	w := &watcher{a: a, c: conn, sessionID: sessionID, runID: r.ID, interrupt: cancelThenExit,
 		pr: &printer{stdout: a.stdout, stderr: a.stderr, json: c.JSON, tty: isTerminal(a.stderr)}}
 	switch {
 	case c.interactive(a):

@@ -221,7 +221,7 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	defer h.Close()
 	srv := rpc.NewHostServer(h.host, rpc.HostConfig{Tools: h.tools, Config: rpc.Config{
 		Logger: log, Token: tok, NoAuth: c.InsecureNoAuth, Loopback: loopback,
-		ServerInfo: rpc.Info{Name: "weft", Version: version},
+		ServerInfo: serverInfo(),
 	}})
 	defer srv.Close()
 	ln, err := net.Listen("tcp", c.Listen)
@@ -262,7 +262,7 @@ func (c *rpcCmd) Run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer h.Close()
-	srv := rpc.NewHostServer(h.host, rpc.HostConfig{Tools: h.tools, Config: rpc.Config{Logger: log, ServerInfo: rpc.Info{Name: "weft", Version: version}}})
+	srv := rpc.NewHostServer(h.host, rpc.HostConfig{Tools: h.tools, Config: rpc.Config{Logger: log, ServerInfo: serverInfo()}})
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -274,4 +274,11 @@ func (c *rpcCmd) Run(ctx context.Context, a *app) error {
 		}
 	}()
 	return srv.ServeStdio(ctx, a.stdin, a.stdout)
+}
+
+// serverInfo is what initialize tells clients about this host: its
+// version and its working directory.
+func serverInfo() rpc.Info {
+	cwd, _ := os.Getwd()
+	return rpc.Info{Name: "weft", Version: version, Cwd: cwd}
 }

@@ -15,7 +15,6 @@ import (
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
-	"weft.dev/weft/policy"
 )
 
 // requestMode says what a watcher does with a request (an approval or a
@@ -63,7 +62,6 @@ type pending struct {
 type watcher struct {
 	a         *app
 	c         *conn
-	ap        *approval
 	pr        *printer
 	con       *console // set when a person answers at the terminal
 	requests  requestMode
@@ -310,12 +308,6 @@ func (w *watcher) ask(ctx context.Context, p *pending) {
 	w.pr.clearStatus()
 	w.pr.endLine()
 	w.pr.hold = true
-	// An "always" answer of this command covers the call: answer it.
-	if p.kind == event.RequestApproval && w.ap != nil && w.ap.allows(w.c, w.sessionID, w.policyCall(ctx, p.call)) {
-		fmt.Fprintf(w.a.stderr, "✓ %s allowed: approved for this session\n", p.call.Name)
-		w.decide(ctx, event.DecisionAllowSession, "")
-		return
-	}
 	if p.kind == event.RequestApproval {
 		fmt.Fprintf(w.a.stderr, "\033[1m? %s\033[0m %s\n", p.call.Name, callSummary(p.call))
 		if why := ruleSummary(p.rule); why != "" {
@@ -333,15 +325,6 @@ func (w *watcher) ask(ctx context.Context, p *pending) {
 	} else {
 		w.ed.start("  answer › ")
 	}
-}
-
-// policyCall is call as the policy sees it, with the session's mounts.
-func (w *watcher) policyCall(ctx context.Context, call event.ToolCall) policy.Call {
-	pc := policy.Call{Tool: call.Name, Arguments: json.RawMessage(call.Arguments)}
-	if s, err := w.c.h.GetSession(ctx, w.sessionID); err == nil {
-		pc.Mounts = s.Binding.Mounts
-	}
-	return pc
 }
 
 // key handles a key typed while watching.
@@ -408,9 +391,6 @@ func (w *watcher) submit(ctx context.Context, line string) {
 // decide answers the approval asked.
 func (w *watcher) decide(ctx context.Context, decision, message string) {
 	p := w.asking
-	if decision == event.DecisionAllowSession && w.ap != nil {
-		w.ap.remember(w.sessionID, w.policyCall(ctx, p.call))
-	}
 	w.answer(ctx, func() error {
 		_, err := w.c.h.DecideApproval(ctx, api.DecideParams{ApprovalID: p.id, SessionID: w.sessionID, Decision: decision, Message: message})
 		return err
@@ -456,6 +436,11 @@ func (w *watcher) failFast(ctx context.Context, p *pending) {
 		return
 	}
 	what := "approval of " + p.call.Name + " " + callSummary(p.call)
+	if why := ruleSummary(p.rule); why != "" {
+		// Say which rule asked: --approve does not replace a preset
+		// that a `weft serve`'s config file names.
+		what += " (" + why + ")"
+	}
 	if p.kind == event.RequestInput {
 		what = "an answer to " + strconv.Quote(p.question)
 	}

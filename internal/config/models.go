@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/llm"
 	"weft.dev/weft/llm/anthropic"
 	"weft.dev/weft/llm/gemini"
@@ -34,6 +35,11 @@ const errNoModel = "no model configured: pass -m PROVIDER:MODEL (e.g. -m openai:
 
 // Resolve turns a model name — a named model of f, or "provider:model" —
 // into a provider. getenv supplies API keys and base URLs.
+//
+// A missing API key is an *api.Error of kind invalid_params whose data
+// holds "env", the variable the key is read from, and "model", the
+// model's "provider:model" name: a client of a host tells its user what
+// to set from it. Other errors say what is wrong in their message.
 func Resolve(spec string, f File, configPath string, getenv func(string) string) (*Resolved, error) {
 	if spec == "" {
 		return nil, fmt.Errorf(errNoModel, configPath)
@@ -54,7 +60,8 @@ func Resolve(spec string, f File, configPath string, getenv func(string) string)
 		}
 		k := getenv(v)
 		if k == "" {
-			return "", fmt.Errorf("model %s: no API key: set %s", r.Name, v)
+			return "", api.Errorf(api.KindInvalidParams, "model %s: no API key: set %s", r.Name, v).
+				With("env", v).With("model", r.Name)
 		}
 		return k, nil
 	}
@@ -93,7 +100,8 @@ func Resolve(spec string, f File, configPath string, getenv func(string) string)
 		if kerr != nil && m.APIKeyEnv == "" {
 			// The other name Google's SDKs read.
 			k = getenv("GOOGLE_API_KEY")
-			kerr = fmt.Errorf("model %s: no API key: set GEMINI_API_KEY (or GOOGLE_API_KEY)", r.Name)
+			kerr = api.Errorf(api.KindInvalidParams, "model %s: no API key: set GEMINI_API_KEY (or GOOGLE_API_KEY)", r.Name).
+				With("env", "GEMINI_API_KEY").With("model", r.Name)
 		}
 		if k == "" {
 			return nil, kerr

@@ -143,8 +143,10 @@ func (s *Session) policyFor(a *activeRun) (*policy.Set, []event.Mount) {
 	return set, mounts
 }
 
-// compilePolicy layers the host's policy, the session's and the run's.
-func (s *Session) compilePolicy(run json.RawMessage) (*policy.Set, error) {
+// compilePolicy layers the host's policy, the session's and the run's;
+// when none of them names a preset, defaultPreset (if set) is the host
+// layer's, under the host's own rules and every rule of the layers above.
+func (s *Session) compilePolicy(run json.RawMessage, defaultPreset string) (*policy.Set, error) {
 	layers := []api.Policy{s.cfg.Policy, {}, {}}
 	if raw := s.j.Session().Policy; len(raw) > 0 {
 		if err := json.Unmarshal(raw, &layers[1]); err != nil {
@@ -155,6 +157,9 @@ func (s *Session) compilePolicy(run json.RawMessage) (*policy.Set, error) {
 		if err := json.Unmarshal(run, &layers[2]); err != nil {
 			return nil, fmt.Errorf("run policy: %w", err)
 		}
+	}
+	if !slices.ContainsFunc(layers, func(p api.Policy) bool { return p.Preset != "" }) {
+		layers[policy.LayerConfig].Preset = defaultPreset
 	}
 	return policy.Compile(layers...)
 }
@@ -393,8 +398,8 @@ func (s *Session) resumeIfAnswered(runID string) {
 
 // cancelParked ends the parked active run: its open requests are
 // resolved as cancelled and their calls closed, its steers dropped, and
-// run.cancelled (with the receipts of the cancels) written, in one batch.
-// Called by commands.
+// run.cancelled written, in one batch with the receipts of rc and of the
+// cancels that came while the run was going. Called with mu held.
 func (s *Session) cancelParked(ctx context.Context, a *activeRun, reason string, rc *idem.Claim) error {
 	var open []store.Request
 	for _, q := range s.j.OpenRequests() {
@@ -443,8 +448,24 @@ func (s *Session) cancelParked(ctx context.Context, a *activeRun, reason string,
 		return err
 	}
 	evs = append(evs, e)
-	if _, err := s.append(ctx, rc, idem.Ref{ID: a.id}, evs...); err != nil {
-		return err
+	a.mu.Lock()
+	claims := a.receipts
+	a.receipts = nil
+	a.mu.Unlock()
+	ref := idem.Ref{ID: a.id}
+	rcpts := rc.Receipts(s.id, ref)
+	for _, c := range claims {
+		rcpts = append(rcpts, c.Receipt(s.id, ref))
+	}
+	if _, err := s.j.AppendReceipts(ctx, rcpts, evs...); err != nil {
+		a.mu.Lock()
+		a.receipts = append(claims, a.receipts...)
+		a.mu.Unlock()
+		return s.writeErr(err)
+	}
+	rc.Stored()
+	for _, c := range claims {
+		c.Stored()
 	}
 	s.active = nil
 	s.closeRetired()
@@ -597,7 +618,8 @@ func (s *Session) restore(ctx context.Context) error {
 			if err := e.Decode(&d); err != nil {
 				return err
 			}
-			a.q = queuedRun{id: id, model: d.Model, maxSteps: d.MaxSteps, input: d.Input, policy: d.Policy, tools: d.Tools}
+			a.q = queuedRun{id: id, model: d.Model, maxSteps: d.MaxSteps, input: d.Input, policy: d.Policy,
+				defaultPreset: d.DefaultPreset, tools: d.Tools}
 		case event.SteerAccepted:
 			var d event.SteerData
 			if err := e.Decode(&d); err != nil {

@@ -52,7 +52,8 @@ func (s *Session) Start(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 	err := s.command(func() error {
 		activeID := s.activeID()
 		busyID, busyQueued := s.busyWith()
-		q := queuedRun{id: s.cfg.NewID("run"), model: p.Model, maxSteps: p.MaxSteps, input: p.Input, tools: clientTools(p.Tools)}
+		q := queuedRun{id: s.cfg.NewID("run"), model: p.Model, maxSteps: p.MaxSteps, input: p.Input, tools: clientTools(p.Tools),
+			defaultPreset: p.DefaultPreset}
 		if p.Policy != nil {
 			q.policy, _ = json.Marshal(p.Policy)
 		}
@@ -113,7 +114,8 @@ func (s *Session) Start(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 // admit appends run.queued for a new run and starts it if the session is
 // idle. Called by commands.
 func (s *Session) admit(ctx context.Context, q queuedRun, rc *idem.Claim, ref idem.Ref, front bool) (store.Run, error) {
-	e, err := event.New(q.id, event.RunQueued, event.RunQueuedData{Model: q.model, MaxSteps: q.maxSteps, Input: q.input, Policy: q.policy, Tools: q.tools})
+	e, err := event.New(q.id, event.RunQueued, event.RunQueuedData{Model: q.model, MaxSteps: q.maxSteps, Input: q.input, Policy: q.policy,
+		DefaultPreset: q.defaultPreset, Tools: q.tools})
 	if err != nil {
 		return store.Run{}, err
 	}
@@ -170,10 +172,20 @@ func (s *Session) launch(a *activeRun, resume bool) {
 				// state it parked with: resume from the log.
 				a.resume, a.history = nil, nil
 			}
-			if s.state == stateOpen {
-				// An answer may have come while the run was parking.
-				s.resumeIfAnswered(a.id)
+			if s.state != stateOpen {
+				return
 			}
+			if ctx.Err() != nil && s.ctx.Err() == nil {
+				// A cancel came after the loop last looked and before the
+				// run parked; its caller waits for the terminal event.
+				wctx := context.WithoutCancel(ctx)
+				if err := s.cancelParked(wctx, a, context.Cause(ctx).Error(), nil); err != nil {
+					s.cfg.Logger.Error("cancel a run as it parked", "session", s.id, "run", a.id, "err", err)
+				}
+				return
+			}
+			// An answer may have come while the run was parking.
+			s.resumeIfAnswered(a.id)
 			return
 		}
 		s.active = nil
@@ -352,7 +364,7 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 		return fail("environment", err.Error())
 	}
 	s.mu.Lock()
-	set, err := s.compilePolicy(q.policy)
+	set, err := s.compilePolicy(q.policy, q.defaultPreset)
 	specs, names := s.clientTools(q)
 	a.policy = set
 	s.mu.Unlock()

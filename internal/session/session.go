@@ -179,7 +179,9 @@ type queuedRun struct {
 	maxSteps int
 	input    []event.Part
 	policy   json.RawMessage
-	tools    []event.ClientTool
+	// defaultPreset is the host layer's preset when no layer names one.
+	defaultPreset string
+	tools         []event.ClientTool
 }
 
 // Create creates session id with data, storing rc's receipt in the same
