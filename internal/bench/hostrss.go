@@ -140,15 +140,17 @@ func runHostRSS(ctx context.Context, r *runner) error {
 	}
 	growth := float64(res.last.RSS)/float64(res.first.RSS) - 1
 	r.add(Result{
-		Name:    name,
-		Result:  fmt.Sprintf("%s → %s (%+.1f %%)", fmtMB(float64(res.first.RSS)), fmtMB(float64(res.last.RSS)), growth*100),
+		Name: name,
+		Result: fmt.Sprintf("%s → %s (%+.1f %%); anon %s → %s, file-backed %s → %s", fmtMB(float64(res.first.RSS)), fmtMB(float64(res.last.RSS)), growth*100,
+			fmtMB(float64(res.first.Anon)), fmtMB(float64(res.last.Anon)), fmtMB(float64(res.first.File)), fmtMB(float64(res.last.File))),
 		Target:  target,
 		Verdict: verdict(growth <= 0.10),
 		Note: fmt.Sprintf("`weft serve` child, turns over one WebSocket, a new session every %d turns (%.0f sessions); at the end anon %s, file-backed %s, peak %s; host CPU %s a turn, turn p50 %s",
 			r.sz.rssPerSession, res.sessions, fmtMB(float64(res.last.Anon)), fmtMB(float64(res.last.File)), fmtMB(float64(res.last.HWM)),
 			fmtDur(res.cpu/time.Duration(max(res.lastN-res.firstN, 1))), fmtDur(res.lat.median())),
 		Values: map[string]float64{"rss_first_bytes": float64(res.first.RSS), "rss_last_bytes": float64(res.last.RSS),
-			"growth": growth, "anon_last_bytes": float64(res.last.Anon), "hwm_bytes": float64(res.last.HWM),
+			"growth": growth, "anon_first_bytes": float64(res.first.Anon), "anon_last_bytes": float64(res.last.Anon),
+			"file_first_bytes": float64(res.first.File), "file_last_bytes": float64(res.last.File), "hwm_bytes": float64(res.last.HWM),
 			"cpu_ms_per_turn": ms(res.cpu) / float64(max(res.lastN-res.firstN, 1))},
 	})
 	return nil
