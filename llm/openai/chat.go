@@ -44,13 +44,17 @@ func NewChat(cfg Config) (*Chat, error) {
 // including on break.
 func (p *Chat) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.StreamEvent, error] {
 	return func(yield func(llm.StreamEvent, error) bool) {
-		params, err := p.params(req)
+		body, err := p.chatBody(req)
 		if err != nil {
 			yield(llm.StreamEvent{}, p.c.badRequest(err))
 			return
 		}
 		p.c.stream(ctx, req.Model, yield, func(opts ...option.RequestOption) sdkStream {
-			return p.svc.NewStreaming(ctx, params, opts...)
+			// The body replaces the SDK's encoding of the (empty) params;
+			// the SDK then sets "stream": true in it.
+			opts = append(opts, option.WithRequestBody("application/json", body))
+			opts = append(opts, p.c.extra...)
+			return p.svc.NewStreaming(ctx, sdk.ChatCompletionNewParams{}, opts...)
 		}, &chatState{c: p.c, yield: yieldEvent(yield), calls: map[int]int{}})
 	}
 }

@@ -93,6 +93,9 @@ type client struct {
 	cfg      Config
 	log      *slog.Logger
 	opts     []option.RequestOption
+	// extra sets Config.ExtraBody's fields in a request's body; it goes
+	// with each request, after the body (which Chat encodes itself).
+	extra []option.RequestOption
 }
 
 func newClient(provider string, cfg Config) (*client, error) {
@@ -149,7 +152,7 @@ func newClient(provider string, cfg Config) (*client, error) {
 			return nil, fmt.Errorf("%s: ExtraBody is not a JSON object: %v", provider, err)
 		}
 		for k, v := range fields {
-			c.opts = append(c.opts, option.WithJSONSet(sjsonKey(k), v))
+			c.extra = append(c.extra, option.WithJSONSet(sjsonKey(k), v))
 		}
 	}
 	return c, nil

@@ -53,7 +53,7 @@ func (p *Responses) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.
 			return
 		}
 		p.c.stream(ctx, req.Model, yield, func(opts ...option.RequestOption) sdkStream {
-			return p.svc.NewStreaming(ctx, params, opts...)
+			return p.svc.NewStreaming(ctx, params, append(opts, p.c.extra...)...)
 		}, &responsesState{c: p.c, yield: yieldEvent(yield), calls: map[int]int{}})
 	}
 }

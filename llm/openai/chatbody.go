@@ -1,0 +1,187 @@
+package openai
+
+import (
+	"fmt"
+	"unicode/utf8"
+
+	"weft.dev/weft/llm"
+)
+
+// chatBody encodes a Chat Completions request: the SDK's encoding of
+// everything but the messages, with the messages encoded here in front.
+// The SDK's reflection-based encoder cost more than the rest of a warm
+// turn once a session's history reached a few hundred messages, and the
+// messages are the part that grows; their shapes are few and fixed. The
+// result is the SDK's request as JSON (a test compares the two over
+// random requests); it is sent with option.WithRequestBody.
+func (p *Chat) chatBody(req *llm.Request) ([]byte, error) {
+	if req == nil {
+		return nil, fmt.Errorf("nil request")
+	}
+	rest := *req
+	rest.System, rest.Messages = "", nil
+	params, err := p.params(&rest)
+	if err != nil {
+		return nil, err
+	}
+	tail, err := params.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	if len(tail) < 2 || tail[0] != '{' {
+		return nil, fmt.Errorf("unexpected encoding of the request: %.40q", tail)
+	}
+	if req.System == "" && len(req.Messages) == 0 {
+		return tail, nil // the SDK leaves the field out
+	}
+	b := make([]byte, 0, len(tail)+64+requestChars(req))
+	b = append(b, `{"messages":[`...)
+	if b, err = p.appendMessages(b, req); err != nil {
+		return nil, err
+	}
+	b = append(b, ']')
+	if string(tail) != "{}" {
+		b = append(b, ',')
+	}
+	return append(b, tail[1:]...), nil
+}
+
+// requestChars estimates the bytes of req's messages, to size the buffer.
+func requestChars(req *llm.Request) int {
+	n := len(req.System)
+	for _, m := range req.Messages {
+		n += 48 + len(m.Content) + len(m.Reasoning) + len(m.ToolCallID)
+		for _, c := range m.ToolCalls {
+			n += 64 + len(c.ID) + len(c.Name) + len(c.Arguments)
+		}
+	}
+	return n
+}
+
+// appendMessages appends req's system prompt and messages as the SDK
+// would encode them (see params), separated by commas.
+func (p *Chat) appendMessages(b []byte, req *llm.Request) ([]byte, error) {
+	first := true
+	open := func() {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+	}
+	if req.System != "" {
+		open()
+		b = append(b, `{"content":`...)
+		b = appendJSONString(b, req.System)
+		b = append(b, `,"role":"system"}`...)
+	}
+	replay := p.c.cfg.ReasoningReplayField
+	for i, m := range req.Messages {
+		switch m.Role {
+		case llm.RoleUser:
+			open()
+			b = append(b, `{"content":`...)
+			b = appendJSONString(b, m.Content)
+			b = append(b, `,"role":"user"}`...)
+		case llm.RoleAssistant:
+			open()
+			b = append(b, '{')
+			if m.Content != "" || len(m.ToolCalls) == 0 {
+				b = append(b, `"content":`...)
+				b = appendJSONString(b, m.Content)
+				b = append(b, ',')
+			}
+			b = append(b, `"role":"assistant"`...)
+			if len(m.ToolCalls) > 0 {
+				b = append(b, `,"tool_calls":[`...)
+				for k, tc := range m.ToolCalls {
+					if k > 0 {
+						b = append(b, ',')
+					}
+					b = append(b, `{"id":`...)
+					b = appendJSONString(b, tc.ID)
+					if tc.Name != "" || tc.Arguments != "" { // the SDK leaves out a zero function
+						b = append(b, `,"function":{"arguments":`...)
+						b = appendJSONString(b, tc.Arguments)
+						b = append(b, `,"name":`...)
+						b = appendJSONString(b, tc.Name)
+						b = append(b, '}')
+					}
+					b = append(b, `,"type":"function"}`...)
+				}
+				b = append(b, ']')
+			}
+			if replay != "" && m.Reasoning != "" {
+				b = append(b, ',')
+				b = appendJSONString(b, replay)
+				b = append(b, ':')
+				b = appendJSONString(b, m.Reasoning)
+			}
+			b = append(b, '}')
+		case llm.RoleTool:
+			if m.ToolCallID == "" {
+				return nil, fmt.Errorf("message %d: tool result without ToolCallID", i)
+			}
+			open()
+			b = append(b, `{"content":`...)
+			b = appendJSONString(b, m.Content)
+			b = append(b, `,"role":"tool","tool_call_id":`...)
+			b = appendJSONString(b, m.ToolCallID)
+			b = append(b, '}')
+		default:
+			return nil, fmt.Errorf("message %d: unknown role %q", i, m.Role)
+		}
+	}
+	return b, nil
+}
+
+// appendJSONString appends s as a JSON string, as encoding/json does:
+// bytes that are not valid UTF-8 become U+FFFD, and <, >, &, U+2028 and
+// U+2029 are escaped.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
