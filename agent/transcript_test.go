@@ -105,12 +105,7 @@ func TestTranscriptBuilderSnapshot(t *testing.T) {
 	for range 10 {
 		evs := randomLog(t, r, 150)
 		cut := r.IntN(len(evs))
-		var orig agent.TranscriptBuilder
-		for _, e := range evs[:cut] {
-			if err := orig.Add(e); err != nil {
-				t.Fatal(err)
-			}
-		}
+		orig := feed(t, &agent.TranscriptBuilder{}, evs[:cut])
 		data, err := orig.MarshalBinary()
 		if err != nil {
 			t.Fatal(err)
@@ -182,26 +177,13 @@ func TestTranscriptBuilderClone(t *testing.T) {
 	for range 20 {
 		evs := randomLog(t, r, 150)
 		cut := r.IntN(len(evs))
-		var orig agent.TranscriptBuilder
-		for _, e := range evs[:cut] {
-			if err := orig.Add(e); err != nil {
-				t.Fatal(err)
-			}
-		}
+		orig := feed(t, &agent.TranscriptBuilder{}, evs[:cut])
 		c := orig.Clone()
 		// Feed the original the rest, and the clone a different rest: a
 		// random suffix of the log, so that both append and close calls.
 		other := randomLog(t, r, 50)
-		for _, e := range evs[cut:] {
-			if err := orig.Add(e); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, e := range other {
-			if err := c.Add(e); err != nil {
-				t.Fatal(err)
-			}
-		}
+		feed(t, orig, evs[cut:])
+		feed(t, c, other)
 		if got, w := orig.Messages(), mustTranscript(t, evs); !reflect.DeepEqual(got, w) && len(got)+len(w) > 0 {
 			t.Fatalf("original changed by its clone:\n got %+v\nwant %+v", got, w)
 		}
@@ -218,4 +200,15 @@ func mustTranscript(t *testing.T, evs []event.Event) []llm.Message {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// feed adds evs to b and returns it.
+func feed(t *testing.T, b *agent.TranscriptBuilder, evs []event.Event) *agent.TranscriptBuilder {
+	t.Helper()
+	for _, e := range evs {
+		if err := b.Add(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
 }
