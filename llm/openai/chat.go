@@ -26,8 +26,9 @@ import (
 // A Chat is safe for concurrent use. Its errors are [*llm.Error] with
 // Provider "openai-chat", or a wrapped context error.
 type Chat struct {
-	c   *client
-	svc sdk.ChatCompletionService
+	c    *client
+	svc  sdk.ChatCompletionService
+	tail tailCache // the encoding of the last request's fields but its messages
 }
 
 // NewChat returns a Chat provider for cfg. It fails if cfg is invalid.

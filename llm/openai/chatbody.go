@@ -1,7 +1,10 @@
 package openai
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
+	"sync"
 	"unicode/utf8"
 
 	"weft.dev/weft/llm"
@@ -18,13 +21,15 @@ func (p *Chat) chatBody(req *llm.Request) ([]byte, error) {
 	if req == nil {
 		return nil, fmt.Errorf("nil request")
 	}
-	rest := *req
-	rest.System, rest.Messages = "", nil
-	params, err := p.params(&rest)
-	if err != nil {
-		return nil, err
-	}
-	tail, err := params.MarshalJSON()
+	tail, err := p.tail.get(req, func() ([]byte, error) {
+		rest := *req
+		rest.System, rest.Messages = "", nil
+		params, err := p.params(&rest)
+		if err != nil {
+			return nil, err
+		}
+		return params.MarshalJSON()
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -184,4 +189,61 @@ func appendJSONString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// tailCache keeps the encoding of a request's fields other than its
+// messages (model, limits and above all the tools' schemas, which the
+// SDK decodes and encodes again), which stay the same from one request
+// of a run to the next. Safe for concurrent use.
+type tailCache struct {
+	mu    sync.Mutex
+	key   llm.Request // Model, MaxTokens, Temperature and Tools of the cached request, copied
+	temp  float64     // what key.Temperature points to
+	valid bool
+	tail  []byte // read-only once cached
+}
+
+// get returns the encoding of req's fields but its messages: the cached
+// one when they equal the cached request's, else encode's, which it
+// keeps.
+func (c *tailCache) get(req *llm.Request, encode func() ([]byte, error)) ([]byte, error) {
+	c.mu.Lock()
+	if c.valid && c.matches(req) {
+		defer c.mu.Unlock()
+		return c.tail, nil
+	}
+	c.mu.Unlock()
+	tail, err := encode()
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.key = llm.Request{Model: req.Model, MaxTokens: req.MaxTokens, Tools: slices.Clone(req.Tools)}
+	for i, t := range c.key.Tools {
+		c.key.Tools[i].InputSchema = bytes.Clone(t.InputSchema)
+	}
+	if req.Temperature != nil {
+		c.temp = *req.Temperature
+		c.key.Temperature = &c.temp
+	}
+	c.tail, c.valid = tail, true
+	return tail, nil
+}
+
+// matches reports whether req's fields but its messages equal the cached
+// request's.
+func (c *tailCache) matches(req *llm.Request) bool {
+	k := &c.key
+	if req.Model != k.Model || req.MaxTokens != k.MaxTokens || (req.Temperature == nil) != (k.Temperature == nil) ||
+		req.Temperature != nil && *req.Temperature != *k.Temperature || len(req.Tools) != len(k.Tools) {
+		return false
+	}
+	for i, t := range req.Tools {
+		kt := k.Tools[i]
+		if t.Name != kt.Name || t.Description != kt.Description || !bytes.Equal(t.InputSchema, kt.InputSchema) {
+			return false
+		}
+	}
+	return true
 }

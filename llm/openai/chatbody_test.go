@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -102,6 +103,19 @@ func TestChatBodyIsTheSDKs(t *testing.T) {
 			checkBody(t, p, req)
 		}
 		checkBody(t, p, &llm.Request{}) // no model, no messages
+
+		// What the cache keys on changes in place between requests.
+		temp := 0.5
+		schema := json.RawMessage(`{"type":"object","properties":{"a":{"type":"string"}}}`)
+		req := &llm.Request{Model: "m", Temperature: &temp, Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}},
+			Tools: []llm.ToolSpec{{Name: "t", InputSchema: schema}}}
+		checkBody(t, p, req)
+		temp = 0.7
+		checkBody(t, p, req)
+		schema[bytes.IndexByte(schema, 'a')] = 'b' // "properties":{"a" becomes {"b", in place
+		checkBody(t, p, req)
+		req.Tools[0].Description = "now described"
+		checkBody(t, p, req)
 	}
 }
 
