@@ -59,6 +59,12 @@ func (b *Budget) release(n int64) {
 // O(1) per event and a cold load folds at most that many after one.
 const snapshotEvery = 256
 
+// maxSnapshotBytes bounds the transcripts a session stores snapshots of:
+// encoding one allocates its whole size, and a load reads it back whole.
+// A longer transcript (far beyond any model's context) is read from the
+// log when the session loads.
+const maxSnapshotBytes = 64 << 20
+
 // transcript is a session's conversation as its next run sends it to the
 // model, kept current from the events the session's journal commits, so
 // that a run starts without reading the log again: the first run start
@@ -93,6 +99,11 @@ type kept struct {
 	// transcript events it folded since the last stored snapshot.
 	through int64
 	fresh   int
+	// retry, after a snapshot failed to be stored, is how many fresh
+	// events the next attempt waits for, so that a store refusing writes
+	// (a full disk) does not cost an encoding of the transcript at every
+	// run's end.
+	retry int
 }
 
 // snapshotJob is a transcript to store as a snapshot through seq.
@@ -135,7 +146,7 @@ func (k *kept) forget(budget *Budget) {
 	k.gen++
 	k.b = nil
 	budget.release(k.held)
-	k.held, k.through, k.fresh = 0, 0, 0
+	k.held, k.through, k.fresh, k.retry = 0, 0, 0, 0
 }
 
 // observe folds a committed batch into the cache (the journal's
@@ -219,16 +230,16 @@ func (t *transcript) messages(ctx context.Context, log transcriptLog) ([]llm.Mes
 		t.kept.b, t.kept.through, t.kept.fresh = b, last, fresh
 		t.kept.fit(t.budget)
 	}
-	if t.kept.b == nil && dueAfter(fresh, b.Len()) {
+	if t.kept.b == nil && dueAfter(fresh, b) {
 		t.unkept = &snapshotJob{b: b, seq: last, fresh: fresh, gen: -1}
 	}
 	return b.Messages(), nil
 }
 
-// dueAfter reports whether a transcript of n messages that folded fresh
-// events since its last snapshot should store a new one.
-func dueAfter(fresh, n int) bool {
-	return fresh >= snapshotEvery && fresh*16 >= n
+// dueAfter reports whether transcript b, which folded fresh events since
+// its last snapshot, should store a new one.
+func dueAfter(fresh int, b *agent.TranscriptBuilder) bool {
+	return fresh >= snapshotEvery && fresh*16 >= b.Len() && b.Size() <= maxSnapshotBytes
 }
 
 // due returns the snapshot to store now, if one is due and none is being
@@ -241,7 +252,7 @@ func (t *transcript) due() (snapshotJob, bool) {
 	}
 	var j snapshotJob
 	switch {
-	case t.kept.b != nil && dueAfter(t.kept.fresh, t.kept.b.Len()):
+	case t.kept.b != nil && t.kept.fresh >= t.kept.retry && dueAfter(t.kept.fresh, t.kept.b):
 		j = snapshotJob{b: t.kept.b.Clone(), seq: t.kept.through, fresh: t.kept.fresh, gen: t.kept.gen}
 	case t.unkept != nil:
 		j, t.unkept = *t.unkept, nil
@@ -257,9 +268,14 @@ func (t *transcript) saved(j snapshotJob, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.writing = false
-	if err == nil && j.gen == t.kept.gen && t.kept.b != nil {
-		t.kept.fresh = max(t.kept.fresh-j.fresh, 0)
+	if j.gen != t.kept.gen || t.kept.b == nil {
+		return
 	}
+	if err != nil {
+		t.kept.retry = t.kept.fresh + snapshotEvery
+		return
+	}
+	t.kept.fresh, t.kept.retry = max(t.kept.fresh-j.fresh, 0), 0
 }
 
 // drop forgets the cache; the next run start reads the log.
