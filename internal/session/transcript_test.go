@@ -14,8 +14,10 @@ import (
 // transcript event yet.
 type emptyLog struct{}
 
-func (emptyLog) snapshot(context.Context) (*agent.TranscriptBuilder, int64, bool) { return nil, 0, false }
-func (emptyLog) events(context.Context, int64) ([]event.Event, error)            { return nil, nil }
+func (emptyLog) snapshot(context.Context) (*agent.TranscriptBuilder, int64, bool) {
+	return nil, 0, false
+}
+func (emptyLog) events(context.Context, int64) ([]event.Event, error) { return nil, nil }
 
 // commit folds n user messages of text into tr, as commits would, after
 // seq; it returns the last seq.
