@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"math"
 	"path/filepath"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
+	"weft.dev/weft/internal/pace"
 	"weft.dev/weft/llm"
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store"
@@ -175,48 +175,6 @@ func edge(i int) time.Duration {
 	return time.Duration(i+11) * unit
 }
 
-// pacer holds a run to a rate: before each model call it waits until the
-// events committed since reset, at rate per second, are due.
-type pacer struct {
-	rate float64
-
-	mu   sync.Mutex
-	seq  func() int64 // the session's last seq; set once the host is up
-	t0   time.Time
-	seq0 int64
-}
-
-func (p *pacer) reset(seq func() int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.seq, p.t0, p.seq0 = seq, time.Now(), seq()
-}
-
-func (p *pacer) wait(ctx context.Context) {
-	p.mu.Lock()
-	due := p.t0.Add(time.Duration(float64(p.seq()-p.seq0) / p.rate * float64(time.Second)))
-	p.mu.Unlock()
-	if d := time.Until(due); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-	}
-}
-
-// pacedProvider is a provider whose every stream first waits for its pacer.
-type pacedProvider struct {
-	llm.Provider
-	p *pacer
-}
-
-func (pp pacedProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.StreamEvent, error] {
-	pp.p.wait(ctx)
-	return pp.Provider.Stream(ctx, req)
-}
-
 // cpuTime is the process's user+system CPU time so far.
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
@@ -258,12 +216,12 @@ func BenchmarkFanout(b *testing.B) {
 
 func benchFanout(b *testing.B, rate, subs int) {
 	var (
-		pace *pacer
-		wrap func(llm.Provider) llm.Provider
+		pacer *pace.Pacer
+		wrap  func(llm.Provider) llm.Provider
 	)
 	if rate > 0 {
-		pace = &pacer{rate: float64(rate)}
-		wrap = func(p llm.Provider) llm.Provider { return pacedProvider{p, pace} }
+		pacer = &pace.Pacer{Rate: float64(rate)}
+		wrap = func(p llm.Provider) llm.Provider { return pace.Provider{Provider: p, Pacer: pacer} }
 	}
 	h, _ := newWrappedBenchHost(b, host.Config{}, wrap)
 	ctx := context.Background()
@@ -277,7 +235,7 @@ func benchFanout(b *testing.B, rate, subs int) {
 	}
 	var base float64
 	if subs > 0 {
-		base = baseRate(b, h, pace, fanoutBaseRuns)
+		base = baseRate(b, h, pacer, fanoutBaseRuns)
 	}
 	sctx, stop := context.WithCancel(ctx)
 	// Each subscriber has its own histogram and publishes the last seq
@@ -315,8 +273,8 @@ func benchFanout(b *testing.B, rate, subs int) {
 	b.ReportAllocs()
 	for b.Loop() {
 		before, _ := h.GetSession(ctx, s.ID)
-		if pace != nil {
-			pace.reset(lastSeq)
+		if pacer != nil {
+			pacer.Reset(lastSeq)
 		}
 		c0 := cpuTime()
 		r, err := h.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: input("go")})
@@ -369,11 +327,11 @@ func benchFanout(b *testing.B, rate, subs int) {
 const fanoutBaseRuns = 5
 
 // baseRate is the run's own rate without subscribers: the events/s of n
-// runs of the fanout script on a new session of h, held to pace's rate
-// if pace is not nil. The fan-out benchmarks compare the rate with
+// runs of the fanout script on a new session of h, held to pacer's rate
+// if pacer is not nil. The fan-out benchmarks compare the rate with
 // subscribers to it (drop-%); measured in the same benchmark, on the
 // same host, it shares the machine's load of the moment.
-func baseRate(b *testing.B, h *host.Host, pace *pacer, n int) float64 {
+func baseRate(b *testing.B, h *host.Host, pacer *pace.Pacer, n int) float64 {
 	b.Helper()
 	ctx := context.Background()
 	s, err := h.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:fanout"})
@@ -390,8 +348,8 @@ func baseRate(b *testing.B, h *host.Host, pace *pacer, n int) float64 {
 	)
 	for range n {
 		before := lastSeq()
-		if pace != nil {
-			pace.reset(lastSeq)
+		if pacer != nil {
+			pacer.Reset(lastSeq)
 		}
 		t0 := time.Now()
 		r, err := h.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: input("go")})

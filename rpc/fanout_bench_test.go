@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"iter"
 	"math"
 	"net/http"
 	"os"
@@ -24,7 +23,7 @@ import (
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
-	"weft.dev/weft/llm"
+	"weft.dev/weft/internal/pace"
 	"weft.dev/weft/store"
 )
 
@@ -323,53 +322,10 @@ func (c *childFollowers) finish(last int64) (fanoutResult, error) {
 	}
 }
 
-// pacer holds a run to a rate: before each model call it waits until the
-// events committed since reset, at rate per second, are due (as in host
-// BenchmarkFanout).
-type pacer struct {
-	rate float64
-
-	mu   sync.Mutex
-	seq  func() int64
-	t0   time.Time
-	seq0 int64
-}
-
-func (p *pacer) reset(seq func() int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.seq, p.t0, p.seq0 = seq, time.Now(), seq()
-}
-
-func (p *pacer) wait(ctx context.Context) {
-	p.mu.Lock()
-	due := p.t0.Add(time.Duration(float64(p.seq()-p.seq0) / p.rate * float64(time.Second)))
-	p.mu.Unlock()
-	if d := time.Until(due); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-	}
-}
-
-// pacedProvider is a provider whose every stream first waits for its pacer.
-type pacedProvider struct {
-	llm.Provider
-	p *pacer
-}
-
-func (pp pacedProvider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.StreamEvent, error] {
-	pp.p.wait(ctx)
-	return pp.Provider.Stream(ctx, req)
-}
-
-// fanoutRuns runs the fanout script n times on session id, held to pace's
-// rate if pace is not nil, and returns the events committed and the time
+// fanoutRuns runs the fanout script n times on session id, held to pacer's
+// rate if pacer is not nil, and returns the events committed and the time
 // the runs took.
-func fanoutRuns(b *testing.B, h *host.Host, id string, pace *pacer, n int) (events int64, elapsed time.Duration) {
+func fanoutRuns(b *testing.B, h *host.Host, id string, pacer *pace.Pacer, n int) (events int64, elapsed time.Duration) {
 	b.Helper()
 	ctx := context.Background()
 	lastSeq := func() int64 {
@@ -378,8 +334,8 @@ func fanoutRuns(b *testing.B, h *host.Host, id string, pace *pacer, n int) (even
 	}
 	for range n {
 		before := lastSeq()
-		if pace != nil {
-			pace.reset(lastSeq)
+		if pacer != nil {
+			pacer.Reset(lastSeq)
 		}
 		t0 := time.Now()
 		r, err := h.StartRun(ctx, api.StartRunParams{SessionID: id, Input: api.Input(event.TextParts("go"))})
@@ -432,14 +388,14 @@ func benchWireFanouts(b *testing.B, transport string) {
 }
 
 func benchWireFanout(b *testing.B, transport string, subs int, clients string, rate int) {
-	var pace *pacer
+	var pacer *pace.Pacer
 	resolve := scriptedModels
 	if rate > 0 {
-		pace = &pacer{rate: float64(rate)}
+		pacer = &pace.Pacer{Rate: float64(rate)}
 		resolve = func(name string) (*host.Model, error) {
 			m, err := scriptedModels(name)
 			if err == nil {
-				m.Provider = pacedProvider{m.Provider, pace}
+				m.Provider = pace.Provider{Provider: m.Provider, Pacer: pacer}
 			}
 			return m, err
 		}
@@ -450,7 +406,7 @@ func benchWireFanout(b *testing.B, transport string, subs int, clients string, r
 	if err != nil {
 		b.Fatal(err)
 	}
-	baseEvents, baseElapsed := fanoutRuns(b, bh.h, base.ID, pace, fanoutBaseRuns)
+	baseEvents, baseElapsed := fanoutRuns(b, bh.h, base.ID, pacer, fanoutBaseRuns)
 	s, err := bh.h.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:fanout"})
 	if err != nil {
 		b.Fatal(err)
@@ -475,7 +431,7 @@ func benchWireFanout(b *testing.B, transport string, subs int, clients string, r
 	b.ReportAllocs()
 	for b.Loop() {
 		c0 := cpuTime()
-		n, _ := fanoutRuns(b, bh.h, s.ID, pace, 1)
+		n, _ := fanoutRuns(b, bh.h, s.ID, pacer, 1)
 		cpu += cpuTime() - c0
 		events += n
 	}
