@@ -3,7 +3,6 @@ package host_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,35 +21,10 @@ import (
 // a turn, 4 of them in the transcript.
 func prefillTurns(b *testing.B, st store.Store, id string, n int64) {
 	b.Helper()
-	ctx := context.Background()
-	proj := store.NewProjection(store.Session{}, nil)
-	now := time.Now().Add(-time.Hour)
-	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 4)[:175]
-	mk := func(runID string, t event.Type, v any) event.Event {
-		e, err := event.New(runID, t, v)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return e
-	}
-	var pending []event.Event
-	flush := func() {
-		for i := range pending {
-			now = now.Add(time.Microsecond)
-			pending[i].SessionID, pending[i].Seq, pending[i].Time = id, proj.Session.LastSeq+1, now.UTC()
-			if err := proj.Apply(pending[i]); err != nil {
-				b.Fatal(err)
-			}
-		}
-		bt := store.Batch{SessionID: id, Events: pending}
-		proj.Flush(&bt)
-		if err := st.Append(ctx, bt); err != nil {
-			b.Fatal(err)
-		}
-		pending = nil
-	}
-	pending = append(pending, mk("", event.SessionCreated, event.SessionCreatedData{Title: "bench", Model: "scripted:text"}))
-	for turn := 0; proj.Session.LastSeq+int64(len(pending))+15 <= n; turn++ {
+	w := newLogWriter(b, st, id)
+	mk, text := w.event, prefillText
+	pending := []event.Event{mk("", event.SessionCreated, event.SessionCreatedData{Title: "bench", Model: "scripted:text"})}
+	for turn := 0; w.last()+int64(len(pending))+15 <= n; turn++ {
 		run := fmt.Sprintf("run_hist_%s_%d", id, turn)
 		call := event.ToolCall{ID: fmt.Sprintf("call_%d", turn), Name: "noop", Arguments: `{"n":1}`}
 		pending = append(pending,
@@ -70,11 +44,12 @@ func prefillTurns(b *testing.B, st store.Store, id string, n int64) {
 			mk(run, event.RunCompleted, event.RunEndedData{Steps: 2}),
 		)
 		if len(pending) >= 500 {
-			flush()
+			w.append(pending)
+			pending = nil
 		}
 	}
 	if len(pending) > 0 {
-		flush()
+		w.append(pending)
 	}
 }
 

@@ -366,49 +366,71 @@ func baseRate(b *testing.B, h *host.Host, pacer *pace.Pacer, n int) float64 {
 	return float64(events) / elapsed.Seconds()
 }
 
+// logWriter writes a session's events directly to a store, as its journal
+// would (seqs, times, the projection's records), to prefill a benchmark's
+// history without running it.
+type logWriter struct {
+	b    *testing.B
+	st   store.Store
+	id   string
+	proj *store.Projection
+	now  time.Time
+}
+
+func newLogWriter(b *testing.B, st store.Store, id string) *logWriter {
+	return &logWriter{b: b, st: st, id: id, proj: store.NewProjection(store.Session{}, nil), now: time.Now().Add(-time.Hour)}
+}
+
+// prefillText is the text of a prefilled delta or answer, ~175 bytes.
+var prefillText = strings.Repeat("The quick brown fox jumps over the lazy dog. ", 4)[:175]
+
+// event makes an event of run runID.
+func (w *logWriter) event(runID string, t event.Type, v any) event.Event {
+	e, err := event.New(runID, t, v)
+	if err != nil {
+		w.b.Fatal(err)
+	}
+	return e
+}
+
+// append appends evs in one batch.
+func (w *logWriter) append(evs []event.Event) {
+	for i := range evs {
+		w.now = w.now.Add(time.Microsecond)
+		evs[i].SessionID, evs[i].Seq, evs[i].Time = w.id, w.last()+1, w.now.UTC()
+		if err := w.proj.Apply(evs[i]); err != nil {
+			w.b.Fatal(err)
+		}
+	}
+	bt := store.Batch{SessionID: w.id, Events: evs}
+	w.proj.Flush(&bt)
+	if err := w.st.Append(context.Background(), bt); err != nil {
+		w.b.Fatal(err)
+	}
+}
+
+// last returns the seq of the last event appended.
+func (w *logWriter) last() int64 { return w.proj.Session.LastSeq }
+
 // prefill writes a session of n events (session.created, one completed run
 // whose message.delta events carry ~200 bytes each) directly to st.
 func prefill(b *testing.B, st store.Store, id string, n int64) {
 	b.Helper()
-	ctx := context.Background()
-	proj := store.NewProjection(store.Session{}, nil)
-	now := time.Now().Add(-time.Hour)
-	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 4)[:175]
-	mk := func(runID string, t event.Type, v any) event.Event {
-		e, err := event.New(runID, t, v)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return e
-	}
-	appendBatch := func(evs []event.Event) {
-		for i := range evs {
-			now = now.Add(time.Microsecond)
-			evs[i].SessionID, evs[i].Seq, evs[i].Time = id, proj.Session.LastSeq+1, now.UTC()
-			if err := proj.Apply(evs[i]); err != nil {
-				b.Fatal(err)
-			}
-		}
-		bt := store.Batch{SessionID: id, Events: evs}
-		proj.Flush(&bt)
-		if err := st.Append(ctx, bt); err != nil {
-			b.Fatal(err)
-		}
-	}
+	w := newLogWriter(b, st, id)
 	run := "run_prefill_" + id
-	appendBatch([]event.Event{
-		mk("", event.SessionCreated, event.SessionCreatedData{Title: "bench", Model: "scripted:stream"}),
-		mk(run, event.RunQueued, event.RunQueuedData{Model: "scripted:stream", Input: event.TextParts("go")}),
-		mk(run, event.RunStarted, event.RunStartedData{Model: "scripted:stream"}),
+	w.append([]event.Event{
+		w.event("", event.SessionCreated, event.SessionCreatedData{Title: "bench", Model: "scripted:stream"}),
+		w.event(run, event.RunQueued, event.RunQueuedData{Model: "scripted:stream", Input: event.TextParts("go")}),
+		w.event(run, event.RunStarted, event.RunStartedData{Model: "scripted:stream"}),
 	})
-	for proj.Session.LastSeq < n-1 {
-		evs := make([]event.Event, min(500, n-1-proj.Session.LastSeq))
+	for w.last() < n-1 {
+		evs := make([]event.Event, min(500, n-1-w.last()))
 		for i := range evs {
-			evs[i] = mk(run, event.MessageDelta, event.DeltaData{Step: 1, Text: text})
+			evs[i] = w.event(run, event.MessageDelta, event.DeltaData{Step: 1, Text: prefillText})
 		}
-		appendBatch(evs)
+		w.append(evs)
 	}
-	appendBatch([]event.Event{mk(run, event.RunCompleted, event.RunEndedData{Steps: 1})})
+	w.append([]event.Event{w.event(run, event.RunCompleted, event.RunEndedData{Steps: 1})})
 }
 
 // BenchmarkResume subscribes (host.Subscribe) after cursor 50,000 in a
