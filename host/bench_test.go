@@ -366,19 +366,16 @@ func baseRate(b *testing.B, h *host.Host, pacer *pace.Pacer, n int) float64 {
 	return float64(events) / elapsed.Seconds()
 }
 
-// logWriter writes a session's events directly to a store, as its journal
-// would (seqs, times, the projection's records), to prefill a benchmark's
-// history without running it.
+// logWriter appends a session's events directly to a store (see
+// store.Sequencer) and fails the benchmark on errors.
 type logWriter struct {
-	b    *testing.B
-	st   store.Store
-	id   string
-	proj *store.Projection
-	now  time.Time
+	b  *testing.B
+	st store.Store
+	*store.Sequencer
 }
 
 func newLogWriter(b *testing.B, st store.Store, id string) *logWriter {
-	return &logWriter{b: b, st: st, id: id, proj: store.NewProjection(store.Session{}, nil), now: time.Now().Add(-time.Hour)}
+	return &logWriter{b: b, st: st, Sequencer: store.NewSequencer(id, time.Now().Add(-time.Hour))}
 }
 
 // prefillText is the text of a prefilled delta or answer, ~175 bytes.
@@ -395,22 +392,17 @@ func (w *logWriter) event(runID string, t event.Type, v any) event.Event {
 
 // append appends evs in one batch.
 func (w *logWriter) append(evs []event.Event) {
-	for i := range evs {
-		w.now = w.now.Add(time.Microsecond)
-		evs[i].SessionID, evs[i].Seq, evs[i].Time = w.id, w.last()+1, w.now.UTC()
-		if err := w.proj.Apply(evs[i]); err != nil {
-			w.b.Fatal(err)
-		}
+	bt, err := w.Batch(evs)
+	if err == nil {
+		err = w.st.Append(context.Background(), bt)
 	}
-	bt := store.Batch{SessionID: w.id, Events: evs}
-	w.proj.Flush(&bt)
-	if err := w.st.Append(context.Background(), bt); err != nil {
+	if err != nil {
 		w.b.Fatal(err)
 	}
 }
 
 // last returns the seq of the last event appended.
-func (w *logWriter) last() int64 { return w.proj.Session.LastSeq }
+func (w *logWriter) last() int64 { return w.LastSeq() }
 
 // prefill writes a session of n events (session.created, one completed run
 // whose message.delta events carry ~200 bytes each) directly to st.

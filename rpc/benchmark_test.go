@@ -125,8 +125,7 @@ func quantile(ds []time.Duration, q float64) float64 {
 func prefill(b *testing.B, st store.Store, id string, n int64) {
 	b.Helper()
 	ctx := context.Background()
-	proj := store.NewProjection(store.Session{}, nil)
-	now := time.Now().Add(-time.Hour)
+	w := store.NewSequencer(id, time.Now().Add(-time.Hour))
 	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 4)[:175]
 	mk := func(runID string, t event.Type, v any) event.Event {
 		e, err := event.New(runID, t, v)
@@ -136,16 +135,11 @@ func prefill(b *testing.B, st store.Store, id string, n int64) {
 		return e
 	}
 	appendBatch := func(evs []event.Event) {
-		for i := range evs {
-			now = now.Add(time.Microsecond)
-			evs[i].SessionID, evs[i].Seq, evs[i].Time = id, proj.Session.LastSeq+1, now.UTC()
-			if err := proj.Apply(evs[i]); err != nil {
-				b.Fatal(err)
-			}
+		bt, err := w.Batch(evs)
+		if err == nil {
+			err = st.Append(ctx, bt)
 		}
-		bt := store.Batch{SessionID: id, Events: evs}
-		proj.Flush(&bt)
-		if err := st.Append(ctx, bt); err != nil {
+		if err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -155,8 +149,8 @@ func prefill(b *testing.B, st store.Store, id string, n int64) {
 		mk(run, event.RunQueued, event.RunQueuedData{Model: "scripted:fanout", Input: event.TextParts("go")}),
 		mk(run, event.RunStarted, event.RunStartedData{Model: "scripted:fanout"}),
 	})
-	for proj.Session.LastSeq < n-1 {
-		evs := make([]event.Event, min(500, n-1-proj.Session.LastSeq))
+	for w.LastSeq() < n-1 {
+		evs := make([]event.Event, min(500, n-1-w.LastSeq()))
 		for i := range evs {
 			evs[i] = mk(run, event.MessageDelta, event.DeltaData{Step: 1, Text: text})
 		}

@@ -28,8 +28,7 @@ type appendResult struct {
 // folded into a projection, with the records they change.
 type sessionOwner struct {
 	id   string
-	proj *store.Projection
-	now  time.Time
+	seq  *store.Sequencer
 	data json.RawMessage
 }
 
@@ -38,7 +37,7 @@ func newSessionOwner(ctx context.Context, st store.Store, id string) (*sessionOw
 	if err != nil {
 		return nil, err
 	}
-	o := &sessionOwner{id: id, proj: store.NewProjection(store.Session{}, nil), now: time.Now().Add(-time.Hour), data: data}
+	o := &sessionOwner{id: id, seq: store.NewSequencer(id, time.Now().Add(-time.Hour)), data: data}
 	created, _ := event.New("", event.SessionCreated, event.SessionCreatedData{Title: "append"})
 	queued, _ := event.New("run_"+id, event.RunQueued, event.RunQueuedData{Model: "m"})
 	started, _ := event.New("run_"+id, event.RunStarted, event.RunStartedData{Model: "m"})
@@ -49,18 +48,7 @@ func newSessionOwner(ctx context.Context, st store.Store, id string) (*sessionOw
 	return o, st.Append(ctx, b)
 }
 
-func (o *sessionOwner) batch(evs []event.Event) (store.Batch, error) {
-	for i := range evs {
-		o.now = o.now.Add(time.Microsecond)
-		evs[i].SessionID, evs[i].Seq, evs[i].Time = o.id, o.proj.Session.LastSeq+1, o.now
-		if err := o.proj.Apply(evs[i]); err != nil {
-			return store.Batch{}, err
-		}
-	}
-	b := store.Batch{SessionID: o.id, Events: evs}
-	o.proj.Flush(&b)
-	return b, nil
-}
+func (o *sessionOwner) batch(evs []event.Event) (store.Batch, error) { return o.seq.Batch(evs) }
 
 // deltas makes a batch of n message.delta events of ~200 bytes of JSON.
 func (o *sessionOwner) deltas(n int) (store.Batch, error) {

@@ -151,18 +151,12 @@ func (ih *inprocHost) runToEnd(ctx context.Context, id, input string) error {
 // step.started, 44 message.delta events (~100 bytes each),
 // message.completed (~400 bytes of text), usage and run.completed.
 func prefill(ctx context.Context, st store.Store, id string, n int) error {
-	proj := store.NewProjection(store.Session{}, nil)
-	now := time.Now().Add(-24 * time.Hour)
+	w := store.NewSequencer(id, time.Now().Add(-24*time.Hour))
 	var batch []event.Event
 	add := func(runID string, t event.Type, v any) error {
 		e, err := event.New(runID, t, v)
 		if err != nil {
 			return err
-		}
-		now = now.Add(time.Millisecond)
-		e.SessionID, e.Seq, e.Time = id, proj.Session.LastSeq+1, now.UTC()
-		if err := proj.Apply(e); err != nil {
-			return fmt.Errorf("prefill: %w", err)
 		}
 		batch = append(batch, e)
 		return nil
@@ -171,10 +165,12 @@ func prefill(ctx context.Context, st store.Store, id string, n int) error {
 		if len(batch) == 0 {
 			return nil
 		}
-		b := store.Batch{SessionID: id, Events: batch}
-		proj.Flush(&b)
+		b, err := w.Batch(batch)
 		batch = nil
-		if err := st.Append(ctx, b); err != nil {
+		if err == nil {
+			err = st.Append(ctx, b)
+		}
+		if err != nil {
 			return fmt.Errorf("prefill: %w", err)
 		}
 		return nil
@@ -186,7 +182,7 @@ func prefill(ctx context.Context, st store.Store, id string, n int) error {
 	question := strings.Repeat("How does the journal batch its appends? ", 3)[:100]
 	delta := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 3)[:100]
 	answer := strings.Repeat(delta, 4)
-	for run := 1; proj.Session.LastSeq+52 <= int64(n); run++ {
+	for run := 1; w.LastSeq()+int64(len(batch))+52 <= int64(n); run++ {
 		rid := fmt.Sprintf("run_history%06d", run)
 		steps := []struct {
 			t event.Type
