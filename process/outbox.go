@@ -56,7 +56,7 @@ func (b *outbox) pending() bool { return b.lost > 0 || len(b.held) > 0 }
 // reserve cuts data into output chunks of at most size bytes at the next
 // offsets, read at now.
 func (b *outbox) reserve(stream string, data []byte, size int, now time.Time) []store.ProcessEvent {
-	var evs []store.ProcessEvent
+	evs := make([]store.ProcessEvent, 0, (len(data)+size-1)/size)
 	for len(data) > 0 {
 		n := min(len(data), size)
 		evs = append(evs, store.ProcessEvent{Type: EventOutput, Time: now, Data: encodeOutput(stream, b.next, data[:n]), Offset: b.next, Size: int64(n)})
@@ -197,17 +197,20 @@ func (p *proc) commitLocked(ctx context.Context, out, evs []store.ProcessEvent, 
 	if mutate != nil {
 		mutate(&rec)
 	}
-	batch := make([]store.ProcessEvent, 0, 2+len(b.held)+len(out)+len(evs))
+	batch := out // the common case: new output, nothing held, nothing else
 	gaps := b.gaps
-	if b.lost > 0 {
-		e := newEvent(EventOutputLost, OutputLostData{Offset: b.lostAt, Bytes: b.lost, Reason: api.LostStoreUnavailable})
-		e.Offset, e.Size = b.lostAt, b.lost
-		batch = append(batch, e)
-		rec.LostBytes += b.lost
-		gaps = append(slices.Clip(gaps), span{b.lostAt, b.lostAt + b.lost})
+	if b.pending() || len(evs) > 0 {
+		batch = make([]store.ProcessEvent, 0, 2+len(b.held)+len(out)+len(evs))
+		if b.lost > 0 {
+			e := newEvent(EventOutputLost, OutputLostData{Offset: b.lostAt, Bytes: b.lost, Reason: api.LostStoreUnavailable})
+			e.Offset, e.Size = b.lostAt, b.lost
+			batch = append(batch, e)
+			rec.LostBytes += b.lost
+			gaps = append(slices.Clip(gaps), span{b.lostAt, b.lostAt + b.lost})
+		}
+		batch = append(batch, b.held...)
+		batch = append(batch, out...)
 	}
-	batch = append(batch, b.held...)
-	batch = append(batch, out...)
 	var drop int64
 	if len(batch) > 0 {
 		rec.OutputBytes = b.next
@@ -309,9 +312,10 @@ func (p *proc) writeOutput(stream string, data []byte) {
 // tryLocked writes what the outbox holds and out; what the store refuses
 // is held. With p.mu held.
 func (p *proc) tryLocked(out []store.ProcessEvent) {
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	defer cancel()
-	if err := p.commitLocked(ctx, out, nil, nil, Caller{}); err != nil {
+	// No timeout of its own: the stores bound their writes (SQLite's busy
+	// timeout, PostgreSQL's statement timeout), and a store that blocks
+	// slows the process down through its pipe, as it always has.
+	if err := p.commitLocked(context.Background(), out, nil, nil, Caller{}); err != nil {
 		p.refusedLocked(err)
 		p.holdLocked(out)
 	}
