@@ -623,27 +623,26 @@ func runTool(ctx context.Context, r ToolRunner, run ToolRun) (res tool.Result) {
 // which are read from tailOffset-omitted with [Manager.Output].
 func (m *Manager) excerpt(ctx context.Context, rec store.Process, n int) (res api.AwaitResult, err error) {
 	start := max(rec.OutputBytes-int64(n), 0)
+	var head api.Output
 	if start > 0 {
-		headOut, err := m.output(ctx, rec, 0, n/4)
-		if err != nil {
+		if head, err = m.output(ctx, rec, 0, n/4); err != nil {
 			return res, err
 		}
-		if tailStart := rec.OutputBytes - int64(n-n/4); headOut.Next < tailStart {
-			res.Head, res.Omitted, start = Text(headOut), tailStart-headOut.Next, tailStart
-		} else {
-			start = headOut.Next
-			res.Head = Text(headOut)
+		start = max(start+int64(n/4), head.Next) // the tail is the rest of n
+		res.Head = Text(head)
+		if head.Truncated {
+			res.Head = fmt.Sprintf("[output before offset %d was dropped by the size cap]\n", head.Offset) + res.Head
 		}
+		res.Omitted = start - head.Next
 	}
 	tail, err := m.output(ctx, rec, start, n)
 	if err != nil {
 		return res, err
 	}
 	res.TailOffset, res.Tail = tail.Offset, Text(tail)
-	if res.Omitted == 0 && res.Head != "" {
+	if res.Head != "" && res.Omitted == 0 {
 		// The two reads met: one text.
-		res.Tail, res.Head = res.Head+res.Tail, ""
-		res.TailOffset = 0
+		res.Tail, res.Head, res.TailOffset = res.Head+res.Tail, "", head.Offset
 	}
 	return res, nil
 }

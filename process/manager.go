@@ -174,7 +174,7 @@ type Config struct {
 	// the Manager together hold in memory while the store refuses writes
 	// (host-wide); one process holds at most a quarter of it. Held output
 	// is written in order, with a retry and backoff (50 ms doubling to
-	// 5 s), as soon as the store takes writes again. Beyond the bound a
+	// 2 s), as soon as the store takes writes again. Beyond the bound a
 	// process's oldest held output is dropped and written, in its place,
 	// as one [EventOutputLost] range that every reader sees; its offsets
 	// stay reserved and the record's DroppedBytes and LostBytes count it.
