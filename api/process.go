@@ -2,38 +2,86 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 
 	"weft.dev/weft/store"
 )
 
 // AwaitResult is the result of process/await: the record when the wait
-// ended and the tail of the output.
+// ended and an excerpt of the output.
 type AwaitResult struct {
-	// Process is the record when Await returned.
+	// Process is the record when Await returned: its status, exit code
+	// and the true size of its output (outputBytes, droppedBytes).
 	Process store.Process `json:"process"`
 	// TimedOut is set when the process was still running at the timeout.
 	TimedOut bool `json:"timedOut,omitempty"`
-	// Tail is the end of the output (Config.TailBytes), as text.
+	// Head is the beginning of the output, as text, when the output is
+	// longer than the excerpt the host returns; Omitted bytes that are
+	// not shown follow it, then Tail. A lost range (see [Chunk.Lost]) is
+	// shown as its [Chunk.LostNote] on a line of its own.
+	Head string `json:"head,omitempty"`
+	// Omitted counts the output bytes between Head and Tail that are not
+	// shown: the range [TailOffset-Omitted, TailOffset), to be read with
+	// process/output.
+	Omitted int64 `json:"omitted,omitempty"`
+	// TailOffset is the offset of Tail's first byte.
+	TailOffset int64 `json:"tailOffset,omitempty"`
+	// Tail is the end of the output, as text: all of it when it fits.
 	Tail string `json:"tail"`
 }
 
-// Chunk is a piece of a process's output.
+// Why output was lost ([Chunk.Reason]).
+const (
+	// LostStoreUnavailable: the store refused writes for longer than the
+	// host could hold the output in memory.
+	LostStoreUnavailable = "store_unavailable"
+)
+
+// Chunk is a piece of a process's output, or a mark where output was lost.
 type Chunk struct {
-	// Stream is "stdout", "stderr", "pty" or "result".
+	// Stream is "stdout", "stderr", "pty" or "result"; empty for a lost
+	// range.
 	Stream string `json:"stream"`
-	// Offset is the offset of Data's first byte in the combined output.
+	// Offset is the offset of Data's first byte in the combined output
+	// (of the lost range, when Lost is set).
 	Offset int64  `json:"offset"`
 	Data   []byte `json:"data"`
 	// Skipped counts bytes before Offset that the reader asked for but
 	// that were dropped by the output cap.
 	Skipped int64 `json:"skipped,omitempty"`
+	// Lost, when positive, makes the chunk a mark: the Lost bytes of
+	// output from Offset on were never stored, for Reason (e.g.
+	// [LostStoreUnavailable]). Data is empty. Their offsets stay
+	// reserved, and the process's droppedBytes counts them.
+	Lost   int64  `json:"lost,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// End returns the offset after c: where the next chunk starts.
+func (c Chunk) End() int64 { return c.Offset + int64(len(c.Data)) + c.Lost }
+
+// LostNote returns what a reader shows in place of a lost range,
+// "[N bytes lost at offset X: store unavailable]", or "" for a chunk of
+// output.
+func (c Chunk) LostNote() string {
+	if c.Lost <= 0 {
+		return ""
+	}
+	why := strings.ReplaceAll(c.Reason, "_", " ")
+	if why == "" {
+		why = "unknown reason"
+	}
+	return fmt.Sprintf("[%d bytes lost at offset %d: %s]", c.Lost, c.Offset, why)
 }
 
 // Output is a read of a process's output by offset.
 type Output struct {
-	// Data is the output from Offset on, all streams combined.
+	// Data is the output from Offset to Next, all streams combined,
+	// without the lost ranges: Next-Offset == len(Data)+Lost.
 	Data []byte `json:"data"`
-	// Chunks are the same bytes by stream.
+	// Chunks are the same bytes by stream, and the lost ranges in their
+	// place (chunks with Lost set).
 	Chunks []Chunk `json:"chunks,omitempty"`
 	// Offset is where Data starts: the requested offset, or the earliest
 	// available one when Truncated.
@@ -43,6 +91,9 @@ type Output struct {
 	// Truncated is set when the requested offset was dropped by the output
 	// cap; Offset then is the earliest available offset.
 	Truncated bool `json:"truncated,omitempty"`
+	// Lost counts the bytes of [Offset, Next) that were lost (see
+	// [Chunk.Lost]).
+	Lost int64 `json:"lost,omitempty"`
 	// Total is the output so far.
 	Total int64 `json:"total"`
 	// Ended is set when the process has ended and Next == Total: no more

@@ -425,11 +425,26 @@ func (h *Host) recordProcess(p store.Process, t event.Type) {
 				tail = r.Tail
 			}
 		}
-		err := h.with(ctx, p.SessionID, func(s *session.Session) error {
-			return s.RecordProcess(ctx, p, t, tail)
-		})
-		if err != nil && !errors.Is(err, api.ErrNotFound) && !errors.Is(err, ErrClosed) {
-			h.cfg.Logger.Warn("record a process event", "session", p.SessionID, "process", p.ID, "type", t, "err", err)
+		// A session that refuses writes (the store is failing) is tried
+		// again with backoff until it takes the event or the host closes:
+		// a process's end is never dropped for an outage.
+		for wait := h.cfg.StorageRetry; ; wait = min(2*wait, 5*time.Second) {
+			err := h.with(ctx, p.SessionID, func(s *session.Session) error {
+				return s.RecordProcess(ctx, p, t, tail)
+			})
+			if errors.Is(err, api.ErrStorageUnavailable) {
+				timer := time.NewTimer(wait)
+				select {
+				case <-timer.C:
+					continue
+				case <-h.ctx.Done():
+					timer.Stop()
+				}
+			}
+			if err != nil && !errors.Is(err, api.ErrNotFound) && !errors.Is(err, ErrClosed) {
+				h.cfg.Logger.Warn("record a process event", "session", p.SessionID, "process", p.ID, "type", t, "err", err)
+			}
+			return
 		}
 	})
 }

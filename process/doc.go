@@ -28,6 +28,15 @@
 // log keeps at most Config.OutputCap bytes of output, dropping the oldest
 // chunks with a process.output_dropped marker while offsets stay valid.
 //
+// Output is never skipped silently. While the store refuses writes, it is
+// held in memory (Config.OutageBuffer, host-wide) and written in order
+// when the store is back; what the bound cannot hold is dropped oldest
+// first and written in its place as one process.output_lost range, which
+// every reader ([Manager.Output], [Manager.Follow], the process tools)
+// shows where the output was lost and the record counts (DroppedBytes,
+// LostBytes). A process that ends during an outage keeps trying to write
+// its end, and the [Notifier] hears of it only once it is committed.
+//
 // Tool processes run a tool call through the host's [ToolRunner] on a
 // goroutine the Manager owns; the result becomes output and the terminal
 // event.

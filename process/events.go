@@ -20,6 +20,12 @@ const (
 	// EventOutputDropped marks that output before an offset was dropped to
 	// keep the log under its cap: [OutputDroppedData].
 	EventOutputDropped event.Type = "process.output_dropped"
+	// EventOutputLost marks a range of output that was never stored (the
+	// store refused writes for longer than the Manager could hold the
+	// output): [OutputLostData]. Its [store.ProcessEvent] carries the
+	// range, so that readers meet it in offset order where the output was
+	// lost.
+	EventOutputLost event.Type = "process.output_lost"
 	// EventInput records bytes written to the process's stdin: [InputData].
 	EventInput event.Type = "process.input"
 	// EventCancelRequested records a cancel attempt, allowed or denied:
@@ -123,6 +129,14 @@ type OutputDroppedData struct {
 	Before int64 `json:"before"`
 	// Cap is the configured output cap.
 	Cap int64 `json:"cap"`
+}
+
+// OutputLostData is the data of [EventOutputLost]: Bytes of output from
+// Offset on were lost, for Reason (api.LostStoreUnavailable).
+type OutputLostData struct {
+	Offset int64  `json:"offset"`
+	Bytes  int64  `json:"bytes"`
+	Reason string `json:"reason"`
 }
 
 // InputData is the data of [EventInput].

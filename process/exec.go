@@ -17,9 +17,9 @@ import (
 
 	"github.com/creack/pty"
 
-	"weft.dev/weft/env/sandbox"
-
+	"weft.dev/weft/api"
 	"weft.dev/weft/env"
+	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/store"
 	"weft.dev/weft/tool"
 )
@@ -215,7 +215,7 @@ func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartPar
 	rec.MountID = dir.MountID()
 	rec.Spec = store.ProcessSpec{Command: sp.Command, Mount: rec.MountID, Cwd: dir.String(), Env: sp.Env, PTY: sp.PTY}
 
-	p := &proc{m: m, id: rec.ID, rec: rec, changed: make(chan struct{}), done: make(chan struct{})}
+	p := m.newProc(rec)
 	if err := m.register(p); err != nil {
 		return store.Process{}, err
 	}
@@ -309,7 +309,7 @@ func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartPar
 	err = p.append(ctx, []store.ProcessEvent{newEvent(EventStarted, StartedData{
 		Kind: rec.Kind, Spec: rec.Spec, Disposition: rec.Disposition, CreatedBy: rec.CreatedBy,
 		SessionID: rec.SessionID, RunID: rec.RunID, Pid: pid, Pgid: pid,
-	})}, 0, func(r *store.Process) { r.Pgid = pid })
+	})}, func(r *store.Process) { r.Pgid = pid })
 	if err != nil {
 		p.kill()
 		p.wait()
@@ -453,14 +453,15 @@ func (p *proc) superviseShell(readers []streamReader) {
 	case exit == nil || *exit != 0:
 		status = store.ProcessFailed
 	}
-	p.end(status, d, exit)
-	m.finish(p, true)
+	_, ok := p.end(status, d, exit)
+	m.finish(p, ok)
 }
 
 // collect turns pieces into output events: a chunk is flushed when it
 // reaches ChunkBytes, when the stream changes, or FlushInterval after its
 // first byte. An incomplete UTF-8 sequence at the end of a chunk waits for
-// the next piece of the same stream.
+// the next piece of the same stream. While the store refuses writes, it
+// retries the held output when its backoff has passed.
 func (p *proc) collect(pieces <-chan piece) {
 	m := p.m
 	var cur string
@@ -468,6 +469,15 @@ func (p *proc) collect(pieces <-chan piece) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	armed := false
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	retrying := false
+	rearm := func(d time.Duration, held bool) {
+		if held && !retrying {
+			retry.Reset(d)
+			retrying = true
+		}
+	}
 	flush := func(final bool) {
 		if len(buf) == 0 {
 			return
@@ -481,6 +491,10 @@ func (p *proc) collect(pieces <-chan piece) {
 		}
 		p.writeOutput(cur, buf[:n])
 		buf = append(buf[:0], buf[n:]...)
+		p.mu.Lock()
+		d, held := p.box.retryIn(time.Now())
+		p.mu.Unlock()
+		rearm(d, held)
 	}
 	for {
 		select {
@@ -488,6 +502,7 @@ func (p *proc) collect(pieces <-chan piece) {
 			if !ok {
 				flush(true)
 				timer.Stop()
+				retry.Stop()
 				return
 			}
 			if pc.stream != cur {
@@ -509,6 +524,9 @@ func (p *proc) collect(pieces <-chan piece) {
 				timer.Reset(m.cfg.FlushInterval)
 				armed = true
 			}
+		case <-retry.C:
+			retrying = false
+			rearm(p.retry())
 		}
 	}
 }
@@ -527,41 +545,10 @@ func completeUTF8(b []byte) int {
 	return len(b)
 }
 
-// writeOutput appends data as output events of at most ChunkBytes, and
-// trims the log when it exceeds the cap.
-func (p *proc) writeOutput(stream string, data []byte) {
-	m := p.m
-	ctx := context.Background()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	off := p.rec.OutputBytes
-	var evs []store.ProcessEvent
-	for len(data) > 0 {
-		n := min(len(data), m.cfg.ChunkBytes)
-		evs = append(evs, store.ProcessEvent{Type: EventOutput, Data: encodeOutput(stream, off, data[:n]), Offset: off, Size: int64(n)})
-		off += int64(n)
-		data = data[n:]
-	}
-	var drop int64
-	if off-p.rec.DroppedBytes > m.cfg.OutputCap {
-		drop = off - m.cfg.OutputCap*3/4
-		evs = append(evs, newEvent(EventOutputDropped, OutputDroppedData{Before: drop, Cap: m.cfg.OutputCap}))
-	}
-	err := p.appendLocked(ctx, evs, drop, func(r *store.Process) {
-		r.OutputBytes = off
-		if drop > 0 {
-			r.DroppedBytes = drop
-		}
-	}, Caller{})
-	if err != nil {
-		m.log.Error("process output lost", "process", p.id, "bytes", off-p.rec.OutputBytes, "err", err)
-	}
-}
-
 // startTool registers a tool process (or, with reason set, restarts one
 // found by Recover) and runs it on a goroutine.
 func (m *Manager) startTool(ctx context.Context, rec store.Process, reason string) (store.Process, error) {
-	p := &proc{m: m, id: rec.ID, rec: rec, changed: make(chan struct{}), done: make(chan struct{})}
+	p := m.newProc(rec)
 	if err := m.register(p); err != nil {
 		return store.Process{}, err
 	}
@@ -572,7 +559,7 @@ func (m *Manager) startTool(ctx context.Context, rec store.Process, reason strin
 	} else {
 		ev = newEvent(EventRestarted, RestartedData{Reason: reason})
 	}
-	if err := p.append(ctx, []store.ProcessEvent{ev}, 0, nil); err != nil {
+	if err := p.append(ctx, []store.ProcessEvent{ev}, nil); err != nil {
 		m.mu.Lock()
 		delete(m.live, p.id)
 		m.mu.Unlock()
@@ -617,8 +604,8 @@ func (p *proc) superviseTool(ctx context.Context, stop context.CancelFunc) {
 	case res.IsError:
 		status = store.ProcessFailed
 	}
-	p.end(status, d, nil)
-	m.finish(p, true)
+	_, ok := p.end(status, d, nil)
+	m.finish(p, ok)
 }
 
 func runTool(ctx context.Context, r ToolRunner, run ToolRun) (res tool.Result) {
@@ -630,12 +617,32 @@ func runTool(ctx context.Context, r ToolRunner, run ToolRun) (res tool.Result) {
 	return r.RunTool(ctx, run)
 }
 
-// readTail returns up to n of the last output bytes of rec.
-func (m *Manager) readTail(ctx context.Context, rec store.Process, n int) (string, error) {
-	from := max(rec.OutputBytes-int64(n), rec.DroppedBytes, 0)
-	out, err := m.output(ctx, rec, from, n)
-	if err != nil {
-		return "", err
+// excerpt returns the output of rec for [Manager.Await] in about n
+// bytes: all of it when it fits, else its first quarter (head) and its
+// last three quarters (tail) with the count of the bytes between them,
+// which are read from tailOffset-omitted with [Manager.Output].
+func (m *Manager) excerpt(ctx context.Context, rec store.Process, n int) (res api.AwaitResult, err error) {
+	start := max(rec.OutputBytes-int64(n), 0)
+	var head api.Output
+	if start > 0 {
+		if head, err = m.output(ctx, rec, 0, n/4); err != nil {
+			return res, err
+		}
+		start = max(start+int64(n/4), head.Next) // the tail is the rest of n
+		res.Head = Text(head)
+		if head.Truncated {
+			res.Head = fmt.Sprintf("[output before offset %d was dropped by the size cap]\n", head.Offset) + res.Head
+		}
+		res.Omitted = start - head.Next
 	}
-	return strings.ToValidUTF8(string(out.Data), "\uFFFD"), nil
+	tail, err := m.output(ctx, rec, start, n)
+	if err != nil {
+		return res, err
+	}
+	res.TailOffset, res.Tail = tail.Offset, Text(tail)
+	if res.Head != "" && res.Omitted == 0 {
+		// The two reads met: one text.
+		res.Tail, res.Head, res.TailOffset = res.Head+res.Tail, "", head.Offset
+	}
+	return res, nil
 }

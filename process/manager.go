@@ -170,6 +170,16 @@ type Config struct {
 	// FlushInterval is how long small writes are coalesced into one output
 	// event. Zero means 20 ms.
 	FlushInterval time.Duration
+	// OutageBuffer bounds, in bytes, the output that all live processes of
+	// the Manager together hold in memory while the store refuses writes
+	// (host-wide); one process holds at most a quarter of it. Held output
+	// is written in order, with a retry and backoff (50 ms doubling to
+	// 2 s), as soon as the store takes writes again. Beyond the bound a
+	// process's oldest held output is dropped and written, in its place,
+	// as one [EventOutputLost] range that every reader sees; its offsets
+	// stay reserved and the record's DroppedBytes and LostBytes count it.
+	// Zero means 16 MiB; it must be at least 8 × ChunkBytes.
+	OutageBuffer int64
 	// Sandbox runs shell processes under the sandbox helper, as the
 	// foreground shell tool runs (see package env/sandbox): confined by
 	// Landlock unless Sandbox.Unsandboxed, and with their whole process
@@ -223,6 +233,9 @@ type Manager struct {
 	dormant sync.Mutex
 
 	hooks atomic.Pointer[hooks] // Config.Tools and Config.Notify, or Attach's
+
+	held        atomic.Int64 // output bytes held by live processes' outboxes
+	perProcHeld int64        // the most one process holds: Config.OutageBuffer / 4
 }
 
 type hooks struct {
@@ -259,6 +272,12 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.OutputCap < 8*int64(cfg.ChunkBytes) {
 		return nil, fmt.Errorf("process: Config.OutputCap %d is below 8 × ChunkBytes (%d)", cfg.OutputCap, cfg.ChunkBytes)
 	}
+	if cfg.OutageBuffer <= 0 {
+		cfg.OutageBuffer = 16 << 20
+	}
+	if cfg.OutageBuffer < 8*int64(cfg.ChunkBytes) {
+		return nil, fmt.Errorf("process: Config.OutageBuffer %d is below 8 × ChunkBytes (%d)", cfg.OutageBuffer, cfg.ChunkBytes)
+	}
 	if cfg.FlushInterval <= 0 {
 		cfg.FlushInterval = 20 * time.Millisecond
 	}
@@ -281,7 +300,8 @@ func New(cfg Config) (*Manager, error) {
 	cfg.BaseEnv = slices.Clone(cfg.BaseEnv)
 	cfg.EnvAllowList = slices.Clone(cfg.EnvAllowList)
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{cfg: cfg, st: cfg.Store, log: cfg.Logger, allow: allow, ctx: ctx, cancel: cancel, live: make(map[string]*proc)}
+	m := &Manager{cfg: cfg, st: cfg.Store, log: cfg.Logger, allow: allow, ctx: ctx, cancel: cancel, live: make(map[string]*proc),
+		perProcHeld: cfg.OutageBuffer / 4}
 	m.Attach(cfg.Tools, cfg.Notify)
 	return m, nil
 }
@@ -291,8 +311,9 @@ type proc struct {
 	m  *Manager
 	id string
 
-	mu      sync.Mutex // guards rec, changed, cancel, closing and appends
+	mu      sync.Mutex // guards rec, box, changed, cancel, closing and appends
 	rec     store.Process
+	box     outbox        // output reserved, held or lost, not yet committed
 	changed chan struct{} // closed and replaced on every append
 	cancelq *CancelRequestedData
 	closing bool // Close is killing it
@@ -309,34 +330,33 @@ type proc struct {
 	stopTool context.CancelFunc
 }
 
-// append commits evs (sequenced after the log) and the record as changed
-// by mutate, under p.mu. mutate may be nil.
-func (p *proc) append(ctx context.Context, evs []store.ProcessEvent, drop int64, mutate func(*store.Process)) error {
+// newProc returns the live state of the process rec.
+func (m *Manager) newProc(rec store.Process) *proc {
+	if rec.TrimmedBefore == 0 && rec.LostBytes == 0 {
+		rec.TrimmedBefore = rec.DroppedBytes // a record written before lost ranges were counted
+	}
+	p := &proc{m: m, id: rec.ID, rec: rec, changed: make(chan struct{}), done: make(chan struct{})}
+	p.box.next = rec.OutputBytes
+	if lost := rec.DroppedBytes - rec.TrimmedBefore; lost > 0 {
+		// Lost before this host ran it (a rerun): where exactly is not
+		// known here, so count it as the latest output.
+		p.box.gaps = []span{{rec.OutputBytes - lost, rec.OutputBytes}}
+	}
+	return p
+}
+
+// append commits evs (sequenced after the log, after any held output)
+// and the record as changed by mutate, under p.mu. mutate may be nil.
+func (p *proc) append(ctx context.Context, evs []store.ProcessEvent, mutate func(*store.Process)) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.appendLocked(ctx, evs, drop, mutate, Caller{})
+	return p.appendLocked(ctx, evs, mutate, Caller{})
 }
 
 // appendLocked is append with p.mu held; by's receipt, if any, joins the
 // transaction.
-func (p *proc) appendLocked(ctx context.Context, evs []store.ProcessEvent, drop int64, mutate func(*store.Process), by Caller) error {
-	rec := p.rec
-	rec.Grants = slices.Clone(rec.Grants)
-	if mutate != nil {
-		mutate(&rec)
-	}
-	now := time.Now().UTC()
-	for i := range evs {
-		rec.LastSeq++
-		evs[i].Seq, evs[i].ProcessID, evs[i].Time = rec.LastSeq, p.id, now
-	}
-	if err := p.m.st.AppendProcess(ctx, store.ProcessBatch{ProcessID: p.id, Events: evs, Record: &rec, DropOutputBefore: drop, Receipts: by.receipts(evs)}); err != nil {
-		return fmt.Errorf("process %s: %w", p.id, err)
-	}
-	p.rec = rec
-	close(p.changed)
-	p.changed = make(chan struct{})
-	return nil
+func (p *proc) appendLocked(ctx context.Context, evs []store.ProcessEvent, mutate func(*store.Process), by Caller) error {
+	return p.commitLocked(ctx, nil, evs, mutate, by)
 }
 
 func (p *proc) snapshot() (store.Process, <-chan struct{}) {
@@ -369,7 +389,7 @@ func (m *Manager) update(ctx context.Context, id string, by Caller, mutate func(
 		if err != nil || len(evs) == 0 {
 			return p.rec, err
 		}
-		if err := p.appendLocked(ctx, evs, 0, func(r *store.Process) { *r = rec; r.LastSeq = p.rec.LastSeq }, by); err != nil {
+		if err := p.appendLocked(ctx, evs, func(r *store.Process) { *r = rec; r.LastSeq = p.rec.LastSeq }, by); err != nil {
 			return p.rec, err
 		}
 		return p.rec, nil
@@ -565,12 +585,16 @@ func (m *Manager) register(p *proc) error {
 	return nil
 }
 
-// finish removes a live process after its terminal event and tells the
-// notifier.
+// finish removes a live process after its terminal event (or after
+// giving up on it), gives back the output it held, and tells the
+// notifier if notify is set.
 func (m *Manager) finish(p *proc, notify bool) {
 	m.mu.Lock()
 	delete(m.live, p.id)
 	m.mu.Unlock()
+	p.mu.Lock()
+	p.box.release(m)
+	p.mu.Unlock()
 	close(p.done)
 	if notify && m.hooks.Load().notify != nil {
 		rec, _ := p.snapshot()
@@ -578,20 +602,57 @@ func (m *Manager) finish(p *proc, notify bool) {
 	}
 }
 
-// end writes the terminal event of a live process with its record.
-func (p *proc) end(status string, d EndedData, exit *int) store.Process {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+// end writes the terminal event of a live process with its record, after
+// the output it holds. While the store refuses, it tries again with
+// backoff until the store takes it, so that an end is never lost to an
+// outage; it gives up only when the store is closed, or when the Manager
+// is closing and one more try failed (the next host's Recover then settles
+// the process). It reports whether the end was committed.
+func (p *proc) end(status string, d EndedData, exit *int) (store.Process, bool) {
+	m := p.m
 	d.Status = status
 	now := time.Now().UTC()
-	err := p.append(ctx, []store.ProcessEvent{newEvent(terminalType(status), d)}, 0, func(r *store.Process) {
-		r.Status, r.EndedAt, r.ExitCode = status, &now, exit
-	})
-	if err != nil {
-		p.m.log.Error("process terminal event not written", "process", p.id, "status", status, "err", err)
+	ev := newEvent(terminalType(status), d)
+	ev.Time = now
+	mutate := func(r *store.Process) { r.Status, r.EndedAt, r.ExitCode = status, &now, exit }
+	for closing := false; ; {
+		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+		p.mu.Lock()
+		if store.IsProcessTerminal(p.rec.Status) {
+			// A try reported failed was committed (see catchUpLocked).
+			p.mu.Unlock()
+			cancel()
+			rec, _ := p.snapshot()
+			return rec, true
+		}
+		err := p.commitLocked(ctx, nil, []store.ProcessEvent{ev}, mutate, Caller{})
+		var wait time.Duration
+		if err != nil {
+			wait = p.refusedLocked(err)
+		}
+		p.mu.Unlock()
+		cancel()
+		if err == nil {
+			rec, _ := p.snapshot()
+			return rec, true
+		}
+		if closing || errors.Is(err, store.ErrClosed) {
+			p.mu.Lock()
+			held, lost := p.box.bytes, p.box.lost
+			p.mu.Unlock()
+			m.log.Error("process terminal event not written", "process", p.id, "status", status,
+				"heldBytes", held, "lostBytes", lost, "err", err)
+			rec, _ := p.snapshot()
+			return rec, false
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-m.ctx.Done():
+			closing = true
+		}
+		t.Stop()
 	}
-	rec, _ := p.snapshot()
-	return rec
 }
 
 // Close stops the Manager and waits for the goroutines it started. What

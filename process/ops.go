@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"regexp"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,7 +21,9 @@ import (
 const pollInterval = 500 * time.Millisecond
 
 // Await waits until process id ends or timeout passes (zero: do not wait)
-// and returns its record and the tail of its output. A caller that cannot
+// and returns its record and an excerpt of its output within
+// Config.TailBytes: all of it, or its head and its tail with the count of
+// the bytes omitted between them (lost ranges marked in the text). A caller that cannot
 // address the process gets [ErrNotFound], and the attempt is recorded in
 // the process log. ctx ends the wait early with ctx's error.
 func (m *Manager) Await(ctx context.Context, id string, timeout time.Duration, caller Caller) (api.AwaitResult, error) {
@@ -60,11 +63,12 @@ wait:
 			return api.AwaitResult{}, err
 		}
 	}
-	tail, err := m.readTail(ctx, rec, m.cfg.TailBytes)
+	res, err := m.excerpt(ctx, rec, m.cfg.TailBytes)
 	if err != nil {
 		return api.AwaitResult{}, err
 	}
-	return api.AwaitResult{Process: rec, TimedOut: !store.IsProcessTerminal(rec.Status), Tail: tail}, nil
+	res.Process, res.TimedOut = rec, !store.IsProcessTerminal(rec.Status)
+	return res, nil
 }
 
 // Output reads up to limit bytes (zero: 64 KiB) of process id's output from
@@ -94,11 +98,6 @@ func (m *Manager) output(ctx context.Context, rec store.Process, offset int64, l
 			break
 		}
 		for _, e := range evs {
-			var d OutputData
-			if err := json.Unmarshal(e.Data, &d); err != nil {
-				return api.Output{}, fmt.Errorf("process %s: output seq %d: %w", rec.ID, e.Seq, err)
-			}
-			b := d.Bytes()
 			if first && e.Offset > out.Next {
 				out.Truncated, out.Offset, out.Next = true, e.Offset, e.Offset
 			}
@@ -106,6 +105,22 @@ func (m *Manager) output(ctx context.Context, rec store.Process, offset int64, l
 			if e.Offset > out.Next { // a hole (cannot happen in one log)
 				out.Next = e.Offset
 			}
+			if e.Type == EventOutputLost {
+				var d OutputLostData
+				if err := json.Unmarshal(e.Data, &d); err != nil {
+					return api.Output{}, fmt.Errorf("process %s: lost output seq %d: %w", rec.ID, e.Seq, err)
+				}
+				n := e.Offset + e.Size - out.Next
+				out.Chunks = append(out.Chunks, api.Chunk{Offset: out.Next, Data: []byte{}, Lost: n, Reason: d.Reason})
+				out.Lost += n
+				out.Next += n
+				continue
+			}
+			var d OutputData
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				return api.Output{}, fmt.Errorf("process %s: output seq %d: %w", rec.ID, e.Seq, err)
+			}
+			b := d.Bytes()
 			b = b[out.Next-e.Offset:]
 			b = b[:min(len(b), limit-len(out.Data))]
 			out.Chunks = append(out.Chunks, api.Chunk{Stream: d.Stream, Offset: out.Next, Data: b})
@@ -119,14 +134,36 @@ func (m *Manager) output(ctx context.Context, rec store.Process, offset int64, l
 			break
 		}
 	}
-	if first && rec.DroppedBytes > out.Next && out.Next < rec.OutputBytes {
-		out.Truncated, out.Offset, out.Next = true, rec.DroppedBytes, rec.DroppedBytes
+	if first && rec.TrimmedBefore > out.Next && out.Next < rec.OutputBytes {
+		out.Truncated, out.Offset, out.Next = true, rec.TrimmedBefore, rec.TrimmedBefore
 	}
 	if out.Data == nil {
 		out.Data = []byte{}
 	}
 	out.Ended = store.IsProcessTerminal(rec.Status) && out.Next >= rec.OutputBytes
 	return out, nil
+}
+
+// Text renders out as text for people and models: its bytes (invalid
+// UTF-8 replaced) with each lost range as its [api.Chunk.LostNote] on a
+// line of its own.
+func Text(out api.Output) string {
+	var b strings.Builder
+	for _, c := range out.Chunks {
+		if c.Lost > 0 {
+			if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
+				b.WriteByte('\n')
+			}
+			b.WriteString(c.LostNote())
+			b.WriteByte('\n')
+			continue
+		}
+		b.Write(c.Data)
+	}
+	if len(out.Chunks) == 0 {
+		b.Write(out.Data)
+	}
+	return strings.ToValidUTF8(b.String(), "\uFFFD")
 }
 
 // Follow yields process id's output from offset: what is stored first,
@@ -208,7 +245,7 @@ func (m *Manager) Write(ctx context.Context, id string, data []byte, caller Call
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.appendLocked(ctx, []store.ProcessEvent{newEvent(EventInput, InputData{Bytes: len(data), By: caller})}, 0, nil, caller)
+	return p.appendLocked(ctx, []store.ProcessEvent{newEvent(EventInput, InputData{Bytes: len(data), By: caller})}, nil, caller)
 }
 
 // CloseInput closes the stdin of a running shell process (not of a pty),
@@ -310,7 +347,7 @@ func (m *Manager) Cancel(ctx context.Context, id, reason string, caller Caller) 
 		already := p.cancelq != nil
 		var aerr error
 		if !already && !store.IsProcessTerminal(p.rec.Status) {
-			aerr = p.appendLocked(ctx, []store.ProcessEvent{newEvent(EventCancelRequested, req)}, 0, nil, caller)
+			aerr = p.appendLocked(ctx, []store.ProcessEvent{newEvent(EventCancelRequested, req)}, nil, caller)
 			if aerr == nil {
 				p.cancelq = req
 			}

@@ -1,6 +1,7 @@
 package process
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,9 +31,9 @@ func RegisterTools(reg *tool.Registry, m *Manager) error {
 		errs = append(errs, err)
 	}
 	add(tool.Func("process_await", "Wait for a background process to end, up to timeoutMs (default 30000, at most 600000). "+
-		"Returns its final status, exit code and the tail of its output, or says it is still running.", t.await))
+		"Returns its final status, exit code, output size and the end of its output (and its beginning, when it is long), or says it is still running.", t.await))
 	add(tool.Func("process_output", "Read a background process's output (stdout and stderr combined) from a byte offset. "+
-		"Returns the text and the offset to read from next; output dropped by the size cap is reported.", t.output))
+		"Returns the text, the offset to read from next and how the process ended; output dropped by the size cap or lost is reported where it was.", t.output))
 	add(tool.Func("process_signal", "Send a named signal with an optional JSON payload to a background process. "+
 		"For shell processes the names interrupt, terminate, kill and hangup also send SIGINT, SIGTERM, SIGKILL or SIGHUP.", t.signal))
 	add(tool.Func("process_cancel", "Cancel a background process: a shell's process group is terminated, a tool call is cancelled. Waits until it has ended.", t.cancel))
@@ -60,12 +61,17 @@ func parseHandleArg(h map[string]any) (api.Handle, error) {
 	return api.ParseHandle(raw)
 }
 
+// jsonResult renders v as indented JSON for the model, without HTML
+// escapes (a command's ">&2" stays readable).
 func jsonResult(v any) (tool.Result, error) {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		return tool.Result{}, err
 	}
-	return tool.Result{Output: string(b)}, nil
+	return tool.Result{Output: strings.TrimSuffix(b.String(), "\n")}, nil
 }
 
 // summary is what the model sees of a process.
@@ -78,11 +84,14 @@ type summary struct {
 	Tool      string     `json:"tool,omitempty"`
 	StartedAt string     `json:"startedAt"`
 	Output    int64      `json:"outputBytes"`
+	Dropped   int64      `json:"droppedBytes,omitempty"`
+	Lost      int64      `json:"lostBytes,omitempty"`
 }
 
 func summarize(p store.Process) summary {
 	return summary{Handle: api.Handle{ID: p.ID}, Kind: p.Kind, Status: p.Status, ExitCode: p.ExitCode,
-		Command: p.Spec.Command, Tool: p.Spec.Tool, StartedAt: p.StartedAt.Format(time.RFC3339), Output: p.OutputBytes}
+		Command: p.Spec.Command, Tool: p.Spec.Tool, StartedAt: p.StartedAt.Format(time.RFC3339), Output: p.OutputBytes,
+		Dropped: p.DroppedBytes, Lost: p.LostBytes}
 }
 
 type awaitArgs struct {
@@ -105,11 +114,18 @@ func (t *tools) await(ctx context.Context, c *tool.Call, in awaitArgs) (tool.Res
 	}
 	out := struct {
 		summary
-		Note string `json:"note,omitempty"`
-		Tail string `json:"tail"`
-	}{summary: summarize(res.Process), Tail: res.Tail}
+		Note    string `json:"note,omitempty"`
+		Head    string `json:"head,omitempty"`
+		Omitted string `json:"omitted,omitempty"`
+		Tail    string `json:"tail"`
+	}{summary: summarize(res.Process), Head: res.Head, Tail: res.Tail}
 	if res.TimedOut {
 		out.Note = fmt.Sprintf("still running after %v", timeout)
+	}
+	if res.Omitted > 0 {
+		from := res.TailOffset - res.Omitted
+		out.Omitted = fmt.Sprintf("[... %d bytes omitted between head and tail (offsets %d..%d of %d): read them with process_output from offset %d ...]",
+			res.Omitted, from, res.TailOffset, res.Process.OutputBytes, from)
 	}
 	return jsonResult(out)
 }
@@ -133,16 +149,37 @@ func (t *tools) output(ctx context.Context, c *tool.Call, in outputArgs) (tool.R
 	if err != nil {
 		return tool.Result{}, err
 	}
+	rec, err := t.m.Get(ctx, h.ID, callerOf(c))
+	if err != nil {
+		return tool.Result{}, err
+	}
 	var b strings.Builder
 	if out.Truncated {
 		fmt.Fprintf(&b, "[output before offset %d was dropped by the size cap; reading from %d]\n", out.Offset, out.Offset)
 	}
-	b.WriteString(strings.ToValidUTF8(string(out.Data), "\uFFFD"))
-	state := "more may follow"
-	if out.Ended {
-		state = "the process has ended; this is all"
+	text := Text(out)
+	b.WriteString(text)
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		b.WriteByte('\n')
 	}
-	fmt.Fprintf(&b, "\n[bytes %d..%d of %d; next offset %d; %s]", out.Offset, out.Next, out.Total, out.Next, state)
+	fmt.Fprintf(&b, "[bytes %d..%d of %d", out.Offset, out.Next, max(out.Total, rec.OutputBytes))
+	if out.Lost > 0 {
+		fmt.Fprintf(&b, ", %d of them lost (marked above)", out.Lost)
+	}
+	if rest := rec.OutputBytes - out.Next; rest > 0 {
+		fmt.Fprintf(&b, "; %d more bytes: read on from offset %d", rest, out.Next)
+		if rest > int64(limit) {
+			fmt.Fprintf(&b, ", or the last ones from offset %d", rec.OutputBytes-int64(limit))
+		}
+	}
+	switch {
+	case !store.IsProcessTerminal(rec.Status):
+		b.WriteString("; the process is running, more may follow]")
+	case rec.ExitCode != nil:
+		fmt.Fprintf(&b, "; the process has ended: %s, exit code %d]", rec.Status, *rec.ExitCode)
+	default:
+		fmt.Fprintf(&b, "; the process has ended: %s]", rec.Status)
+	}
 	return tool.Result{Output: b.String()}, nil
 }
 

@@ -382,7 +382,7 @@ func (m *hostMethods) followProcess(ctx context.Context, p *api.ProcessFollowPar
 			if err := conn.NotifyWait(subCtx, api.NotifyProcessOutput, api.ProcessOutputNotification{SubscriptionID: id, Chunk: c}); err != nil {
 				return
 			}
-			closed.Offset = c.Offset + int64(len(c.Data))
+			closed.Offset = c.End()
 		}
 		_ = conn.NotifyWait(context.WithoutCancel(subCtx), api.NotifyProcessClosed, closed)
 	})

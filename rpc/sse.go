@@ -130,9 +130,10 @@ type processSSE struct {
 }
 
 // ServeHTTP streams a process's output as Server-Sent Events, one chunk
-// (JSON: stream, offset, base64 data) per event whose id is the offset
-// after it, so a reconnecting EventSource resumes where it stopped. The
-// stream ends after the last chunk of an ended process.
+// (JSON: stream, offset, base64 data; or a lost range: offset, lost,
+// reason) per event whose id is the offset after it, so a reconnecting
+// EventSource resumes where it stopped. The stream ends after the last
+// chunk of an ended process.
 // ?sessionId= acts as that session (visibility and grants apply).
 func (ps *processSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	pm := ps.h.Processes()
@@ -184,7 +185,7 @@ func (ps *processSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		if sw.write(true, "id: %d\ndata: %s\n\n", c.Offset+int64(len(c.Data)), b) != nil {
+		if sw.write(true, "id: %d\ndata: %s\n\n", c.End(), b) != nil {
 			return
 		}
 	}

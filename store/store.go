@@ -318,7 +318,11 @@ type Receipt struct {
 // The process log uses [ProcessEvent], not [event.Event]: its key is a
 // process ID, not a session ID, and output chunks carry the byte range the
 // store indexes for [ProcessStore.ProcessOutput] and trims with
-// [ProcessBatch.DropOutputBefore]. Reusing event.Event with SessionID set to
+// [ProcessBatch.DropOutputBefore]. An event with a range (Size > 0) is an
+// output chunk to the store whatever its type: the writer also marks
+// ranges of output it could not store (process.output_lost) this way, so
+// that they are read, in offset order, where the output was lost, and
+// trimmed like the chunks around them. Reusing event.Event with SessionID set to
 // a process ID would let a process event pass for a session event.
 //
 // All methods are safe for concurrent use; appends to one process must come
@@ -432,11 +436,21 @@ type Process struct {
 	MountID string `json:"mountId,omitempty"`
 	// Grants are the other sessions that may address the process.
 	Grants []string `json:"grants,omitempty"`
-	// OutputBytes is the total output so far (the next output offset).
+	// OutputBytes is the total output so far (the next output offset),
+	// lost bytes included: offsets are never reused.
 	OutputBytes int64 `json:"outputBytes"`
-	// DroppedBytes is the trim point: output before this offset may have
-	// been dropped to keep the log under its cap.
+	// DroppedBytes counts the output bytes no reader can get: those before
+	// TrimmedBefore, which the cap may have dropped, and the lost bytes
+	// after it.
 	DroppedBytes int64 `json:"droppedBytes"`
+	// TrimmedBefore is the trim point: output chunks that end at or before
+	// it may have been dropped to keep the log under its cap.
+	TrimmedBefore int64 `json:"trimmedBefore,omitempty"`
+	// LostBytes counts the output bytes that were never stored (the store
+	// refused writes for longer than the writer could hold them), each
+	// range marked in the log by an output-range event of its own (see
+	// [ProcessStore]).
+	LostBytes int64 `json:"lostBytes,omitempty"`
 	// WakeOnExit asks the host to start a run in the owning session when
 	// the process ends.
 	WakeOnExit bool `json:"wakeOnExit,omitempty"`

@@ -162,9 +162,11 @@ func (r *Registry) names() string {
 //   - a tool that panics, returns an error, or outlives opts.Timeout
 //     (the result then says it timed out) gives an error result;
 //   - when ctx is cancelled the result is "cancelled";
-//   - output longer than the budget is cut at a UTF-8 boundary, Truncated
-//     is set and a note says how to read the rest. Invalid UTF-8 is
-//     replaced with U+FFFD.
+//   - output longer than the budget keeps its beginning and its end (about
+//     half each, cut at UTF-8 boundaries), with a note in between saying
+//     how many bytes were left out of how many and how to read the rest;
+//     Truncated is set. The tool sees the budget in [Call.ResultBudget].
+//     Invalid UTF-8 is replaced with U+FFFD.
 //
 // Call runs the tool on the calling goroutine and returns when it returns:
 // a tool must honour ctx (see [Tool]). call may be nil; Call does not
@@ -192,6 +194,7 @@ func (r *Registry) Call(ctx context.Context, name string, call *Call, opts CallO
 		return errorResult(fmt.Sprintf("tool %q: %s", name, msg), budget)
 	}
 	c.Arguments = args
+	c.ResultBudget = budget
 
 	tctx := ctx
 	if opts.Timeout > 0 {
@@ -275,21 +278,31 @@ func errorResult(msg string, budget int) Result {
 	return truncate(Result{Output: msg, IsError: true}, budget)
 }
 
-// truncate enforces the budget on res.Output.
+// truncate enforces the budget on res.Output: it keeps the first and the
+// last part, about half each, and says in between what it left out.
 func truncate(res Result, budget int) Result {
 	if !utf8.ValidString(res.Output) {
 		res.Output = strings.ToValidUTF8(res.Output, "\uFFFD")
 	}
-	n := len(res.Output)
+	out := res.Output
+	n := len(out)
 	if n <= budget {
 		return res
 	}
-	note := fmt.Sprintf("\n[truncated: %d bytes in all, the first %%d shown; call read_file with offset/limit, or narrow the command, path or pattern]", n)
-	keep := max(budget-len(note)-8, 0)
-	for keep > 0 && !utf8.RuneStart(res.Output[keep]) {
-		keep--
+	const note = "\n[... truncated: %d bytes in all; %d bytes omitted here, between the first %d and the last %d; " +
+		"call read_file with offset/limit, or narrow the command, path or pattern ...]\n"
+	// Every number is at most n, so this note is at least as long as the
+	// one written.
+	keep := max(budget-len(fmt.Sprintf(note, n, n, n, n)), 0)
+	head := keep / 2
+	for head > 0 && !utf8.RuneStart(out[head]) {
+		head--
 	}
-	res.Output = res.Output[:keep] + fmt.Sprintf(note, keep)
+	tail := n - (keep - head)
+	for tail < n && !utf8.RuneStart(out[tail]) {
+		tail++
+	}
+	res.Output = out[:head] + fmt.Sprintf(note, n, tail-head, head, n-tail) + out[tail:]
 	res.Truncated = true
 	return res
 }

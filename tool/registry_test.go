@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -122,8 +123,18 @@ func TestRegistryTruncate(t *testing.T) {
 		if !res.Truncated || len(res.Output) > limit || !utf8.ValidString(res.Output) {
 			t.Errorf("budget %d: truncated=%v len=%d valid=%v", budget, res.Truncated, len(res.Output), utf8.ValidString(res.Output))
 		}
-		if !strings.Contains(res.Output, "[truncated: 600000 bytes in all") || !strings.Contains(res.Output, "read_file with offset/limit") {
+		if !strings.Contains(res.Output, "truncated: 600000 bytes in all; ") || !strings.Contains(res.Output, "read_file with offset/limit") {
 			t.Errorf("budget %d: note missing: %q", budget, res.Output[max(0, len(res.Output)-200):])
+		}
+		// The beginning and the end survive, and the note counts exactly
+		// what it left out.
+		if !strings.HasPrefix(res.Output, "aé€") || !strings.HasSuffix(res.Output, "aé€") {
+			t.Errorf("budget %d: the beginning or the end is lost: %q … %q", budget, res.Output[:min(20, len(res.Output))], res.Output[max(0, len(res.Output)-20):])
+		}
+		var omitted, head, tail int
+		i := strings.Index(res.Output, "; ") + 2
+		if _, err := fmt.Sscanf(res.Output[i:], "%d bytes omitted here, between the first %d and the last %d;", &omitted, &head, &tail); err != nil || head+omitted+tail != 600000 || head == 0 || tail == 0 {
+			t.Errorf("budget %d: note says %d omitted between %d and %d (%v)", budget, omitted, head, tail, err)
 		}
 	}
 	res := r.Call(t.Context(), "echo", &tool.Call{Arguments: json.RawMessage(`{"text":"short"}`)}, tool.CallOptions{ResultBudget: 10})

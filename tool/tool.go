@@ -38,6 +38,12 @@ type Call struct {
 	// owner of the calling session; nil means the caller has none, and
 	// tools that would start one refuse.
 	Background Background
+	// ResultBudget is the most bytes of Output the caller keeps
+	// ([Registry.Call] sets it; zero means unknown). A tool whose output
+	// may be longer shapes it to fit, keeping what matters (a command's
+	// last lines and exit code) and saying what it left out, rather than
+	// have the end cut off.
+	ResultBudget int
 }
 
 // BackgroundRequest is a process a tool asks to start: a shell command or

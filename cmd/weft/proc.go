@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -91,6 +92,7 @@ func (c *procLogsCmd) Run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer cl.Close()
+	w := &logWriter{w: a.stdout}
 	if c.Follow {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -115,7 +117,7 @@ func (c *procLogsCmd) Run(ctx context.Context, a *app) error {
 			if ch.Skipped > 0 {
 				fmt.Fprintf(a.stderr, "weft: %d bytes were dropped by the output cap\n", ch.Skipped)
 			}
-			a.stdout.Write(ch.Data)
+			w.chunk(ch)
 		}
 		return nil
 	}
@@ -128,11 +130,39 @@ func (c *procLogsCmd) Run(ctx context.Context, a *app) error {
 		if out.Truncated {
 			fmt.Fprintf(a.stderr, "weft: output before offset %d was dropped by the output cap\n", out.Offset)
 		}
-		a.stdout.Write(out.Data)
+		for _, ch := range out.Chunks {
+			w.chunk(ch)
+		}
+		if len(out.Chunks) == 0 {
+			a.stdout.Write(out.Data)
+		}
 		if out.Next >= out.Total || out.Next == offset {
 			return nil
 		}
 		offset = out.Next
+	}
+}
+
+// logWriter writes a process's output as it was: the bytes of its chunks,
+// and in place of a lost range its mark ("[N bytes lost at offset X: store
+// unavailable]") on a line of its own.
+type logWriter struct {
+	w       io.Writer
+	midLine bool // the last byte written was not a newline
+}
+
+func (lw *logWriter) chunk(c api.Chunk) {
+	if c.Lost > 0 {
+		if lw.midLine {
+			io.WriteString(lw.w, "\n")
+		}
+		io.WriteString(lw.w, c.LostNote()+"\n")
+		lw.midLine = false
+		return
+	}
+	if len(c.Data) > 0 {
+		lw.w.Write(c.Data)
+		lw.midLine = c.Data[len(c.Data)-1] != '\n'
 	}
 }
 
@@ -164,6 +194,9 @@ func (c *procWaitCmd) Run(ctx context.Context, a *app) error {
 				fmt.Fprintf(a.stdout, "%s\n", b)
 			} else {
 				fmt.Fprintf(a.stdout, "%s %s %s\n", r.Process.ID, processStatus(r.Process.Status, r.Process.ExitCode), clip(processWhat(r.Process.Spec), 60))
+			}
+			if r.Process.LostBytes > 0 {
+				fmt.Fprintf(a.stderr, "weft: %d bytes of its output were lost while the store was unavailable; weft proc logs marks where\n", r.Process.LostBytes)
 			}
 			if r.TimedOut {
 				return &exitError{code: exitFailed, err: fmt.Errorf("process %s is still running", c.ID)}

@@ -172,3 +172,23 @@ func TestProcCommands(t *testing.T) {
 		t.Fatalf("proc wait of an unknown id: %d %s", code, stderr)
 	}
 }
+
+// TestLogWriterMarksLostOutput: weft proc logs prints a lost range's mark
+// where the output was lost, on a line of its own.
+func TestLogWriterMarksLostOutput(t *testing.T) {
+	var b bytes.Buffer
+	w := &logWriter{w: &b}
+	for _, c := range []api.Chunk{
+		{Stream: "stdout", Offset: 0, Data: []byte("n1\nn2")},
+		{Offset: 5, Lost: 64, Reason: api.LostStoreUnavailable},
+		{Stream: "stdout", Offset: 69, Data: []byte("n9\n")},
+		{Offset: 72, Lost: 3, Reason: api.LostStoreUnavailable},
+		{Stream: "stderr", Offset: 75, Data: []byte("end\n")},
+	} {
+		w.chunk(c)
+	}
+	want := "n1\nn2\n[64 bytes lost at offset 5: store unavailable]\nn9\n[3 bytes lost at offset 72: store unavailable]\nend\n"
+	if b.String() != want {
+		t.Errorf("got %q\nwant %q", b.String(), want)
+	}
+}

@@ -2,9 +2,11 @@ package storetest
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
+	"weft.dev/weft/event"
 	"weft.dev/weft/store"
 )
 
@@ -19,6 +21,38 @@ type Faulty struct {
 	err  error
 	lies int   // appends left that commit and then report lie
 	lie  error // what they report
+
+	procLies int   // process appends left that commit and then report procLie
+	procLie  error // what they report
+
+	refused map[string]*Refused // by process ID
+}
+
+// Refused is what the process appends a Faulty refused carried, for one
+// process: enough for a test to know that a writer tried to store
+// something (and so holds or has lost it) without reaching into it.
+type Refused struct {
+	// Batches counts the refused appends.
+	Batches int
+	// OutputEnd is the end of the furthest output range a refused batch
+	// carried (the highest Offset+Size).
+	OutputEnd int64
+	// Types are the event types refused batches carried, each once, in
+	// the order first seen.
+	Types []event.Type
+}
+
+// RefusedProcess reports what the appends refused for process id carried.
+func (f *Faulty) RefusedProcess(id string) Refused {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r := f.refused[id]
+	if r == nil {
+		return Refused{}
+	}
+	out := *r
+	out.Types = slices.Clone(r.Types)
+	return out
 }
 
 // FailAfterCommit makes the next n appends commit and then fail with
@@ -28,6 +62,15 @@ func (f *Faulty) FailAfterCommit(n int, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lies, f.lie = n, err
+}
+
+// FailProcessAfterCommit makes the next n process appends
+// (AppendProcess) commit and then fail with err, as FailAfterCommit does
+// for session appends.
+func (f *Faulty) FailProcessAfterCommit(n int, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.procLies, f.procLie = n, err
 }
 
 // Fail makes every write fail with err until Fail(nil).
@@ -77,10 +120,41 @@ func (f *Faulty) PruneReceipts(ctx context.Context, before time.Time) (int, erro
 	return f.Store.PruneReceipts(ctx, before)
 }
 
-// AppendProcess fails while a fault is set.
+// AppendProcess fails while a fault is set, and notes what it refused
+// (see [Faulty.RefusedProcess]); after committing, it fails while
+// FailProcessAfterCommit says so.
 func (f *Faulty) AppendProcess(ctx context.Context, b store.ProcessBatch) error {
-	if err := f.fault(); err != nil {
+	f.mu.Lock()
+	err := f.err
+	if err != nil {
+		if f.refused == nil {
+			f.refused = make(map[string]*Refused)
+		}
+		r := f.refused[b.ProcessID]
+		if r == nil {
+			r = &Refused{}
+			f.refused[b.ProcessID] = r
+		}
+		r.Batches++
+		for _, e := range b.Events {
+			r.OutputEnd = max(r.OutputEnd, e.Offset+e.Size)
+			if !slices.Contains(r.Types, e.Type) {
+				r.Types = append(r.Types, e.Type)
+			}
+		}
+	}
+	f.mu.Unlock()
+	if err != nil {
 		return err
 	}
-	return f.Store.AppendProcess(ctx, b)
+	if err := f.Store.AppendProcess(ctx, b); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.procLies > 0 {
+		f.procLies--
+		return f.procLie
+	}
+	return nil
 }

@@ -303,6 +303,58 @@ func testProcessOutputTrim(t *testing.T, s store.Store) {
 	}
 }
 
+// testProcessOutputLost: a range of output the writer could not store is
+// an event with a range of its own (process.output_lost); the store reads
+// it in offset order among the chunks, whatever its type, trims it like
+// them, and keeps the record's accounting of it.
+func testProcessOutputLost(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	p := newProc("p", "s1", "", t0)
+	mustAppendProcess(t, s, p.batch(p.ev(t, "process.started", nil), p.output(t, 10))) // [0,10)
+	lost := p.ev(t, "process.output_lost", map[string]any{"offset": 10, "bytes": 25, "reason": "store_unavailable"})
+	lost.Offset, lost.Size = 10, 25 // [10,35)
+	p.rec.OutputBytes += 25
+	p.rec.LostBytes, p.rec.DroppedBytes = 25, 25
+	mustAppendProcess(t, s, p.batch(lost, p.output(t, 10))) // [35,45)
+	for _, tc := range []struct {
+		off   int64
+		types []event.Type
+	}{
+		{0, []event.Type{"process.output", "process.output_lost", "process.output"}},
+		{12, []event.Type{"process.output_lost", "process.output"}},
+		{35, []event.Type{"process.output"}},
+	} {
+		got, err := s.ProcessOutput(ctx, store.ProcessOutputParams{ProcessID: "p", Offset: tc.off})
+		var types []event.Type
+		for _, e := range got {
+			types = append(types, e.Type)
+		}
+		if err != nil || !slices.Equal(types, tc.types) {
+			t.Errorf("ProcessOutput(%d) = %v, %v; want %v", tc.off, types, err, tc.types)
+		}
+	}
+	if got, err := s.ProcessOutput(ctx, store.ProcessOutputParams{ProcessID: "p", Offset: 12}); err == nil && len(got) > 0 {
+		if e := got[0]; e.Offset != 10 || e.Size != 25 || e.Seq != lost.Seq {
+			t.Errorf("lost range read back as %+v", e)
+		}
+	}
+	if rec, err := s.Process(ctx, "p"); err != nil || rec.LostBytes != 25 || rec.DroppedBytes != 25 || rec.OutputBytes != 45 {
+		t.Errorf("record = %+v, %v", rec, err)
+	}
+	// Trimming past it drops it like a chunk.
+	p.rec.TrimmedBefore, p.rec.DroppedBytes = 35, 35
+	b := p.batch(p.output(t, 10))
+	b.DropOutputBefore = 35
+	mustAppendProcess(t, s, b)
+	got, err := s.ProcessOutput(ctx, store.ProcessOutputParams{ProcessID: "p"})
+	if err != nil || len(got) != 2 || got[0].Offset != 35 || got[1].Offset != 45 {
+		t.Errorf("ProcessOutput after the trim = %+v, %v", got, err)
+	}
+	if rec, err := s.Process(ctx, "p"); err != nil || rec.TrimmedBefore != 35 || rec.DroppedBytes != 35 || rec.LostBytes != 25 {
+		t.Errorf("record after the trim = %+v, %v", rec, err)
+	}
+}
+
 func testProcessClose(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	p := newProc("p", "s1", "", t0)

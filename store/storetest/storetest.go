@@ -83,6 +83,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ProcessConcurrent", testProcessConcurrent},
 		{"ProcessRecords", testProcessRecords},
 		{"ProcessOutputTrim", testProcessOutputTrim},
+		{"ProcessOutputLost", testProcessOutputLost},
 		{"ProcessClose", testProcessClose},
 		{"ProcessReceipts", testProcessReceipts},
 	}

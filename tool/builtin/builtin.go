@@ -51,7 +51,10 @@ type Options struct {
 	// after the allow-list (see the shell tool).
 	ShellEnv []string
 	// ShellOutputCap caps the combined stdout and stderr kept from a
-	// command. Zero means 64 KiB.
+	// command: its first and last halves, with a note of how much was
+	// left out between them. The caller's result budget
+	// (tool.Call.ResultBudget) lowers it, so that the exit code that ends
+	// every result is never cut off. Zero means 64 KiB.
 	ShellOutputCap int
 	// ShellTimeout is the timeout of a command that names none. Zero
 	// means 2 minutes.

@@ -26,7 +26,8 @@ func (t *tools) shellDescBase() string {
 	return fmt.Sprintf("Run a shell command (%s -c) in the foreground and return its combined stdout and stderr and its exit code. "+
 		"It starts in the shell mount's directory unless cwd names another directory in a read-write mount. "+
 		"timeout is in seconds (default %d, at most %d); on timeout the command and everything it started are killed. "+
-		"Background jobs (cmd &) do not outlive the call; output beyond %d bytes keeps its beginning and end.",
+		"Background jobs (cmd &) do not outlive the call. The result always ends with the exit code; "+
+		"output beyond %d bytes keeps its beginning and end and says how much was left out.",
 		t.opts.Shell, int(t.opts.ShellTimeout.Seconds()), int(t.opts.ShellMaxTimeout.Seconds()), t.opts.ShellOutputCap)
 }
 
@@ -128,8 +129,14 @@ func (t *tools) shell(ctx context.Context, call *tool.Call, in shellArgs) (tool.
 		return tool.Result{}, err
 	}
 
-	out := &capWriter{cap: t.opts.ShellOutputCap}
-	code, status, warning, err := t.runShell(ctx, call.Env, in.Command, hostDir, timeout, out)
+	// The output fits the caller's budget with room for what follows it,
+	// so that nothing cuts the end off: the last lines and the exit code.
+	limit := t.opts.ShellOutputCap
+	if call.ResultBudget > 0 {
+		limit = max(min(limit, call.ResultBudget-shellTrailerRoom), minShellOutput)
+	}
+	out := &capWriter{cap: limit}
+	end, err := t.runShell(ctx, call.Env, in.Command, hostDir, timeout, out)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -138,20 +145,43 @@ func (t *tools) shell(ctx context.Context, call *tool.Call, in shellArgs) (tool.
 		text += "\n"
 	}
 	res := tool.Result{Output: text}
-	if warning != "" {
-		res.Output += "[sandbox: " + warning + "]\n"
+	if end.warning != "" {
+		res.Output += "[sandbox: " + end.warning + "]\n"
 	}
-	switch status {
-	case exited:
-		res.Output += fmt.Sprintf("[exit code %d]", code)
+	switch end.status {
 	case timedOut:
-		res.Output += fmt.Sprintf("[timed out after %v; the command and its children were killed]", timeout)
+		res.Output += fmt.Sprintf("[timed out after %v; the command and its children were killed]\n", timeout)
 		res.IsError = true
 	case cancelled:
-		res.Output += "[cancelled; the command and its children were killed]"
+		res.Output += "[cancelled; the command and its children were killed]\n"
 		res.IsError = true
 	}
+	if end.signal != "" {
+		res.Output += fmt.Sprintf("[exit code %d: killed by %s]", end.code, end.signal)
+	} else {
+		res.Output += fmt.Sprintf("[exit code %d]", end.code)
+	}
 	return res, nil
+}
+
+// shellTrailerRoom is the room kept in the caller's budget for what
+// follows a command's output: the note of what was left out, a sandbox
+// warning, how the command was stopped and its exit code.
+const shellTrailerRoom = 1 << 10
+
+// minShellOutput is the least output a result keeps (its head and tail),
+// however small the budget.
+const minShellOutput = 256
+
+// shellEnd is how a command ended.
+type shellEnd struct {
+	// code is the exit code: -1 when a signal killed the shell (signal
+	// names it); under the helper, 128+n when the shell was.
+	code   int
+	signal string
+	status runStatus
+	// warning is what the sandbox could not enforce.
+	warning string
 }
 
 type runStatus int
@@ -162,13 +192,11 @@ const (
 	cancelled
 )
 
-// runShell runs command and returns its exit code (-1 when killed by a
-// signal; under the helper, 128+n when the shell was), how it ended, and
-// what the sandbox could not enforce. It returns after the shell has been
-// reaped and the output pipe drained (or abandoned after the grace
-// period, if a process that left the group still holds it). A sandbox
-// refusal is returned as is.
-func (t *tools) runShell(ctx context.Context, b *env.Binding, command, dir string, timeout time.Duration, out io.Writer) (int, runStatus, string, error) {
+// runShell runs command and returns how it ended. It returns after the
+// shell has been reaped and the output pipe drained (or abandoned after
+// the grace period, if a process that left the group still holds it). A
+// sandbox refusal is returned as is.
+func (t *tools) runShell(ctx context.Context, b *env.Binding, command, dir string, timeout time.Duration, out io.Writer) (shellEnd, error) {
 	var (
 		cmd     *exec.Cmd
 		start   func() error
@@ -184,7 +212,7 @@ func (t *tools) runShell(ctx context.Context, b *env.Binding, command, dir strin
 		// The command is stopped below (SIGTERM, grace, Kill), not by ctx.
 		sc, err := sandbox.Command(context.WithoutCancel(ctx), sandbox.ForBinding(*t.opts.Sandbox, b), t.opts.Shell, "-c", command)
 		if err != nil {
-			return 0, 0, "", err
+			return shellEnd{}, err
 		}
 		cmd, start, wait, warning = sc.Cmd, sc.Start, sc.Wait, sc.Status.Warning()
 		kill = func() { sc.Kill() }
@@ -195,14 +223,14 @@ func (t *tools) runShell(ctx context.Context, b *env.Binding, command, dir strin
 
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return 0, 0, "", fmt.Errorf("shell: %w", err)
+		return shellEnd{}, fmt.Errorf("shell: %w", err)
 	}
 	defer pr.Close()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	err = start()
 	pw.Close()
 	if err != nil {
-		return 0, 0, "", fmt.Errorf("shell: starting %s: %w", t.opts.Shell, err)
+		return shellEnd{}, fmt.Errorf("shell: starting %s: %w", t.opts.Shell, err)
 	}
 
 	copied := make(chan struct{})
@@ -250,15 +278,15 @@ func (t *tools) runShell(ctx context.Context, b *env.Binding, command, dir strin
 	pr.SetReadDeadline(time.Now().Add(t.opts.ShellKillGrace))
 	<-copied
 
-	code := -1
-	if cmd.ProcessState != nil {
-		code = cmd.ProcessState.ExitCode()
+	end := shellEnd{code: -1, status: status, warning: warning}
+	if st := cmd.ProcessState; st != nil {
+		end.code, end.signal = st.ExitCode(), exitSignal(st)
 	}
 	var ee *exec.ExitError
 	if werr != nil && !errors.As(werr, &ee) {
-		return 0, 0, "", fmt.Errorf("shell: %w", werr)
+		return shellEnd{}, fmt.Errorf("shell: %w", werr)
 	}
-	return code, status, warning, nil
+	return end, nil
 }
 
 func (t *tools) shellEnv(dir string) []string {
@@ -312,8 +340,9 @@ func (w *capWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// String returns the kept output, with a notice in place of what was
-// dropped, cut at UTF-8 boundaries.
+// String returns the kept output, with a note in place of what was
+// left out (how much, of how much, and how to read it all), cut at UTF-8
+// boundaries.
 func (w *capWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -329,8 +358,11 @@ func (w *capWriter) String() string {
 	for len(tail) > 0 && !utf8.RuneStart(tail[0]) {
 		tail = tail[1:]
 	}
-	return fmt.Sprintf("%s\n[... output truncated: %d bytes dropped of %d; redirect to a file and read it with read_file or grep ...]\n%s",
-		head, dropped, w.total, tail)
+	omitted := w.total - int64(len(head)) - int64(len(tail))
+	return fmt.Sprintf("%s\n[... output truncated: %d bytes omitted in the middle, of %d in all (the first %d and the last %d shown); "+
+		"to see everything, redirect it to a file and read that with read_file or grep, "+
+		"or run the command with background: true and read its output with process_output by offset ...]\n%s",
+		head, omitted, w.total, len(head), len(tail), tail)
 }
 
 func lastRuneStart(b []byte) int {

@@ -15,3 +15,6 @@ func newGroupAttr() *syscall.SysProcAttr { return nil }
 func signalGroup(p *os.Process, sig syscall.Signal) {
 	_ = p.Kill()
 }
+
+// exitSignal: signals are Unix-only.
+func exitSignal(*os.ProcessState) string { return "" }

@@ -1,6 +1,7 @@
 package builtin_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -158,8 +159,8 @@ func TestShellCancel(t *testing.T) {
 func TestShellOutputCap(t *testing.T) {
 	f := newFixture(t, builtin.Options{ShellOutputCap: 1000})
 	res := f.call("shell", m{"command": `echo BEGIN; i=0; while [ $i -lt 2000 ]; do echo "line $i é€"; i=$((i+1)); done; echo END`})
-	check(t, res, false, "BEGIN\n", "END\n[exit code 0]", "output truncated: ", " bytes dropped of ")
-	if len(res.Output) > 1300 {
+	check(t, res, false, "BEGIN\n", "END\n[exit code 0]", "output truncated: ", " bytes omitted in the middle, of ")
+	if len(res.Output) > 1400 { // the cap, the note of what was left out and the exit code
 		t.Errorf("output is %d bytes", len(res.Output))
 	}
 	// Registry timeout also stops the shell.
@@ -260,4 +261,47 @@ func TestShellSandboxRefusedWithoutLandlock(t *testing.T) {
 	}
 	f := newFixture(t, builtin.Options{Sandbox: &sandbox.Config{}})
 	check(t, f.call("shell", m{"command": "true"}), true, `shell refused: this kernel has no Landlock`, `set "unsandboxed": true in the config`)
+}
+
+// seqBytes is the size of the output of `seq 1 n`.
+func seqBytes(n int) int {
+	total := 0
+	for i := 1; i <= n; i++ {
+		total += len(strconv.Itoa(i)) + 1
+	}
+	return total
+}
+
+// TestNoisyFailingShell: a command that prints far more than the model's
+// budget and then fails keeps, within the budget, its first lines, its
+// last line, its exit code and the true size of what it printed.
+func TestNoisyFailingShell(t *testing.T) {
+	f := newFixture(t, builtin.Options{})
+	total := seqBytes(200000) + len("FAILED-BUILD\n")
+	for _, budget := range []int{0, 16 << 10, 4 << 10} {
+		raw, _ := json.Marshal(m{"command": "seq 1 200000; echo FAILED-BUILD >&2; exit 3"})
+		res := f.r.Call(t.Context(), "shell", &tool.Call{ID: "c1", Arguments: raw, Env: f.b}, tool.CallOptions{ResultBudget: budget})
+		limit := cmp.Or(budget, tool.DefaultResultBudget)
+		check(t, res, false, "1\n2\n3\n", "199999\n200000\nFAILED-BUILD\n", "[exit code 3]", fmt.Sprintf("of %d in all", total))
+		if len(res.Output) > limit {
+			t.Errorf("budget %d: the result is %d bytes", budget, len(res.Output))
+		}
+		if !strings.HasSuffix(res.Output, "[exit code 3]") {
+			t.Errorf("budget %d: the result does not end with the exit code: %q", budget, res.Output[max(0, len(res.Output)-300):])
+		}
+	}
+}
+
+// TestShellResultAlwaysSaysHowItEnded: the exit code and the reason a
+// command was stopped are in every result, cut or not.
+func TestShellResultAlwaysSaysHowItEnded(t *testing.T) {
+	f := newFixture(t, builtin.Options{ShellKillGrace: 200 * time.Millisecond})
+	for _, budget := range []int{1 << 20, 2 << 10} {
+		raw, _ := json.Marshal(m{"command": "seq 1 100000; echo LAST; sleep 100", "timeout": 1})
+		res := f.r.Call(t.Context(), "shell", &tool.Call{ID: "c1", Arguments: raw, Env: f.b}, tool.CallOptions{ResultBudget: budget})
+		check(t, res, true, "LAST\n", "timed out after 1s", "exit code ")
+		if len(res.Output) > budget {
+			t.Errorf("budget %d: the result is %d bytes", budget, len(res.Output))
+		}
+	}
 }
