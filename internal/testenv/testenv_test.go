@@ -3,6 +3,7 @@ package testenv_test
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -80,5 +81,27 @@ func TestWithoutDACOverride(t *testing.T) {
 	defer os.Remove(name)
 	if _, err := os.ReadFile(name); !errors.Is(err, os.ErrPermission) {
 		t.Fatalf("read a file of mode 0200: %v", err)
+	}
+}
+
+// TestStartWithout: a program started without CAP_DAC_OVERRIDE cannot
+// read a file of mode 0200 that this process, root, can.
+func TestStartWithout(t *testing.T) {
+	testenv.Root(t, "only root reads a file of mode 0200")
+	name := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(name, []byte("x"), 0o200); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(testenv.Command(t, "cat"), name)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := testenv.StartWithout(t, cmd, testenv.NoDACOverride); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err == nil || !strings.Contains(out.String(), "Permission denied") {
+		t.Errorf("cat without CAP_DAC_OVERRIDE: %v, %q", err, out.String())
+	}
+	if b, err := os.ReadFile(name); err != nil || string(b) != "x" {
+		t.Errorf("this process lost CAP_DAC_OVERRIDE: %q, %v", b, err)
 	}
 }

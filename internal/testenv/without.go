@@ -127,6 +127,19 @@ func Without(t *testing.T, lack Lack) bool {
 	return true
 }
 
+// StartWithout starts cmd, as [exec.Cmd.Start] does, so that it and
+// everything it starts lack what lack names, while this process keeps
+// it: for a test whose subject is another program (a weft binary) rather
+// than the test binary, which [Without] would run again. Where that
+// cannot be done it reports it [Missing].
+func StartWithout(t testing.TB, cmd *exec.Cmd, lack Lack) error {
+	t.Helper()
+	if err := supported(lack); err != nil {
+		Missing(t, "cannot start a program without %v here: %v", lack, err)
+	}
+	return startWithout(cmd, lack)
+}
+
 // runPattern is the -test.run pattern that selects exactly the test or
 // subtest called name.
 func runPattern(name string) string {
