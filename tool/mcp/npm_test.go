@@ -154,13 +154,8 @@ func TestFilesystemOnMount(t *testing.T) {
 	}
 	defer b.Close()
 	spec := event.MCPServer{Command: node, Args: []string{filepath.Join(dir, "dist", "index.js"), "."}, ReadOnly: []string{filepath.Dir(filepath.Dir(filepath.Dir(dir)))}}
-	cfg := Config{}
-	if st := (sandbox.Config{}).Status(); st.ABI > 0 {
-		cfg.Sandbox = &sandbox.Config{}
-	} else {
-		t.Logf("no Landlock (%s): the server runs unconfined", st)
-	}
-	m := newManager(t, cfg)
+	testenv.Landlock(t, 1)
+	m := newManager(t, Config{Sandbox: &sandbox.Config{}})
 	session := map[string]event.MCPServer{"fs": spec}
 	reg, err := m.Tools(context.Background(), session, b)
 	if err != nil {
