@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"regexp"
@@ -75,9 +76,11 @@ const (
 // NoNamespaces) and by dropping capabilities from the bounding set
 // (NoDACOverride), on a thread of the parent used only to start the
 // child, so the parent keeps them. Where that cannot be done (not Linux,
-// an architecture whose system calls the filter does not know) Without
-// reports it [Missing]. Call it first in a test or subtest, before
-// t.Parallel; t's name selects the test in the child.
+// an architecture whose system calls the filter does not know, no
+// seccomp, no right to drop capabilities) Without reports it [Missing].
+// Call it first in a test or subtest, before t.Parallel and before
+// asking for features the parent needs (the child runs everything
+// before it too); t's name selects the test in the child.
 func Without(t *testing.T, lack Lack) bool {
 	t.Helper()
 	if os.Getenv(envTest) == t.Name() {
@@ -113,6 +116,10 @@ func Without(t *testing.T, lack Lack) bool {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := startWithout(cmd, lack); err != nil {
+		var le *lackError
+		if errors.As(err, &le) {
+			Missing(t, "cannot take %v from a test here: %v", lack, err)
+		}
 		t.Fatalf("testenv: start the test without %v: %v", lack, err)
 	}
 	err = cmd.Wait()
@@ -131,14 +138,27 @@ func Without(t *testing.T, lack Lack) bool {
 // everything it starts lack what lack names, while this process keeps
 // it: for a test whose subject is another program (a weft binary) rather
 // than the test binary, which [Without] would run again. Where that
-// cannot be done it reports it [Missing].
+// cannot be done it reports it [Missing]; it returns the error of
+// starting cmd.
 func StartWithout(t testing.TB, cmd *exec.Cmd, lack Lack) error {
 	t.Helper()
 	if err := supported(lack); err != nil {
 		Missing(t, "cannot start a program without %v here: %v", lack, err)
 	}
-	return startWithout(cmd, lack)
+	err := startWithout(cmd, lack)
+	var le *lackError
+	if errors.As(err, &le) {
+		Missing(t, "cannot take %v from a program here: %v", lack, err)
+	}
+	return err
 }
+
+// lackError is a failure to take a feature away (no seccomp, no
+// CAP_SETPCAP), as opposed to a failure to start the program.
+type lackError struct{ err error }
+
+func (e *lackError) Error() string { return e.err.Error() }
+func (e *lackError) Unwrap() error { return e.err }
 
 // runPattern is the -test.run pattern that selects exactly the test or
 // subtest called name.

@@ -41,7 +41,8 @@ func supported(lack Lack) error {
 // names; the child inherits the thread's seccomp filter and capability
 // bounding set. The thread is never unlocked, so it ends with its
 // goroutine and nothing else ever runs on it (the runtime makes new
-// threads from its template thread while a goroutine is locked).
+// threads from its template thread while a goroutine is locked). A
+// failure to take the features away is a *lackError.
 func startWithout(cmd *exec.Cmd, lack Lack) error {
 	errc := make(chan error, 1)
 	go func() {
@@ -49,12 +50,12 @@ func startWithout(cmd *exec.Cmd, lack Lack) error {
 		errc <- func() error {
 			if lack&NoDACOverride != 0 {
 				if err := dropDAC(); err != nil {
-					return err
+					return &lackError{err}
 				}
 			}
 			if f := filter(lack); f != nil {
 				if err := install(f); err != nil {
-					return err
+					return &lackError{err}
 				}
 			}
 			// os/exec forks on the calling thread.
