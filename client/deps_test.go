@@ -4,15 +4,14 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"weft.dev/weft/internal/testenv"
 )
 
 // A Go client of weft links the wire types, not the engine: no host, no
 // agent loop, no process manager, no sandbox, no pty, no SQLite.
 func TestClientLinksNoEngine(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to list dependencies with")
-	}
+	goBin := testenv.Command(t, "go")
 	out, err := exec.Command(goBin, "list", "-deps", "weft.dev/weft/client").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)

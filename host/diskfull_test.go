@@ -13,6 +13,7 @@ import (
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/host"
+	"weft.dev/weft/internal/testenv"
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/sqlite"
@@ -25,12 +26,10 @@ import (
 // fault-injecting store covers the same logic everywhere
 // (TestStorageFailureEndsRunAndSessionRecovers).
 func TestRealDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root")
-	}
+	testenv.Root(t, "mounting a tmpfs")
 	dir := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+		testenv.Missing(t, "cannot mount a tmpfs: %v %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
 	ctx := context.Background()

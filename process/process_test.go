@@ -23,6 +23,7 @@ import (
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/proctest"
+	"weft.dev/weft/internal/testenv"
 	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
@@ -557,9 +558,7 @@ func TestStdin(t *testing.T) {
 // TestSandboxedShell: with a sandbox configured, a background shell is
 // confined like the foreground one, on pipes and on a pty.
 func TestSandboxedShell(t *testing.T) {
-	if abi, _ := sandbox.Probe(); abi <= 0 {
-		t.Skip("this kernel has no Landlock")
-	}
+	testenv.Landlock(t, 1)
 	exe, _ := os.Executable()
 	secret := filepath.Join(t.TempDir(), "secret")
 	os.WriteFile(secret, []byte("top secret"), 0o644)
@@ -574,6 +573,29 @@ func TestSandboxedShell(t *testing.T) {
 		if !strings.Contains(res.Tail, "wrote-inside") || !strings.Contains(res.Tail, "wrote-tmp") {
 			t.Fatalf("pty=%v: the mount or TMPDIR is not writable: %q", pty, res.Tail)
 		}
+	}
+}
+
+// TestSandboxedShellWithoutLandlock: on a kernel without Landlock a
+// sandboxed background shell is refused with the way out, and nothing
+// runs; unsandboxed by choice, it runs.
+func TestSandboxedShellWithoutLandlock(t *testing.T) {
+	if testenv.Without(t, testenv.NoLandlock) {
+		return
+	}
+	exe, _ := os.Executable()
+	f := setup(t, process.Config{Sandbox: &sandbox.Config{Executable: exe}})
+	sp := process.StartParams{SessionID: "s1", RunID: "r1", Kind: store.ProcessShell, Command: "echo ran > ran.txt", Binding: f.b, Disposition: store.OwnerBound}
+	if _, err := f.m.Start(context.Background(), sp); !errors.Is(err, sandbox.ErrNoLandlock) || !strings.Contains(err.Error(), `set "unsandboxed": true`) {
+		t.Fatalf("Start = %v; want a refusal with the way out", err)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "ran.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused command ran: %v", err)
+	}
+	f = setup(t, process.Config{Sandbox: &sandbox.Config{Executable: exe, Unsandboxed: true}})
+	p := f.shell(t, "echo unsandboxed")
+	if res := f.await(t, p.ID); res.Process.Status != store.ProcessCompleted || !strings.Contains(res.Tail, "unsandboxed") {
+		t.Fatalf("unsandboxed: %+v", res)
 	}
 }
 

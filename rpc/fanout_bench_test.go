@@ -235,11 +235,12 @@ func (f *followers) close() fanoutResult {
 // TestFanoutClients is the child process of clients=proc: it follows the
 // session that WEFT_FANOUT_CLIENTS describes, prints "ready", reads the
 // last seq from stdin, waits until every subscriber has it, and prints
-// its result as JSON. Without the variable it does nothing.
+// its result as JSON. Without the variable it does nothing (and passes,
+// so that no skip hides a real one).
 func TestFanoutClients(t *testing.T) {
 	specJSON := os.Getenv("WEFT_FANOUT_CLIENTS")
 	if specJSON == "" {
-		t.Skip("the child process of the fan-out benchmarks")
+		return
 	}
 	var spec fanoutSpec
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {

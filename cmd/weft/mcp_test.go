@@ -2,35 +2,22 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"weft.dev/weft/event"
+	"weft.dev/weft/internal/testenv"
 )
 
 // everything returns the command of server-everything installed where
-// .ci/run installs it; without it the test skips, or fails under CI.
+// .ci/run installs it; without it the test skips, or fails under CI
+// (testenv.NPMPackage).
 func everything(t *testing.T) (node, script string) {
 	t.Helper()
-	prefix := os.Getenv("WEFT_NPM_PREFIX")
-	if prefix == "" {
-		home, _ := os.UserHomeDir()
-		prefix = filepath.Join(home, ".cache", "weft-npm")
-	}
-	script = filepath.Join(prefix, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
-	node, err := exec.LookPath("node")
-	if _, serr := os.Stat(script); err != nil || serr != nil {
-		msg := fmt.Sprintf("@modelcontextprotocol/server-everything is not installed under %s (or node is missing): run npm install --prefix %s @modelcontextprotocol/server-everything, as .ci/run does", prefix, prefix)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return node, script
+	dir, node := testenv.NPMPackage(t, "@modelcontextprotocol/server-everything")
+	return node, filepath.Join(dir, "dist", "index.js")
 }
 
 // TestMCPEndToEnd: a scripted model calls server-everything's echo in a

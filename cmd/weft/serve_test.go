@@ -20,6 +20,7 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
+	"weft.dev/weft/internal/testenv"
 	"weft.dev/weft/store"
 )
 
@@ -251,11 +252,22 @@ func TestRPCStdio(t *testing.T) {
 // server that came up is killed) and returns its stderr and exit code.
 func (e *testEnv) refused(env []string, args ...string) (string, int) {
 	e.t.Helper()
+	return e.refusedWithout(0, env, args...)
+}
+
+// refusedWithout is refused with weft lacking what lack names (nothing
+// when 0; see testenv.StartWithout).
+func (e *testEnv) refusedWithout(lack testenv.Lack, env []string, args ...string) (string, int) {
+	e.t.Helper()
 	c := e.cmd(args...)
 	c.Env = append(c.Env, env...)
 	var stderr strings.Builder
 	c.Stderr = &stderr
-	if err := c.Start(); err != nil {
+	start := c.Start
+	if lack != 0 {
+		start = func() error { return testenv.StartWithout(e.t, c, lack) }
+	}
+	if err := start(); err != nil {
 		e.t.Fatal(err)
 	}
 	done := make(chan error, 1)
@@ -307,9 +319,6 @@ func TestServeRefusesBadToken(t *testing.T) {
 			}
 		}, nil, "is not a regular file"},
 		{"unreadable", func(t *testing.T, dir string) {
-			if os.Geteuid() == 0 {
-				t.Skip("root reads any file")
-			}
 			writeFile(t, filepath.Join(dir, "token"), strings.Repeat("ab", 32)+"\n", 0o200)
 		}, nil, "cannot read token file"},
 		{"open state directory", func(t *testing.T, dir string) {
@@ -328,7 +337,11 @@ func TestServeRefusesBadToken(t *testing.T) {
 			}
 			tt.setup(t, e.stateDir())
 			addr := freeAddr(t)
-			stderr, code := e.refused(tt.env, "serve", "--listen", addr)
+			var lack testenv.Lack
+			if tt.name == "unreadable" {
+				lack = testenv.NoDACOverride // root reads any file, unless it lacks CAP_DAC_OVERRIDE
+			}
+			stderr, code := e.refusedWithout(lack, tt.env, "serve", "--listen", addr)
 			if code == 0 || !strings.Contains(stderr, tt.want) || strings.Contains(stderr, "weft serving") {
 				t.Fatalf("exit %d, stderr:\n%s\nwant a refusal saying %q", code, stderr, tt.want)
 			}

@@ -16,17 +16,17 @@ import (
 
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/internal/proctest"
+	"weft.dev/weft/internal/testenv"
 )
 
 // eachContainment runs f under each containment mode: a PID namespace
-// where this machine allows one (skipped otherwise), and the subreaper
-// fallback, forced. Each gets an unsandboxed and, where the kernel has
-// Landlock, a sandboxed policy.
+// (testenv.PIDNamespace), and the subreaper fallback, forced. Each gets
+// an unsandboxed and a sandboxed policy (testenv.Landlock).
 func eachContainment(t *testing.T, f func(t *testing.T, p sandbox.Policy)) {
 	for _, mode := range []string{sandbox.ContainmentPIDNamespace, sandbox.ContainmentSubreaper} {
 		t.Run(mode, func(t *testing.T) {
-			if got, err := sandbox.Containment(); mode == sandbox.ContainmentPIDNamespace && got != mode {
-				t.Skipf("no PID namespace on this machine: %v", err)
+			if mode == sandbox.ContainmentPIDNamespace {
+				testenv.PIDNamespace(t)
 			}
 			l := newLayout(t)
 			for _, sandboxed := range []bool{false, true} {
@@ -35,8 +35,8 @@ func eachContainment(t *testing.T, f func(t *testing.T, p sandbox.Policy)) {
 					name = "landlock"
 				}
 				t.Run(name, func(t *testing.T) {
-					if abi, _ := sandbox.Probe(); sandboxed && abi == 0 {
-						t.Skip("no Landlock")
+					if sandboxed {
+						testenv.Landlock(t, 1)
 					}
 					p := l.policy(sandbox.Config{Unsandboxed: !sandboxed, Containment: mode})
 					p.TempRoot = t.TempDir()
@@ -193,16 +193,20 @@ func TestContainedSignals(t *testing.T) {
 }
 
 // TestConfinedInEachContainment: the shell is confined the same way
-// whether the host or the helper started it.
+// whether the host or the helper started it; unsandboxed, it is not.
 func TestConfinedInEachContainment(t *testing.T) {
-	needLandlock(t, 1)
+	testenv.Landlock(t, 1)
 	eachContainment(t, func(t *testing.T, p sandbox.Policy) {
-		if p.Unsandboxed {
-			t.Skip("nothing to confine")
-		}
 		outside := t.TempDir()
 		secret := filepath.Join(outside, "secret.txt")
 		write(t, secret, "SECRET\n")
+		if p.Unsandboxed {
+			c, _ := marked(t, t.Context(), p, `cat `+secret+` && echo x > `+filepath.Join(outside, "new.txt"))
+			if out, err := c.CombinedOutput(); err != nil || string(out) != "SECRET\n" {
+				t.Errorf("unsandboxed, the shell cannot reach outside its mounts: %v, output:\n%s", err, out)
+			}
+			return
+		}
 		for script, wantOK := range map[string]bool{
 			`echo x > in.txt && cat in.txt`:                 true,
 			`echo x > ` + filepath.Join(outside, "new.txt"): false,
@@ -227,7 +231,7 @@ func TestConfinedInEachContainment(t *testing.T) {
 // TestPrepared: a command whose caller starts the embedded exec.Cmd
 // after Prepare runs under the helper, which confines and contains it.
 func TestPrepared(t *testing.T) {
-	needLandlock(t, 1)
+	testenv.Landlock(t, 1)
 	eachContainment(t, func(t *testing.T, p sandbox.Policy) {
 		outside := t.TempDir()
 		secret := filepath.Join(outside, "secret.txt")
@@ -257,13 +261,10 @@ func TestPrepared(t *testing.T) {
 // still write where the shell may not while the shell runs; no thread of
 // a helper, nor any of the host once the command has been waited for,
 // has no_new_privs: the thread that was restricted to fork the shell, the
-// helper's or the host's, is gone.
+// helper's or the host's, is gone. Unsandboxed, nothing is restricted.
 func TestOnlyTheTreeRestricted(t *testing.T) {
-	needLandlock(t, 1)
+	testenv.Landlock(t, 1)
 	eachContainment(t, func(t *testing.T, p sandbox.Policy) {
-		if p.Unsandboxed {
-			t.Skip("nothing to restrict")
-		}
 		outside := t.TempDir()
 		c, m := marked(t, t.Context(), p, `echo x > `+filepath.Join(outside, "shell.txt")+`; sleep 302`)
 		if err := c.Start(); err != nil {
@@ -272,6 +273,19 @@ func TestOnlyTheTreeRestricted(t *testing.T) {
 		defer func() { c.Kill(); c.Wait() }()
 		proctest.WaitTree(t, m, "302")
 		sleep := proctest.Running(m, "sleep", "302")[0].Pid
+		if p.Unsandboxed {
+			// Nothing is restricted: not the shell, not the host.
+			if got := noNewPrivs(t, sleep, sleep); got != "0" {
+				t.Errorf("the unsandboxed shell's NoNewPrivs = %q", got)
+			}
+			if _, err := os.Stat(filepath.Join(outside, "shell.txt")); err != nil {
+				t.Errorf("the unsandboxed shell could not write outside its mounts: %v", err)
+			}
+			if n := restrictedThreads(t, os.Getpid()); n != 0 {
+				t.Errorf("%d threads of the host have no_new_privs for an unsandboxed command", n)
+			}
+			return
+		}
 		if got := noNewPrivs(t, sleep, sleep); got != "1" {
 			t.Errorf("the shell's NoNewPrivs = %q", got)
 		}

@@ -97,8 +97,9 @@
 // configuration should set; commands are never silently unsandboxed.
 // Unsandboxed commands are contained all the same.
 //
-// Coverage depends on the kernel's Landlock ABI ([Probe]); docs/sandbox.md
-// lists what is and is not confined and contained. On systems other than
+// Coverage depends on the kernel's Landlock ABI ([Probe]), which
+// [Config.LandlockABI] may cap; docs/sandbox.md lists what is and is not
+// confined and contained at each ABI. On systems other than
 // Linux [Command] works only in unsandboxed mode, starts the shell
 // directly and contains nothing ([ContainmentNone]).
 package sandbox

@@ -35,6 +35,9 @@ type wirePolicy struct {
 	// gone. Descriptors below it are passed on to the shell. Zero means
 	// none (the shell gets 0, 1 and 2).
 	LiveFD int `json:"liveFD,omitempty"`
+	// ABI caps the Landlock ABI applied ([Config.LandlockABI]); 0 means
+	// the kernel's.
+	ABI int `json:"abi,omitempty"`
 }
 
 // decodeWire parses and checks a policy received by the helper.
@@ -53,6 +56,9 @@ func decodeWire(s string) (wirePolicy, error) {
 	}
 	if w.Network != NetworkDeny && w.Network != NetworkAllow {
 		return wirePolicy{}, fmt.Errorf("policy: network %q is neither %q nor %q", w.Network, NetworkDeny, NetworkAllow)
+	}
+	if w.ABI < 0 {
+		return wirePolicy{}, fmt.Errorf("policy: Landlock ABI cap %d is negative", w.ABI)
 	}
 	if !filepath.IsAbs(w.TempDir) {
 		return wirePolicy{}, fmt.Errorf("policy: temporary directory %q is not absolute", w.TempDir)

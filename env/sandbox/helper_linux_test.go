@@ -1,4 +1,4 @@
-package sandbox
+package sandbox_test
 
 import (
 	"errors"
@@ -6,27 +6,28 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"weft.dev/weft/env/sandbox"
+	"weft.dev/weft/internal/testenv"
 )
 
 // TestHelperInPIDNamespace: where the host cannot start the init shell
 // itself (under Landlock, when the namespace needs a user namespace), the
 // helper is init of the namespace. Forced here, where the host could.
 func TestHelperInPIDNamespace(t *testing.T) {
-	if mode, err := Containment(); mode != ContainmentPIDNamespace {
-		t.Skipf("no PID namespace on this machine: %v", err)
-	}
+	testenv.PIDNamespace(t)
 	dir := t.TempDir()
 	for _, unsandboxed := range []bool{true, false} {
-		if abi, _ := Probe(); !unsandboxed && abi == 0 {
-			continue
+		if !unsandboxed {
+			testenv.Landlock(t, 1)
 		}
-		p := Policy{Config: Config{Unsandboxed: unsandboxed, TempRoot: t.TempDir()}, Mounts: []Mount{{Path: dir, Write: true}}}
-		command := func(script string) *Cmd {
-			c, err := Command(t.Context(), p, "/bin/sh", "-c", script)
+		p := sandbox.Policy{Config: sandbox.Config{Unsandboxed: unsandboxed, TempRoot: t.TempDir()}, Mounts: []sandbox.Mount{{Path: dir, Write: true}}}
+		command := func(script string) *sandbox.Cmd {
+			c, err := sandbox.Command(t.Context(), p, "/bin/sh", "-c", script)
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.nsInit = false
+			sandbox.ForceHelper(c)
 			c.Dir = dir
 			return c
 		}
@@ -44,7 +45,7 @@ func TestHelperInPIDNamespace(t *testing.T) {
 			}
 			c := command(script)
 			out, err := c.Output()
-			if c.Args[1] != HelperArg {
+			if c.Args[1] != sandbox.HelperArg {
 				t.Fatalf("%s: not run by the helper: %q", script, c.Args)
 			}
 			var ee *exec.ExitError

@@ -10,7 +10,7 @@ import (
 
 func TestWireRoundTrip(t *testing.T) {
 	p := Policy{
-		Config: Config{Network: NetworkAllow, ReadOnly: []string{"/opt", "/nix"}, Executable: "/usr/bin/weft"},
+		Config: Config{Network: NetworkAllow, ReadOnly: []string{"/opt", "/nix"}, Executable: "/usr/bin/weft", LandlockABI: 5},
 		Mounts: []Mount{{Path: "/home/u/src", Write: true}, {Path: "/home/u/docs"}},
 	}
 	probe := func() (int, error) { return 4, nil }
@@ -34,7 +34,7 @@ func TestWireRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, w) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got, w)
 	}
-	want := wirePolicy{V: wireVersion, Network: "allow", Mounts: p.Mounts, ReadOnly: p.ReadOnly, TempDir: "/tmp/weft-cmd-1"}
+	want := wirePolicy{V: wireVersion, Network: "allow", Mounts: p.Mounts, ReadOnly: p.ReadOnly, TempDir: "/tmp/weft-cmd-1", ABI: 5}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("decoded %+v, want %+v", got, want)
 	}
@@ -67,6 +67,7 @@ func TestDecodeWireRejects(t *testing.T) {
 		`{"v":2,"network":"deny","tempDir":"/t","readOnly":["rel"]}`,
 		`{"v":2,"network":"deny","tempDir":"/t","liveFD":2}`,
 		`{"v":2,"network":"deny","tempDir":"/t","sandboxed":false}`,
+		`{"v":2,"network":"deny","tempDir":"/t","abi":-1}`,
 	} {
 		if w, err := decodeWire(s); err == nil {
 			t.Errorf("decodeWire(%s) = %+v", s, w)

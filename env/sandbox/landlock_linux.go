@@ -93,14 +93,43 @@ func rules(w wirePolicy, abi int) []landlock.Rule {
 	return rs
 }
 
-// ruleset makes the Landlock ruleset of w at the kernel's ABI abi (the
-// strongest known configuration, lowered to what the kernel supports; a
-// kernel with Landlock enforces at least ABI 1's file rules). It opens
+// abiConfig returns go-landlock's configuration of ABI abi: everything
+// that version can restrict (the latest known for later ones).
+func abiConfig(abi int) landlock.Config {
+	switch abi {
+	case 0, 1:
+		return landlock.V1
+	case 2:
+		return landlock.V2
+	case 3:
+		return landlock.V3
+	case 4:
+		return landlock.V4
+	case 5:
+		return landlock.V5
+	case 6:
+		return landlock.V6
+	case 7:
+		return landlock.V7
+	case 8:
+		return landlock.V8
+	case 9:
+		return landlock.V9
+	case 10:
+		return landlock.V10
+	}
+	return landlock.V11
+}
+
+// ruleset makes the Landlock ruleset of w at ABI abi, the kernel's or
+// the policy's cap (everything that ABI restricts, lowered to what the
+// kernel supports; a kernel with Landlock enforces at least ABI 1's file
+// rules). It opens
 // every path of the policy, so a missing mount fails here. It returns the
 // ruleset's descriptor (close-on-exec; the caller closes it) and the
 // flags for [restrictThread].
 func ruleset(w wirePolicy, abi int) (fd int, flags uint32, err error) {
-	cfg := landlock.V11.BestEffort()
+	cfg := abiConfig(abi).BestEffort()
 	if w.Network == NetworkAllow {
 		cfg.HandledAccessNet = 0
 	}
@@ -148,6 +177,7 @@ func startShell(w wirePolicy, shell string, argv []string, attr *syscall.ProcAtt
 	if abi <= 0 {
 		return 0, fmt.Errorf("refusing to run unsandboxed: this kernel has no Landlock (%v)", err)
 	}
+	abi = capABI(abi, w.ABI)
 	fd, flags, err := ruleset(w, abi)
 	if err != nil {
 		return 0, err

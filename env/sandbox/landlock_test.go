@@ -16,12 +16,13 @@ import (
 
 	"golang.org/x/sys/unix"
 	"weft.dev/weft/env/sandbox"
+	"weft.dev/weft/internal/testenv"
 )
 
 // TestEscapes runs the shell escapes of the spec against a real Landlock
 // sandbox: each must fail, and the host tree must be unchanged.
 func TestEscapes(t *testing.T) {
-	needLandlock(t, 1)
+	testenv.Landlock(t, 1)
 	l := newLayout(t)
 	p := l.policy(sandbox.Config{})
 	escapes := map[string]string{
@@ -74,7 +75,7 @@ func TestEscapes(t *testing.T) {
 // that their thread has no no_new_privs: each command is confined, and
 // no goroutine of the host ever runs on a thread restricted to start one.
 func TestParallelStarts(t *testing.T) {
-	needLandlock(t, 1)
+	testenv.Landlock(t, 1)
 	l := newLayout(t)
 	p := l.policy(sandbox.Config{})
 	stop := make(chan struct{})
@@ -137,7 +138,7 @@ func TestParallelStarts(t *testing.T) {
 
 // TestAllowed checks that what the policy grants works.
 func TestAllowed(t *testing.T) {
-	abi := needLandlock(t, 1)
+	abi := testenv.Landlock(t, 1)
 	l := newLayout(t)
 	p := l.policy(sandbox.Config{})
 	ok := map[string]string{
@@ -167,7 +168,7 @@ func TestAllowed(t *testing.T) {
 }
 
 func TestTempDir(t *testing.T) {
-	needLandlock(t, 1)
+	testenv.Landlock(t, 1)
 	l := newLayout(t)
 	out, code, tmp := sh(t, l.policy(sandbox.Config{}), l.work,
 		`echo "tmp=$TMPDIR"; echo data > "$TMPDIR/f" && mkdir "$TMPDIR/d" && mv "$TMPDIR/f" "$TMPDIR/d/g" && cat "$TMPDIR/d/g"; ls "$TMPDIR/.."`)
@@ -187,7 +188,7 @@ func TestTempDir(t *testing.T) {
 // processes outside it. Under the subreaper the shell's parent is the
 // unconfined helper; in a PID namespace the host is out of sight too.
 func TestSignals(t *testing.T) {
-	needLandlock(t, 6)
+	testenv.Landlock(t, 6)
 	l := newLayout(t)
 	for _, containment := range []string{sandbox.ContainmentSubreaper, ""} {
 		p := l.policy(sandbox.Config{Containment: containment})
@@ -205,7 +206,7 @@ func TestSignals(t *testing.T) {
 // TestNetwork dials a loopback listener from inside the sandbox: denied
 // under NetworkDeny (ABI 4 or later), allowed under NetworkAllow.
 func TestNetwork(t *testing.T) {
-	needLandlock(t, 4)
+	testenv.Landlock(t, 4)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -102,6 +102,14 @@ type Config struct {
 	// makes [Command] fail where no namespace can be made. Other values
 	// make Command fail.
 	Containment string
+	// LandlockABI caps the Landlock ABI commands are confined with: 0
+	// means the kernel's ([Probe]); n (1 or more) applies only what ABI
+	// n restricts, as a kernel without the later ABIs would, and is
+	// lowered to the kernel's when that is older. It lets tests check
+	// the confinement docs/sandbox.md promises for older kernels on a
+	// newer one, and would let a user step back from a later ABI that
+	// breaks a program. Negative values make [Command] fail.
+	LandlockABI int
 }
 
 // Mount is a host directory a command may use.
@@ -157,6 +165,9 @@ func (p *Policy) validate() error {
 			return fmt.Errorf("sandbox: read-only path %q is not absolute", r)
 		}
 	}
+	if p.LandlockABI < 0 {
+		return fmt.Errorf("sandbox: Landlock ABI cap %d is negative", p.LandlockABI)
+	}
 	if p.TempRoot != "" && !filepath.IsAbs(p.TempRoot) {
 		return fmt.Errorf("sandbox: temporary root %q is not absolute", p.TempRoot)
 	}
@@ -167,8 +178,9 @@ func (p *Policy) validate() error {
 type Status struct {
 	// Unsandboxed reports that Landlock is not applied.
 	Unsandboxed bool
-	// ABI is the kernel's Landlock ABI version (see [Probe]); 0 when
-	// unsandboxed or unavailable.
+	// ABI is the Landlock ABI version commands are confined with: the
+	// kernel's (see [Probe]), or [Config.LandlockABI] when that is
+	// lower; 0 when unsandboxed or unavailable.
 	ABI int
 	// Network is the network policy asked for.
 	Network string
@@ -183,6 +195,14 @@ type Status struct {
 	// [ContainmentNone]); empty when unknown or when the command would be
 	// refused.
 	Containment string
+}
+
+// capABI returns the kernel's ABI abi lowered to the cap, if any.
+func capABI(abi, cap int) int {
+	if cap > 0 && cap < abi {
+		return cap
+	}
+	return abi
 }
 
 func newStatus(p *Policy, abi int) Status {
@@ -213,7 +233,7 @@ func (c Config) Status() Status {
 // that never starts a shell does not pay for the probe.
 func (c Config) Confinement() Status {
 	abi, _ := Probe()
-	return newStatus(&Policy{Config: c}, abi)
+	return newStatus(&Policy{Config: c}, capABI(abi, c.LandlockABI))
 }
 
 // Warning returns what the policy asked for but the kernel cannot
@@ -348,6 +368,7 @@ func command(ctx context.Context, p Policy, probe func() (int, error), shell str
 			}
 			return nil, &RefusedError{Reason: reason}
 		}
+		abi = capABI(abi, p.LandlockABI)
 	}
 	mode, flags, err := p.resolveContainment()
 	if err != nil {
@@ -370,6 +391,7 @@ func command(ctx context.Context, p Policy, probe func() (int, error), shell str
 		V:           wireVersion,
 		Unsandboxed: p.Unsandboxed,
 		Network:     p.network(),
+		ABI:         p.LandlockABI,
 		Mounts:      append([]Mount(nil), p.Mounts...),
 		ReadOnly:    append([]string(nil), p.ReadOnly...),
 	}

@@ -16,11 +16,16 @@ import (
 	"weft.dev/weft/env"
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
+	"weft.dev/weft/internal/testenv"
 )
 
 // dialArg makes the test binary, run as a sandboxed "shell", dial the
 // TCP address that follows and exit 0 on success, 3 on failure.
 const dialArg = "__dial"
+
+// truncArg makes the test binary truncate(2) the file that follows, by
+// its path, and exit 0 on success, 3 on failure.
+const truncArg = "__truncate"
 
 func TestMain(m *testing.M) {
 	if sandbox.IsHelper(os.Args) {
@@ -36,17 +41,14 @@ func TestMain(m *testing.M) {
 		fmt.Println("connected")
 		os.Exit(0)
 	}
-	goleak.VerifyTestMain(m)
-}
-
-// needLandlock skips t when the kernel cannot sandbox and returns the ABI.
-func needLandlock(t testing.TB, min int) int {
-	t.Helper()
-	abi, err := sandbox.Probe()
-	if abi < min {
-		t.Skipf("needs Landlock ABI %d, this kernel has %d (%v)", min, abi, err)
+	if len(os.Args) == 3 && os.Args[1] == truncArg {
+		if err := os.Truncate(os.Args[2], 0); err != nil {
+			fmt.Println("truncate:", err)
+			os.Exit(3)
+		}
+		os.Exit(0)
 	}
-	return abi
+	goleak.VerifyTestMain(m)
 }
 
 // layout is a host tree: mounts work (rw) and docs (ro), and outside, a
@@ -158,19 +160,13 @@ func TestCommandRejectsBadPolicy(t *testing.T) {
 	}
 }
 
-// TestRealKernel checks what this kernel gives: a refusal without
-// Landlock, a sandboxed command with it.
+// TestRealKernel checks what this kernel gives: a sandboxed command.
+// Without Landlock it is refused (TestWithoutLandlock).
 func TestRealKernel(t *testing.T) {
-	abi, perr := sandbox.Probe()
-	t.Logf("Landlock ABI %d (%v)", abi, perr)
+	abi := testenv.Landlock(t, 1)
+	t.Logf("Landlock ABI %d", abi)
 	l := newLayout(t)
 	c, err := sandbox.Command(t.Context(), l.policy(sandbox.Config{}), "/bin/true")
-	if abi == 0 {
-		if !errors.Is(err, sandbox.ErrNoLandlock) || !strings.Contains(err.Error(), `set "unsandboxed": true in the config`) {
-			t.Fatalf("no Landlock: Command = %v", err)
-		}
-		return
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,8 +207,8 @@ func TestStartFailureRemovesTempDir(t *testing.T) {
 	// shell itself) cannot enter its directory.
 	l := newLayout(t)
 	for _, cfg := range []sandbox.Config{{Unsandboxed: true}, {}} {
-		if abi, _ := sandbox.Probe(); !cfg.Unsandboxed && abi == 0 {
-			continue
+		if !cfg.Unsandboxed {
+			testenv.Landlock(t, 1)
 		}
 		c, err := sandbox.Command(t.Context(), l.policy(cfg), "/bin/sh", "-c", "true")
 		if err != nil {
@@ -269,14 +265,10 @@ func TestHelperFailures(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	pol := fmt.Sprintf(`{"v":2,"network":"deny","tempDir":%q}`, tmp)
+	// Without Landlock the helper refuses before it tries to exec
+	// (TestWithoutLandlock).
+	testenv.Landlock(t, 1)
 	code, out := run(pol, "/nonexistent/sh")
-	if abi, _ := sandbox.Probe(); abi == 0 {
-		// Without Landlock the helper refuses before it tries to exec.
-		if code != sandbox.ExitCannotRun || !strings.Contains(out, "refusing to run unsandboxed") {
-			t.Errorf("no Landlock: exit %d, %q", code, out)
-		}
-		return
-	}
 	if code != sandbox.ExitNotFound || !strings.Contains(out, "exec /nonexistent/sh") {
 		t.Errorf("missing shell: exit %d, %q", code, out)
 	}

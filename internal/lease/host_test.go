@@ -76,11 +76,11 @@ func (h *holder) stop() {
 func (h *holder) pid() int { return h.cmd.Process.Pid }
 
 // TestHostLeaseChild is the child of the host lease tests; it does nothing
-// unless started by them.
+// (and passes, so that no skip hides a real one) unless started by them.
 func TestHostLeaseChild(t *testing.T) {
 	dir := os.Getenv(childDirEnv)
 	if dir == "" {
-		t.Skip("helper process of the host lease tests")
+		return
 	}
 	var (
 		l   *lease.Lease

@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"weft.dev/weft/internal/testenv"
 )
 
 // Superuser is the cluster's superuser.
@@ -393,8 +394,8 @@ type Shared struct {
 
 // Cluster returns the shared cluster, starting it on first use. When no
 // server binaries are found it skips t, saying what to install, unless
-// the environment variable CI is set: then it fails t, because CI must
-// run these tests. Any other failure to start fails t.
+// the environment variable CI is set ([testenv.CI]): then it fails t,
+// because CI must run these tests. Any other failure to start fails t.
 func (s *Shared) Cluster(t testing.TB) *Cluster {
 	t.Helper()
 	s.once.Do(func() { s.c, s.err = New(context.Background()) })
@@ -424,13 +425,10 @@ func (s *Shared) Close() error {
 }
 
 // Skip skips t because of err (the server binaries are missing), or fails
-// it when the environment variable CI is set.
+// it under CI ([testenv.Missing]): .ci/run installs the package.
 func Skip(t testing.TB, err error) {
 	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%v (CI is set, so PostgreSQL tests must run: .ci/run installs the package)", err)
-	}
-	t.Skip(err)
+	testenv.Missing(t, "%v", err)
 }
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"weft.dev/weft/env/sandbox"
+	"weft.dev/weft/internal/testenv"
 )
 
 // MarkerKey is the environment variable tests mark processes with.
@@ -133,15 +134,27 @@ func describe(marker string) string {
 const Tree = `setsid sh -c 'sleep 300' & (sleep 301 &) ; sleep 302`
 
 // EachContainment runs f once per containment mode, with an unsandboxed
-// sandbox configuration forcing it: a PID namespace where this machine
-// allows one (skipped elsewhere), and the subreaper fallback.
+// sandbox configuration forcing it: a PID namespace (where this machine
+// allows none, skipped, or failed under CI: [testenv.PIDNamespace]), and
+// the subreaper fallback. A third run, "no-namespaces", asks for no mode
+// in a child test binary that cannot make namespaces
+// ([testenv.Without]), where weft falls back to the subreaper by itself.
 func EachContainment(t *testing.T, f func(t *testing.T, cfg sandbox.Config)) {
 	for _, mode := range []string{sandbox.ContainmentPIDNamespace, sandbox.ContainmentSubreaper} {
 		t.Run(mode, func(t *testing.T) {
-			if got, err := sandbox.Containment(); mode == sandbox.ContainmentPIDNamespace && got != mode {
-				t.Skipf("no PID namespace on this machine: %v", err)
+			if mode == sandbox.ContainmentPIDNamespace {
+				testenv.PIDNamespace(t)
 			}
 			f(t, sandbox.Config{Unsandboxed: true, Containment: mode, TempRoot: t.TempDir()})
 		})
 	}
+	t.Run("no-namespaces", func(t *testing.T) {
+		if testenv.Without(t, testenv.NoNamespaces) {
+			return
+		}
+		if mode, err := sandbox.Containment(); mode != sandbox.ContainmentSubreaper {
+			t.Fatalf("without namespaces, containment %s (%v); want the subreaper", mode, err)
+		}
+		f(t, sandbox.Config{Unsandboxed: true, TempRoot: t.TempDir()})
+	})
 }

@@ -218,12 +218,12 @@ func verifyCrashStore(t *testing.T, path string, acked map[string]int64) {
 	}
 }
 
-// TestCrashChild is the child of TestCrash; it does nothing unless started
-// by it.
+// TestCrashChild is the child of TestCrash; it does nothing (and passes,
+// so that no skip hides a real one) unless started by it.
 func TestCrashChild(t *testing.T) {
 	path := os.Getenv(crashPathEnv)
 	if path == "" {
-		t.Skip("helper process of TestCrash")
+		return
 	}
 	iter := os.Getenv(crashIterEnv)
 	ctx := context.Background()

@@ -16,6 +16,7 @@ import (
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/proctest"
+	"weft.dev/weft/internal/testenv"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
 )
@@ -180,9 +181,7 @@ func TestReadFileFirstLineOverBudget(t *testing.T) {
 
 func needLandlock(t *testing.T) {
 	t.Helper()
-	if abi, err := sandbox.Probe(); abi == 0 {
-		t.Skipf("this kernel has no Landlock (%v)", err)
-	}
+	testenv.Landlock(t, 1)
 }
 
 // TestShellSandboxed runs the spec's shell escapes through the shell tool
@@ -253,11 +252,12 @@ func TestShellUnsandboxedOptIn(t *testing.T) {
 	check(t, res, false, "SECRET\nt\n[exit code 0]")
 }
 
-// TestShellSandboxRefusedWithoutLandlock runs only on kernels without
-// Landlock: the shell is refused with the way out.
+// TestShellSandboxRefusedWithoutLandlock: on a kernel without Landlock
+// (a child test binary that lacks it) the shell is refused with the way
+// out.
 func TestShellSandboxRefusedWithoutLandlock(t *testing.T) {
-	if abi, _ := sandbox.Probe(); abi > 0 {
-		t.Skip("this kernel has Landlock; the refusal is tested with a fake probe in env/sandbox")
+	if testenv.Without(t, testenv.NoLandlock) {
+		return
 	}
 	f := newFixture(t, builtin.Options{Sandbox: &sandbox.Config{}})
 	check(t, f.call("shell", m{"command": "true"}), true, `shell refused: this kernel has no Landlock`, `set "unsandboxed": true in the config`)

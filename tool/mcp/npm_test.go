@@ -15,29 +15,15 @@ import (
 	"weft.dev/weft/env"
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
+	"weft.dev/weft/internal/testenv"
 )
 
 // npmPackage returns the directory of an npm package installed where
-// .ci/run installs them ($WEFT_NPM_PREFIX, else ~/.cache/weft-npm), and
-// the node binary. Without them the test skips, or fails under CI.
+// .ci/run installs them, and the node binary; without them the test
+// skips, or fails under CI (testenv.NPMPackage).
 func npmPackage(t *testing.T, name string) (dir, node string) {
 	t.Helper()
-	prefix := os.Getenv("WEFT_NPM_PREFIX")
-	if prefix == "" {
-		home, _ := os.UserHomeDir()
-		prefix = filepath.Join(home, ".cache", "weft-npm")
-	}
-	dir = filepath.Join(prefix, "node_modules", filepath.FromSlash(name))
-	node, err := exec.LookPath("node")
-	_, serr := os.Stat(filepath.Join(dir, "package.json"))
-	if err != nil || serr != nil {
-		msg := fmt.Sprintf("%s is not installed under %s (or node is missing): run npm install --prefix %s %s, as .ci/run does", name, prefix, prefix, name)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return dir, node
+	return testenv.NPMPackage(t, name)
 }
 
 func TestEverythingStdio(t *testing.T) {
@@ -52,9 +38,7 @@ func TestEverythingStdio(t *testing.T) {
 // session's server would run.
 func TestEverythingSandboxed(t *testing.T) {
 	dir, node := npmPackage(t, "@modelcontextprotocol/server-everything")
-	if st := (sandbox.Config{}).Status(); st.ABI <= 0 {
-		t.Skipf("no Landlock: %s", st)
-	}
+	testenv.Landlock(t, 1)
 	work := t.TempDir()
 	b, err := env.NewBinding(1, []event.Mount{{ID: "work", Kind: event.KindLocal, Path: work, Mode: event.ModeReadWrite, Default: true, DefaultForShell: true}})
 	if err != nil {
@@ -170,13 +154,8 @@ func TestFilesystemOnMount(t *testing.T) {
 	}
 	defer b.Close()
 	spec := event.MCPServer{Command: node, Args: []string{filepath.Join(dir, "dist", "index.js"), "."}, ReadOnly: []string{filepath.Dir(filepath.Dir(filepath.Dir(dir)))}}
-	cfg := Config{}
-	if st := (sandbox.Config{}).Status(); st.ABI > 0 {
-		cfg.Sandbox = &sandbox.Config{}
-	} else {
-		t.Logf("no Landlock (%s): the server runs unconfined", st)
-	}
-	m := newManager(t, cfg)
+	testenv.Landlock(t, 1)
+	m := newManager(t, Config{Sandbox: &sandbox.Config{}})
 	session := map[string]event.MCPServer{"fs": spec}
 	reg, err := m.Tools(context.Background(), session, b)
 	if err != nil {

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"weft.dev/weft/env"
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
+	"weft.dev/weft/internal/testenv"
 	"weft.dev/weft/tool"
 )
 
@@ -224,9 +226,7 @@ func TestStdioHugeToolList(t *testing.T) {
 
 // TestStdioSandboxed runs the fake server confined to a session's mount.
 func TestStdioSandboxed(t *testing.T) {
-	if st := (sandbox.Config{}).Status(); st.ABI <= 0 {
-		t.Skipf("no Landlock: %s", st)
-	}
+	testenv.Landlock(t, 1)
 	inside, outside := t.TempDir(), t.TempDir()
 	os.WriteFile(filepath.Join(inside, "in.txt"), []byte("inside"), 0o644)
 	os.WriteFile(filepath.Join(outside, "out.txt"), []byte("outside"), 0o644)
@@ -246,5 +246,26 @@ func TestStdioSandboxed(t *testing.T) {
 	res := call(reg, "mcp__fake__readfile", `{"path":"`+filepath.Join(outside, "out.txt")+`"}`, 10*time.Second)
 	if !res.IsError || !strings.Contains(res.Output, "permission denied") {
 		t.Fatalf("outside the mount: %+v", res)
+	}
+}
+
+// TestStdioSandboxedWithoutLandlock: on a kernel without Landlock (a
+// child test binary that lacks it) a server that would be sandboxed is
+// refused with the way out, and never started.
+func TestStdioSandboxedWithoutLandlock(t *testing.T) {
+	if testenv.Without(t, testenv.NoLandlock) {
+		return
+	}
+	spec := fake(t, "tools")
+	spec.Trusted = false
+	spec.ReadOnly = []string{filepath.Dir(spec.Command)}
+	m := newManager(t, Config{Sandbox: &sandbox.Config{}, Servers: map[string]event.MCPServer{"fake": spec}})
+	b, err := env.NewBinding(1, []event.Mount{{ID: "work", Kind: event.KindLocal, Path: t.TempDir(), Mode: event.ModeReadWrite, Default: true, DefaultForShell: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := m.Tools(context.Background(), nil, b); !errors.Is(err, sandbox.ErrNoLandlock) || !strings.Contains(err.Error(), `set "unsandboxed": true`) {
+		t.Fatalf("Tools = %v; want a refusal with the way out", err)
 	}
 }
