@@ -388,11 +388,13 @@ func (h *Host) RunTool(ctx context.Context, run process.ToolRun) tool.Result {
 	var (
 		b  *env.Binding
 		bg tool.Background
+		g  env.Guard
 	)
 	err := h.with(ctx, run.Process.SessionID, func(s *session.Session) error {
 		var err error
 		b, err = env.Open(s.Record().Binding)
 		bg = s.Background()
+		g = s.ToolGuard(run.Process.RunID, run.Process.Spec.Tool, run.Process.Spec.Args)
 		return err
 	})
 	if err != nil {
@@ -400,7 +402,7 @@ func (h *Host) RunTool(ctx context.Context, run process.ToolRun) tool.Result {
 	}
 	defer b.Close()
 	call := *run.Call
-	call.Env, call.Background = b, bg
+	call.Env, call.Background = b.WithGuard(g), bg
 	return h.cfg.Tools.Call(ctx, run.Process.Spec.Tool, &call, tool.CallOptions{Logger: h.cfg.Logger})
 }
 

@@ -1,0 +1,135 @@
+package session
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"weft.dev/weft/agent"
+	"weft.dev/weft/api"
+	"weft.dev/weft/env"
+	"weft.dev/weft/event"
+	"weft.dev/weft/policy"
+)
+
+// resolver returns where a path of the session's current binding leads
+// (env.Binding.Locate), for the policy's decision on a file tool's call:
+// a path rule then holds on the file the tool would open, not only on the
+// path the model wrote. Nil when the session has no usable binding.
+func (s *Session) resolver() func(string) ([]string, error) {
+	b := s.currentBinding()
+	if b == nil {
+		return nil
+	}
+	return b.Locate
+}
+
+// guardFor returns the run's guards of its tool calls' file access
+// (agent.Run.Guard): the policy decides again on each file a call opens,
+// writes or lists, by where it really is.
+func (s *Session) guardFor(a *activeRun) func(event.ToolCall, agent.Admission) env.Guard {
+	return func(c event.ToolCall, how agent.Admission) env.Guard {
+		set, mounts := s.policyFor(a)
+		limit := api.ActionAllow
+		if how == agent.Approved {
+			limit = api.ActionAsk
+		}
+		return newPathGuard(set, policy.Call{Tool: c.Name, Arguments: json.RawMessage(c.Arguments), Mounts: mounts}, limit)
+	}
+}
+
+// ToolGuard returns the guard of a background tool call (a start_tool
+// process) of run runID: tool with args, in the session's current
+// mounts. It is decided by the run's policy while the run is active, and
+// by the host's and the session's layers (with the session's approvals)
+// once it has ended; the call was decided when start_tool was, so what it
+// opens may meet an ask rule (it may have been approved) but no deny.
+func (s *Session) ToolGuard(runID, tool string, args json.RawMessage) env.Guard {
+	var set *policy.Set
+	s.mu.Lock()
+	a := s.active
+	s.mu.Unlock()
+	if a != nil && a.id == runID {
+		set, _ = s.policyFor(a)
+	} else {
+		base, err := s.compilePolicy(nil, "")
+		if err != nil {
+			return denyAll{err}
+		}
+		set, _ = s.policyFor(&activeRun{policy: base})
+	}
+	var mounts []event.Mount
+	if b := s.currentBinding(); b != nil {
+		mounts = b.Mounts()
+	}
+	return newPathGuard(set, policy.Call{Tool: tool, Arguments: args, Mounts: mounts}, api.ActionAsk)
+}
+
+// newPathGuard returns the guard of call under set, or nil when no rule
+// of set has a path condition for the call's tool (nothing to check).
+// limit is the strictest action the call may meet: allow for a call the
+// policy allowed, ask for one a person approved.
+func newPathGuard(set *policy.Set, call policy.Call, limit string) env.Guard {
+	if !set.HasPathRules(call.Tool) {
+		return nil
+	}
+	return &pathGuard{set: set, call: call, limit: strictness(limit)}
+}
+
+// pathGuard is the env.Guard of one tool call: the call is decided again
+// with each target it opens (policy.Call.Opened), and refused when that
+// decision is stricter than the one it runs under. Immutable; safe for
+// concurrent use.
+type pathGuard struct {
+	set   *policy.Set
+	call  policy.Call
+	limit int
+}
+
+// Allow implements env.Guard.
+func (g *pathGuard) Allow(t env.Target) error {
+	c := g.call
+	c.Opened = make([]string, 0, 1+len(t.Real))
+	c.Opened = append(c.Opened, t.Path.String())
+	for _, r := range t.Real {
+		c.Opened = append(c.Opened, r.String())
+	}
+	d := g.set.Decide(c)
+	if strictness(d.Action) <= g.limit {
+		return nil
+	}
+	where := ""
+	for _, r := range t.Real {
+		if r.String() != t.Path.String() && !strings.Contains(where, r.String()) {
+			where += ", it leads to " + r.String()
+		}
+	}
+	if d.Action == api.ActionDeny {
+		return fmt.Errorf("%s%s", d.Reason, where)
+	}
+	return fmt.Errorf("opening it needs approval (%s)%s, and it was not asked when the call was decided (a link changed since): call again",
+		strings.TrimSpace(d.Reason+" "+ruleSource(d)), where)
+}
+
+// ruleSource names where the rule of d comes from, for messages.
+func ruleSource(d policy.Decision) string {
+	return "rule of " + recordedRule(d).Source
+}
+
+func strictness(action string) int {
+	switch action {
+	case api.ActionDeny:
+		return 2
+	case api.ActionAsk:
+		return 1
+	}
+	return 0
+}
+
+// denyAll is a guard that refuses everything, for a policy that no
+// longer compiles.
+type denyAll struct{ err error }
+
+func (g denyAll) Allow(env.Target) error {
+	return fmt.Errorf("the policy cannot be compiled: %v", g.err)
+}
