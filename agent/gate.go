@@ -255,15 +255,37 @@ func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, 
 					Arguments: []byte(c.Arguments), Env: cb, Background: l.run.Background,
 				}, tool.CallOptions{Timeout: l.cfg.ToolTimeout, ResultBudget: l.cfg.ResultBudget})
 			}
-			results[i] = llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: res.Output, IsError: res.IsError}
-			errs[i] = l.emit(wctx, event.ToolCallCompleted, event.ToolCallCompletedData{
+			// The model reads the result as the log stored it (the log
+			// masks secrets), so the step's next request and a later
+			// run's transcript agree.
+			output, err := l.emitResult(wctx, event.ToolCallCompletedData{
 				ID: c.ID, Name: c.Name, Output: res.Output, IsError: res.IsError, Truncated: res.Truncated,
 				DurationMs: time.Since(t0).Milliseconds(),
 			})
+			results[i] = llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: output, IsError: res.IsError}
+			errs[i] = err
 		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// emitResult appends a tool call's result and returns its output as the
+// log stored it.
+func (l *loop) emitResult(ctx context.Context, d event.ToolCallCompletedData) (string, error) {
+	e, err := event.New(l.run.ID, event.ToolCallCompleted, d)
+	if err != nil {
+		return d.Output, err
+	}
+	stored, err := l.log.Append(ctx, e)
+	if err != nil || len(stored) != 1 {
+		return d.Output, err
+	}
+	var got event.ToolCallCompletedData
+	if stored[0].Decode(&got) != nil {
+		return d.Output, nil
+	}
+	return got.Output, nil
 }
 
 // settle finishes the step a run parked in: calls an approval allowed run

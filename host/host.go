@@ -30,6 +30,7 @@ import (
 	"weft.dev/weft/internal/session"
 	"weft.dev/weft/policy"
 	"weft.dev/weft/process"
+	"weft.dev/weft/redact"
 	"weft.dev/weft/store"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/mcp"
@@ -114,6 +115,11 @@ type Config struct {
 	// recover from a failed write (disk full, I/O error); it doubles up
 	// to 32 times. Zero means 100 ms.
 	StorageRetry time.Duration
+	// Redactor masks secret values (the provider keys, the host's token)
+	// in everything the host stores in a session's log or sends to a
+	// model. The values the MCP servers' ${VAR} reach (MCP's
+	// mcp.Manager.Secrets) are added to it. Nil masks only those.
+	Redactor *redact.Redactor
 	// ScratchDir holds the directories of scratch mounts; empty refuses them.
 	ScratchDir string
 	// Policy is the host's approval policy (the config file's), the
@@ -210,8 +216,10 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		Policy: cfg.Policy, InputTimeout: cfg.InputTimeout, NewID: cfg.NewID, Logger: cfg.Logger,
 		Transcripts: session.NewBudget(max(cfg.TranscriptBytes, 0)),
 	}
+	h.scfg.Journal.Redactor = cfg.Redactor
 	if cfg.MCP != nil {
 		h.scfg.MCP = cfg.MCP
+		h.scfg.Journal.Redactor = cfg.Redactor.With(cfg.MCP.Secrets()...)
 	}
 	h.m = h.methodTable()
 	if m := cfg.Processes; m != nil {

@@ -460,7 +460,8 @@ func (p *proc) superviseShell(readers []streamReader) {
 // collect turns pieces into output events: a chunk is flushed when it
 // reaches ChunkBytes, when the stream changes, or FlushInterval after its
 // first byte. An incomplete UTF-8 sequence at the end of a chunk waits for
-// the next piece of the same stream.
+// the next piece of the same stream, and so does an end that may begin a
+// secret (Config.Redactor), unless nothing followed it for maxHold.
 func (p *proc) collect(pieces <-chan piece) {
 	m := p.m
 	var cur string
@@ -468,6 +469,7 @@ func (p *proc) collect(pieces <-chan piece) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	armed := false
+	var heldAt time.Time // when buf began to hold only what a flush kept back
 	flush := func(final bool) {
 		if len(buf) == 0 {
 			return
@@ -478,9 +480,18 @@ func (p *proc) collect(pieces <-chan piece) {
 			if n == 0 {
 				n = len(buf)
 			}
+			n = min(n, len(buf)-m.cfg.Redactor.Hold(buf))
 		}
-		p.writeOutput(cur, buf[:n])
+		if n > 0 {
+			p.writeOutput(cur, buf[:n])
+		}
 		buf = append(buf[:0], buf[n:]...)
+		switch {
+		case len(buf) == 0:
+			heldAt = time.Time{}
+		case heldAt.IsZero():
+			heldAt = time.Now()
+		}
 	}
 	for {
 		select {
@@ -495,6 +506,7 @@ func (p *proc) collect(pieces <-chan piece) {
 				cur = pc.stream
 			}
 			buf = append(buf, pc.data...)
+			heldAt = time.Time{}
 			if len(buf) >= m.cfg.ChunkBytes {
 				flush(false)
 			}
@@ -504,7 +516,7 @@ func (p *proc) collect(pieces <-chan piece) {
 			}
 		case <-timer.C:
 			armed = false
-			flush(false)
+			flush(!heldAt.IsZero() && time.Since(heldAt) >= maxHold)
 			if len(buf) > 0 {
 				timer.Reset(m.cfg.FlushInterval)
 				armed = true
@@ -512,6 +524,10 @@ func (p *proc) collect(pieces <-chan piece) {
 		}
 	}
 }
+
+// maxHold is how long output that may begin a secret waits for what
+// follows it before it is stored as it is.
+const maxHold = time.Second
 
 // completeUTF8 returns the length of b without a trailing incomplete
 // UTF-8 sequence (at most 3 bytes are held back).
@@ -531,6 +547,7 @@ func completeUTF8(b []byte) int {
 // trims the log when it exceeds the cap.
 func (p *proc) writeOutput(stream string, data []byte) {
 	m := p.m
+	data = m.cfg.Redactor.Bytes(data)
 	ctx := context.Background()
 	p.mu.Lock()
 	defer p.mu.Unlock()

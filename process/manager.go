@@ -17,6 +17,7 @@ import (
 
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
+	"weft.dev/weft/redact"
 	"weft.dev/weft/store"
 	"weft.dev/weft/tool"
 )
@@ -197,6 +198,11 @@ type Config struct {
 	// TailBytes is how much output [Manager.Await] returns. Zero means
 	// 4 KiB.
 	TailBytes int
+	// Redactor masks secret values in everything a process log stores:
+	// its output (a value split between two chunks included) and its
+	// other events (a tool process's result, its command). Nil masks
+	// nothing.
+	Redactor *redact.Redactor
 }
 
 // Manager runs durable background processes: shell commands in process
@@ -329,6 +335,9 @@ func (p *proc) appendLocked(ctx context.Context, evs []store.ProcessEvent, drop 
 	for i := range evs {
 		rec.LastSeq++
 		evs[i].Seq, evs[i].ProcessID, evs[i].Time = rec.LastSeq, p.id, now
+		if evs[i].Type != EventOutput { // output is masked before it is cut (writeOutput)
+			evs[i].Data = p.m.cfg.Redactor.JSON(evs[i].Data)
+		}
 	}
 	if err := p.m.st.AppendProcess(ctx, store.ProcessBatch{ProcessID: p.id, Events: evs, Record: &rec, DropOutputBefore: drop, Receipts: by.receipts(evs)}); err != nil {
 		return fmt.Errorf("process %s: %w", p.id, err)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"weft.dev/weft/internal/config"
 	"weft.dev/weft/internal/lease"
 	"weft.dev/weft/process"
+	"weft.dev/weft/redact"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/postgres"
 	"weft.dev/weft/tool"
@@ -119,7 +121,13 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 			st.Close()
 		}
 	}()
-	procs, err := process.New(process.Config{Store: st, Logger: log, BaseEnv: os.Environ(), Sandbox: cfgFile.Sandbox()})
+	// Every secret the host knows of is masked in its log, in the
+	// sessions' logs and in the processes' (see package redact).
+	mcfg := a.mcpConfig(cfgFile, 0)
+	red := a.redactor(cfgFile, loc, mcfg)
+	log = slog.New(red.Handler(log.Handler()))
+	mcfg.Logger = log
+	procs, err := process.New(process.Config{Store: st, Logger: log, BaseEnv: os.Environ(), Sandbox: cfgFile.Sandbox(), Redactor: red})
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +147,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
-	servers, err := a.newMCP(cfgFile, log, 0)
+	servers, err := mcp.New(mcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +181,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	}
 	h, err := host.New(ctx, host.Config{
 		Policy: pol, InputTimeout: cfgFile.InputTimeout(),
-		Store: st, Tools: reg, MCP: servers, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps,
+		Store: st, Tools: reg, MCP: servers, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps, Redactor: red,
 		LockDir: locks, Leases: hostLeases, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
 		Shared: kind == oneShot,
 		ResolveModel: func(name string) (*host.Model, error) {
@@ -194,14 +202,47 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 // the shells' sandbox, ${VAR} read from weft's environment; stopGrace is
 // mcp.Config.StopGrace.
 func (a *app) newMCP(f config.File, log *slog.Logger, stopGrace time.Duration) (*mcp.Manager, error) {
-	return mcp.New(mcp.Config{
+	cfg := a.mcpConfig(f, stopGrace)
+	cfg.Logger = log
+	return mcp.New(cfg)
+}
+
+// mcpConfig is the configuration of the MCP client of the config file's
+// servers, without a logger.
+func (a *app) mcpConfig(f config.File, stopGrace time.Duration) mcp.Config {
+	return mcp.Config{
 		Servers: f.MCPServers, SessionEnv: f.MCPSessionEnv,
 		LookupEnv: func(k string) (string, bool) {
 			v := a.getenv(k)
 			return v, v != ""
 		},
-		BaseEnv: os.Environ(), Sandbox: f.Sandbox(), Logger: log, StopGrace: stopGrace,
-	})
+		BaseEnv: os.Environ(), Sandbox: f.Sandbox(), StopGrace: stopGrace,
+	}
+}
+
+// redactor returns the Redactor of every secret the host holds: the
+// providers' API keys (config.KeyEnv), the token (WEFT_TOKEN, or the
+// token file if there is one), the password of a PostgreSQL store's URL
+// and what the MCP servers' ${VAR} reach.
+func (a *app) redactor(f config.File, loc storeLoc, mcfg mcp.Config) *redact.Redactor {
+	var secrets []string
+	for _, k := range config.KeyEnv(f) {
+		secrets = append(secrets, a.getenv(k))
+	}
+	if tok, err := a.token(false); err == nil {
+		secrets = append(secrets, tok)
+	} else if a.getenv("WEFT_TOKEN") != "" {
+		secrets = append(secrets, a.getenv("WEFT_TOKEN"))
+	}
+	if loc.url != "" {
+		if u, err := url.Parse(loc.url); err == nil && u.User != nil {
+			if pw, ok := u.User.Password(); ok {
+				secrets = append(secrets, pw)
+			}
+		}
+	}
+	secrets = append(secrets, mcp.SecretsOf(mcfg)...)
+	return redact.New(secrets...)
 }
 
 // holderName names this process in a PostgreSQL store's leases table:
