@@ -37,13 +37,19 @@ var denyEnv = api.Policy{Rules: []api.Rule{
 // step, then ends.
 func pathHost(t *testing.T, pol api.Policy, calls ...string) *host.Host {
 	t.Helper()
+	return pathHostOn(t, memory.New(), pol, calls...)
+}
+
+// pathHostOn is pathHost over st.
+func pathHostOn(t *testing.T, st store.Store, pol api.Policy, calls ...string) *host.Host {
+	t.Helper()
 	reg := tool.NewRegistry()
 	if err := builtin.Register(reg, builtin.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	script := `{"steps":[{"toolCalls":[` + strings.Join(calls, ",") + `]},{"text":"done"}]}`
 	h, err := host.New(context.Background(), host.Config{
-		Store: memory.New(), Tools: reg, DefaultModel: "paths", CoalesceWindow: 2 * time.Millisecond, Policy: pol,
+		Store: st, Tools: reg, DefaultModel: "paths", CoalesceWindow: 2 * time.Millisecond, Policy: pol,
 		ResolveModel: func(name string) (*host.Model, error) {
 			p, err := scripted.Parse(name, []byte(script))
 			return &host.Model{Name: name, Provider: p, Model: name}, err

@@ -84,6 +84,8 @@ func procErr(err error) error {
 		return api.Wrap(api.KindRunConflict, err, "%v", err).With("status", "ended")
 	case errors.Is(err, process.ErrClosed):
 		return ErrClosed
+	case errors.Is(err, env.ErrDenied), errors.Is(err, env.ErrProtected):
+		return api.Wrap(api.KindDenied, err, "%v", err)
 	case errors.Is(err, env.ErrOutside), errors.Is(err, env.ErrNoMount), errors.Is(err, env.ErrReadOnly),
 		errors.Is(err, env.ErrBadPath), errors.As(err, &re):
 		return api.Wrap(api.KindEnvironmentUnavailable, err, "%v", err)

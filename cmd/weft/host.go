@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"weft.dev/weft/api"
+	"weft.dev/weft/env"
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/config"
 	"weft.dev/weft/internal/lease"
@@ -121,9 +122,21 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 			st.Close()
 		}
 	}()
+	state, err := a.stateDir()
+	if err != nil {
+		return nil, err
+	}
+	// What a client's sessions may not reach: the host's state (token,
+	// scratch mounts, locks), its store and its configuration.
+	protected := []string{state, cfgPath, locks}
+	if loc.path != "" {
+		protected = append(protected, filepath.Dir(loc.path))
+	}
+	prot := env.NewProtected(protected...)
 	// Every secret the host knows of is masked in its log, in the
 	// sessions' logs and in the processes' (see package redact).
 	mcfg := a.mcpConfig(cfgFile, 0)
+	mcfg.Protected = prot
 	red := a.redactor(cfgFile, loc, mcfg)
 	log = slog.New(red.Handler(log.Handler()))
 	mcfg.Logger = log
@@ -141,10 +154,6 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 		return nil, err
 	}
 	if err := process.RegisterTools(reg, procs); err != nil {
-		return nil, err
-	}
-	state, err := a.stateDir()
-	if err != nil {
 		return nil, err
 	}
 	servers, err := mcp.New(mcfg)
@@ -181,7 +190,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	}
 	h, err := host.New(ctx, host.Config{
 		Policy: pol, InputTimeout: cfgFile.InputTimeout(),
-		Store: st, Tools: reg, MCP: servers, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps, Redactor: red,
+		Store: st, Tools: reg, MCP: servers, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps, Redactor: red, Protected: prot,
 		LockDir: locks, Leases: hostLeases, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
 		Shared: kind == oneShot,
 		ResolveModel: func(name string) (*host.Model, error) {

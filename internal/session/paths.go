@@ -133,3 +133,27 @@ type denyAll struct{ err error }
 func (g denyAll) Allow(env.Target) error {
 	return fmt.Errorf("the policy cannot be compiled: %v", g.err)
 }
+
+// openBinding opens eb, refusing (with env.ErrProtected) a local mount
+// whose directory now lies elsewhere than the path stored for it and
+// reaches what the host keeps from sessions: a client's mount is stored
+// with its links resolved and checked (host.Config.Protected), so a
+// difference means a link was made since, such as a component replaced
+// by a link to /proc from a shell that can write its parent.
+func (s *Session) openBinding(eb event.Binding) (*env.Binding, error) {
+	b, err := env.Open(eb)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range eb.Mounts {
+		real, ok := b.RealPath(m.ID)
+		if m.Kind == event.KindScratch || !ok || real == m.Path {
+			continue
+		}
+		if _, err := s.cfg.Protected.Check(real); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("mount %s: %w", m.ID, err)
+		}
+	}
+	return b, nil
+}

@@ -75,6 +75,13 @@ type Config struct {
 	// Logger receives the servers' stderr, starts, stops and failures;
 	// nil means silent.
 	Logger *slog.Logger
+	// Protected is what a session's servers may not reach: each start
+	// of a session's command server checks its command and readOnly
+	// paths (their links followed again, since they may have changed
+	// since the session was created) and hands the sandbox the real
+	// paths. Nil protects the kernel's file systems only (see
+	// [env.Protected]).
+	Protected *env.Protected
 }
 
 // Manager starts, shares, restarts and stops MCP servers and offers their
