@@ -17,6 +17,17 @@
 // named pipes and sockets inside a mount are refused on open. The shell is
 // not confined by the resolver: [Path.HostDir] only chooses its working
 // directory.
+//
+// Where a path really leads is [Path.EvalSymlinks] (and, as display
+// paths in every mount the target lies in, [Binding.Locate]): what the
+// approval policy decides on. A view made by [Binding.WithGuard] asks its
+// [Guard] about every file it opens, writes or lists, by where the open
+// file really is, so that a rule holds whatever links appear between the
+// decision and the open. A hard link is a second name the guard cannot
+// see through: the kernel names a file by the link it was opened by.
+//
+// [Protected] is the set of host paths that what a client supplies (a
+// mount, an MCP server's paths) must not reach.
 package env
 
 import (

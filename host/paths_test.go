@@ -288,3 +288,36 @@ func TestAllowRuleNeedsBothPaths(t *testing.T) {
 	}
 	wait(t, h, r.ID)
 }
+
+// AGENTS.md is read into the system prompt as read_file would read it: a
+// link AGENTS.md -> .env under a deny on **/.env gives the model no
+// instructions, and not the secret.
+func TestInstructionsFollowPathRules(t *testing.T) {
+	dir := secretTree(t)
+	if err := os.Symlink(".env", filepath.Join(dir, "AGENTS.md")); err != nil {
+		t.Fatal(err)
+	}
+	reg := tool.NewRegistry()
+	if err := builtin.Register(reg, builtin.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	rec := &seenProvider{}
+	h, err := host.New(context.Background(), host.Config{
+		Store: memory.New(), Tools: reg, DefaultModel: "paths", CoalesceWindow: 2 * time.Millisecond, Policy: denyEnv,
+		ResolveModel: func(name string) (*host.Model, error) {
+			p, err := scripted.Parse(name, []byte(`{"steps":[{"text":"done"}]}`))
+			rec.p = p
+			return &host.Model{Name: name, Provider: rec, Model: name}, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	if got := runCalls(t, h, []event.Mount{{ID: "work", Path: dir, Default: true}}); len(got) != 0 {
+		t.Fatalf("tool calls: %+v", got)
+	}
+	if seen := rec.String(); strings.Contains(seen, envSecret) || !strings.Contains(seen, "capable software agent") {
+		t.Fatalf("the model was sent: %.500s", seen)
+	}
+}

@@ -127,3 +127,23 @@ func TestHasPathRules(t *testing.T) {
 		t.Error("a nil Set has path rules")
 	}
 }
+
+// BenchmarkDecideOpened is what a guarded walk pays per entry it reaches:
+// a grep call decided again with the entry's path and where it is.
+func BenchmarkDecideOpened(b *testing.B) {
+	s, err := policy.Compile(api.Policy{Preset: api.PresetAskWrites, Rules: []api.Rule{
+		{Tool: "*", Match: api.Match{Path: "**/.env"}, Action: api.ActionDeny},
+		{Tool: "*", Match: api.Match{Path: "secrets/**"}, Action: api.ActionDeny},
+		{Tool: api.ToolShell, Match: api.Match{Command: "git"}, Action: api.ActionAllow},
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := opened(file(api.ToolGrep, "src"), "/environment/work/src/pkg/deep/file.go", "/environment/work/src/pkg/deep/file.go")
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := s.Decide(c); d.Action != api.ActionAllow {
+			b.Fatal(d.Action)
+		}
+	}
+}

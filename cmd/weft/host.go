@@ -130,7 +130,9 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	// scratch mounts, locks), its store and its configuration.
 	protected := []string{state, cfgPath, locks}
 	if loc.path != "" {
-		protected = append(protected, filepath.Dir(loc.path))
+		for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+			protected = append(protected, loc.path+suffix)
+		}
 	}
 	prot := env.NewProtected(protected...)
 	// Every secret the host knows of is masked in its log, in the

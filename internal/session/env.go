@@ -283,12 +283,14 @@ func contextLine(action string, m event.Mount) string {
 const maxInstructions = 32 << 10
 
 // instructions reads AGENTS.md at the root of the default mount, if any,
-// up to maxInstructions bytes.
-func (s *Session) instructions() *event.Instructions {
+// up to maxInstructions bytes, for run a: not if the run's policy denies
+// read_file what it really is (a link to .env, say).
+func (s *Session) instructions(a *activeRun) *event.Instructions {
 	b, err := s.binding()
 	if err != nil {
 		return nil
 	}
+	b = b.WithGuard(s.instructionsGuard(a))
 	m, ok := b.DefaultMount()
 	if !ok {
 		return nil

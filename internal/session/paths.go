@@ -13,10 +13,14 @@ import (
 )
 
 // resolver returns where a path of the session's current binding leads
-// (env.Binding.Locate), for the policy's decision on a file tool's call:
-// a path rule then holds on the file the tool would open, not only on the
-// path the model wrote. Nil when the session has no usable binding.
-func (s *Session) resolver() func(string) ([]string, error) {
+// (env.Binding.Locate), for set's decision on a call of tool: a path rule
+// then holds on the file the tool would open, not only on the path the
+// model wrote. Nil when no rule of set has a path condition for tool (no
+// I/O for nothing) or the session has no usable binding.
+func (s *Session) resolver(set *policy.Set, tool string) func(string) ([]string, error) {
+	if !set.HasPathRules(tool) {
+		return nil
+	}
 	b := s.currentBinding()
 	if b == nil {
 		return nil
@@ -156,4 +160,13 @@ func (s *Session) openBinding(eb event.Binding) (*env.Binding, error) {
 		}
 	}
 	return b, nil
+}
+
+// instructionsGuard is the guard of run a's reading of AGENTS.md: it is
+// read as read_file would read it, and left out if a deny rule refuses
+// that (an ask rule does not: the instructions are not the model's call).
+func (s *Session) instructionsGuard(a *activeRun) env.Guard {
+	set, mounts := s.policyFor(a)
+	args, _ := json.Marshal(map[string]string{"path": "AGENTS.md"})
+	return newPathGuard(set, policy.Call{Tool: api.ToolReadFile, Arguments: args, Mounts: mounts}, api.ActionAsk)
 }
