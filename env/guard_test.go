@@ -302,3 +302,32 @@ func TestGuardRace(t *testing.T) {
 		t.Errorf("a read once the swapping stopped: %q, %v", data, err)
 	}
 }
+
+type allowAll struct{}
+
+func (allowAll) Allow(env.Target) error { return nil }
+
+// BenchmarkOpen is the cost a guard adds to each open: the kernel's name
+// of the descriptor (readlink) mapped into the mounts, and the guard's
+// call (here one that allows everything).
+func BenchmarkOpen(b *testing.B) {
+	dir := b.TempDir()
+	writeFile(b, filepath.Join(dir, "src", "pkg", "deep", "file.go"), "package deep\n")
+	bind := mustBinding(b, event.Mount{ID: "work", Kind: event.KindLocal, Path: dir, Mode: "rw", Default: true})
+	for name, bb := range map[string]*env.Binding{"plain": bind, "guarded": bind.WithGuard(allowAll{})} {
+		b.Run(name, func(b *testing.B) {
+			p, err := bb.Resolve("src/pkg/deep/file.go", env.Read)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				f, err := p.Open()
+				if err != nil {
+					b.Fatal(err)
+				}
+				f.Close()
+			}
+		})
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
 	"weft.dev/weft/llm/scripted"
+	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
 	"weft.dev/weft/tool"
@@ -319,5 +320,32 @@ func TestInstructionsFollowPathRules(t *testing.T) {
 	}
 	if seen := rec.String(); strings.Contains(seen, envSecret) || !strings.Contains(seen, "capable software agent") {
 		t.Fatalf("the model was sent: %.500s", seen)
+	}
+}
+
+// A background tool call (start_tool) runs after the run that started it
+// was decided, maybe after it ended: its file access is guarded by the
+// session's rules too, so a link made since leads nowhere denied.
+func TestBackgroundToolFollowsPathRules(t *testing.T) {
+	dir := secretTree(t)
+	h := pathHost(t, denyEnv)
+	s, err := h.CreateSession(context.Background(), api.CreateSessionParams{Mounts: []event.Mount{{ID: "work", Path: dir, Default: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range []string{`{"path":"notes.txt"}`, `{"path":"readme.txt"}`} {
+		res := h.RunTool(context.Background(), process.ToolRun{
+			Process: store.Process{ID: "proc_1", SessionID: s.ID, RunID: "run_gone", Kind: store.ProcessTool,
+				Spec: store.ProcessSpec{Tool: api.ToolReadFile, Args: json.RawMessage(args)}},
+			Call: &tool.Call{ID: "proc_1", SessionID: s.ID, RunID: "run_gone", Arguments: json.RawMessage(args)},
+		})
+		switch {
+		case strings.Contains(res.Output, envSecret):
+			t.Errorf("%s: the background read returned the secret", args)
+		case strings.Contains(args, "notes") && (!res.IsError || !strings.Contains(res.Output, "no .env files")):
+			t.Errorf("%s: %+v", args, res)
+		case strings.Contains(args, "readme") && (res.IsError || !strings.Contains(res.Output, "harmless")):
+			t.Errorf("%s: %+v", args, res)
+		}
 	}
 }
