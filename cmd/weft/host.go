@@ -50,6 +50,9 @@ type localHost struct {
 	// leases are the session leases in a PostgreSQL store; nil for SQLite
 	// (whose session leases are flocks beside the file).
 	leases *postgres.Leases
+	// log is the logger the host was given, redacting the host's
+	// secrets: the one to give the RPC server too.
+	log *slog.Logger
 }
 
 // Close shuts the host (which releases its session leases), then its MCP
@@ -206,7 +209,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
-	return &localHost{host: h, store: st, tools: reg, mcp: servers, lease: ls, leases: leases}, nil
+	return &localHost{host: h, store: st, tools: reg, mcp: servers, lease: ls, leases: leases, log: log}, nil
 }
 
 // newMCP makes the MCP client of the config file's servers: commands in
