@@ -122,6 +122,13 @@ type Run struct {
 	// Gate decides what becomes of each tool call before it runs; nil
 	// means every call runs.
 	Gate Gate
+	// Guard, if set, returns the guard of a call's file access: the call
+	// runs with Env()'s Binding guarded by it ([env.Binding.WithGuard]),
+	// so that every file it opens, writes or lists is vetted by where it
+	// really is, whatever links appear after the Gate decided. how says
+	// whether the call runs because the Gate let it or because a person
+	// approved it. Nil, or a nil Guard, leaves the Binding unguarded.
+	Guard func(call event.ToolCall, how Admission) env.Guard
 	// ClientTools are offered to the model beside Config.Tools; their
 	// calls are executed by the client (the Gate hands them over).
 	ClientTools []llm.ToolSpec

@@ -38,6 +38,24 @@ type Verdict struct {
 	RequestID, Kind string
 }
 
+// Admission is why a tool call runs, for [Run.Guard].
+type Admission int
+
+const (
+	// Allowed: the Gate let the call run (its zero Verdict).
+	Allowed Admission = iota
+	// Approved: the Gate asked, and a person approved the call.
+	Approved
+)
+
+// String returns "allowed" or "approved".
+func (a Admission) String() string {
+	if a == Approved {
+		return "approved"
+	}
+	return "allowed"
+}
+
 // errWaiting is callTools' answer when calls of the step wait for answers.
 var errWaiting = errors.New("the run waits for answers")
 
@@ -189,7 +207,7 @@ func (l *loop) callTools(ctx context.Context, calls []event.ToolCall) ([]llm.Mes
 		l.gated = nil // nothing was opened
 		return nil, err
 	}
-	err := l.runCalls(ctx, calls, runs, results)
+	err := l.runCalls(ctx, calls, runs, results, Allowed)
 	if len(l.gated) > 0 && err == nil && (ctx.Err() == nil || errors.Is(context.Cause(ctx), ErrHostStopped)) {
 		// What the run resumes from, as the log will say it.
 		rs := &Resume{Steps: l.steps, Usage: l.usage}
@@ -213,8 +231,8 @@ func (l *loop) callTools(ctx context.Context, calls []event.ToolCall) ([]llm.Mes
 }
 
 // runCalls runs calls[i] for each i of idx in parallel, writing each
-// result as it finishes into results[i] and the log.
-func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, results []llm.Message) error {
+// result as it finishes into results[i] and the log. how is why they run.
+func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, results []llm.Message, how Admission) error {
 	b := l.binding()
 	errs := make([]error, len(calls))
 	var wg sync.WaitGroup
@@ -228,20 +246,46 @@ func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, 
 			if l.tools == nil {
 				res = tool.Result{Output: "error: no tools are available", IsError: true}
 			} else {
+				cb := b
+				if l.run.Guard != nil {
+					cb = b.WithGuard(l.run.Guard(c, how))
+				}
 				res = l.tools.Call(ctx, c.Name, &tool.Call{
 					ID: c.ID, SessionID: l.run.SessionID, RunID: l.run.ID,
-					Arguments: []byte(c.Arguments), Env: b, Background: l.run.Background,
+					Arguments: []byte(c.Arguments), Env: cb, Background: l.run.Background,
 				}, tool.CallOptions{Timeout: l.cfg.ToolTimeout, ResultBudget: l.cfg.ResultBudget})
 			}
-			results[i] = llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: res.Output, IsError: res.IsError}
-			errs[i] = l.emit(wctx, event.ToolCallCompleted, event.ToolCallCompletedData{
+			// The model reads the result as the log stored it (the log
+			// masks secrets), so the step's next request and a later
+			// run's transcript agree.
+			output, err := l.emitResult(wctx, event.ToolCallCompletedData{
 				ID: c.ID, Name: c.Name, Output: res.Output, IsError: res.IsError, Truncated: res.Truncated,
 				DurationMs: time.Since(t0).Milliseconds(),
 			})
+			results[i] = llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: output, IsError: res.IsError}
+			errs[i] = err
 		})
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// emitResult appends a tool call's result and returns its output as the
+// log stored it.
+func (l *loop) emitResult(ctx context.Context, d event.ToolCallCompletedData) (string, error) {
+	e, err := event.New(l.run.ID, event.ToolCallCompleted, d)
+	if err != nil {
+		return d.Output, err
+	}
+	stored, err := l.log.Append(ctx, e)
+	if err != nil || len(stored) != 1 {
+		return d.Output, err
+	}
+	var got event.ToolCallCompletedData
+	if stored[0].Decode(&got) != nil {
+		return d.Output, nil
+	}
+	return got.Output, nil
 }
 
 // settle finishes the step a run parked in: calls an approval allowed run
@@ -281,7 +325,7 @@ func (l *loop) settle(ctx context.Context, pending []Pending) ([]llm.Message, er
 	if err := l.emitMany(ctx, batch); err != nil {
 		return nil, err
 	}
-	return results, l.runCalls(ctx, calls, runs, results)
+	return results, l.runCalls(ctx, calls, runs, results, Approved)
 }
 
 // closeGated returns the events that close the requests of the current

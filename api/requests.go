@@ -95,6 +95,16 @@ type Client struct {
 	Transport string
 }
 
+// TransportInProcess is the transport of a call made by the program
+// that embeds the host, not sent by a client over a connection.
+const TransportInProcess = "in-process"
+
+// Remote reports whether the call came from a client over a connection
+// (stdio, HTTP, WebSocket) rather than from the program that embeds the
+// host: what a remote client supplies is held to the host's limits on
+// sessions (see host.Config.Protected).
+func (c Client) Remote() bool { return c.Transport != TransportInProcess }
+
 type clientKey struct{}
 
 // WithClient returns ctx carrying c; the rpc layer sets it on every
@@ -109,5 +119,5 @@ func ClientFrom(ctx context.Context) Client {
 	if c, ok := ctx.Value(clientKey{}).(Client); ok {
 		return c
 	}
-	return Client{Transport: "in-process"}
+	return Client{Transport: TransportInProcess}
 }

@@ -17,6 +17,17 @@
 // named pipes and sockets inside a mount are refused on open. The shell is
 // not confined by the resolver: [Path.HostDir] only chooses its working
 // directory.
+//
+// Where a path really leads is [Path.EvalSymlinks] (and, as display
+// paths in every mount the target lies in, [Binding.Locate]): what the
+// approval policy decides on. A view made by [Binding.WithGuard] asks its
+// [Guard] about every file it opens, writes or lists, by where the open
+// file really is, so that a rule holds whatever links appear between the
+// decision and the open. A hard link is a second name the guard cannot
+// see through: the kernel names a file by the link it was opened by.
+//
+// [Protected] is the set of host paths that what a client supplies (a
+// mount, an MCP server's paths) must not reach.
 package env
 
 import (
@@ -72,6 +83,11 @@ type mount struct {
 // path resolves to [ErrNoMount]. Whoever calls [NewBinding] calls
 // [Binding.Close] once no call uses the Binding any more.
 type Binding struct {
+	// guard vets what paths open (WithGuard); view marks a guarded view,
+	// which shares the mounts of the Binding it was made from.
+	guard Guard
+	view  bool
+
 	version  int64
 	mounts   []*mount
 	byID     map[string]*mount
@@ -185,15 +201,46 @@ func openMount(m event.Mount) (*mount, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("env: mount %q: %s is not a directory", m.ID, m.Path)
 	}
-	real, err := filepath.EvalSymlinks(m.Path)
-	if err != nil {
-		return nil, fmt.Errorf("env: mount %q: %w", m.ID, err)
-	}
 	root, err := os.OpenRoot(m.Path)
 	if err != nil {
 		return nil, fmt.Errorf("env: mount %q: %w", m.ID, err)
 	}
+	real, err := rootPath(root, m.Path)
+	if err != nil {
+		root.Close()
+		return nil, fmt.Errorf("env: mount %q: %w", m.ID, err)
+	}
 	return &mount{m: m, root: root, hostReal: real}, nil
+}
+
+// rootPath returns the real host path of the directory root opened,
+// whose name was path: as the kernel names it, or else path with its
+// links evaluated, checked to be the same directory.
+func rootPath(root *os.Root, path string) (string, error) {
+	d, err := root.Open(".")
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	if p, ok := fdPath(d); ok {
+		return p, nil
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", err
+	}
+	want, err := os.Stat(real)
+	if err != nil {
+		return "", err
+	}
+	got, err := d.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !os.SameFile(want, got) {
+		return "", fmt.Errorf("%s changed while it was opened", path)
+	}
+	return real, nil
 }
 
 func validID(id string) bool {
@@ -234,11 +281,12 @@ func (b *Binding) ShellVars() []string {
 	return out
 }
 
-// Close closes every mount's root. Paths resolved from the Binding fail
-// afterwards. Close must not run while a call still uses the Binding; it
-// may be called more than once and on a nil Binding.
+// Close closes every mount's root. Paths resolved from the Binding (and
+// from its views, [Binding.WithGuard]) fail afterwards. Close must not
+// run while a call still uses the Binding; it may be called more than
+// once and on a nil Binding. Close of a view does nothing.
 func (b *Binding) Close() error {
-	if b == nil {
+	if b == nil || b.view {
 		return nil
 	}
 	var first error
@@ -434,7 +482,7 @@ func cleanRel(s string) (string, bool) {
 }
 
 func (b *Binding) newPath(m *mount, rel string, access Access) *Path {
-	return &Path{m: m, rel: rel, access: access}
+	return &Path{b: b, m: m, rel: rel, access: access}
 }
 
 // ReadFile resolves p for [Read] and returns [Path.ReadFile] of it.

@@ -224,7 +224,7 @@ func TestReadWriteHelpers(t *testing.T) {
 		t.Errorf("missing: %v", err)
 	}
 	p, _ := b.Resolve("deep", env.Read)
-	ents, err := p.ReadDir(0)
+	ents, _, err := p.ReadDir(0)
 	if err != nil || len(ents) != 1 || ents[0].Name() != "er" {
 		t.Errorf("ReadDir = %v, %v", ents, err)
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 // Sentinel errors that [Error] wraps. Branch on them with [errors.Is]. The
-// RPC layer maps every one of them except [ErrTooLarge] to
+// RPC layer maps every one of them except [ErrTooLarge] and [ErrDenied] to
 // EnvironmentUnavailable (-32031).
 var (
 	// ErrOutside means the path leaves every mount: an absolute host path,
@@ -27,6 +27,10 @@ var (
 	// ErrTooLarge means a read was capped and the file is bigger than the
 	// cap. It is a limit of the call, not an environment failure.
 	ErrTooLarge = errors.New("file too large")
+	// ErrDenied means the binding's [Guard] refused the file: the approval
+	// policy does not let the call open it, wherever the path led. The RPC
+	// layer maps it to Denied (-32018).
+	ErrDenied = errors.New("denied by policy")
 )
 
 // Error is a refusal by the resolver or by a [Path] helper. Its message

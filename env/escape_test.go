@@ -117,7 +117,7 @@ func probe(b *env.Binding, p string) (leak string) {
 		f.Close()
 		check("Open", data)
 	}
-	if ents, err := rp.ReadDir(100); err == nil {
+	if ents, _, err := rp.ReadDir(100); err == nil {
 		for _, e := range ents {
 			if c, err := rp.Join(e.Name()); err == nil {
 				data, _ := c.ReadFile(1 << 20)

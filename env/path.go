@@ -26,6 +26,7 @@ import (
 // A Path is immutable and safe for concurrent use; it is valid until its
 // Binding is closed.
 type Path struct {
+	b      *Binding // the binding (or view) that resolved it
 	m      *mount
 	rel    string // slash-separated, cleaned, "." for the mount root
 	access Access
@@ -65,7 +66,7 @@ func (p *Path) Join(name string) (*Path, error) {
 	if p.rel != "." {
 		rel = p.rel + "/" + name
 	}
-	return &Path{m: p.m, rel: rel, access: p.access}, nil
+	return p.b.newPath(p.m, rel, p.access), nil
 }
 
 // Stat returns the file info, following symbolic links inside the mount.
@@ -82,8 +83,10 @@ func (p *Path) Lstat() (fs.FileInfo, error) {
 
 // Open opens the file or directory for reading. It refuses devices, named
 // pipes and sockets with [ErrNotRegular], checking the opened file itself
-// (the open does not block on a named pipe). The caller closes the file.
-// The file's Name is a host path: do not show it to the model.
+// (the open does not block on a named pipe), and in a guarded binding
+// what the guard refuses, by where the opened file really is, with
+// [ErrDenied]. The caller closes the file. The file's Name is a host
+// path: do not show it to the model.
 func (p *Path) Open() (*os.File, error) {
 	if fi, err := p.m.root.Stat(p.name()); err != nil {
 		return nil, p.wrap("open", err)
@@ -100,6 +103,10 @@ func (p *Path) Open() (*os.File, error) {
 		return nil, p.wrap("open", err)
 	}
 	if err := p.checkMode(fi.Mode(), true); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := p.vet(f); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -149,6 +156,13 @@ func (p *Path) tooLarge(size, limit int64) error {
 // existing file keeps its mode and is written in place. The Path must have
 // been resolved for [Write]; devices, named pipes and sockets are refused
 // with [ErrNotRegular].
+//
+// The write lands where the path leads ([Path.EvalSymlinks]): through a
+// link to an existing file, or a dangling one, whose target is then
+// created. A guarded binding asks its guard about that place before
+// anything is created, and about the opened file before it is changed; a
+// file this call created and the guard then refuses (a link swapped in
+// between) is removed again.
 func (p *Path) WriteFile(data []byte) error {
 	if err := p.needWrite(); err != nil {
 		return err
@@ -156,18 +170,38 @@ func (p *Path) WriteFile(data []byte) error {
 	if p.rel == "." {
 		return p.wrap("write", syscall.EISDIR)
 	}
-	if dir := filepath.Dir(p.name()); dir != "." {
+	t, err := p.EvalSymlinks()
+	if err != nil {
+		return err
+	}
+	if t.rel == "." {
+		return p.wrap("write", syscall.EISDIR)
+	}
+	if p.guarded() {
+		if err := p.allow(p.b.locations(t.hostPath(), p.access)); err != nil {
+			return err
+		}
+	}
+	if dir := filepath.Dir(t.name()); dir != "." {
 		if err := p.m.root.MkdirAll(dir, 0o755); err != nil {
 			return p.wrap("mkdir", err)
 		}
 	}
-	if fi, err := p.m.root.Stat(p.name()); err == nil {
+	if fi, err := p.m.root.Stat(t.name()); err == nil {
 		if err := p.checkMode(fi.Mode(), false); err != nil {
 			return err
 		}
 	}
-	// No O_TRUNC: the file is truncated only once it is known to be regular.
-	f, err := p.m.root.OpenFile(p.name(), os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o644)
+	// No O_TRUNC: the file is truncated only once it is known to be
+	// regular and allowed. A new file is made with O_EXCL, which follows
+	// no link: one swapped in since EvalSymlinks fails the write.
+	const flags = os.O_WRONLY | syscall.O_NONBLOCK | syscall.O_NOCTTY
+	created := false
+	f, err := p.m.root.OpenFile(t.name(), flags, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err = p.m.root.OpenFile(t.name(), flags|os.O_CREATE|os.O_EXCL, 0o644)
+		created = err == nil
+	}
 	if err != nil {
 		return p.wrap("write", err)
 	}
@@ -176,6 +210,11 @@ func (p *Path) WriteFile(data []byte) error {
 		err = p.checkMode(fi.Mode(), false)
 	} else {
 		err = p.wrap("write", err)
+	}
+	if err == nil {
+		if err = p.vet(f); err != nil && created {
+			t.removeIfSame(fi)
+		}
 	}
 	if err == nil {
 		err = p.wrap("write", f.Truncate(0))
@@ -190,6 +229,14 @@ func (p *Path) WriteFile(data []byte) error {
 	return err
 }
 
+// removeIfSame removes the file p names if it is still the file fi
+// describes: an empty file a refused write created.
+func (p *Path) removeIfSame(fi fs.FileInfo) {
+	if cur, err := p.m.root.Lstat(p.name()); err == nil && os.SameFile(cur, fi) {
+		p.m.root.Remove(p.name())
+	}
+}
+
 // MkdirAll creates the directory and its parents (mode 0755 before umask).
 // The Path must have been resolved for [Write].
 func (p *Path) MkdirAll() error {
@@ -202,35 +249,87 @@ func (p *Path) MkdirAll() error {
 // ReadDir returns the directory's entries sorted by name. With limit > 0
 // it reads at most limit entries, in directory order, before sorting them:
 // a caller that wants to know whether there are more asks for one extra.
-func (p *Path) ReadDir(limit int) ([]fs.DirEntry, error) {
+// In a guarded binding, the entries the guard refuses are left out and
+// counted in hidden (they count toward limit).
+func (p *Path) ReadDir(limit int) (ents []fs.DirEntry, hidden int, err error) {
 	f, err := p.Open()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
 	n := -1
 	if limit > 0 {
 		n = limit
 	}
-	ents, err := f.ReadDir(n)
+	ents, err = f.ReadDir(n)
 	if err != nil && !(errors.Is(err, io.EOF) && n > 0) {
-		return nil, p.wrap("readdir", err)
+		return nil, 0, p.wrap("readdir", err)
+	}
+	if p.guarded() {
+		dirHost, err := p.openedHost(f)
+		if err != nil {
+			return nil, 0, err
+		}
+		kept := ents[:0]
+		for _, e := range ents {
+			child, err := p.Join(e.Name())
+			if err == nil {
+				err = child.allow(p.entryAt(child, e, e.Name(), dirHost))
+			}
+			if err != nil {
+				hidden++
+				continue
+			}
+			kept = append(kept, e)
+		}
+		ents = kept
 	}
 	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	return ents, nil
+	return ents, hidden, nil
 }
 
 // WalkDir walks the tree rooted at p in lexical order, as [fs.WalkDir]
 // does, calling fn with each file's Path. It does not follow symbolic links
 // to directories. fn may return [fs.SkipDir] or [fs.SkipAll]. Opening the
 // files it reports still goes through [Path.Open].
+//
+// In a guarded binding p itself must pass the guard (as for [Path.Open]),
+// and an entry the guard refuses is reported with an error wrapping
+// [ErrDenied] (and a refused directory is not entered, whatever fn
+// returns).
 func (p *Path) WalkDir(fn func(p *Path, d fs.DirEntry, err error) error) error {
-	return fs.WalkDir(p.m.root.FS(), p.rel, func(name string, d fs.DirEntry, err error) error {
-		child := &Path{m: p.m, rel: name, access: p.access}
+	var baseHost string
+	if p.guarded() {
+		f, err := p.Open()
 		if err != nil {
-			err = child.wrap("walk", err)
+			return fn(p, nil, err)
 		}
-		return fn(child, d, err)
+		baseHost, err = p.openedHost(f)
+		f.Close()
+		if err != nil {
+			return fn(p, nil, err)
+		}
+	}
+	return fs.WalkDir(p.m.root.FS(), p.rel, func(name string, d fs.DirEntry, err error) error {
+		child := p.b.newPath(p.m, name, p.access)
+		if err != nil {
+			return fn(child, d, child.wrap("walk", err))
+		}
+		if !p.guarded() || name == p.rel {
+			return fn(child, d, nil)
+		}
+		rel := name
+		if p.rel != "." {
+			rel = strings.TrimPrefix(name, p.rel+"/")
+		}
+		if gerr := child.allow(p.entryAt(child, d, rel, baseHost)); gerr != nil {
+			err := fn(child, d, gerr)
+			if err == nil && d.IsDir() {
+				return fs.SkipDir
+			}
+			return err
+		}
+		return fn(child, d, nil)
 	})
 }
 

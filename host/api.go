@@ -7,6 +7,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -200,6 +201,13 @@ func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc 
 		return nil, idem.Ref{}, err
 	}
 	if err := h.checkMCPServers(p.MCPServers); err != nil {
+		return nil, idem.Ref{}, err
+	}
+	if err := h.protectServers(ctx, p.MCPServers); err != nil {
+		return nil, idem.Ref{}, err
+	}
+	p.Mounts = slices.Clone(p.Mounts)
+	if err := h.protectMounts(ctx, "mounts[%d]", p.Mounts); err != nil {
 		return nil, idem.Ref{}, err
 	}
 	id := h.cfg.NewID("ses")

@@ -24,12 +24,14 @@ import (
 
 	"weft.dev/weft/agent"
 	"weft.dev/weft/api"
+	"weft.dev/weft/env"
 	"weft.dev/weft/internal/ids"
 	"weft.dev/weft/internal/journal"
 	"weft.dev/weft/internal/lease"
 	"weft.dev/weft/internal/session"
 	"weft.dev/weft/policy"
 	"weft.dev/weft/process"
+	"weft.dev/weft/redact"
 	"weft.dev/weft/store"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/mcp"
@@ -114,6 +116,22 @@ type Config struct {
 	// recover from a failed write (disk full, I/O error); it doubles up
 	// to 32 times. Zero means 100 ms.
 	StorageRetry time.Duration
+	// Redactor masks secret values (the provider keys, the host's token)
+	// in everything the host stores in a session's log or sends to a
+	// model. The values the MCP servers' ${VAR} reach (MCP's
+	// mcp.Manager.Secrets) are added to it. Nil masks only those.
+	Redactor *redact.Redactor
+	// Protected is what a remote client's sessions may not reach: a
+	// session's mount (session/create, env/mount) or MCP server (its
+	// readOnly paths, its command) that is, lies under or contains one of
+	// its paths is refused with Denied, after its symbolic links are
+	// followed (see [env.Protected]; the MCP client checks the servers
+	// again when it starts them). Calls made in-process (the embedding
+	// program, `weft run` without a server) are the operator's and are
+	// not checked. Nil protects the kernel's file systems (/proc, /sys,
+	// /dev) only: set it with the host's state directory, store, token
+	// and configuration files.
+	Protected *env.Protected
 	// ScratchDir holds the directories of scratch mounts; empty refuses them.
 	ScratchDir string
 	// Policy is the host's approval policy (the config file's), the
@@ -196,6 +214,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.NewID == nil {
 		cfg.NewID = ids.New
 	}
+	if cfg.Protected == nil {
+		cfg.Protected = env.NewProtected()
+	}
 	hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	h := &Host{cfg: cfg, ctx: hctx, stop: stop, sessions: map[string]*entry{}, crowded: make(chan struct{}, 1), seed: maphash.MakeSeed()}
 	leases := cfg.Leases
@@ -210,8 +231,11 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		Policy: cfg.Policy, InputTimeout: cfg.InputTimeout, NewID: cfg.NewID, Logger: cfg.Logger,
 		Transcripts: session.NewBudget(max(cfg.TranscriptBytes, 0)),
 	}
+	h.scfg.Journal.Redactor = cfg.Redactor
+	h.scfg.Protected = cfg.Protected
 	if cfg.MCP != nil {
 		h.scfg.MCP = cfg.MCP
+		h.scfg.Journal.Redactor = cfg.Redactor.With(cfg.MCP.Secrets()...)
 	}
 	h.m = h.methodTable()
 	if m := cfg.Processes; m != nil {

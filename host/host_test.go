@@ -25,6 +25,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(fakeMCPEnv); mode != "" {
+		os.Exit(fakeMCPServer(mode))
+	}
 	code := m.Run()
 	if err := pg.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "close the test cluster:", err)

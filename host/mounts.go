@@ -115,6 +115,11 @@ func (h *Host) mount(ctx context.Context, p api.MountParams, rc *idem.Claim) (*a
 	if err := h.normalizeMount(p.SessionID, &p.Mount); err != nil {
 		return nil, idem.Ref{}, err
 	}
+	ms := []event.Mount{p.Mount}
+	if err := h.protectMounts(ctx, "mount", ms); err != nil {
+		return nil, idem.Ref{}, err
+	}
+	p.Mount = ms[0]
 	var res *api.MountResult
 	err := h.with(ctx, p.SessionID, func(s *session.Session) (err error) {
 		res, err = s.Mount(ctx, p, rc)

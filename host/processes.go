@@ -84,6 +84,8 @@ func procErr(err error) error {
 		return api.Wrap(api.KindRunConflict, err, "%v", err).With("status", "ended")
 	case errors.Is(err, process.ErrClosed):
 		return ErrClosed
+	case errors.Is(err, env.ErrDenied), errors.Is(err, env.ErrProtected):
+		return api.Wrap(api.KindDenied, err, "%v", err)
 	case errors.Is(err, env.ErrOutside), errors.Is(err, env.ErrNoMount), errors.Is(err, env.ErrReadOnly),
 		errors.Is(err, env.ErrBadPath), errors.As(err, &re):
 		return api.Wrap(api.KindEnvironmentUnavailable, err, "%v", err)
@@ -388,11 +390,13 @@ func (h *Host) RunTool(ctx context.Context, run process.ToolRun) tool.Result {
 	var (
 		b  *env.Binding
 		bg tool.Background
+		g  env.Guard
 	)
 	err := h.with(ctx, run.Process.SessionID, func(s *session.Session) error {
 		var err error
 		b, err = env.Open(s.Record().Binding)
 		bg = s.Background()
+		g = s.ToolGuard(run.Process.RunID, run.Process.Spec.Tool, run.Process.Spec.Args)
 		return err
 	})
 	if err != nil {
@@ -400,7 +404,7 @@ func (h *Host) RunTool(ctx context.Context, run process.ToolRun) tool.Result {
 	}
 	defer b.Close()
 	call := *run.Call
-	call.Env, call.Background = b, bg
+	call.Env, call.Background = b.WithGuard(g), bg
 	return h.cfg.Tools.Call(ctx, run.Process.Spec.Tool, &call, tool.CallOptions{Logger: h.cfg.Logger})
 }
 

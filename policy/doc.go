@@ -2,7 +2,8 @@
 // approval, or is refused. Policies are data ([api.Policy], [api.Rule]);
 // this package compiles and evaluates them. It does no I/O, starts no
 // goroutine and knows nothing of sessions or runs: the host asks, then
-// records and enforces the answer. docs/policy.md is the reference for
+// records and enforces the answer (where a path leads comes from the
+// caller, see [Call]). docs/policy.md is the reference for
 // users, with examples.
 //
 // [Compile] validates the layers of a policy (the config file, the
@@ -61,6 +62,13 @@
 //     form the model wrote.
 //   - mount: the file tool's path, or the shell's working directory (the
 //     shell mount's root when cwd is empty), lies in the mount.
+//
+// A file tool's path has several locations: as written, where it leads
+// once symbolic links are followed ([Call.Resolve]), and, for a call that
+// runs, what it opened ([Call.Opened]). The path and mount conditions of
+// an ask or deny rule hold when one location matches, those of an allow
+// rule only when all do: a deny on **/.env holds for a link to .env, and
+// an allow on docs/** does not allow a link in docs to .env.
 //
 // A condition on an argument the tool does not have never holds; the
 // arguments are decoded as the tool decodes them, and arguments the tool

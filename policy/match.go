@@ -2,6 +2,7 @@ package policy
 
 import (
 	"path"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -9,7 +10,8 @@ import (
 )
 
 // environment is the directory under which the agent sees its mounts
-// (env.Prefix, not imported: resolving a path here is lexical only).
+// (env.Prefix, not imported: the policy does no I/O; where a path leads
+// comes from Call.Resolve and Call.Opened).
 const environment = "environment"
 
 // simpleCommands splits a shell command into its simple commands at the
@@ -230,6 +232,11 @@ type location struct {
 	// location lies there (hasRel); empty for its root.
 	rel    []string
 	hasRel bool
+}
+
+// equal reports whether l and o are the same location.
+func (l location) equal(o location) bool {
+	return l.mount == o.mount && l.hasRel == o.hasRel && slices.Equal(l.abs, o.abs) && slices.Equal(l.rel, o.rel)
 }
 
 func (l *location) matchGlob(g glob) bool {

@@ -37,6 +37,19 @@ type Call struct {
 	// in: the default mount for a relative path, the shell mount for a
 	// shell without cwd. Nil means no mounts.
 	Mounts []event.Mount
+	// Resolve, if set, tells where a file tool's path argument really
+	// leads: the display paths (/environment/<mount>/<rel>) of what the
+	// tool would open once symbolic links are followed inside the mount,
+	// one for each mount the target lies in (mounts may nest on the
+	// host). The session's binding provides it (env.Binding.Locate). A
+	// path it cannot tell (an error) is judged as written. Nil judges
+	// every path as written: lexically, with no I/O.
+	Resolve func(path string) ([]string, error)
+	// Opened lists the display paths of what a running file tool is
+	// about to open or list, and of where that really is (see env.Guard):
+	// the decision then covers them as well as the path argument. Empty
+	// for a call decided before it runs.
+	Opened []string
 }
 
 // Decision is what a [Set] says about a call.
@@ -223,11 +236,14 @@ type callInfo struct {
 	tool string
 	// cmd is the shell's command; nil for other tools.
 	cmd *shellCommand
-	// path is where a file tool's path lies; nil for other tools and for
-	// a path the resolver refuses.
-	path *location
-	// where is the location of the path, or of the shell's working
-	// directory.
+	// paths are where a file tool's path lies: as written first, then
+	// where it leads (Call.Resolve) and what the tool opened
+	// (Call.Opened); nil for other tools and for a path the resolver
+	// refuses. A path condition of an ask or deny rule holds when one of
+	// them matches, that of an allow rule when all of them do.
+	paths []location
+	// where is the location of the path as written, or of the shell's
+	// working directory.
 	where *location
 }
 
@@ -288,14 +304,40 @@ func inspect(call Call) *callInfo {
 		switch {
 		case a.Path != "":
 			if l, ok := locate(a.Path, d); ok {
-				ci.path, ci.where = &l, &l
+				ci.paths, ci.where = []location{l}, &l
 			}
 		case defaultsToRoot(call.Tool) && d.mount != "":
 			l := mountRoot(d.mount, d)
-			ci.path, ci.where = &l, &l
+			ci.paths, ci.where = []location{l}, &l
 		}
+		if ci.paths == nil {
+			return ci
+		}
+		if call.Resolve != nil {
+			p := a.Path
+			if p == "" {
+				p = "."
+			}
+			if real, err := call.Resolve(p); err == nil {
+				ci.paths = appendLocations(ci.paths, real, d)
+			}
+		}
+		ci.paths = appendLocations(ci.paths, call.Opened, d)
 	}
 	return ci
+}
+
+// appendLocations appends to ls the locations of the display paths ps
+// that differ from those ls holds. A display path the resolver would
+// refuse is left out: it names nothing a tool opens.
+func appendLocations(ls []location, ps []string, d defaults) []location {
+	for _, p := range ps {
+		l, ok := locate(p, d)
+		if ok && !slices.ContainsFunc(ls, l.equal) {
+			ls = append(ls, l)
+		}
+	}
+	return ls
 }
 
 // defaultsToRoot reports whether an empty path of the file tool means the
@@ -320,7 +362,7 @@ func startedCall(call Call) (Call, bool) {
 		}
 		raw = b
 	}
-	return Call{Tool: a.Tool, Arguments: raw, Mounts: call.Mounts}, true
+	return Call{Tool: a.Tool, Arguments: raw, Mounts: call.Mounts, Resolve: call.Resolve, Opened: call.Opened}, true
 }
 
 // matches reports whether every part of r holds for the call.
@@ -346,11 +388,48 @@ func (r *rule) matches(ci *callInfo) bool {
 			return false
 		}
 	}
-	if r.path != nil && (ci.path == nil || !ci.path.matchGlob(*r.path)) {
+	if r.path != nil && !quantify(ci.paths, allow, func(l location) bool { return l.matchGlob(*r.path) }) {
 		return false
 	}
-	if r.mount != "" && (ci.where == nil || ci.where.mount != r.mount) {
-		return false
+	if r.mount != "" {
+		inMount := func(l location) bool { return l.mount == r.mount }
+		if ci.paths != nil {
+			if !quantify(ci.paths, allow, inMount) {
+				return false
+			}
+		} else if ci.where == nil || !inMount(*ci.where) {
+			return false
+		}
 	}
 	return true
+}
+
+// quantify is the quantifier of a path condition over the locations of
+// a call's path: an allow rule needs every location to satisfy ok (and
+// at least one location), an ask or deny rule one of them.
+func quantify(ls []location, allow bool, ok func(location) bool) bool {
+	if len(ls) == 0 {
+		return false
+	}
+	if allow {
+		return !slices.ContainsFunc(ls, func(l location) bool { return !ok(l) })
+	}
+	return slices.ContainsFunc(ls, ok)
+}
+
+// HasPathRules reports whether a rule that could decide a call of tool
+// has a path or mount condition: only then can where a file tool's path
+// really leads change the decision (see Call.Resolve and Call.Opened).
+// For start_tool it reports on every tool, since the call it starts can
+// be any. A nil Set has none.
+func (s *Set) HasPathRules(tool string) bool {
+	if s == nil {
+		return false
+	}
+	for _, r := range s.rules {
+		if (r.path != nil || r.mount != "") && (tool == api.ToolStartTool || r.tool.match(tool)) {
+			return true
+		}
+	}
+	return false
 }

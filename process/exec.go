@@ -460,8 +460,10 @@ func (p *proc) superviseShell(readers []streamReader) {
 // collect turns pieces into output events: a chunk is flushed when it
 // reaches ChunkBytes, when the stream changes, or FlushInterval after its
 // first byte. An incomplete UTF-8 sequence at the end of a chunk waits for
-// the next piece of the same stream. While the store refuses writes, it
-// retries the held output when its backoff has passed.
+// the next piece of the same stream, and so does an end that may begin a
+// secret (Config.Redactor), unless nothing followed it for maxHold. While
+// the store refuses writes, it retries the held output when its backoff
+// has passed.
 func (p *proc) collect(pieces <-chan piece) {
 	m := p.m
 	var cur string
@@ -478,6 +480,7 @@ func (p *proc) collect(pieces <-chan piece) {
 			retrying = true
 		}
 	}
+	var heldAt time.Time // when buf began to hold only what a flush kept back
 	flush := func(final bool) {
 		if len(buf) == 0 {
 			return
@@ -488,9 +491,18 @@ func (p *proc) collect(pieces <-chan piece) {
 			if n == 0 {
 				n = len(buf)
 			}
+			n = min(n, len(buf)-m.cfg.Redactor.Hold(buf))
 		}
-		p.writeOutput(cur, buf[:n])
+		if n > 0 {
+			p.writeOutput(cur, buf[:n])
+		}
 		buf = append(buf[:0], buf[n:]...)
+		switch {
+		case len(buf) == 0:
+			heldAt = time.Time{}
+		case heldAt.IsZero():
+			heldAt = time.Now()
+		}
 		p.mu.Lock()
 		d, held := p.box.retryIn(time.Now())
 		p.mu.Unlock()
@@ -510,6 +522,7 @@ func (p *proc) collect(pieces <-chan piece) {
 				cur = pc.stream
 			}
 			buf = append(buf, pc.data...)
+			heldAt = time.Time{}
 			if len(buf) >= m.cfg.ChunkBytes {
 				flush(false)
 			}
@@ -519,7 +532,7 @@ func (p *proc) collect(pieces <-chan piece) {
 			}
 		case <-timer.C:
 			armed = false
-			flush(false)
+			flush(!heldAt.IsZero() && time.Since(heldAt) >= maxHold)
 			if len(buf) > 0 {
 				timer.Reset(m.cfg.FlushInterval)
 				armed = true
@@ -530,6 +543,10 @@ func (p *proc) collect(pieces <-chan piece) {
 		}
 	}
 }
+
+// maxHold is how long output that may begin a secret waits for what
+// follows it before it is stored as it is.
+const maxHold = time.Second
 
 // completeUTF8 returns the length of b without a trailing incomplete
 // UTF-8 sequence (at most 3 bytes are held back).

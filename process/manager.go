@@ -17,6 +17,7 @@ import (
 
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
+	"weft.dev/weft/redact"
 	"weft.dev/weft/store"
 	"weft.dev/weft/tool"
 )
@@ -207,6 +208,11 @@ type Config struct {
 	// TailBytes is how much output [Manager.Await] returns. Zero means
 	// 4 KiB.
 	TailBytes int
+	// Redactor masks secret values in everything a process log stores:
+	// its output (a value split between two chunks included) and its
+	// other events (a tool process's result, its command). Nil masks
+	// nothing.
+	Redactor *redact.Redactor
 }
 
 // Manager runs durable background processes: shell commands in process

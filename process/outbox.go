@@ -222,6 +222,11 @@ func (p *proc) commitLocked(ctx context.Context, out, evs []store.ProcessEvent, 
 		}
 		rec.DroppedBytes = rec.TrimmedBefore + lostAfter(gaps, rec.TrimmedBefore)
 	}
+	for i := range evs {
+		if evs[i].Type != EventOutput { // output is masked before it is cut (writeOutput)
+			evs[i].Data = m.cfg.Redactor.JSON(evs[i].Data)
+		}
+	}
 	first := len(batch)
 	batch = append(batch, evs...)
 	for i := range batch {
@@ -298,6 +303,7 @@ func (p *proc) refusedLocked(err error) time.Duration {
 // what the outbox holds. When the store refuses (or held output waits for
 // its backoff), the chunks are held, within the memory bound.
 func (p *proc) writeOutput(stream string, data []byte) {
+	data = p.m.cfg.Redactor.Bytes(data)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now().UTC()

@@ -6,16 +6,19 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
 	"weft.dev/weft/api"
+	"weft.dev/weft/env"
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/config"
 	"weft.dev/weft/internal/lease"
 	"weft.dev/weft/process"
+	"weft.dev/weft/redact"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/postgres"
 	"weft.dev/weft/tool"
@@ -47,6 +50,9 @@ type localHost struct {
 	// leases are the session leases in a PostgreSQL store; nil for SQLite
 	// (whose session leases are flocks beside the file).
 	leases *postgres.Leases
+	// log is the logger the host was given, redacting the host's
+	// secrets: the one to give the RPC server too.
+	log *slog.Logger
 }
 
 // Close shuts the host (which releases its session leases), then its MCP
@@ -119,7 +125,27 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 			st.Close()
 		}
 	}()
-	procs, err := process.New(process.Config{Store: st, Logger: log, BaseEnv: os.Environ(), Sandbox: cfgFile.Sandbox()})
+	state, err := a.stateDir()
+	if err != nil {
+		return nil, err
+	}
+	// What a client's sessions may not reach: the host's state (token,
+	// scratch mounts, locks), its store and its configuration.
+	protected := []string{state, cfgPath, locks}
+	if loc.path != "" {
+		for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+			protected = append(protected, loc.path+suffix)
+		}
+	}
+	prot := env.NewProtected(protected...)
+	// Every secret the host knows of is masked in its log, in the
+	// sessions' logs and in the processes' (see package redact).
+	mcfg := a.mcpConfig(cfgFile, 0)
+	mcfg.Protected = prot
+	red := a.redactor(cfgFile, loc, mcfg)
+	log = slog.New(red.Handler(log.Handler()))
+	mcfg.Logger = log
+	procs, err := process.New(process.Config{Store: st, Logger: log, BaseEnv: os.Environ(), Sandbox: cfgFile.Sandbox(), Redactor: red})
 	if err != nil {
 		return nil, err
 	}
@@ -135,11 +161,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err := process.RegisterTools(reg, procs); err != nil {
 		return nil, err
 	}
-	state, err := a.stateDir()
-	if err != nil {
-		return nil, err
-	}
-	servers, err := a.newMCP(cfgFile, log, 0)
+	servers, err := mcp.New(mcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +195,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	}
 	h, err := host.New(ctx, host.Config{
 		Policy: pol, InputTimeout: cfgFile.InputTimeout(),
-		Store: st, Tools: reg, MCP: servers, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps,
+		Store: st, Tools: reg, MCP: servers, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps, Redactor: red, Protected: prot,
 		LockDir: locks, Leases: hostLeases, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
 		Shared: kind == oneShot,
 		ResolveModel: func(name string) (*host.Model, error) {
@@ -187,21 +209,54 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
-	return &localHost{host: h, store: st, tools: reg, mcp: servers, lease: ls, leases: leases}, nil
+	return &localHost{host: h, store: st, tools: reg, mcp: servers, lease: ls, leases: leases, log: log}, nil
 }
 
 // newMCP makes the MCP client of the config file's servers: commands in
 // the shells' sandbox, ${VAR} read from weft's environment; stopGrace is
 // mcp.Config.StopGrace.
 func (a *app) newMCP(f config.File, log *slog.Logger, stopGrace time.Duration) (*mcp.Manager, error) {
-	return mcp.New(mcp.Config{
+	cfg := a.mcpConfig(f, stopGrace)
+	cfg.Logger = log
+	return mcp.New(cfg)
+}
+
+// mcpConfig is the configuration of the MCP client of the config file's
+// servers, without a logger.
+func (a *app) mcpConfig(f config.File, stopGrace time.Duration) mcp.Config {
+	return mcp.Config{
 		Servers: f.MCPServers, SessionEnv: f.MCPSessionEnv,
 		LookupEnv: func(k string) (string, bool) {
 			v := a.getenv(k)
 			return v, v != ""
 		},
-		BaseEnv: os.Environ(), Sandbox: f.Sandbox(), Logger: log, StopGrace: stopGrace,
-	})
+		BaseEnv: os.Environ(), Sandbox: f.Sandbox(), StopGrace: stopGrace,
+	}
+}
+
+// redactor returns the Redactor of every secret the host holds: the
+// providers' API keys (config.KeyEnv), the token (WEFT_TOKEN, or the
+// token file if there is one), the password of a PostgreSQL store's URL
+// and what the MCP servers' ${VAR} reach.
+func (a *app) redactor(f config.File, loc storeLoc, mcfg mcp.Config) *redact.Redactor {
+	var secrets []string
+	for _, k := range config.KeyEnv(f) {
+		secrets = append(secrets, a.getenv(k))
+	}
+	if tok, err := a.token(false); err == nil {
+		secrets = append(secrets, tok)
+	} else if a.getenv("WEFT_TOKEN") != "" {
+		secrets = append(secrets, a.getenv("WEFT_TOKEN"))
+	}
+	if loc.url != "" {
+		if u, err := url.Parse(loc.url); err == nil && u.User != nil {
+			if pw, ok := u.User.Password(); ok {
+				secrets = append(secrets, pw)
+			}
+		}
+	}
+	secrets = append(secrets, mcp.SecretsOf(mcfg)...)
+	return redact.New(secrets...)
 }
 
 // holderName names this process in a PostgreSQL store's leases table:

@@ -66,4 +66,20 @@ func TestMountCommands(t *testing.T) {
 	if _, _, code = weft("mount", s.ID); code != exitUsage {
 		t.Fatalf("mount without a path: exit %d", code)
 	}
+	// A client may not mount the host's own process or state: /proc, a
+	// link to it, the directory holding the state directory and the
+	// store (HOME here), the state directory through a link.
+	link := filepath.Join(e.work, "state")
+	if err := os.Symlink(filepath.Join(e.dir, ".local", "state", "weft"), link); err != nil {
+		t.Fatal(err)
+	}
+	procLink := filepath.Join(e.work, "p")
+	if err := os.Symlink("/proc", procLink); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/proc", procLink, e.dir, link} {
+		if _, stderr, code = weft("mount", s.ID, path+":ro", "--id", "x"); code == 0 || !strings.Contains(stderr, "protected path") {
+			t.Errorf("mount %s: %d %q", path, code, stderr)
+		}
+	}
 }

@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -118,4 +120,18 @@ func Resolve(spec string, f File, configPath string, getenv func(string) string)
 		return nil, fmt.Errorf("model %s: %w", r.Name, err)
 	}
 	return r, nil
+}
+
+// KeyEnv returns the names of the environment variables that hold the
+// providers' API keys for f: each provider's usual one and every named
+// model's apiKeyEnv. The host redacts their values from what it stores
+// and sends to models.
+func KeyEnv(f File) []string {
+	names := []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"}
+	for _, name := range slices.Sorted(maps.Keys(f.Models)) {
+		if k := f.Models[name].APIKeyEnv; k != "" && !slices.Contains(names, k) {
+			names = append(names, k)
+		}
+	}
+	return names
 }

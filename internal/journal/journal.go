@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"weft.dev/weft/event"
+	"weft.dev/weft/redact"
 	"weft.dev/weft/store"
 )
 
@@ -52,6 +53,12 @@ type Config struct {
 	// thousand share a wake every 10 ms. Zero means 10 µs; a negative
 	// value wakes them at every commit.
 	WakeSpacing time.Duration
+	// Redactor masks secret values in every event before it is stored
+	// or published (their data, in any JSON form), and holds back the end
+	// of a delta that may begin one until the next delta (or another
+	// event, or a second without one), so that a value streamed in
+	// pieces is masked too. Nil masks nothing.
+	Redactor *redact.Redactor
 	// Committed, if set, is called by the writer goroutine with every
 	// batch once it is durable and published, in commit order. It must
 	// not block or call back into the journal; the session owner uses it
@@ -94,6 +101,10 @@ type delta struct {
 	typ   event.Type
 	step  int
 	text  []byte
+	// heldAt is when the text began to be only what sealing kept back
+	// because it may begin a secret (Config.Redactor); zero when text
+	// was added since.
+	heldAt time.Time
 }
 
 type result struct {

@@ -10,6 +10,10 @@ import (
 	"weft.dev/weft/store"
 )
 
+// maxHold is how long the end of a delta that may begin a secret waits
+// for the text after it before it is committed as it is.
+const maxHold = time.Second
+
 // waiter is an Append or Flush waiting for the commit of its events,
 // batch[start:end].
 type waiter struct {
@@ -33,33 +37,54 @@ func (j *Journal) loop() {
 	)
 	timer.Stop()
 	wake.Stop()
-	seal := func() {
+	// seal turns the pending delta into an event. Unless final, the end
+	// of its text that may begin a secret stays pending (see
+	// Config.Redactor).
+	seal := func(final bool) {
 		if pend == nil {
 			return
 		}
 		timer.Stop()
-		b, _ := json.Marshal(event.DeltaData{Step: pend.step, Text: string(pend.text)})
-		batch = append(batch, event.Event{RunID: pend.runID, Type: pend.typ, Data: b})
-		pend = nil
+		text, keep := pend.text, 0
+		if !final {
+			keep = j.cfg.Redactor.Hold(text)
+		}
+		if keep < len(text) {
+			b, _ := json.Marshal(event.DeltaData{Step: pend.step, Text: string(text[:len(text)-keep])})
+			batch = append(batch, event.Event{RunID: pend.runID, Type: pend.typ, Data: b})
+		}
+		if keep == 0 {
+			pend = nil
+			return
+		}
+		heldAt := pend.heldAt
+		if heldAt.IsZero() {
+			heldAt = time.Now()
+		}
+		pend = &delta{runID: pend.runID, typ: pend.typ, step: pend.step, text: append([]byte(nil), text[len(text)-keep:]...), heldAt: heldAt}
+		timer.Reset(j.cfg.CoalesceWindow)
 	}
 	handle := func(r request) {
 		if d := r.delta; d != nil {
-			if pend != nil && (pend.runID != d.runID || pend.typ != d.typ || pend.step != d.step ||
-				len(pend.text)+len(d.text) > j.cfg.CoalesceBytes) {
-				seal()
+			if pend != nil && (pend.runID != d.runID || pend.typ != d.typ || pend.step != d.step) {
+				seal(true)
+			}
+			if pend != nil && len(pend.text)+len(d.text) > j.cfg.CoalesceBytes {
+				seal(false)
 			}
 			if pend == nil {
 				pend = d
 				timer.Reset(j.cfg.CoalesceWindow)
 			} else {
 				pend.text = append(pend.text, d.text...)
+				pend.heldAt = time.Time{}
 			}
 			if len(pend.text) >= j.cfg.CoalesceBytes {
-				seal()
+				seal(false)
 			}
 			return
 		}
-		seal()
+		seal(true)
 		start := len(batch)
 		batch = append(batch, r.events...)
 		receipts = append(receipts, r.receipts...)
@@ -88,7 +113,9 @@ func (j *Journal) loop() {
 		case r := <-j.reqs:
 			handle(r)
 		case <-timer.C:
-			seal()
+			// Text held back for maxHold with nothing after it goes out
+			// as it is.
+			seal(pend != nil && !pend.heldAt.IsZero() && time.Since(pend.heldAt) >= maxHold)
 		case <-wake.C:
 			armed = false
 			j.feed.wakeOwed(time.Now())
@@ -103,7 +130,7 @@ func (j *Journal) loop() {
 				}
 				break
 			}
-			seal()
+			seal(true)
 			commit()
 			wake.Stop()
 			j.feed.close(ErrClosed)
@@ -144,6 +171,7 @@ func (j *Journal) commit(batch []event.Event, receipts []store.Receipt) (wakeIn 
 		if batch[i].Data == nil {
 			batch[i].Data = json.RawMessage("{}")
 		}
+		batch[i].Data = j.cfg.Redactor.JSON(batch[i].Data)
 		if applyErr = j.proj.Apply(batch[i]); applyErr != nil {
 			break
 		}

@@ -36,7 +36,7 @@ func (s *Session) bindingLocked() (*env.Binding, error) {
 		return s.bind, nil
 	}
 	rec := s.j.Session()
-	b, err := env.Open(rec.Binding)
+	b, err := s.openBinding(rec.Binding)
 	if err != nil {
 		return nil, api.Wrap(api.KindEnvironmentUnavailable, err, "session %s: mounts: %v", s.id, err).With("sessionId", s.id)
 	}
@@ -113,7 +113,7 @@ func (s *Session) Mount(ctx context.Context, p api.MountParams, rc *idem.Claim) 
 		} else {
 			mounts = append(mounts, m)
 		}
-		nb, err := env.Open(event.Binding{BindingVersion: cur.BindingVersion + 1, Mounts: mounts, Network: cur.Network})
+		nb, err := s.openBinding(event.Binding{BindingVersion: cur.BindingVersion + 1, Mounts: mounts, Network: cur.Network})
 		if err != nil {
 			return api.Errorf(api.KindInvalidParams, "mounts: %v", strings.TrimPrefix(err.Error(), "env: ")).With("mountId", m.ID)
 		}
@@ -206,7 +206,7 @@ func (s *Session) Unmount(ctx context.Context, p api.UnmountParams, rc *idem.Cla
 					With("sessionId", s.id).With("mountId", p.MountID).With("processIds", procs)
 			}
 		}
-		nb, err := env.Open(event.Binding{BindingVersion: cur.BindingVersion + 1, Mounts: mounts, Network: cur.Network})
+		nb, err := s.openBinding(event.Binding{BindingVersion: cur.BindingVersion + 1, Mounts: mounts, Network: cur.Network})
 		if err != nil {
 			return api.Errorf(api.KindInvalidParams, "mounts: %v", strings.TrimPrefix(err.Error(), "env: ")).With("mountId", p.MountID)
 		}
@@ -283,12 +283,14 @@ func contextLine(action string, m event.Mount) string {
 const maxInstructions = 32 << 10
 
 // instructions reads AGENTS.md at the root of the default mount, if any,
-// up to maxInstructions bytes.
-func (s *Session) instructions() *event.Instructions {
+// up to maxInstructions bytes, for run a: not if the run's policy denies
+// read_file what it really is (a link to .env, say).
+func (s *Session) instructions(a *activeRun) *event.Instructions {
 	b, err := s.binding()
 	if err != nil {
 		return nil
 	}
+	b = b.WithGuard(s.instructionsGuard(a))
 	m, ok := b.DefaultMount()
 	if !ok {
 		return nil

@@ -72,7 +72,7 @@ func (g *gate) Check(step int, c event.ToolCall) agent.Verdict {
 		return agent.Verdict{Request: &e, RequestID: id, Kind: event.RequestInput}
 	}
 	set, mounts := s.policyFor(g.a)
-	d := set.Decide(policy.Call{Tool: c.Name, Arguments: json.RawMessage(c.Arguments), Mounts: mounts})
+	d := set.Decide(policy.Call{Tool: c.Name, Arguments: json.RawMessage(c.Arguments), Mounts: mounts, Resolve: s.resolver(set, c.Name)})
 	switch d.Action {
 	case api.ActionDeny:
 		return agent.Verdict{Refuse: "error: denied by policy: " + d.Reason}

@@ -374,7 +374,8 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 	run := agent.Run{
 		ID: q.id, SessionID: s.id, ModelName: m.Name, Input: q.input,
 		Env: s.currentBinding, Inbox: a.inbox, Background: background{s},
-		Gate: &gate{s: s, a: a, client: names}, ClientTools: specs, Instructions: s.instructions(),
+		Gate: &gate{s: s, a: a, client: names}, ClientTools: specs, Instructions: s.instructions(a),
+		Guard: s.guardFor(a),
 	}
 	if s.cfg.MCP != nil {
 		run.Tools = s.stepTools

@@ -89,6 +89,12 @@ type Config struct {
 	// InputTimeout, if positive, is how long a question (ask_user) waits
 	// for its answer.
 	InputTimeout time.Duration
+	// Protected is what a session's mounts may not reach (see
+	// env.Protected): a local mount whose directory is no longer the path
+	// stored for it (a component was made a symbolic link since) is
+	// checked again whenever the session's binding is opened. Nil
+	// protects the kernel's file systems only.
+	Protected *env.Protected
 	// Transcripts is the memory the host's sessions keep their transcripts
 	// in between runs; nil keeps none (every run start reads the log).
 	Transcripts *Budget

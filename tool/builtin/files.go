@@ -223,7 +223,7 @@ func (t *tools) listDir(ctx context.Context, call *tool.Call, in listDirArgs) (t
 	if err != nil {
 		return tool.Result{}, err
 	}
-	ents, err := p.ReadDir(t.opts.ListLimit + 1)
+	ents, hidden, err := p.ReadDir(t.opts.ListLimit + 1)
 	if err != nil {
 		return tool.Result{}, err
 	}
@@ -246,10 +246,13 @@ func (t *tools) listDir(ctx context.Context, call *tool.Call, in listDirArgs) (t
 		fmt.Fprintf(&out, "%-7s %10s  %s\n", typ, size, name)
 	}
 	switch {
-	case len(ents) == 0:
+	case len(ents) == 0 && hidden == 0:
 		out.WriteString("(empty)\n")
 	case more:
 		fmt.Fprintf(&out, "[first %d entries shown; the directory has more; use glob with a pattern to narrow]\n", len(ents))
+	}
+	if hidden > 0 {
+		out.WriteString(hiddenNote(hidden))
 	}
 	return tool.Result{Output: out.String()}, nil
 }

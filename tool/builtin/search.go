@@ -95,15 +95,18 @@ var errWalkLimit = errors.New("walk limit reached")
 
 // walk visits the tree under base, skipping .git directories, stopping
 // at ctx cancellation or after WalkLimit entries. fn sees every entry but
-// base itself.
-func (t *tools) walk(ctx context.Context, base *env.Path, fn func(p *env.Path, d fs.DirEntry) error) (limited bool, err error) {
+// base itself, and none the policy denies (counted in hidden).
+func (t *tools) walk(ctx context.Context, base *env.Path, fn func(p *env.Path, d fs.DirEntry) error) (limited bool, hidden int, err error) {
 	n := 0
 	err = base.WalkDir(func(p *env.Path, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p.Rel() == base.Rel() {
 				return err
 			}
-			return nil // unreadable entry: skip
+			if errors.Is(err, env.ErrDenied) {
+				hidden++
+			}
+			return nil // unreadable or denied entry: skip
 		}
 		if p.Rel() == base.Rel() {
 			return nil
@@ -120,9 +123,18 @@ func (t *tools) walk(ctx context.Context, base *env.Path, fn func(p *env.Path, d
 		return fn(p, d)
 	})
 	if errors.Is(err, errWalkLimit) {
-		return true, nil
+		return true, hidden, nil
 	}
-	return false, err
+	return false, hidden, err
+}
+
+// hiddenNote is the note of a listing that left out n entries the
+// policy denies.
+func hiddenNote(n int) string {
+	if n == 1 {
+		return "[1 entry left out: denied by policy]\n"
+	}
+	return fmt.Sprintf("[%d entries left out: denied by policy]\n", n)
 }
 
 const globDesc = `Find files and directories whose path matches a pattern, sorted. ` +
@@ -151,7 +163,7 @@ func (t *tools) glob(ctx context.Context, call *tool.Call, in globArgs) (tool.Re
 	}
 	var matches []string
 	more := false
-	limited, err := t.walk(ctx, base, func(p *env.Path, d fs.DirEntry) error {
+	limited, hidden, err := t.walk(ctx, base, func(p *env.Path, d fs.DirEntry) error {
 		if !g.match(relTo(base, p)) {
 			return nil
 		}
@@ -179,6 +191,9 @@ func (t *tools) glob(ctx context.Context, call *tool.Call, in globArgs) (tool.Re
 	case more:
 		fmt.Fprintf(&out, "[first %d matches shown; narrow the pattern or path]\n", len(matches))
 	}
+	if hidden > 0 {
+		out.WriteString(hiddenNote(hidden))
+	}
 	if limited {
 		fmt.Fprintf(&out, "[stopped after visiting %d entries; narrow the path]\n", t.opts.WalkLimit)
 	}
@@ -198,7 +213,7 @@ func isDir(p *env.Path) error {
 
 const grepDesc = `Search file contents with a regular expression (Go RE2 syntax). ` +
 	`Prints file:line:text for each matching line. path is a file or directory (default: the default mount's root); ` +
-	`glob filters file names ("*.go") or paths relative to path ("src/**/*.ts"). Binary files, symlinks and .git are skipped.`
+	`glob filters file names ("*.go") or paths relative to path ("src/**/*.ts"). Binary files, symlinks, .git and files the policy denies are skipped.`
 
 type grepArgs struct {
 	Pattern    string `json:"pattern" jsonschema:"the regular expression (RE2 syntax)"`
@@ -240,9 +255,9 @@ func (t *tools) grep(ctx context.Context, call *tool.Call, in grepArgs) (tool.Re
 	}
 
 	g := &grepper{re: re, limit: limit, maxLine: t.opts.MaxLineBytes, maxFile: t.opts.GrepMaxFileBytes}
-	limited := false
+	limited, hidden := false, 0
 	if fi.IsDir() {
-		limited, err = t.walk(ctx, base, func(p *env.Path, d fs.DirEntry) error {
+		limited, hidden, err = t.walk(ctx, base, func(p *env.Path, d fs.DirEntry) error {
 			if !d.Type().IsRegular() {
 				return nil
 			}
@@ -258,13 +273,27 @@ func (t *tools) grep(ctx context.Context, call *tool.Call, in grepArgs) (tool.Re
 			return g.file(ctx, p)
 		})
 	} else {
+		// A file the policy denies is an error, not "no matches".
+		f, oerr := base.Open()
+		if oerr != nil {
+			return tool.Result{}, oerr
+		}
+		f.Close()
 		err = g.file(ctx, base)
 	}
+	hidden += g.denied
 	if err != nil && !errors.Is(err, fs.SkipAll) {
 		return tool.Result{}, err
 	}
 	if len(g.out) == 0 && g.n == 0 {
-		return tool.Result{Output: fmt.Sprintf("no matches for %q under %s (%s searched)\n", in.Pattern, base, plural(g.files, "file"))}, nil
+		out := fmt.Sprintf("no matches for %q under %s (%s searched)\n", in.Pattern, base, plural(g.files, "file"))
+		if hidden > 0 {
+			out += hiddenNote(hidden)
+		}
+		return tool.Result{Output: out}, nil
+	}
+	if hidden > 0 {
+		g.out = append(g.out, hiddenNote(hidden)...)
 	}
 	if g.full {
 		g.out = fmt.Appendf(g.out, "[first %d matches shown; narrow the pattern, path or glob]\n", limit)
@@ -285,6 +314,7 @@ type grepper struct {
 	out            []byte
 	n, files       int
 	skipped        int
+	denied         int // files the policy denies, left out
 	full           bool
 }
 
@@ -292,6 +322,9 @@ type grepper struct {
 func (g *grepper) file(ctx context.Context, p *env.Path) error {
 	f, err := p.Open()
 	if err != nil {
+		if errors.Is(err, env.ErrDenied) {
+			g.denied++
+		}
 		return nil // vanished, irregular or refused: skip
 	}
 	defer f.Close()

@@ -39,6 +39,11 @@
 // session's server may only name the variables [Config.SessionEnv]
 // allows, and may not write a credential-looking header or variable
 // (Authorization, …TOKEN, …KEY, …SECRET, …PASSWORD) as a literal.
+// [SecretsOf] lists the values ${VAR} can reach, for the host to redact
+// them from what it stores (a server may print its token on stderr, and
+// a failed call's result quotes stderr's tail). A session's command
+// server may not name a readOnly path or a command that reaches what
+// [Config.Protected] protects, checked again at every start.
 //
 // # Bounds
 //

@@ -75,6 +75,13 @@ type Config struct {
 	// Logger receives the servers' stderr, starts, stops and failures;
 	// nil means silent.
 	Logger *slog.Logger
+	// Protected is what a session's servers may not reach: each start
+	// of a session's command server checks its command and readOnly
+	// paths (their links followed again, since they may have changed
+	// since the session was created) and hands the sandbox the real
+	// paths. Nil protects the kernel's file systems only (see
+	// [env.Protected]).
+	Protected *env.Protected
 }
 
 // Manager starts, shares, restarts and stops MCP servers and offers their
@@ -138,6 +145,43 @@ func New(cfg Config) (*Manager, error) {
 	m.wg.Add(1)
 	go m.janitor()
 	return m, nil
+}
+
+// Secrets returns the values a server's configuration can reach through
+// ${VAR}: see [SecretsOf]. Safe for concurrent use.
+func (m *Manager) Secrets() []string { return SecretsOf(m.cfg) }
+
+// SecretsOf returns the values the servers of cfg can reach through
+// ${VAR}: those of the variables the host's servers name in env and
+// headers, and of every variable cfg.SessionEnv lets sessions name, read
+// with cfg.LookupEnv (unset ones have none). A host redacts them from
+// everything it stores or sends to a model and from its own log: a server
+// may print its token on stderr, and a failed call's result carries the
+// tail of stderr.
+func SecretsOf(cfg Config) []string {
+	if cfg.LookupEnv == nil {
+		return nil
+	}
+	var names []string
+	for _, name := range sortedKeys(cfg.Servers) {
+		s := cfg.Servers[name]
+		for _, k := range sortedKeys(s.Env) {
+			refs, _ := references(s.Env[k])
+			names = append(names, refs...)
+		}
+		for _, k := range sortedKeys(s.Headers) {
+			refs, _ := references(s.Headers[k])
+			names = append(names, refs...)
+		}
+	}
+	names = append(names, cfg.SessionEnv...)
+	var out []string
+	for _, n := range names {
+		if v, ok := cfg.LookupEnv(n); ok && v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // Servers returns the host's servers, by name (a copy).

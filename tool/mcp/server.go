@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -84,6 +85,13 @@ func (m *Manager) launchFor(name string, spec event.MCPServer, origin Origin, b 
 		Policy *sandbox.Policy
 	}{Name: name, Spec: spec}
 	if l.stdio() {
+		readOnly := spec.ReadOnly
+		if origin == FromSession {
+			var err error
+			if readOnly, err = m.protect(spec); err != nil {
+				return nil, fmt.Errorf("%s: %w", l.what(), err)
+			}
+		}
 		dir, err := workDir(spec, b)
 		if err != nil {
 			return nil, fmt.Errorf("%s: cwd: %w", l.what(), err)
@@ -96,7 +104,7 @@ func (m *Manager) launchFor(name string, spec event.MCPServer, origin Origin, b 
 				p.Unsandboxed = true
 			} else {
 				p = sandbox.ForBinding(*m.cfg.Sandbox, b)
-				p.ReadOnly = append(p.ReadOnly, spec.ReadOnly...)
+				p.ReadOnly = append(p.ReadOnly, readOnly...)
 				l.mountVars = b.ShellVars()
 			}
 			l.policy = &p
@@ -105,6 +113,25 @@ func (m *Manager) launchFor(name string, spec event.MCPServer, origin Origin, b 
 	}
 	l.key = fingerprint(id)
 	return l, nil
+}
+
+// protect checks a session's command server against Config.Protected
+// and returns its readOnly paths with their links resolved.
+func (m *Manager) protect(spec event.MCPServer) ([]string, error) {
+	if filepath.IsAbs(spec.Command) {
+		if _, err := m.cfg.Protected.Check(spec.Command); err != nil {
+			return nil, fmt.Errorf("command: %w", err)
+		}
+	}
+	out := make([]string, len(spec.ReadOnly))
+	for i, p := range spec.ReadOnly {
+		real, err := m.cfg.Protected.Check(p)
+		if err != nil {
+			return nil, fmt.Errorf("readOnly[%d]: %w", i, err)
+		}
+		out[i] = real
+	}
+	return out, nil
 }
 
 // workDir is a command's working directory: cwd in the session's mounts;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,4 +161,27 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("expand(%q) = %q without references", value, out)
 		}
 	})
+}
+
+// SecretsOf names the values ${VAR} reaches: the host's servers' env and
+// headers, and the variables sessions may use.
+func TestSecretsOf(t *testing.T) {
+	vals := map[string]string{"A_TOKEN": "aaaaaaaaaa", "H_KEY": "hhhhhhhhhh", "S_VAR": "ssssssssss", "UNUSED": "uuuuuuuuuu"}
+	got := SecretsOf(Config{
+		Servers: map[string]event.MCPServer{
+			"cmd": {Command: "x", Env: map[string]string{"T": "${A_TOKEN}", "P": "plain"}},
+			"web": {URL: "https://x", Headers: map[string]string{"Authorization": "Bearer ${H_KEY}"}},
+		},
+		SessionEnv: []string{"S_VAR", "MISSING"},
+		LookupEnv: func(k string) (string, bool) {
+			v, ok := vals[k]
+			return v, ok
+		},
+	})
+	if !slices.Equal(got, []string{"aaaaaaaaaa", "hhhhhhhhhh", "ssssssssss"}) {
+		t.Fatalf("SecretsOf = %q", got)
+	}
+	if SecretsOf(Config{Servers: map[string]event.MCPServer{"cmd": {Command: "x", Env: map[string]string{"T": "${A_TOKEN}"}}}}) != nil {
+		t.Fatal("secrets without LookupEnv")
+	}
 }
