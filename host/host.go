@@ -437,7 +437,7 @@ func (h *Host) load(ctx context.Context, id string) (*session.Session, error) {
 	if errors.Is(err, store.ErrNotFound) || err == nil && rec.Deleted {
 		return nil, notFound(id)
 	} else if err != nil {
-		return nil, storeErr(err)
+		return nil, apiError(err)
 	}
 	return session.Load(context.WithoutCancel(ctx), &h.scfg, id)
 }
@@ -492,6 +492,7 @@ func (h *Host) forget(s *session.Session) {
 
 // with calls f with the owner of session id. When the owner closed under
 // the call (it was unloaded as idle), it is loaded again and f retried.
+// f's error reaches the client through apiError.
 func (h *Host) with(ctx context.Context, id string, f func(*session.Session) error) error {
 	for {
 		s, err := h.session(ctx, id)
@@ -500,7 +501,7 @@ func (h *Host) with(ctx context.Context, id string, f func(*session.Session) err
 		}
 		err = f(s)
 		if !errors.Is(err, session.ErrClosed) {
-			return err
+			return apiError(err)
 		}
 		h.forget(s)
 	}
@@ -525,22 +526,4 @@ func (h *Host) keyLock(key string) *sync.Mutex {
 
 func notFound(id string) error {
 	return api.Errorf(api.KindNotFound, "session %s not found", id).With("sessionId", id)
-}
-
-// storeErr maps a store failure to what a client sees: not found stays
-// not found; anything else means the store is unavailable (retryable),
-// with the cause kept for errors.Is and the log.
-func storeErr(err error) error {
-	var ae *api.Error
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ae):
-		return err
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	case errors.Is(err, store.ErrNotFound):
-		return api.Wrap(api.KindNotFound, err, "%v", err)
-	}
-	return api.Wrap(api.KindStorageUnavailable, err, "the store is unavailable (%v); retry later", err)
 }

@@ -318,6 +318,12 @@ func (l runLog) append(ctx context.Context, evs ...event.Event) ([]event.Event, 
 		}
 	}
 	out, err := l.journal().AppendReceipts(ctx, rcpts, evs...)
+	if len(rcpts) > 0 && errors.Is(err, store.ErrReceiptExists) {
+		// Another writer stored a cancel's key first: the run ends all the
+		// same, and those cancels are answered from the stored receipts.
+		claims = nil
+		out, err = l.journal().AppendReceipts(ctx, nil, evs...)
+	}
 	if err == nil {
 		for _, c := range claims {
 			c.Stored()

@@ -400,8 +400,11 @@ func (s *Session) writeErr(err error) error {
 		return ErrClosed
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
-	case errors.Is(err, store.ErrReceiptExists):
-		return err
+	case errors.Is(err, store.ErrReceiptExists), errors.Is(err, store.ErrInvalid):
+		// The store refused this batch alone (the journal goes on): the
+		// caller's error, which the host maps (a receipt another writer
+		// stored first is answered as a retry).
+		return fmt.Errorf("session %s: %w", s.id, err)
 	}
 	return storageErr(s.id, err)
 }
