@@ -590,10 +590,11 @@ func (s *Session) expire(id string) {
 }
 
 // restore brings back, on load, what the session had going: the rules
-// its allow_session answers added, and a run that waits for answers
+// its allow_session answers added, a run that waits for answers
 // (parked, its unconsumed steers back in its inbox, its deadlines set;
 // resumed at once if its answers are all in, as after a crash between
-// the last answer and the resume).
+// the last answer and the resume), and the queued runs behind it (see
+// restoreQueue).
 func (s *Session) restore(ctx context.Context) error {
 	resolved, err := s.cfg.Store.Requests(ctx, store.ListRequestsParams{SessionID: s.id, Statuses: []string{store.RequestResolved}, Limit: 1 << 30})
 	if err != nil {
@@ -606,6 +607,15 @@ func (s *Session) restore(ctx context.Context) error {
 			s.approved = append(s.approved, policy.SessionRuleFor(s.policyCall(q.ToolCall)))
 		}
 	}
+	if err := s.restoreParked(ctx); err != nil {
+		return err
+	}
+	return s.restoreQueue(ctx)
+}
+
+// restoreParked restores the run that waits for answers, if any. Called
+// with mu held.
+func (s *Session) restoreParked(ctx context.Context) error {
 	id := s.j.Session().ActiveRunID
 	if r, ok := s.j.Run(id); !ok || r.Status != store.RunWaiting {
 		return nil
@@ -626,8 +636,7 @@ func (s *Session) restore(ctx context.Context) error {
 			if err := e.Decode(&d); err != nil {
 				return err
 			}
-			a.q = queuedRun{id: id, model: d.Model, maxSteps: d.MaxSteps, input: d.Input, policy: d.Policy,
-				defaultPreset: d.DefaultPreset, tools: d.Tools}
+			a.q = queuedFrom(id, d)
 		case event.SteerAccepted:
 			var d event.SteerData
 			if err := e.Decode(&d); err != nil {

@@ -83,6 +83,13 @@ type Config struct {
 	// RetryBackoff is the first wait between attempts to recover from a
 	// write failure; it doubles up to 32 times it.
 	RetryBackoff time.Duration
+	// HoldQueued makes a loaded session keep the queued runs it finds in
+	// its log (acknowledged by an earlier host) until a run is admitted
+	// through this one: set by a host that shares its store and closes
+	// when its own run ends (a one-shot `weft run`), so that it neither
+	// starts work another host acknowledged nor cancels it when it
+	// closes. A serving host runs them at once.
+	HoldQueued bool
 	// Policy is the host's approval policy, the lowest layer under the
 	// session's and the run's.
 	Policy api.Policy
@@ -132,6 +139,7 @@ type Session struct {
 	bind    *env.Binding   // current binding, opened on first use
 	retired []*env.Binding // replaced while a run was active
 	queue   []queuedRun
+	held    bool // the queue waits for a run admitted through this host (Config.HoldQueued)
 	active  *activeRun
 	wg      sync.WaitGroup // the session's goroutines; Add only with mu held and state not closed
 	release sync.Once
@@ -173,6 +181,9 @@ type activeRun struct {
 	receipts []*idem.Claim // cancels waiting to be stored with the terminal event
 }
 
+// queuedRun is a run admitted and not started: everything it starts
+// from, as its run.queued records it, so that a restarted host rebuilds
+// it from the log.
 type queuedRun struct {
 	id       string
 	model    string
@@ -182,6 +193,18 @@ type queuedRun struct {
 	// defaultPreset is the host layer's preset when no layer names one.
 	defaultPreset string
 	tools         []event.ClientTool
+	// busy is the busy policy it was admitted under; one admitted with
+	// interrupt went before the runs queued earlier.
+	busy string
+	// steers were accepted for it before it started (see Start's busy
+	// steer); its inbox starts with them.
+	steers []agent.Steer
+}
+
+// queuedFrom returns the queued run that run.queued d of run id admitted.
+func queuedFrom(id string, d event.RunQueuedData) queuedRun {
+	return queuedRun{id: id, model: d.Model, maxSteps: d.MaxSteps, input: d.Input, policy: d.Policy,
+		defaultPreset: d.DefaultPreset, tools: d.Tools, busy: d.Busy}
 }
 
 // Create creates session id with data, storing rc's receipt in the same
@@ -202,7 +225,9 @@ func Create(ctx context.Context, cfg *Config, id string, data event.SessionCreat
 }
 
 // Load opens the existing session id: it takes the lease, loads the
-// projection and closes what a crash left open (reconcile).
+// projection, closes what a crash left open (reconcile), restores the run
+// that waits for answers and the queue from the log, and starts the first
+// queued run unless a run waits or Config.HoldQueued holds the queue.
 func Load(ctx context.Context, cfg *Config, id string) (*Session, error) {
 	s, err := newSession(cfg, id)
 	if err != nil {
@@ -213,8 +238,11 @@ func Load(ctx context.Context, cfg *Config, id string) (*Session, error) {
 		s.releaseLease()
 		return nil, s.loadErr(err)
 	}
+	// A crash interrupts what was running; a run that waits for answers
+	// goes on waiting, and a queued run, which never started, runs.
 	waiting := func(r store.Run) bool { return r.Status == store.RunWaiting }
-	if _, err := reconcile.Session(ctx, cfg.Store, j, id, reconcile.Options{Waiting: waiting}); err != nil {
+	queued := func(r store.Run) bool { return r.Status == store.RunQueued }
+	if _, err := reconcile.Session(ctx, cfg.Store, j, id, reconcile.Options{Waiting: waiting, Keep: queued}); err != nil {
 		j.Close()
 		s.releaseLease()
 		return nil, s.loadErr(err)
@@ -456,7 +484,7 @@ func (s *Session) doneChan(id string) chan struct{} {
 	return s.done[id]
 }
 
-// Idle reports whether the session has no run, no queued run, no
+// idle reports whether the session has no run, no queued run, no
 // subscriber and no request since cutoff (unix nanos).
 func (s *Session) idle(cutoff int64) bool {
 	return s.used.Load() <= cutoff && s.active == nil && len(s.queue) == 0 && s.j.Subscribers() == 0
@@ -610,7 +638,7 @@ func (s *Session) recover(failed *journal.Journal) bool {
 		}
 		s.mu.Unlock()
 		_, err = reconcile.Session(s.ctx, s.cfg.Store, j, s.id, reconcile.Options{
-			Keep: func(id string) bool { return queued[id] }, Failure: failure,
+			Keep: func(r store.Run) bool { return queued[r.ID] }, Failure: failure,
 		})
 		if errors.Is(err, store.ErrFenced) {
 			s.lose(err)
