@@ -478,6 +478,7 @@ func (s *Session) cancelParked(ctx context.Context, a *activeRun, reason string,
 	s.active = nil
 	s.closeRetired()
 	s.startNext()
+	s.settle(a.id)
 	return nil
 }
 

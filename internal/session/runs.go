@@ -95,7 +95,17 @@ func (s *Session) Start(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 			return nil
 		case api.BusySteer:
 			if activeID == "" {
-				break // only queued runs: nothing to steer
+				// The active run only tidies up (or the queue is held):
+				// the run that starts next takes the steer.
+				rcpt := &api.SteerReceipt{SteerID: s.cfg.NewID("steer"), RunID: busyID, Status: "accepted"}
+				cur, err := s.steerQueued(ctx, rcpt.SteerID, p.Input, rc, idem.Ref{ID: busyID, Steer: rcpt})
+				if err != nil {
+					return err
+				}
+				rcpt.EventCursor = cur
+				r, _ := s.j.Run(busyID)
+				res = &api.RunResult{Run: r, Steer: rcpt}
+				return nil
 			}
 			rcpt := &api.SteerReceipt{SteerID: s.cfg.NewID("steer"), RunID: activeID, Status: "accepted"}
 			cur, err := s.steer(ctx, s.active, rcpt.SteerID, p.Input, rc, idem.Ref{ID: activeID, Steer: rcpt})
@@ -139,6 +149,27 @@ func (s *Session) admit(ctx context.Context, q queuedRun, rc *idem.Claim, ref id
 	}
 	r, _ := s.j.Run(q.id)
 	return r, nil
+}
+
+// steerQueued appends steer.accepted for the queued run that starts next
+// and keeps the steer for its inbox, starting the queue if the session
+// held it. Called by commands.
+func (s *Session) steerQueued(ctx context.Context, steerID string, input []event.Part, rc *idem.Claim, ref idem.Ref) (int64, error) {
+	q := &s.queue[0]
+	e, err := event.New(q.id, event.SteerAccepted, event.SteerData{SteerID: steerID, Input: input})
+	if err != nil {
+		return 0, err
+	}
+	evs, err := s.append(ctx, rc, ref, e)
+	if err != nil {
+		return 0, err
+	}
+	q.steers = append(q.steers, agent.Steer{ID: steerID, Input: input})
+	s.held = false
+	if s.active == nil {
+		s.startNext()
+	}
+	return evs[0].Seq, nil
 }
 
 // startNext starts the first queued run. Called with mu held and no
@@ -278,6 +309,11 @@ func (s *Session) launch(a *activeRun, resume bool) {
 			s.endCutShort(a.id)
 		}
 		s.startNext()
+		if r, ok := s.j.Run(a.id); !ok || store.IsTerminal(r.Status) {
+			// A run that did not end here (the journal failed) is
+			// settled by the recovery that ends it.
+			s.settle(a.id)
+		}
 	})
 }
 
@@ -680,13 +716,17 @@ func (s *Session) cancelQueued(ctx context.Context, id, reason string, rc *idem.
 			return err
 		}
 		s.queue = append(s.queue[:i], s.queue[i+1:]...)
+		s.settle(id)
 		return nil
 	}
 	return nil
 }
 
-// Wait waits until run id is terminal or timeout passes, and returns the
-// run as it is then.
+// Wait waits until run id has ended and the session is done with it, or
+// timeout passes, and returns the run as it is then. Done means that the
+// next run/start is admitted (with busy reject) unless another run came
+// first: the run is no longer active, and the queued run that follows it
+// has started. It fails with ErrClosed if the session closes meanwhile.
 func (s *Session) Wait(ctx context.Context, id string, timeout time.Duration) (store.Run, error) {
 	if ch := s.doneChan(id); ch != nil {
 		t := time.NewTimer(timeout)
@@ -696,6 +736,12 @@ func (s *Session) Wait(ctx context.Context, id string, timeout time.Duration) (s
 		case <-t.C:
 		case <-ctx.Done():
 			return store.Run{}, ctx.Err()
+		case <-s.ctx.Done():
+			select {
+			case <-ch:
+			default:
+				return store.Run{}, ErrClosed
+			}
 		}
 	}
 	return s.Run(ctx, id)

@@ -452,28 +452,31 @@ func storageErr(id string, cause error) error {
 }
 
 // committed is the journal's Committed hook: it folds the batch into the
-// kept transcript and closes the done channel of every run whose terminal
-// event is now durable.
+// kept transcript.
 func (s *Session) committed(batch []event.Event) {
 	s.conv.observe(batch)
-	for _, e := range batch {
-		if !event.IsTerminalRun(e.Type) {
-			continue
-		}
-		s.doneMu.Lock()
-		if ch, ok := s.done[e.RunID]; ok {
-			close(ch)
-			delete(s.done, e.RunID)
-		}
-		s.doneMu.Unlock()
-	}
 }
 
-// track returns a channel closed when run id's terminal event commits.
+// track makes the done channel of run id, which settle closes once the
+// run has ended and the session is done with it.
 func (s *Session) track(id string) {
 	s.doneMu.Lock()
 	s.done[id] = make(chan struct{})
 	s.doneMu.Unlock()
+}
+
+// settle closes run id's done channel: its terminal event is committed
+// and the session is done with it (it is no longer active, and the next
+// queued run has started, or the session holds it). Run/wait and
+// run/cancel return then, so that the next run/start is admitted. Called
+// by commands and by the run's goroutine once it has tidied up.
+func (s *Session) settle(id string) {
+	s.doneMu.Lock()
+	defer s.doneMu.Unlock()
+	if ch, ok := s.done[id]; ok {
+		close(ch)
+		delete(s.done, id)
+	}
 }
 
 // doneChan returns run id's done channel, or nil when the session is not
@@ -637,7 +640,7 @@ func (s *Session) recover(failed *journal.Journal) bool {
 			queued[q.id] = true
 		}
 		s.mu.Unlock()
-		_, err = reconcile.Session(s.ctx, s.cfg.Store, j, s.id, reconcile.Options{
+		closed, err := reconcile.Session(s.ctx, s.cfg.Store, j, s.id, reconcile.Options{
 			Keep: func(r store.Run) bool { return queued[r.ID] }, Failure: failure,
 		})
 		if errors.Is(err, store.ErrFenced) {
@@ -656,6 +659,9 @@ func (s *Session) recover(failed *journal.Journal) bool {
 		s.state, s.failure = stateOpen, nil
 		if s.active == nil {
 			s.startNext()
+		}
+		for _, id := range closed {
+			s.settle(id)
 		}
 		s.mu.Unlock()
 		s.cfg.Logger.Info("session recovered from a write failure", "session", s.id)
