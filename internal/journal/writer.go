@@ -141,8 +141,11 @@ func (j *Journal) commitGroup(batch []event.Event, waiters []waiter) time.Durati
 		receipts = append(receipts, w.receipts...)
 	}
 	wakeIn, err := j.commit(batch, receipts)
-	segs := segments(batch, waiters)
-	if err == nil || !refused(err) || j.Err() != nil || len(segs) < 2 {
+	var segs []segment
+	if err != nil && refused(err) && j.Err() == nil {
+		segs = segments(batch, waiters)
+	}
+	if len(segs) < 2 {
 		for _, w := range waiters {
 			if err != nil {
 				w.done <- result{err: err}
