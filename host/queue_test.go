@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"path/filepath"
@@ -109,13 +110,19 @@ func storesForRestart(t *testing.T) map[string]func(t *testing.T, holder string)
 // built-in tools.
 func newQueueHost(t *testing.T, st store.Store, leases store.Leases) *host.Host {
 	t.Helper()
+	return newQueueHostShared(t, st, leases, false)
+}
+
+// newQueueHostShared is newQueueHost, a shared (one-shot) host if shared.
+func newQueueHostShared(t *testing.T, st store.Store, leases store.Leases, shared bool) *host.Host {
+	t.Helper()
 	reg := tool.NewRegistry()
 	if err := builtin.Register(reg, builtin.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	h, err := host.New(context.Background(), host.Config{
 		Store: st, Leases: leases, Tools: reg, DefaultModel: "fast", CoalesceWindow: 2 * time.Millisecond,
-		StorageRetry: 20 * time.Millisecond,
+		StorageRetry: 20 * time.Millisecond, Shared: shared,
 		ResolveModel: func(name string) (*host.Model, error) {
 			m, ok := queueModels[name]
 			if !ok {
@@ -365,4 +372,65 @@ func TestQueuedRunsRecoveredWhenDeadHostsLeaseExpires(t *testing.T) {
 		r, err := h.GetRun(ctx, api.RunIDParams{RunID: b.ID})
 		return err == nil && r.Status == store.RunCompleted
 	})
+}
+
+// A shared one-shot host (weft run) that opens a session finds the runs a
+// serving host queued and keeps them for it: it starts none of them (it
+// would cancel them when it exits), and a run/start with busy reject is
+// refused naming the first. A run it queues behind them, or a busy
+// steer (taken by the first queued run), starts the queue.
+func TestSharedHostHoldsTheQueueItFinds(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	h := newQueueHost(t, st, nil)
+	sess, err := h.CreateSession(ctx, api.CreateSessionParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := sess.ID
+	a := start(t, h, api.StartRunParams{SessionID: sid, Input: input("a"), Model: "hang"})
+	waitFor(t, h, sid, a.ID, ofType(event.StepStarted))
+	b := start(t, h, api.StartRunParams{SessionID: sid, Input: input("b"), Busy: api.BusyQueue})
+	c := start(t, h, api.StartRunParams{SessionID: sid, Input: input("c"), Busy: api.BusyQueue})
+	h.Close()
+
+	h = newQueueHostShared(t, st, nil, true)
+	defer h.Close()
+	_, err = h.StartRun(ctx, api.StartRunParams{SessionID: sid, Input: input("mine")})
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Kind != api.KindRunConflict || ae.Data["activeRunId"] != b.ID {
+		t.Fatalf("run/start busy reject on a held queue: %v; want run_conflict naming %s", err, b.ID)
+	}
+	for _, id := range []string{b.ID, c.ID} {
+		if r, err := h.GetRun(ctx, api.RunIDParams{RunID: id}); err != nil || r.Status != store.RunQueued {
+			t.Fatalf("run %s on the shared host: %+v, %v; want it held, queued", id, r, err)
+		}
+	}
+	steer, err := h.StartRun(ctx, api.StartRunParams{SessionID: sid, Input: input("also this"), Busy: api.BusySteer})
+	if err != nil || steer.Steer == nil || steer.Steer.RunID != b.ID {
+		t.Fatalf("run/start busy steer on a held queue: %+v, %v; want a steer into %s", steer, err, b.ID)
+	}
+	mine := start(t, h, api.StartRunParams{SessionID: sid, Input: input("mine"), Busy: api.BusyQueue})
+	for _, id := range []string{b.ID, c.ID, mine.ID} {
+		if got := wait(t, h, id); got.Status != store.RunCompleted {
+			t.Fatalf("run %s: %s", id, got.Status)
+		}
+	}
+	if got, want := strings.Join(startedOrder(t, h, sid), ","), strings.Join([]string{a.ID, b.ID, c.ID, mine.ID}, ","); got != want {
+		t.Fatalf("runs started in the order %s; want %s", got, want)
+	}
+	page, err := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: sid, RunID: b.ID, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumed := false
+	for _, e := range page.Events {
+		var d event.SteerData
+		if e.Type == event.SteerConsumed && e.Decode(&d) == nil && d.SteerID == steer.Steer.SteerID && d.Step == 1 {
+			consumed = true
+		}
+	}
+	if !consumed {
+		t.Fatalf("run %s did not consume the steer at its first step: %+v", b.ID, page.Events)
+	}
 }
