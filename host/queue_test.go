@@ -18,6 +18,7 @@ import (
 	"weft.dev/weft/store/memory"
 	"weft.dev/weft/store/postgres"
 	"weft.dev/weft/store/sqlite"
+	"weft.dev/weft/store/storetest"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
 )
@@ -432,5 +433,39 @@ func TestSharedHostHoldsTheQueueItFinds(t *testing.T) {
 	}
 	if !consumed {
 		t.Fatalf("run %s did not consume the steer at its first step: %+v", b.ID, page.Events)
+	}
+}
+
+// A write failure (disk full) while a run waits for an approval does not
+// end that run: it has no step in flight for the failure to cut short.
+// Once the store takes writes again the run still waits, the run queued
+// behind it stays queued, and both complete after the answer.
+func TestStorageFailureKeepsWaitingRunAndItsQueue(t *testing.T) {
+	ctx := context.Background()
+	fst := &storetest.Faulty{Store: memory.New()}
+	h := newQueueHost(t, fst, nil)
+	defer h.Close()
+	sess, err := h.CreateSession(ctx, api.CreateSessionParams{Mounts: []event.Mount{{ID: "work", Path: t.TempDir(), Default: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := sess.ID
+	a := start(t, h, api.StartRunParams{SessionID: sid, Input: input("a"), Model: "ask", Policy: &api.Policy{Preset: api.PresetAskAll}})
+	q := openRequest(t, h, sid, a.ID)
+	b := start(t, h, api.StartRunParams{SessionID: sid, Input: input("b"), Busy: api.BusyQueue})
+
+	fst.Fail(diskFull)
+	if _, err := h.StartRun(ctx, api.StartRunParams{SessionID: sid, Input: input("c"), Busy: api.BusyQueue}); !errors.Is(err, api.ErrStorageUnavailable) {
+		t.Fatalf("run/start on a full disk: %v", err)
+	}
+	fst.Fail(nil)
+	eventually(t, 10*time.Second, "the session did not take commands again", func() bool {
+		_, err := h.DecideApproval(ctx, api.DecideParams{ApprovalID: q.ID, Decision: event.DecisionAllowOnce})
+		return !errors.Is(err, api.ErrStorageUnavailable)
+	})
+	for _, id := range []string{a.ID, b.ID} {
+		if got := wait(t, h, id); got.Status != store.RunCompleted {
+			t.Fatalf("run %s after the store came back: %s (%+v)", id, got.Status, got.Error)
+		}
 	}
 }

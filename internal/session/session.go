@@ -571,7 +571,8 @@ func (s *Session) watch() {
 // takes writes again: it opens a new journal from what the store holds
 // and fails the runs the failure cut short (run.failed, kind storage), so
 // that nothing committed is lost and no seq is skipped. Queued runs stay
-// queued. It reports false when the session closed meanwhile.
+// queued, and a run that waits for answers goes on waiting. It reports
+// false when the session closed meanwhile.
 func (s *Session) recover(failed *journal.Journal) bool {
 	s.mu.Lock()
 	if s.state == stateClosed {
@@ -635,13 +636,20 @@ func (s *Session) recover(failed *journal.Journal) bool {
 		// The failed write may have committed without the hook seeing
 		// it: the next run start reads the log.
 		s.conv.drop()
-		queued := map[string]bool{}
+		keep := map[string]bool{}
 		for _, q := range s.queue {
-			queued[q.id] = true
+			keep[q.id] = true
+		}
+		if a := s.active; a != nil && a.parked {
+			// A run that waits for answers had no step for the failure
+			// to cut short: it goes on waiting, resumed from the log (a
+			// write that failed may have committed an answer).
+			keep[a.id] = true
+			a.resume, a.history = nil, nil
 		}
 		s.mu.Unlock()
 		closed, err := reconcile.Session(s.ctx, s.cfg.Store, j, s.id, reconcile.Options{
-			Keep: func(r store.Run) bool { return queued[r.ID] }, Failure: failure,
+			Keep: func(r store.Run) bool { return keep[r.ID] }, Failure: failure,
 		})
 		if errors.Is(err, store.ErrFenced) {
 			s.lose(err)
@@ -659,6 +667,8 @@ func (s *Session) recover(failed *journal.Journal) bool {
 		s.state, s.failure = stateOpen, nil
 		if s.active == nil {
 			s.startNext()
+		} else if s.active.parked {
+			s.resumeIfAnswered(s.active.id)
 		}
 		for _, id := range closed {
 			s.settle(id)
