@@ -107,31 +107,23 @@ func storesForRestart(t *testing.T) map[string]func(t *testing.T, holder string)
 	}
 }
 
-// newQueueHost starts a host on st with the queue tests' models and the
-// built-in tools.
-func newQueueHost(t *testing.T, st store.Store, leases store.Leases) *host.Host {
-	t.Helper()
-	return newQueueHostShared(t, st, leases, false)
-}
-
-// newQueueHostShared is newQueueHost, a shared (one-shot) host if shared.
-func newQueueHostShared(t *testing.T, st store.Store, leases store.Leases, shared bool) *host.Host {
+// newQueueHost starts a host with cfg (its store, leases, Shared), the
+// queue tests' models and the built-in tools.
+func newQueueHost(t *testing.T, cfg host.Config) *host.Host {
 	t.Helper()
 	reg := tool.NewRegistry()
 	if err := builtin.Register(reg, builtin.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := host.New(context.Background(), host.Config{
-		Store: st, Leases: leases, Tools: reg, DefaultModel: "fast", CoalesceWindow: 2 * time.Millisecond,
-		StorageRetry: 20 * time.Millisecond, Shared: shared,
-		ResolveModel: func(name string) (*host.Model, error) {
-			m, ok := queueModels[name]
-			if !ok {
-				return nil, fmt.Errorf("unknown model %q", name)
-			}
-			return &host.Model{Name: name, Provider: m, Model: name}, nil
-		},
-	})
+	cfg.Tools, cfg.DefaultModel, cfg.CoalesceWindow, cfg.StorageRetry = reg, "fast", 2*time.Millisecond, 20*time.Millisecond
+	cfg.ResolveModel = func(name string) (*host.Model, error) {
+		m, ok := queueModels[name]
+		if !ok {
+			return nil, fmt.Errorf("unknown model %q", name)
+		}
+		return &host.Model{Name: name, Provider: m, Model: name}, nil
+	}
+	h, err := host.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +189,7 @@ func TestQueuedRunsSurviveRestart(t *testing.T) {
 	eachRestartStore(t, func(t *testing.T, open func(holder string) (store.Store, store.Leases, func())) {
 		ctx := context.Background()
 		st, ls, closeStore := open("host-1")
-		h := newQueueHost(t, st, ls)
+		h := newQueueHost(t, host.Config{Store: st, Leases: ls})
 		dir := t.TempDir()
 		sess, err := h.CreateSession(ctx, api.CreateSessionParams{Mounts: []event.Mount{{ID: "work", Path: dir, Default: true, DefaultForShell: true}}})
 		if err != nil {
@@ -224,7 +216,7 @@ func TestQueuedRunsSurviveRestart(t *testing.T) {
 
 		st, ls, closeStore = open("host-2")
 		defer closeStore()
-		h = newQueueHost(t, st, ls)
+		h = newQueueHost(t, host.Config{Store: st, Leases: ls})
 		defer h.Close()
 		// No request for the session: the host runs its queue by itself.
 		q := openRequest(t, h, sid, ids[0])
@@ -305,7 +297,7 @@ func TestQueuedBehindWaitingRunSurvivesRestart(t *testing.T) {
 	eachRestartStore(t, func(t *testing.T, open func(holder string) (store.Store, store.Leases, func())) {
 		ctx := context.Background()
 		st, ls, closeStore := open("host-1")
-		h := newQueueHost(t, st, ls)
+		h := newQueueHost(t, host.Config{Store: st, Leases: ls})
 		sess, err := h.CreateSession(ctx, api.CreateSessionParams{Mounts: []event.Mount{{ID: "work", Path: t.TempDir(), Default: true}}})
 		if err != nil {
 			t.Fatal(err)
@@ -320,7 +312,7 @@ func TestQueuedBehindWaitingRunSurvivesRestart(t *testing.T) {
 
 		st, ls, closeStore = open("host-2")
 		defer closeStore()
-		h = newQueueHost(t, st, ls)
+		h = newQueueHost(t, host.Config{Store: st, Leases: ls})
 		defer h.Close()
 		q := openRequest(t, h, sid, a.ID)
 		for _, id := range []string{b.ID, c.ID} {
@@ -351,7 +343,7 @@ func TestQueuedRunsRecoveredWhenDeadHostsLeaseExpires(t *testing.T) {
 	url := pg.Database(t)
 	open := postgresAt(url, 2*time.Second)
 	st, ls, closeStore := open(t, "host-1")
-	h := newQueueHost(t, st, ls)
+	h := newQueueHost(t, host.Config{Store: st, Leases: ls})
 	sess, err := h.CreateSession(ctx, api.CreateSessionParams{})
 	if err != nil {
 		t.Fatal(err)
@@ -367,7 +359,7 @@ func TestQueuedRunsRecoveredWhenDeadHostsLeaseExpires(t *testing.T) {
 	}
 	st, ls, closeStore = open(t, "host-2")
 	defer closeStore()
-	h = newQueueHost(t, st, ls)
+	h = newQueueHost(t, host.Config{Store: st, Leases: ls})
 	defer h.Close()
 	eventually(t, 20*time.Second, "the queued run did not run once the dead host's lease expired", func() bool {
 		r, err := h.GetRun(ctx, api.RunIDParams{RunID: b.ID})
@@ -383,7 +375,7 @@ func TestQueuedRunsRecoveredWhenDeadHostsLeaseExpires(t *testing.T) {
 func TestSharedHostHoldsTheQueueItFinds(t *testing.T) {
 	ctx := context.Background()
 	st := memory.New()
-	h := newQueueHost(t, st, nil)
+	h := newQueueHost(t, host.Config{Store: st})
 	sess, err := h.CreateSession(ctx, api.CreateSessionParams{})
 	if err != nil {
 		t.Fatal(err)
@@ -395,7 +387,7 @@ func TestSharedHostHoldsTheQueueItFinds(t *testing.T) {
 	c := start(t, h, api.StartRunParams{SessionID: sid, Input: input("c"), Busy: api.BusyQueue})
 	h.Close()
 
-	h = newQueueHostShared(t, st, nil, true)
+	h = newQueueHost(t, host.Config{Store: st, Shared: true})
 	defer h.Close()
 	_, err = h.StartRun(ctx, api.StartRunParams{SessionID: sid, Input: input("mine")})
 	var ae *api.Error
@@ -443,7 +435,7 @@ func TestSharedHostHoldsTheQueueItFinds(t *testing.T) {
 func TestStorageFailureKeepsWaitingRunAndItsQueue(t *testing.T) {
 	ctx := context.Background()
 	fst := &storetest.Faulty{Store: memory.New()}
-	h := newQueueHost(t, fst, nil)
+	h := newQueueHost(t, host.Config{Store: fst})
 	defer h.Close()
 	sess, err := h.CreateSession(ctx, api.CreateSessionParams{Mounts: []event.Mount{{ID: "work", Path: t.TempDir(), Default: true}}})
 	if err != nil {
