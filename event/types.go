@@ -167,6 +167,11 @@ type RunQueuedData struct {
 	DefaultPreset string `json:"defaultPreset,omitempty"`
 	// Tools are tools the client executes itself, for this run.
 	Tools []ClientTool `json:"tools,omitempty"`
+	// Busy is the busy policy the run was admitted under
+	// (api.StartRunParams.Busy), kept so that the queue can be rebuilt
+	// from the log after a restart: a run admitted with "interrupt" goes
+	// before the runs queued earlier.
+	Busy string `json:"busy,omitempty"`
 }
 
 // RunStartedData is the data of [RunStarted].

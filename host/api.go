@@ -297,7 +297,7 @@ func (h *Host) GetSession(ctx context.Context, id string) (*api.SessionResult, e
 		return nil, notFound(id)
 	}
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, apiError(err)
 	}
 	return &api.SessionResult{Session: rec}, nil
 }
@@ -339,12 +339,12 @@ func (h *Host) ListSessions(ctx context.Context, p api.ListSessionsParams) (*api
 			return nil, api.Errorf(api.KindCursorInvalid, "cursor %q names no session (pass the nextCursor of the previous page)", p.Cursor).
 				With("cursor", p.Cursor)
 		} else if err != nil {
-			return nil, storeErr(err)
+			return nil, apiError(err)
 		}
 	}
 	ss, err := h.cfg.Store.Sessions(ctx, store.ListSessionsParams{Before: p.Cursor, Limit: p.Limit})
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, apiError(err)
 	}
 	res := &api.ListSessionsResult{Sessions: []store.Session{}}
 	size := 0
@@ -562,7 +562,7 @@ func (h *Host) GetRun(ctx context.Context, p api.RunIDParams) (*api.RunResult, e
 		return nil, api.Errorf(api.KindNotFound, "run %s not found", p.RunID).With("runId", p.RunID)
 	}
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, apiError(err)
 	}
 	return &api.RunResult{Run: r}, nil
 }
@@ -578,7 +578,7 @@ func (h *Host) ListRuns(ctx context.Context, p api.ListRunsParams) (*api.ListRun
 	}
 	runs, err := h.cfg.Store.Runs(ctx, lp)
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, apiError(err)
 	}
 	if runs == nil {
 		runs = []store.Run{}
@@ -667,7 +667,7 @@ func (h *Host) ReadEvents(ctx context.Context, p api.ReadEventsParams) (*api.Rea
 	}
 	evs, err := h.cfg.Store.Read(ctx, store.ReadParams{SessionID: p.SessionID, After: p.After, Limit: p.Limit, RunID: p.RunID, MaxBytes: listPageBytes})
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, apiError(err)
 	}
 	res := &api.ReadEventsResult{Events: evs, NextCursor: p.After}
 	if len(evs) > 0 {
@@ -690,7 +690,7 @@ func (h *Host) lastSeq(ctx context.Context, sessionID string, after int64) (int6
 		return 0, notFound(sessionID)
 	}
 	if err != nil {
-		return 0, storeErr(err)
+		return 0, apiError(err)
 	}
 	if after < 0 || after > last {
 		return 0, api.Errorf(api.KindCursorInvalid, "cursor %d is not in session %s (last seq %d)", after, sessionID, last).

@@ -71,8 +71,11 @@ type Config struct {
 	// Shared marks a host that shares its store with other live hosts of
 	// the same kind (a one-shot `weft run`): it does not recover sessions
 	// or processes at start, only the sessions it opens (under their
-	// leases). A serving host is not shared: it recovers everything a
-	// crash left, which is only safe when no other host uses the store.
+	// leases), and the queued runs it finds there wait until a run is
+	// admitted through it (they run before it, with busy queue). A
+	// serving host is not shared: it recovers everything a crash left,
+	// which is only safe when no other host uses the store, and runs the
+	// queues it finds.
 	Shared bool
 	// MaxSteps caps a run's steps unless the run says otherwise; zero means 50.
 	MaxSteps int
@@ -181,8 +184,12 @@ type entry struct {
 var ErrClosed = api.NewError(api.KindOverloaded, "the host is shutting down")
 
 // New starts a host over cfg.Store. Unless cfg.Shared, it first
-// reconciles every session that a crash left with an active run (those
-// runs end as interrupted) and the background processes a crash left.
+// recovers every session that a crash left with an active or queued run
+// (a run that was running ends as interrupted; one that waits for
+// answers goes on waiting; queued runs start, in order) and the
+// background processes a crash left. A session whose lease another
+// holder still has (a dead host's, until it expires) is recovered in the
+// background as soon as its lease can be taken.
 func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.Store == nil || cfg.ResolveModel == nil {
 		return nil, errors.New("host: Config.Store and Config.ResolveModel are required")
@@ -228,7 +235,8 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		Journal: journal.Config{CoalesceWindow: cfg.CoalesceWindow, CoalesceBytes: cfg.CoalesceBytes, Logger: cfg.Logger},
 		Tools:   cfg.Tools, MaxSteps: cfg.MaxSteps, Processes: cfg.Processes, Leases: leases, Dropped: h.dropped,
 		SubscriberBuffer: cfg.SubscriberBuffer, SubscriberBytes: cfg.SubscriberBytes, RetryBackoff: cfg.StorageRetry,
-		Policy: cfg.Policy, InputTimeout: cfg.InputTimeout, NewID: cfg.NewID, Logger: cfg.Logger,
+		HoldQueued: cfg.Shared,
+		Policy:     cfg.Policy, InputTimeout: cfg.InputTimeout, NewID: cfg.NewID, Logger: cfg.Logger,
 		Transcripts: session.NewBudget(max(cfg.TranscriptBytes, 0)),
 	}
 	h.scfg.Journal.Redactor = cfg.Redactor
@@ -241,8 +249,10 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if m := cfg.Processes; m != nil {
 		m.Attach(h, h)
 	}
+	var held []string
 	if !cfg.Shared {
-		if err := h.recover(ctx); err != nil {
+		var err error
+		if held, err = h.recover(ctx); err != nil {
 			h.Close()
 			return nil, err
 		}
@@ -260,6 +270,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		}
 	}
 	if !h.goBackground(h.housekeeping) {
+		return nil, ErrClosed
+	}
+	if len(held) > 0 && !h.goBackground(func() { h.recoverHeld(held) }) {
 		return nil, ErrClosed
 	}
 	return h, nil
@@ -342,14 +355,16 @@ func (h *Host) loadedSessions() []*session.Session {
 	return out
 }
 
-// recover loads every session that a crash left with an active run, which
-// closes those runs.
-func (h *Host) recover(ctx context.Context) error {
+// recover loads every session that a crash left with an active or
+// queued run (its record names an active run while it has either): the
+// load closes what was running and starts the queue. It returns the
+// sessions it could not load because another holder has their lease.
+func (h *Host) recover(ctx context.Context) (held []string, err error) {
 	before := ""
 	for {
 		page, err := h.cfg.Store.Sessions(ctx, store.ListSessionsParams{Before: before, Limit: 500})
 		if err != nil {
-			return fmt.Errorf("host: recover: %w", err)
+			return held, fmt.Errorf("host: recover: %w", err)
 		}
 		for _, s := range page {
 			if s.ActiveRunID == "" {
@@ -357,17 +372,85 @@ func (h *Host) recover(ctx context.Context) error {
 			}
 			if _, err := h.session(ctx, s.ID); err != nil {
 				if errors.Is(err, store.ErrLeaseHeld) {
-					h.cfg.Logger.Warn("session owned by another process; not recovered", "session", s.ID, "err", err)
+					h.cfg.Logger.Info("session leased by another holder; recovering it once the lease can be taken", "session", s.ID, "err", err)
+					held = append(held, s.ID)
 					continue
 				}
-				return fmt.Errorf("host: recover session %s: %w", s.ID, err)
+				return held, fmt.Errorf("host: recover session %s: %w", s.ID, err)
 			}
 		}
 		if len(page) < 500 {
-			return nil
+			return held, nil
 		}
 		before = page[len(page)-1].ID
 	}
+}
+
+// recoverHeld retries the recovery of sessions whose lease another holder
+// had at start (a host that died keeps its leases until they expire),
+// each with its own backoff from one second to five, until the session
+// loads, it has no active or queued run any more (a live holder ran
+// them), or the host closes. So the queue a dead host left runs once its
+// lease expires, without waiting for a client to ask for the session.
+func (h *Host) recoverHeld(ids []string) {
+	type pending struct {
+		id    string
+		next  time.Time
+		delay time.Duration
+	}
+	var todo []pending
+	for _, id := range ids {
+		todo = append(todo, pending{id: id, next: time.Now().Add(time.Second), delay: time.Second})
+	}
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	for len(todo) > 0 {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		next := now.Add(30 * time.Second)
+		kept := todo[:0]
+		for _, p := range todo {
+			if p.next.After(now) {
+				kept = append(kept, p)
+				next = minTime(next, p.next)
+				continue
+			}
+			rec, err := h.cfg.Store.Session(h.ctx, p.id)
+			if err == nil && (rec.ActiveRunID == "" || rec.Deleted) || errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err == nil {
+				_, err = h.session(h.ctx, p.id)
+			}
+			if err == nil {
+				h.cfg.Logger.Info("session recovered", "session", p.id)
+				continue
+			}
+			if h.ctx.Err() != nil {
+				return
+			}
+			if !errors.Is(err, store.ErrLeaseHeld) {
+				h.cfg.Logger.Warn("recover a session; retrying", "session", p.id, "err", err)
+			}
+			p.delay = min(2*p.delay, 5*time.Second)
+			p.next = now.Add(p.delay)
+			next = minTime(next, p.next)
+			kept = append(kept, p)
+		}
+		todo = kept
+		t.Reset(time.Until(next))
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // Close stops the host: background processes end first (their ends still
@@ -461,7 +544,7 @@ func (h *Host) load(ctx context.Context, id string) (*session.Session, error) {
 	if errors.Is(err, store.ErrNotFound) || err == nil && rec.Deleted {
 		return nil, notFound(id)
 	} else if err != nil {
-		return nil, storeErr(err)
+		return nil, apiError(err)
 	}
 	return session.Load(context.WithoutCancel(ctx), &h.scfg, id)
 }
@@ -516,6 +599,7 @@ func (h *Host) forget(s *session.Session) {
 
 // with calls f with the owner of session id. When the owner closed under
 // the call (it was unloaded as idle), it is loaded again and f retried.
+// f's error reaches the client through apiError.
 func (h *Host) with(ctx context.Context, id string, f func(*session.Session) error) error {
 	for {
 		s, err := h.session(ctx, id)
@@ -524,7 +608,7 @@ func (h *Host) with(ctx context.Context, id string, f func(*session.Session) err
 		}
 		err = f(s)
 		if !errors.Is(err, session.ErrClosed) {
-			return err
+			return apiError(err)
 		}
 		h.forget(s)
 	}
@@ -549,22 +633,4 @@ func (h *Host) keyLock(key string) *sync.Mutex {
 
 func notFound(id string) error {
 	return api.Errorf(api.KindNotFound, "session %s not found", id).With("sessionId", id)
-}
-
-// storeErr maps a store failure to what a client sees: not found stays
-// not found; anything else means the store is unavailable (retryable),
-// with the cause kept for errors.Is and the log.
-func storeErr(err error) error {
-	var ae *api.Error
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ae):
-		return err
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	case errors.Is(err, store.ErrNotFound):
-		return api.Wrap(api.KindNotFound, err, "%v", err)
-	}
-	return api.Wrap(api.KindStorageUnavailable, err, "the store is unavailable (%v); retry later", err)
 }

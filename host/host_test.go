@@ -50,6 +50,7 @@ var scripts = map[string]string{
 	"steps":  `{"loop":true,"steps":[{"toolCalls":[{"name":"list_dir","arguments":{"path":"."}}],"delayMs":1},{"text":"echo {{input}}","delayMs":1}]}`,
 	"broken": `{"steps":[{"error":{"kind":"auth","status":401}}]}`,
 	"ticks":  `{"loop":true,"steps":[{"text":"one two three","delayMs":1}]}`,
+	"pause":  `{"loop":true,"steps":[{"text":"paused","delayMs":40}]}`,
 	"long":   `{"loop":true,"steps":[{"text":"` + strings.Repeat("tok ", 3000) + `{{input}}","delayMs":2}]}`,
 }
 

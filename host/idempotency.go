@@ -28,7 +28,9 @@ type replayer[P, R any] func(ctx context.Context, p P, ref idem.Ref) (*R, error)
 // with the same key are serialised; an exact retry (same method, same
 // params) is answered by replay; the same key with other params is
 // api.ErrIdempotencyConflict; the first request's receipt is stored with
-// its mutation. P must be a struct with a string field IdempotencyKey,
+// its mutation (a mutation the store refuses because another writer
+// stored the key meanwhile, store.ErrReceiptExists, is answered as a
+// retry of that writer's). P must be a struct with a string field IdempotencyKey,
 // which does not count in the params' fingerprint. Every mutating method
 // of the Host is built by this one function, in New's method table.
 func idempotent[P, R any](h *Host, method string, do mutation[P, R], replay replayer[P, R]) func(context.Context, P) (*R, error) {
@@ -61,6 +63,19 @@ func idempotent[P, R any](h *Host, method string, do mutation[P, R], replay repl
 			return replay(ctx, p, ref)
 		}
 		res, ref, err := do(ctx, p, rc)
+		if errors.Is(err, store.ErrReceiptExists) {
+			// Another writer (a host that shares the store) committed the
+			// key after the lookup, and the store refused this mutation
+			// whole: it is a retry of that one.
+			ref, found, lerr := h.lookupReceipt(ctx, key, method, fp)
+			switch {
+			case lerr != nil:
+				return nil, lerr
+			case found:
+				return replay(ctx, p, ref)
+			}
+			return nil, apiError(err)
+		}
 		if err != nil || rc.IsStored() {
 			return res, err
 		}
@@ -98,7 +113,7 @@ func (h *Host) lookupReceipt(ctx context.Context, key, method, fp string) (ref i
 		return ref, false, nil
 	}
 	if err != nil {
-		return ref, false, storeErr(err)
+		return ref, false, apiError(err)
 	}
 	if r.Fingerprint != fp {
 		return ref, false, api.Errorf(api.KindIdempotencyConflict, "idempotency key %q was used for %s with other params", key, method).

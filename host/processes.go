@@ -10,7 +10,6 @@ import (
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/env"
-	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/idem"
 	"weft.dev/weft/internal/session"
@@ -62,37 +61,6 @@ func caller(sessionID string) process.Caller {
 	return process.Caller{SessionID: sessionID}
 }
 
-// procErr maps the process package's errors to the api's kinds, keeping
-// the cause.
-func procErr(err error) error {
-	var re *sandbox.RefusedError
-	var ae *api.Error
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &ae):
-		return err
-	case errors.Is(err, process.ErrNotFound):
-		return api.Wrap(api.KindNotFound, err, "%v", err)
-	case errors.Is(err, process.ErrDenied):
-		return api.Wrap(api.KindDenied, err, "%v", err)
-	case errors.Is(err, api.ErrBadHandle), errors.Is(err, process.ErrInvalid):
-		return api.Wrap(api.KindInvalidParams, err, "%v", err)
-	case errors.Is(err, process.ErrExists):
-		return api.Wrap(api.KindAlreadyExists, err, "%v", err)
-	case errors.Is(err, process.ErrEnded):
-		return api.Wrap(api.KindRunConflict, err, "%v", err).With("status", "ended")
-	case errors.Is(err, process.ErrClosed):
-		return ErrClosed
-	case errors.Is(err, env.ErrDenied), errors.Is(err, env.ErrProtected):
-		return api.Wrap(api.KindDenied, err, "%v", err)
-	case errors.Is(err, env.ErrOutside), errors.Is(err, env.ErrNoMount), errors.Is(err, env.ErrReadOnly),
-		errors.Is(err, env.ErrBadPath), errors.As(err, &re):
-		return api.Wrap(api.KindEnvironmentUnavailable, err, "%v", err)
-	}
-	return storeErr(err)
-}
-
 func processResult(p store.Process) *api.ProcessResult {
 	return &api.ProcessResult{Process: p, Handle: api.Handle{ID: p.ID}}
 }
@@ -116,7 +84,7 @@ func (h *Host) startProcess(ctx context.Context, p api.ProcessStartParams, rc *i
 	ref := idem.Ref{ID: id}
 	if rc != nil {
 		if _, err := h.cfg.Store.PutReceipt(ctx, rc.Receipt(p.SessionID, ref)); err != nil {
-			return nil, idem.Ref{}, storeErr(err)
+			return nil, idem.Ref{}, apiError(err)
 		}
 		rc.Stored()
 	}
@@ -135,7 +103,7 @@ func (h *Host) replayStartProcess(ctx context.Context, p api.ProcessStartParams,
 		return h.launch(ctx, p, ref.ID)
 	}
 	if err != nil {
-		return nil, procErr(err)
+		return nil, apiError(err)
 	}
 	r := processResult(rec)
 	r.Replayed = true
@@ -170,7 +138,7 @@ func (h *Host) launch(ctx context.Context, p api.ProcessStartParams, id string) 
 		return err
 	})
 	if err != nil {
-		return nil, procErr(err)
+		return nil, apiError(err)
 	}
 	return processResult(rec), nil
 }
@@ -183,7 +151,7 @@ func (h *Host) GetProcess(ctx context.Context, p api.ProcessIDParams) (*api.Proc
 	}
 	rec, err := m.Get(ctx, p.ID, caller(p.SessionID))
 	if err != nil {
-		return nil, procErr(err)
+		return nil, apiError(err)
 	}
 	return processResult(rec), nil
 }
@@ -201,7 +169,7 @@ func (h *Host) ListProcesses(ctx context.Context, p api.ProcessListParams) (*api
 	}
 	ps, err := m.List(ctx, lp, caller(p.SessionID))
 	if err != nil {
-		return nil, procErr(err)
+		return nil, apiError(err)
 	}
 	if ps == nil {
 		ps = []store.Process{}
@@ -220,7 +188,7 @@ func (h *Host) AwaitProcess(ctx context.Context, p api.ProcessAwaitParams) (*api
 	}
 	r, err := m.Await(ctx, p.ID, time.Duration(p.TimeoutMs)*time.Millisecond, caller(p.SessionID))
 	if err != nil {
-		return nil, procErr(err)
+		return nil, apiError(err)
 	}
 	return &r, nil
 }
@@ -239,7 +207,7 @@ func (h *Host) ProcessOutput(ctx context.Context, p api.ProcessOutputParams) (*a
 	}
 	out, err := m.Output(ctx, p.ID, p.Offset, min(p.Limit, 1<<20), caller(p.SessionID))
 	if err != nil {
-		return nil, procErr(err)
+		return nil, apiError(err)
 	}
 	return &out, nil
 }
@@ -254,7 +222,7 @@ func replayProcess[P any](h *Host) replayer[P, api.ProcessResult] {
 		}
 		rec, err := m.Get(ctx, ref.ID, process.Caller{Host: true})
 		if err != nil {
-			return nil, procErr(err)
+			return nil, apiError(err)
 		}
 		r := processResult(rec)
 		r.Replayed = true
@@ -276,13 +244,13 @@ func (h *Host) writeProcess(ctx context.Context, p api.ProcessWriteParams, rc *i
 	if p.Data != "" {
 		wc, stored := receiptCaller(p.SessionID, p.ID, rc, false)
 		if err := m.Write(ctx, p.ID, []byte(p.Data), wc); err != nil {
-			return nil, idem.Ref{}, procErr(err)
+			return nil, idem.Ref{}, apiError(err)
 		}
 		stored()
 	}
 	if p.Close {
 		if err := m.CloseInput(ctx, p.ID, c); err != nil {
-			return nil, idem.Ref{}, procErr(err)
+			return nil, idem.Ref{}, apiError(err)
 		}
 	}
 	r, err := h.GetProcess(ctx, api.ProcessIDParams{ID: p.ID, SessionID: p.SessionID})
@@ -303,7 +271,7 @@ func (h *Host) signalProcess(ctx context.Context, p api.ProcessSignalParams, rc 
 	c, stored := receiptCaller(p.SessionID, p.ID, rc, true)
 	seq, err := m.Signal(ctx, p.ID, p.Name, p.Payload, c)
 	if err != nil {
-		return nil, idem.Ref{}, procErr(err)
+		return nil, idem.Ref{}, apiError(err)
 	}
 	stored()
 	res := &api.ProcessSignalResult{Seq: seq}
@@ -336,7 +304,7 @@ func (h *Host) cancelProcess(ctx context.Context, p api.ProcessCancelParams, rc 
 	c, stored := receiptCaller(p.SessionID, p.ID, rc, false)
 	rec, err := m.Cancel(ctx, p.ID, p.Reason, c)
 	if err != nil {
-		return nil, idem.Ref{}, procErr(err)
+		return nil, idem.Ref{}, apiError(err)
 	}
 	stored()
 	return processResult(rec), idem.Ref{ID: p.ID}, nil
@@ -355,7 +323,7 @@ func (h *Host) grantProcess(ctx context.Context, p api.ProcessGrantParams, rc *i
 	c, stored := receiptCaller(p.SessionID, p.ID, rc, false)
 	rec, err := m.Grant(ctx, p.ID, p.ToSessionID, c)
 	if err != nil {
-		return nil, idem.Ref{}, procErr(err)
+		return nil, idem.Ref{}, apiError(err)
 	}
 	stored()
 	return processResult(rec), idem.Ref{ID: p.ID}, nil
@@ -374,7 +342,7 @@ func (h *Host) revokeProcess(ctx context.Context, p api.ProcessGrantParams, rc *
 	c, stored := receiptCaller(p.SessionID, p.ID, rc, false)
 	rec, err := m.Revoke(ctx, p.ID, p.ToSessionID, c)
 	if err != nil {
-		return nil, idem.Ref{}, procErr(err)
+		return nil, idem.Ref{}, apiError(err)
 	}
 	stored()
 	return processResult(rec), idem.Ref{ID: p.ID}, nil

@@ -32,7 +32,7 @@ func (h *Host) requestSession(ctx context.Context, id, want string) (string, err
 		return "", api.Errorf(api.KindNotFound, "request %s not found", id).With("requestId", id)
 	}
 	if err != nil {
-		return "", storeErr(err)
+		return "", apiError(err)
 	}
 	if want != "" && q.SessionID != want {
 		// Do not tell another session's requests apart from unknown ones.
@@ -45,7 +45,7 @@ func replayRequest[P any](h *Host) replayer[P, api.RequestResult] {
 	return func(ctx context.Context, _ P, ref idem.Ref) (*api.RequestResult, error) {
 		q, err := h.cfg.Store.Request(ctx, ref.ID)
 		if err != nil {
-			return nil, storeErr(err)
+			return nil, apiError(err)
 		}
 		return &api.RequestResult{Request: q, Replayed: true}, nil
 	}
@@ -152,7 +152,7 @@ func (h *Host) clientToolRequest(ctx context.Context, callID, sessionID string) 
 	p := store.ListRequestsParams{SessionID: sessionID, Statuses: []string{store.RequestOpen}, Limit: 1 << 20}
 	open, err := h.cfg.Store.Requests(ctx, p)
 	if err != nil {
-		return "", "", storeErr(err)
+		return "", "", apiError(err)
 	}
 	for _, q := range open {
 		if q.Kind != event.RequestTool || q.ToolCall.ID != callID {
@@ -176,7 +176,7 @@ func (h *Host) GetRequest(ctx context.Context, p api.RequestIDParams) (*api.Requ
 	}
 	q, err := h.cfg.Store.Request(ctx, p.RequestID)
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, apiError(err)
 	}
 	return &api.RequestResult{Request: q}, nil
 }
@@ -206,7 +206,7 @@ func (h *Host) ListRequests(ctx context.Context, p api.ListRequestsParams) (*api
 	}
 	qs, err := h.cfg.Store.Requests(ctx, lp)
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, apiError(err)
 	}
 	res := &api.ListRequestsResult{Requests: []store.Request{}}
 	for _, q := range qs {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"weft.dev/weft/event"
@@ -15,10 +16,22 @@ import (
 const maxHold = time.Second
 
 // waiter is an Append or Flush waiting for the commit of its events,
-// batch[start:end].
+// batch[start:end], and its receipts.
 type waiter struct {
 	done       chan result
 	start, end int
+	receipts   []store.Receipt
+}
+
+// refused reports whether the store (or the projection) refused a batch
+// on its own merits, committing nothing of it: a receipt whose key is
+// taken, a record the store cannot hold, an event the projection cannot
+// apply. Such a refusal fails the appends in that batch and no other;
+// every other failure (I/O, a seq conflict, a fenced lease) says the
+// store or the log is not what the journal believes, and fails the
+// journal.
+func refused(err error) bool {
+	return errors.Is(err, store.ErrReceiptExists) || errors.Is(err, store.ErrInvalid)
 }
 
 // loop is the journal's writer goroutine: it owns the pending delta and the
@@ -26,11 +39,10 @@ type waiter struct {
 func (j *Journal) loop() {
 	defer close(j.done)
 	var (
-		pend     *delta
-		timer    = time.NewTimer(time.Hour)
-		batch    []event.Event
-		receipts []store.Receipt
-		waiters  []waiter
+		pend    *delta
+		timer   = time.NewTimer(time.Hour)
+		batch   []event.Event
+		waiters []waiter
 		// wake is armed while a wake of the subscribers is owed.
 		wake  = time.NewTimer(time.Hour)
 		armed bool
@@ -87,26 +99,17 @@ func (j *Journal) loop() {
 		seal(true)
 		start := len(batch)
 		batch = append(batch, r.events...)
-		receipts = append(receipts, r.receipts...)
-		waiters = append(waiters, waiter{done: r.done, start: start, end: len(batch)})
+		waiters = append(waiters, waiter{done: r.done, start: start, end: len(batch), receipts: r.receipts})
 	}
 	commit := func() {
 		if len(batch) == 0 && len(waiters) == 0 {
 			return
 		}
-		wakeIn, err := j.commit(batch, receipts)
-		if wakeIn > 0 && !armed {
+		if wakeIn := j.commitGroup(batch, waiters); wakeIn > 0 && !armed {
 			wake.Reset(wakeIn)
 			armed = true
 		}
-		for _, w := range waiters {
-			if err != nil {
-				w.done <- result{err: err}
-			} else {
-				w.done <- result{events: batch[w.start:w.end:w.end]}
-			}
-		}
-		batch, receipts, waiters = nil, nil, nil
+		batch, waiters = nil, nil
 	}
 	for {
 		select {
@@ -150,8 +153,91 @@ func (j *Journal) loop() {
 	}
 }
 
+// commitGroup commits the appends of one group commit, batch with the
+// waiters' receipts, in one transaction, and answers every waiter. When
+// the store refuses the batch on its own merits (see refused) and more
+// than one append shares it, each append (and each run of sealed deltas
+// between them) is committed again on its own, in order: only the
+// appends the store refuses again fail, and the others are committed
+// with the seqs that follow. The normal case stays one transaction; a
+// refusal costs one transaction per append of its group. It returns when
+// the subscribers are to be woken if not at once.
+func (j *Journal) commitGroup(batch []event.Event, waiters []waiter) time.Duration {
+	var receipts []store.Receipt
+	for _, w := range waiters {
+		receipts = append(receipts, w.receipts...)
+	}
+	wakeIn, err := j.commit(batch, receipts)
+	var segs []segment
+	if err != nil && refused(err) && j.Err() == nil {
+		segs = segments(batch, waiters)
+	}
+	if len(segs) < 2 {
+		for _, w := range waiters {
+			if err != nil {
+				w.done <- result{err: err}
+			} else {
+				w.done <- result{events: batch[w.start:w.end:w.end]}
+			}
+		}
+		return wakeIn
+	}
+	for _, sg := range segs {
+		var rc []store.Receipt
+		if sg.w != nil {
+			rc = sg.w.receipts
+		}
+		events := batch[sg.start:sg.end:sg.end]
+		in, err := j.commit(events, rc)
+		if in > 0 && (wakeIn == 0 || in < wakeIn) {
+			wakeIn = in
+		}
+		if err != nil && sg.w == nil {
+			j.cfg.Logger.Error("journal: deltas refused by the store", "session", j.sessionID, "events", len(events), "err", err)
+		}
+		if sg.w == nil {
+			continue
+		}
+		if err != nil {
+			sg.w.done <- result{err: err}
+		} else {
+			sg.w.done <- result{events: events}
+		}
+	}
+	return wakeIn
+}
+
+// segment is a part of a group commit's batch: one waiter's events, or
+// (w nil) sealed deltas between them.
+type segment struct {
+	start, end int
+	w          *waiter
+}
+
+// segments splits batch into its waiters' parts and the deltas between
+// them, in order.
+func segments(batch []event.Event, waiters []waiter) []segment {
+	var out []segment
+	at := 0
+	for i := range waiters {
+		w := &waiters[i]
+		if w.start > at {
+			out = append(out, segment{start: at, end: w.start})
+		}
+		out = append(out, segment{start: w.start, end: w.end, w: w})
+		at = w.end
+	}
+	if at < len(batch) {
+		out = append(out, segment{start: at, end: len(batch)})
+	}
+	return out
+}
+
 // commit sequences, projects and stores batch, then publishes it, and
-// returns when the subscribers are to be woken if not at once. A failure
+// returns when the subscribers are to be woken if not at once. A batch
+// the store refuses on its own merits (see refused) leaves the journal
+// as it was: its projection is reloaded from the store, which holds
+// nothing of the batch, and the error is the caller's. Any other failure
 // is sticky: the journal refuses further writes, and the projection is
 // reloaded from the store so that it matches what is durable.
 func (j *Journal) commit(batch []event.Event, receipts []store.Receipt) (wakeIn time.Duration, err error) {
@@ -181,11 +267,27 @@ func (j *Journal) commit(batch []event.Event, receipts []store.Receipt) (wakeIn 
 	j.proj.Trim(keepEnded)
 	j.mu.Unlock()
 
-	err = applyErr
-	if err == nil {
+	if applyErr != nil {
+		// The caller's events do not fit the log (an event of an unknown
+		// run, data that does not decode): the store never sees them.
+		err = fmt.Errorf("%w: %w", store.ErrInvalid, applyErr)
+	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		err = j.cfg.Store.Append(ctx, b)
 		cancel()
+	}
+	if err != nil && refused(err) {
+		// Nothing of the batch is stored: back to the projection of what is.
+		proj, lerr := load(context.Background(), j.cfg.Store, j.sessionID)
+		if lerr == nil {
+			j.mu.Lock()
+			j.proj = proj
+			j.mu.Unlock()
+			j.cfg.Logger.Warn("journal: the store refused a batch", "session", j.sessionID, "seq", j.last+1, "err", err)
+			return 0, err
+		}
+		// The projection cannot be brought back: the journal is done.
+		err = errors.Join(err, lerr)
 	}
 	if err != nil {
 		j.cfg.Logger.Error("journal commit failed", "session", j.sessionID, "seq", j.last+1, "err", err)

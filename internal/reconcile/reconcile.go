@@ -2,7 +2,9 @@
 // that was not terminal gets run.interrupted, a tool call that started but
 // never finished gets a closing error result, and a steer that was accepted
 // but never consumed is dropped. Afterwards every tool call in the
-// transcript is answered, so the session can be continued.
+// transcript is answered, so the session can be continued. What the
+// caller keeps (a queued run, which has not started and runs after the
+// restart; a run that waits for answers) is left open.
 //
 // The caller must own the session (package lease): reconciling a session
 // that a live process is writing would interrupt its run.
@@ -27,9 +29,10 @@ const InterruptedOutput = "error: interrupted: the host stopped before this tool
 // Options say how [Session] closes runs. The zero value closes every
 // non-terminal run as interrupted, as after a crash.
 type Options struct {
-	// Keep, if set, names runs to leave open: the queued runs that a live
-	// owner still holds after a storage failure.
-	Keep func(runID string) bool
+	// Keep, if set, names runs to leave open: the queued runs, which have
+	// not started (after a crash, the owner runs them; after a storage
+	// failure, the queued runs the live owner still holds).
+	Keep func(r store.Run) bool
 	// Failure, if set, ends the runs as failed with this error instead of
 	// interrupted: a run cut short by a store that refused writes.
 	Failure *event.Error
@@ -48,7 +51,7 @@ func Session(ctx context.Context, st store.Store, log Appender, sessionID string
 	}
 	var closed []string
 	for _, r := range runs {
-		if opts.Keep != nil && opts.Keep(r.ID) {
+		if opts.Keep != nil && opts.Keep(r) {
 			continue
 		}
 		waiting := opts.Waiting != nil && opts.Waiting(r)

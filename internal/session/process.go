@@ -109,7 +109,7 @@ func (s *Session) recordProcess(ctx context.Context, p store.Process, t event.Ty
 			return nil
 		}
 	}
-	if p.WakeOnExit && s.active == nil && len(s.queue) == 0 && s.ctx.Err() == nil {
+	if p.WakeOnExit && activeID == "" && len(s.queue) == 0 && s.ctx.Err() == nil {
 		q := queuedRun{id: s.cfg.NewID("run"), input: note}
 		if _, err := s.admit(ctx, q, nil, idem.Ref{}, false); err != nil {
 			s.cfg.Logger.Warn("wake on exit", "session", s.id, "process", p.ID, "err", err)

@@ -457,7 +457,15 @@ func (s *Session) cancelParked(ctx context.Context, a *activeRun, reason string,
 	for _, c := range claims {
 		rcpts = append(rcpts, c.Receipt(s.id, ref))
 	}
-	if _, err := s.j.AppendReceipts(ctx, rcpts, evs...); err != nil {
+	_, err = s.j.AppendReceipts(ctx, rcpts, evs...)
+	if err != nil && len(claims) > 0 && errors.Is(err, store.ErrReceiptExists) {
+		// Another writer stored the key of a cancel that came while the
+		// run went on: those cancels are answered from the stored
+		// receipts, and this one still ends the run.
+		claims = nil
+		_, err = s.j.AppendReceipts(ctx, rc.Receipts(s.id, ref), evs...)
+	}
+	if err != nil {
 		a.mu.Lock()
 		a.receipts = append(claims, a.receipts...)
 		a.mu.Unlock()
@@ -470,6 +478,7 @@ func (s *Session) cancelParked(ctx context.Context, a *activeRun, reason string,
 	s.active = nil
 	s.closeRetired()
 	s.startNext()
+	s.settle(a.id)
 	return nil
 }
 
@@ -582,10 +591,11 @@ func (s *Session) expire(id string) {
 }
 
 // restore brings back, on load, what the session had going: the rules
-// its allow_session answers added, and a run that waits for answers
+// its allow_session answers added, a run that waits for answers
 // (parked, its unconsumed steers back in its inbox, its deadlines set;
 // resumed at once if its answers are all in, as after a crash between
-// the last answer and the resume).
+// the last answer and the resume), and the queued runs behind it (see
+// restoreQueue).
 func (s *Session) restore(ctx context.Context) error {
 	resolved, err := s.cfg.Store.Requests(ctx, store.ListRequestsParams{SessionID: s.id, Statuses: []string{store.RequestResolved}, Limit: 1 << 30})
 	if err != nil {
@@ -598,6 +608,15 @@ func (s *Session) restore(ctx context.Context) error {
 			s.approved = append(s.approved, policy.SessionRuleFor(s.policyCall(q.ToolCall)))
 		}
 	}
+	if err := s.restoreParked(ctx); err != nil {
+		return err
+	}
+	return s.restoreQueue(ctx)
+}
+
+// restoreParked restores the run that waits for answers, if any. Called
+// with mu held.
+func (s *Session) restoreParked(ctx context.Context) error {
 	id := s.j.Session().ActiveRunID
 	if r, ok := s.j.Run(id); !ok || r.Status != store.RunWaiting {
 		return nil
@@ -618,8 +637,7 @@ func (s *Session) restore(ctx context.Context) error {
 			if err := e.Decode(&d); err != nil {
 				return err
 			}
-			a.q = queuedRun{id: id, model: d.Model, maxSteps: d.MaxSteps, input: d.Input, policy: d.Policy,
-				defaultPreset: d.DefaultPreset, tools: d.Tools}
+			a.q = queuedFrom(id, d)
 		case event.SteerAccepted:
 			var d event.SteerData
 			if err := e.Decode(&d); err != nil {

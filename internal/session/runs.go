@@ -11,6 +11,7 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/idem"
+	"weft.dev/weft/internal/reconcile"
 	"weft.dev/weft/store"
 	"weft.dev/weft/tool"
 )
@@ -30,13 +31,14 @@ func (s *Session) activeID() string {
 }
 
 // busyWith returns the run a client sees as the session's active run: the
-// active run, or, while that one only tidies up after its terminal event,
-// the queued run that starts next (it was admitted to an idle session).
+// active run, or, while that one only tidies up after its terminal event
+// (or while the session holds its queue, see Config.HoldQueued), the
+// queued run that starts next.
 func (s *Session) busyWith() (id string, queued bool) {
 	if id := s.activeID(); id != "" {
 		return id, false
 	}
-	if s.active != nil && len(s.queue) > 0 {
+	if len(s.queue) > 0 {
 		return s.queue[0].id, true
 	}
 	return "", false
@@ -53,7 +55,7 @@ func (s *Session) Start(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 		activeID := s.activeID()
 		busyID, busyQueued := s.busyWith()
 		q := queuedRun{id: s.cfg.NewID("run"), model: p.Model, maxSteps: p.MaxSteps, input: p.Input, tools: clientTools(p.Tools),
-			defaultPreset: p.DefaultPreset}
+			defaultPreset: p.DefaultPreset, busy: p.Busy}
 		if p.Policy != nil {
 			q.policy, _ = json.Marshal(p.Policy)
 		}
@@ -93,7 +95,17 @@ func (s *Session) Start(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 			return nil
 		case api.BusySteer:
 			if activeID == "" {
-				break // only queued runs: nothing to steer
+				// The active run only tidies up (or the queue is held):
+				// the run that starts next takes the steer.
+				rcpt := &api.SteerReceipt{SteerID: s.cfg.NewID("steer"), RunID: busyID, Status: "accepted"}
+				cur, err := s.steerQueued(ctx, rcpt.SteerID, p.Input, rc, idem.Ref{ID: busyID, Steer: rcpt})
+				if err != nil {
+					return err
+				}
+				rcpt.EventCursor = cur
+				r, _ := s.j.Run(busyID)
+				res = &api.RunResult{Run: r, Steer: rcpt}
+				return nil
 			}
 			rcpt := &api.SteerReceipt{SteerID: s.cfg.NewID("steer"), RunID: activeID, Status: "accepted"}
 			cur, err := s.steer(ctx, s.active, rcpt.SteerID, p.Input, rc, idem.Ref{ID: activeID, Steer: rcpt})
@@ -115,7 +127,7 @@ func (s *Session) Start(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 // idle. Called by commands.
 func (s *Session) admit(ctx context.Context, q queuedRun, rc *idem.Claim, ref idem.Ref, front bool) (store.Run, error) {
 	e, err := event.New(q.id, event.RunQueued, event.RunQueuedData{Model: q.model, MaxSteps: q.maxSteps, Input: q.input, Policy: q.policy,
-		DefaultPreset: q.defaultPreset, Tools: q.tools})
+		DefaultPreset: q.defaultPreset, Tools: q.tools, Busy: q.busy})
 	if err != nil {
 		return store.Run{}, err
 	}
@@ -131,6 +143,7 @@ func (s *Session) admit(ctx context.Context, q queuedRun, rc *idem.Claim, ref id
 	} else {
 		s.queue = append(s.queue, q)
 	}
+	s.held = false
 	if s.active == nil {
 		s.startNext()
 	}
@@ -138,16 +151,114 @@ func (s *Session) admit(ctx context.Context, q queuedRun, rc *idem.Claim, ref id
 	return r, nil
 }
 
+// steerQueued appends steer.accepted for the queued run that starts next
+// and keeps the steer for its inbox, starting the queue if the session
+// held it. Called by commands.
+func (s *Session) steerQueued(ctx context.Context, steerID string, input []event.Part, rc *idem.Claim, ref idem.Ref) (int64, error) {
+	q := &s.queue[0]
+	e, err := event.New(q.id, event.SteerAccepted, event.SteerData{SteerID: steerID, Input: input})
+	if err != nil {
+		return 0, err
+	}
+	evs, err := s.append(ctx, rc, ref, e)
+	if err != nil {
+		return 0, err
+	}
+	q.steers = append(q.steers, agent.Steer{ID: steerID, Input: input})
+	s.held = false
+	if s.active == nil {
+		s.startNext()
+	}
+	return evs[0].Seq, nil
+}
+
 // startNext starts the first queued run. Called with mu held and no
-// active run; it does nothing while the session is not open.
+// active run; it does nothing while the session is not open or holds its
+// queue.
 func (s *Session) startNext() {
-	if len(s.queue) == 0 || s.state != stateOpen || s.ctx.Err() != nil {
+	if len(s.queue) == 0 || s.held || s.state != stateOpen || s.ctx.Err() != nil {
 		return
 	}
 	q := s.queue[0]
 	s.queue = s.queue[1:]
 	s.active = &activeRun{id: q.id, q: q, inbox: &agent.Steers{}}
+	for _, st := range q.steers {
+		s.active.inbox.Add(nil, st)
+	}
 	s.launch(s.active, false)
+}
+
+// restoreQueue rebuilds, on load, the queue from the log: the runs whose
+// record is queued (admitted, never started: a crash left them for the
+// next host), in the order the session would have started them (the
+// order of their run.queued, a run admitted with busy interrupt before
+// those queued earlier), each with the parameters and steers its log
+// holds. The first starts unless a run is active or Config.HoldQueued
+// holds the queue. Called with mu held.
+func (s *Session) restoreQueue(ctx context.Context) error {
+	runs, err := s.cfg.Store.Runs(ctx, store.ListRunsParams{SessionID: s.id, Statuses: []string{store.RunQueued}, Limit: 1 << 20})
+	if err != nil {
+		return storageErr(s.id, err)
+	}
+	if len(runs) == 0 {
+		return nil
+	}
+	first := runs[0].FirstSeq
+	queued := map[string]bool{}
+	for _, r := range runs {
+		queued[r.ID] = true
+		first = min(first, r.FirstSeq)
+	}
+	evs, err := s.readAll(ctx, first-1, []event.Type{event.RunQueued, event.SteerAccepted, event.SteerConsumed, event.SteerDropped})
+	if err != nil {
+		return storageErr(s.id, err)
+	}
+	var queue []queuedRun
+	steers := map[string][]event.SteerData{}
+	ended := map[string]bool{}
+	for _, e := range evs {
+		if !queued[e.RunID] {
+			continue
+		}
+		switch e.Type {
+		case event.RunQueued:
+			var d event.RunQueuedData
+			if err := e.Decode(&d); err != nil {
+				return fmt.Errorf("session %s: run %s: %w", s.id, e.RunID, err)
+			}
+			if d.Busy == api.BusyInterrupt {
+				queue = append([]queuedRun{queuedFrom(e.RunID, d)}, queue...)
+			} else {
+				queue = append(queue, queuedFrom(e.RunID, d))
+			}
+		case event.SteerAccepted:
+			var d event.SteerData
+			if err := e.Decode(&d); err != nil {
+				return fmt.Errorf("session %s: run %s: %w", s.id, e.RunID, err)
+			}
+			steers[e.RunID] = append(steers[e.RunID], d)
+		case event.SteerConsumed, event.SteerDropped:
+			var d event.SteerData
+			if err := e.Decode(&d); err != nil {
+				return fmt.Errorf("session %s: run %s: %w", s.id, e.RunID, err)
+			}
+			ended[d.SteerID] = true
+		}
+	}
+	for i := range queue {
+		for _, st := range steers[queue[i].id] {
+			if !ended[st.SteerID] {
+				queue[i].steers = append(queue[i].steers, agent.Steer{ID: st.SteerID, Input: st.Input})
+			}
+		}
+		s.track(queue[i].id)
+	}
+	s.queue = append(s.queue, queue...)
+	s.held = s.cfg.HoldQueued && len(s.queue) > 0
+	if s.active == nil {
+		s.startNext()
+	}
+	return nil
 }
 
 // launch runs a's loop in a goroutine of the session's: from the start,
@@ -191,8 +302,35 @@ func (s *Session) launch(a *activeRun, resume bool) {
 		s.active = nil
 		s.closeRetired()
 		s.saveTranscript()
+		if r, ok := s.j.Run(a.id); ok && !store.IsTerminal(r.Status) && s.j.Err() == nil {
+			// The loop stopped without a terminal event the store took
+			// (it refused that batch alone): end the run as the log
+			// stands, so that it is not left running.
+			s.endCutShort(a.id)
+		}
 		s.startNext()
+		if r, ok := s.j.Run(a.id); !ok || store.IsTerminal(r.Status) {
+			// A run that did not end here (the journal failed) is
+			// settled by the recovery that ends it.
+			s.settle(a.id)
+		}
 	})
+}
+
+// endCutShort ends run id, whose loop stopped without a terminal event
+// the store took, with run.failed, closing its tool calls and dropping
+// its steers (as recovery would). Called with mu held, the run's
+// goroutine done.
+func (s *Session) endCutShort(id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 30*time.Second)
+	defer cancel()
+	failure := &event.Error{Kind: "log", Message: "the store refused the run's last events"}
+	_, err := reconcile.Session(ctx, s.cfg.Store, s.j, s.id, reconcile.Options{
+		Keep: func(r store.Run) bool { return r.ID != id }, Failure: failure,
+	})
+	if err != nil {
+		s.cfg.Logger.Error("end a run the store cut short", "session", s.id, "run", id, "err", err)
+	}
 }
 
 // saveTranscript stores a snapshot of the session's transcript, when one
@@ -318,6 +456,12 @@ func (l runLog) append(ctx context.Context, evs ...event.Event) ([]event.Event, 
 		}
 	}
 	out, err := l.journal().AppendReceipts(ctx, rcpts, evs...)
+	if len(rcpts) > 0 && errors.Is(err, store.ErrReceiptExists) {
+		// Another writer stored a cancel's key first: the run ends all the
+		// same, and those cancels are answered from the stored receipts.
+		claims = nil
+		out, err = l.journal().AppendReceipts(ctx, nil, evs...)
+	}
 	if err == nil {
 		for _, c := range claims {
 			c.Stored()
@@ -549,28 +693,41 @@ func (s *Session) Cancel(ctx context.Context, id, reason string, rc *idem.Claim)
 	return s.Run(ctx, id)
 }
 
-// cancelQueued ends queued run id with run.cancelled (and rc's receipt);
-// a run that is not queued is left alone. Called by commands.
+// cancelQueued ends queued run id with run.cancelled (and rc's receipt),
+// dropping the steers it took while queued; a run that is not queued is
+// left alone. Called by commands.
 func (s *Session) cancelQueued(ctx context.Context, id, reason string, rc *idem.Claim) error {
 	for i, q := range s.queue {
 		if q.id != id {
 			continue
 		}
+		var evs []event.Event
+		for _, st := range q.steers {
+			e, err := event.New(q.id, event.SteerDropped, event.SteerData{SteerID: st.ID, Input: st.Input, Reason: "the run was cancelled before it started"})
+			if err != nil {
+				return err
+			}
+			evs = append(evs, e)
+		}
 		e, err := event.New(q.id, event.RunCancelled, event.RunEndedData{Reason: reason})
 		if err != nil {
 			return err
 		}
-		if _, err := s.append(ctx, rc, idem.Ref{ID: id}, e); err != nil {
+		if _, err := s.append(ctx, rc, idem.Ref{ID: id}, append(evs, e)...); err != nil {
 			return err
 		}
 		s.queue = append(s.queue[:i], s.queue[i+1:]...)
+		s.settle(id)
 		return nil
 	}
 	return nil
 }
 
-// Wait waits until run id is terminal or timeout passes, and returns the
-// run as it is then.
+// Wait waits until run id has ended and the session is done with it, or
+// timeout passes, and returns the run as it is then. Done means that the
+// next run/start is admitted (with busy reject) unless another run came
+// first: the run is no longer active, and the queued run that follows it
+// has started. It fails with ErrClosed if the session closes meanwhile.
 func (s *Session) Wait(ctx context.Context, id string, timeout time.Duration) (store.Run, error) {
 	if ch := s.doneChan(id); ch != nil {
 		t := time.NewTimer(timeout)
@@ -580,6 +737,12 @@ func (s *Session) Wait(ctx context.Context, id string, timeout time.Duration) (s
 		case <-t.C:
 		case <-ctx.Done():
 			return store.Run{}, ctx.Err()
+		case <-s.ctx.Done():
+			select {
+			case <-ch:
+			default:
+				return store.Run{}, ErrClosed
+			}
 		}
 	}
 	return s.Run(ctx, id)

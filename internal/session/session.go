@@ -83,6 +83,13 @@ type Config struct {
 	// RetryBackoff is the first wait between attempts to recover from a
 	// write failure; it doubles up to 32 times it.
 	RetryBackoff time.Duration
+	// HoldQueued makes a loaded session keep the queued runs it finds in
+	// its log (acknowledged by an earlier host) until a run is admitted
+	// through this one: set by a host that shares its store and closes
+	// when its own run ends (a one-shot `weft run`), so that it neither
+	// starts work another host acknowledged nor cancels it when it
+	// closes. A serving host runs them at once.
+	HoldQueued bool
 	// Policy is the host's approval policy, the lowest layer under the
 	// session's and the run's.
 	Policy api.Policy
@@ -138,6 +145,7 @@ type Session struct {
 	bind    *env.Binding   // current binding, opened on first use
 	retired []*env.Binding // replaced while a run was active
 	queue   []queuedRun
+	held    bool // the queue waits for a run admitted through this host (Config.HoldQueued)
 	active  *activeRun
 	wg      sync.WaitGroup // the session's goroutines; Add only with mu held and state not closed
 	release sync.Once
@@ -179,6 +187,9 @@ type activeRun struct {
 	receipts []*idem.Claim // cancels waiting to be stored with the terminal event
 }
 
+// queuedRun is a run admitted and not started: everything it starts
+// from, as its run.queued records it, so that a restarted host rebuilds
+// it from the log.
 type queuedRun struct {
 	id       string
 	model    string
@@ -188,6 +199,18 @@ type queuedRun struct {
 	// defaultPreset is the host layer's preset when no layer names one.
 	defaultPreset string
 	tools         []event.ClientTool
+	// busy is the busy policy it was admitted under; one admitted with
+	// interrupt went before the runs queued earlier.
+	busy string
+	// steers were accepted for it before it started (see Start's busy
+	// steer); its inbox starts with them.
+	steers []agent.Steer
+}
+
+// queuedFrom returns the queued run that run.queued d of run id admitted.
+func queuedFrom(id string, d event.RunQueuedData) queuedRun {
+	return queuedRun{id: id, model: d.Model, maxSteps: d.MaxSteps, input: d.Input, policy: d.Policy,
+		defaultPreset: d.DefaultPreset, tools: d.Tools, busy: d.Busy}
 }
 
 // Create creates session id with data, storing rc's receipt in the same
@@ -208,7 +231,9 @@ func Create(ctx context.Context, cfg *Config, id string, data event.SessionCreat
 }
 
 // Load opens the existing session id: it takes the lease, loads the
-// projection and closes what a crash left open (reconcile).
+// projection, closes what a crash left open (reconcile), restores the run
+// that waits for answers and the queue from the log, and starts the first
+// queued run unless a run waits or Config.HoldQueued holds the queue.
 func Load(ctx context.Context, cfg *Config, id string) (*Session, error) {
 	s, err := newSession(cfg, id)
 	if err != nil {
@@ -219,8 +244,11 @@ func Load(ctx context.Context, cfg *Config, id string) (*Session, error) {
 		s.releaseLease()
 		return nil, s.loadErr(err)
 	}
+	// A crash interrupts what was running; a run that waits for answers
+	// goes on waiting, and a queued run, which never started, runs.
 	waiting := func(r store.Run) bool { return r.Status == store.RunWaiting }
-	if _, err := reconcile.Session(ctx, cfg.Store, j, id, reconcile.Options{Waiting: waiting}); err != nil {
+	queued := func(r store.Run) bool { return r.Status == store.RunQueued }
+	if _, err := reconcile.Session(ctx, cfg.Store, j, id, reconcile.Options{Waiting: waiting, Keep: queued}); err != nil {
 		j.Close()
 		s.releaseLease()
 		return nil, s.loadErr(err)
@@ -406,8 +434,11 @@ func (s *Session) writeErr(err error) error {
 		return ErrClosed
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
-	case errors.Is(err, store.ErrReceiptExists):
-		return err
+	case errors.Is(err, store.ErrReceiptExists), errors.Is(err, store.ErrInvalid):
+		// The store refused this batch alone (the journal goes on): the
+		// caller's error, which the host maps (a receipt another writer
+		// stored first is answered as a retry).
+		return fmt.Errorf("session %s: %w", s.id, err)
 	}
 	return storageErr(s.id, err)
 }
@@ -427,28 +458,31 @@ func storageErr(id string, cause error) error {
 }
 
 // committed is the journal's Committed hook: it folds the batch into the
-// kept transcript and closes the done channel of every run whose terminal
-// event is now durable.
+// kept transcript.
 func (s *Session) committed(batch []event.Event) {
 	s.conv.observe(batch)
-	for _, e := range batch {
-		if !event.IsTerminalRun(e.Type) {
-			continue
-		}
-		s.doneMu.Lock()
-		if ch, ok := s.done[e.RunID]; ok {
-			close(ch)
-			delete(s.done, e.RunID)
-		}
-		s.doneMu.Unlock()
-	}
 }
 
-// track returns a channel closed when run id's terminal event commits.
+// track makes the done channel of run id, which settle closes once the
+// run has ended and the session is done with it.
 func (s *Session) track(id string) {
 	s.doneMu.Lock()
 	s.done[id] = make(chan struct{})
 	s.doneMu.Unlock()
+}
+
+// settle closes run id's done channel: its terminal event is committed
+// and the session is done with it (it is no longer active, and the next
+// queued run has started, or the session holds it). Run/wait and
+// run/cancel return then, so that the next run/start is admitted. Called
+// by commands and by the run's goroutine once it has tidied up.
+func (s *Session) settle(id string) {
+	s.doneMu.Lock()
+	defer s.doneMu.Unlock()
+	if ch, ok := s.done[id]; ok {
+		close(ch)
+		delete(s.done, id)
+	}
 }
 
 // doneChan returns run id's done channel, or nil when the session is not
@@ -459,7 +493,7 @@ func (s *Session) doneChan(id string) chan struct{} {
 	return s.done[id]
 }
 
-// Idle reports whether the session has no run, no queued run, no
+// idle reports whether the session has no run, no queued run, no
 // subscriber and no request since cutoff (unix nanos).
 func (s *Session) idle(cutoff int64) bool {
 	return s.used.Load() <= cutoff && s.active == nil && len(s.queue) == 0 && s.j.Subscribers() == 0
@@ -543,7 +577,8 @@ func (s *Session) watch() {
 // takes writes again: it opens a new journal from what the store holds
 // and fails the runs the failure cut short (run.failed, kind storage), so
 // that nothing committed is lost and no seq is skipped. Queued runs stay
-// queued. It reports false when the session closed meanwhile.
+// queued, and a run that waits for answers goes on waiting. It reports
+// false when the session closed meanwhile.
 func (s *Session) recover(failed *journal.Journal) bool {
 	s.mu.Lock()
 	if s.state == stateClosed {
@@ -607,13 +642,20 @@ func (s *Session) recover(failed *journal.Journal) bool {
 		// The failed write may have committed without the hook seeing
 		// it: the next run start reads the log.
 		s.conv.drop()
-		queued := map[string]bool{}
+		keep := map[string]bool{}
 		for _, q := range s.queue {
-			queued[q.id] = true
+			keep[q.id] = true
+		}
+		if a := s.active; a != nil && a.parked {
+			// A run that waits for answers had no step for the failure
+			// to cut short: it goes on waiting, resumed from the log (a
+			// write that failed may have committed an answer).
+			keep[a.id] = true
+			a.resume, a.history = nil, nil
 		}
 		s.mu.Unlock()
-		_, err = reconcile.Session(s.ctx, s.cfg.Store, j, s.id, reconcile.Options{
-			Keep: func(id string) bool { return queued[id] }, Failure: failure,
+		closed, err := reconcile.Session(s.ctx, s.cfg.Store, j, s.id, reconcile.Options{
+			Keep: func(r store.Run) bool { return keep[r.ID] }, Failure: failure,
 		})
 		if errors.Is(err, store.ErrFenced) {
 			s.lose(err)
@@ -631,6 +673,11 @@ func (s *Session) recover(failed *journal.Journal) bool {
 		s.state, s.failure = stateOpen, nil
 		if s.active == nil {
 			s.startNext()
+		} else if s.active.parked {
+			s.resumeIfAnswered(s.active.id)
+		}
+		for _, id := range closed {
+			s.settle(id)
 		}
 		s.mu.Unlock()
 		s.cfg.Logger.Info("session recovered from a write failure", "session", s.id)

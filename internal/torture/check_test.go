@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -95,10 +96,11 @@ func (r *rig) checkHost(srv *server) {
 	}
 }
 
-// waitIdle polls run/list until no run of s is active, for up to 10 s,
-// and returns the runs.
+// waitIdle polls run/list until no run of s is active, for up to 30 s
+// (the runs queued at the kill run after the restart), and returns the
+// runs.
 func (r *rig) waitIdle(ctx context.Context, c *client.Client, s *sess) []store.Run {
-	deadline := time.NewTimer(10 * time.Second)
+	deadline := time.NewTimer(30 * time.Second)
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -120,7 +122,7 @@ func (r *rig) waitIdle(ctx context.Context, c *client.Client, s *sess) []store.R
 		select {
 		case <-tick.C:
 		case <-deadline.C:
-			r.violate(s, 0, "10 s after the restart, runs are still active: %s", strings.Join(active, ", "))
+			r.violate(s, 0, "30 s after the restart, runs are still active: %s", strings.Join(active, ", "))
 			return res.Runs
 		}
 	}
@@ -309,10 +311,14 @@ func statusOf(t event.Type) string { return strings.TrimPrefix(string(t), "run."
 
 // checkRuns checks every run of s's log, once no run is active: it is
 // terminal, its terminal event is its last and only one, run/list agrees,
-// and every tool call and steer in it was closed.
+// and every tool call and steer in it was closed. A run that never
+// started (a queued run at a kill) is never interrupted: it runs after the
+// restart. Runs start in the order they were queued.
 func (r *rig) checkRuns(s *sess, listed []store.Run) {
 	type trace struct {
 		first, last event.Event
+		started     int64 // seq of run.started, 0 for none
+		interrupt   bool  // admitted with busy interrupt: it goes before the runs queued earlier
 		terminal    []int64
 		calls       map[string]int64   // tool call id → seq of its start
 		done        map[string][]int64 // tool call id → seqs of its results
@@ -320,7 +326,7 @@ func (r *rig) checkRuns(s *sess, listed []store.Run) {
 		ended       map[string][]int64
 	}
 	runs := map[string]*trace{}
-	var order []string
+	var order, started []string
 	for _, l := range s.log {
 		ev := l.ev
 		if ev.RunID == "" {
@@ -334,6 +340,15 @@ func (r *rig) checkRuns(s *sess, listed []store.Run) {
 		}
 		tr.last = ev
 		switch ev.Type {
+		case event.RunQueued:
+			var d event.RunQueuedData
+			if err := ev.Decode(&d); err != nil {
+				r.violate(s, ev.Seq, "%v", err)
+			}
+			tr.interrupt = d.Busy == api.BusyInterrupt
+		case event.RunStarted:
+			tr.started = ev.Seq
+			started = append(started, ev.RunID)
 		case event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted:
 			tr.terminal = append(tr.terminal, ev.Seq)
 		case event.ToolCallStarted:
@@ -376,6 +391,8 @@ func (r *rig) checkRuns(s *sess, listed []store.Run) {
 			r.violate(s, tr.terminal[1], "run %s has %d terminal events, at seqs %v", id, len(tr.terminal), tr.terminal)
 		case tr.terminal[0] != tr.last.Seq:
 			r.violate(s, tr.last.Seq, "run %s goes on after its terminal event (seq %d) with %s", id, tr.terminal[0], tr.last.Type)
+		case tr.started == 0 && tr.last.Type == event.RunInterrupted:
+			r.violate(s, tr.last.Seq, "run %s was interrupted before it started: a queued run must run after the restart", id)
 		}
 		for call, seq := range tr.calls {
 			if n := len(tr.done[call]); n != 1 {
@@ -387,6 +404,19 @@ func (r *rig) checkRuns(s *sess, listed []store.Run) {
 				r.violate(s, seq, "run %s: steer %s was consumed or dropped %d times", id, st, n)
 			}
 		}
+	}
+	// Runs start in the order of their run.queued (the load admits with
+	// busy queue only; a run admitted with busy interrupt would go first).
+	var queue []string
+	interrupt := false
+	for _, id := range order {
+		interrupt = interrupt || runs[id].interrupt
+		if runs[id].started != 0 {
+			queue = append(queue, id)
+		}
+	}
+	if !interrupt && !slices.Equal(queue, started) {
+		r.violate(s, 0, "runs started in the order %v, not in the order they were queued: %v", started, queue)
 	}
 	seen := map[string]bool{}
 	for _, run := range listed {

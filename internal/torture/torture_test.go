@@ -56,6 +56,9 @@
 //     its status in run/list matches that event, and run/list and the log
 //     name the same runs; the session has no active run and lastSeq is the
 //     log's last seq;
+//   - no run that had not started (a queued run at the kill) is
+//     interrupted: it ran after the restart; and runs started in the
+//     order they were queued;
 //   - every tool.call.started has exactly one tool.call.completed with its
 //     id, later in the same run, and every steer.accepted exactly one
 //     steer.consumed or steer.dropped.
