@@ -58,6 +58,8 @@ func TestEverySentinelHasAKind(t *testing.T) {
 		{"env.ErrBadPath", env.ErrBadPath, api.KindEnvironmentUnavailable},
 		{"env.ErrNotRegular", env.ErrNotRegular, api.KindEnvironmentUnavailable},
 		{"env.ErrTooLarge", env.ErrTooLarge, api.KindInvalidParams},
+		{"env.ErrDenied", env.ErrDenied, api.KindDenied},
+		{"env.ErrProtected", env.ErrProtected, api.KindDenied},
 		{"journal.ErrClosed", journal.ErrClosed, api.KindOverloaded},
 		{"journal.ErrCursor", journal.ErrCursor, api.KindCursorInvalid},
 		{"journal.ErrLagged", journal.ErrLagged, api.KindOverloaded},
