@@ -36,6 +36,12 @@ type Verdict struct {
 	// RequestInput, RequestTool), for closing it if the run is cancelled
 	// before it parks.
 	RequestID, Kind string
+	// OnlyWritable, if set, names the one mount the call may write: it
+	// runs with a view of the run's binding in which the other mounts
+	// are read-only ([env.Binding.OnlyWritable]), as a policy's allow
+	// bound to that mount requires. A mount the binding lacks, or holds
+	// read-only, refuses the call.
+	OnlyWritable string
 }
 
 // errWaiting is callTools' answer when calls of the step wait for answers.
@@ -156,6 +162,7 @@ func (l *loop) callTools(ctx context.Context, calls []event.ToolCall) ([]llm.Mes
 		batch   []event.Event
 		runs    []int
 		results = make([]llm.Message, len(calls))
+		only    = make([]string, len(calls))
 	)
 	l.gated = nil
 	for i, c := range calls {
@@ -183,13 +190,14 @@ func (l *loop) callTools(ctx context.Context, calls []event.ToolCall) ([]llm.Mes
 			}
 			batch = append(batch, e)
 			runs = append(runs, i)
+			only[i] = v.OnlyWritable
 		}
 	}
 	if err := l.emitMany(ctx, batch); err != nil {
 		l.gated = nil // nothing was opened
 		return nil, err
 	}
-	err := l.runCalls(ctx, calls, runs, results)
+	err := l.runCalls(ctx, calls, runs, only, results)
 	if len(l.gated) > 0 && err == nil && (ctx.Err() == nil || errors.Is(context.Cause(ctx), ErrHostStopped)) {
 		// What the run resumes from, as the log will say it.
 		rs := &Resume{Steps: l.steps, Usage: l.usage}
@@ -213,8 +221,10 @@ func (l *loop) callTools(ctx context.Context, calls []event.ToolCall) ([]llm.Mes
 }
 
 // runCalls runs calls[i] for each i of idx in parallel, writing each
-// result as it finishes into results[i] and the log.
-func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, results []llm.Message) error {
+// result as it finishes into results[i] and the log. only[i], when
+// only is not nil and it is set, is the one mount call i may write (see
+// [Verdict.OnlyWritable]).
+func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, only []string, results []llm.Message) error {
 	b := l.binding()
 	errs := make([]error, len(calls))
 	var wg sync.WaitGroup
@@ -222,15 +232,23 @@ func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, 
 	wctx := context.WithoutCancel(ctx)
 	for _, i := range idx {
 		c := calls[i]
+		cb := b
+		var narrowErr error
+		if only != nil && only[i] != "" {
+			cb, narrowErr = b.OnlyWritable(only[i])
+		}
 		wg.Go(func() {
 			t0 := time.Now()
 			var res tool.Result
-			if l.tools == nil {
+			switch {
+			case narrowErr != nil:
+				res = tool.Result{Output: fmt.Sprintf("error: the policy allows this call only with mount %q as the one writable mount: %v", only[i], narrowErr), IsError: true}
+			case l.tools == nil:
 				res = tool.Result{Output: "error: no tools are available", IsError: true}
-			} else {
+			default:
 				res = l.tools.Call(ctx, c.Name, &tool.Call{
 					ID: c.ID, SessionID: l.run.SessionID, RunID: l.run.ID,
-					Arguments: []byte(c.Arguments), Env: b, Background: l.run.Background,
+					Arguments: []byte(c.Arguments), Env: cb, Background: l.run.Background,
 				}, tool.CallOptions{Timeout: l.cfg.ToolTimeout, ResultBudget: l.cfg.ResultBudget})
 			}
 			results[i] = llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: res.Output, IsError: res.IsError}
@@ -281,7 +299,7 @@ func (l *loop) settle(ctx context.Context, pending []Pending) ([]llm.Message, er
 	if err := l.emitMany(ctx, batch); err != nil {
 		return nil, err
 	}
-	return results, l.runCalls(ctx, calls, runs, results)
+	return results, l.runCalls(ctx, calls, runs, nil, results)
 }
 
 // closeGated returns the events that close the requests of the current

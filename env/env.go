@@ -79,6 +79,7 @@ type Binding struct {
 	shell    *mount // nil when no rw mount is the shell default
 	snapshot []event.Mount
 	network  string
+	view     bool // made by OnlyWritable: the mounts are another's
 }
 
 // Open opens the binding b describes: its mounts at its version, with its
@@ -234,11 +235,12 @@ func (b *Binding) ShellVars() []string {
 	return out
 }
 
-// Close closes every mount's root. Paths resolved from the Binding fail
-// afterwards. Close must not run while a call still uses the Binding; it
-// may be called more than once and on a nil Binding.
+// Close closes every mount's root (a view made by [Binding.OnlyWritable]
+// closes nothing). Paths resolved from the Binding fail afterwards.
+// Close must not run while a call still uses the Binding; it may be
+// called more than once and on a nil Binding.
 func (b *Binding) Close() error {
-	if b == nil {
+	if b == nil || b.view {
 		return nil
 	}
 	var first error
