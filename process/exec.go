@@ -17,6 +17,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/env/sandbox"
 
 	"weft.dev/weft/env"
@@ -192,6 +193,9 @@ const MarkerEnv = "WEFT_PROCESS_ID"
 func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartParams) (store.Process, error) {
 	if strings.TrimSpace(sp.Command) == "" {
 		return store.Process{}, fmt.Errorf("%w: empty command", ErrInvalid)
+	}
+	if len(sp.Command) > api.MaxShellCommandBytes {
+		return store.Process{}, fmt.Errorf("%w: command: %d bytes, more than %d", ErrInvalid, len(sp.Command), api.MaxShellCommandBytes)
 	}
 	if sp.Disposition == store.ExternallyOwned {
 		return store.Process{}, fmt.Errorf("%w: a shell started by the host cannot be externally owned", ErrInvalid)
