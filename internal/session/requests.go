@@ -159,12 +159,16 @@ func (s *Session) deadline(d time.Duration) *time.Time {
 func (s *Session) policyFor(a *activeRun) (*policy.Set, []event.Mount) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	set := a.policy
-	for _, r := range s.approved {
+	if a.approvedB != a.policy || a.nApproved > len(s.approved) {
+		a.approved, a.approvedB, a.nApproved = a.policy, a.policy, 0
+	}
+	set := a.approved
+	for _, r := range s.approved[a.nApproved:] {
 		if ns, err := set.WithSessionRule(r); err == nil {
 			set = ns
 		}
 	}
+	a.approved, a.nApproved = set, len(s.approved)
 	var mounts []event.Mount
 	if b, err := s.bindingLocked(); err == nil {
 		mounts = b.Mounts()
