@@ -2,7 +2,6 @@ package policy_test
 
 import (
 	"encoding/json"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -14,12 +13,7 @@ import (
 	"weft.dev/weft/policy"
 )
 
-func TestMain(m *testing.M) {
-	if isShim(os.Args[0]) {
-		shimMain() // the test binary as a program dash runs (dash_test.go)
-	}
-	goleak.VerifyTestMain(m)
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // mounts is a binding of three mounts: work (the default, rw), docs (ro)
 // and scratch (rw, the shells' default).
