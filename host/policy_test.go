@@ -15,6 +15,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
 	"weft.dev/weft/llm/scripted"
+	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
 	"weft.dev/weft/tool"
@@ -67,12 +68,17 @@ func shellCall(cmd string) scriptCall {
 // built-in tools (sandboxed when sb is set) and script as its model.
 func newPolicyHost(t *testing.T, cfg api.Policy, script string, sb *sandbox.Config) *host.Host {
 	t.Helper()
+	st := memory.New()
+	pm, err := process.New(process.Config{Store: st, KillGrace: 200 * time.Millisecond, Sandbox: sb})
+	if err != nil {
+		t.Fatal(err)
+	}
 	reg := tool.NewRegistry()
-	if err := builtin.Register(reg, builtin.Options{Sandbox: sb}); err != nil {
+	if err := builtin.Register(reg, builtin.Options{Sandbox: sb, Background: process.BackgroundShell{}}); err != nil {
 		t.Fatal(err)
 	}
 	h, err := host.New(context.Background(), host.Config{
-		Store: memory.New(), Tools: reg, DefaultModel: "policy", CoalesceWindow: 2 * time.Millisecond, Policy: cfg,
+		Store: st, Tools: reg, DefaultModel: "policy", CoalesceWindow: 2 * time.Millisecond, Policy: cfg, Processes: pm,
 		ResolveModel: func(name string) (*host.Model, error) {
 			p, err := scripted.Parse(name, []byte(script))
 			return &host.Model{Name: name, Provider: p, Model: name}, err
@@ -241,8 +247,9 @@ func TestMountBoundShellAllow(t *testing.T) {
 	calls := []scriptCall{
 		{Name: api.ToolShell, Arguments: map[string]any{"command": "rm $WEFT_MOUNT_WORK/important.txt", "cwd": "/environment/scratch"}},
 		{Name: api.ToolShell, Arguments: map[string]any{"command": "echo ok > ok.txt && cat $WEFT_MOUNT_WORK/important.txt", "cwd": "/environment/scratch"}},
+		{Name: api.ToolShell, Arguments: map[string]any{"command": "rm $WEFT_MOUNT_WORK/important.txt; echo bg > bg.txt", "cwd": "/environment/scratch", "background": true}},
 	}
-	h := newPolicyHost(t, api.Policy{}, scriptOf(t, calls[:1], calls[1]), &sandbox.Config{})
+	h := newPolicyHost(t, api.Policy{}, scriptOf(t, calls[:1], calls[1:]...), &sandbox.Config{})
 	s, err := h.CreateSession(context.Background(), api.CreateSessionParams{
 		Mounts: []event.Mount{
 			{ID: "work", Path: work, Default: true},
@@ -263,7 +270,7 @@ func TestMountBoundShellAllow(t *testing.T) {
 		t.Fatalf("important.txt: %q, %v", b, err)
 	}
 	res := results(t, h, s.ID, r.ID)
-	if len(res) != 2 || !strings.Contains(res[0].Output, "[exit code 1]") {
+	if len(res) != 3 || !strings.Contains(res[0].Output, "[exit code 1]") {
 		t.Fatalf("rm in work: %+v", res)
 	}
 	if !strings.Contains(res[1].Output, "keep") || !strings.Contains(res[1].Output, "[exit code 0]") {
@@ -271,5 +278,20 @@ func TestMountBoundShellAllow(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(scratch, "ok.txt")); err != nil || string(b) != "ok\n" {
 		t.Fatalf("scratch/ok.txt: %q, %v", b, err)
+	}
+	// The background shell is narrowed alike.
+	ps, err := h.ListProcesses(context.Background(), api.ProcessListParams{SessionID: s.ID})
+	if err != nil || len(ps.Processes) != 1 {
+		t.Fatalf("processes: %+v, %v", ps, err)
+	}
+	aw, err := h.AwaitProcess(context.Background(), api.ProcessAwaitParams{ID: ps.Processes[0].ID, TimeoutMs: 20000})
+	if err != nil || aw.TimedOut {
+		t.Fatalf("await: %+v, %v", aw, err)
+	}
+	if b, err := os.ReadFile(important); err != nil || string(b) != "keep" {
+		t.Fatalf("important.txt after the background shell: %q, %v", b, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(scratch, "bg.txt")); err != nil || string(b) != "bg\n" {
+		t.Fatalf("scratch/bg.txt: %q, %v (%s)", b, err, aw.Tail)
 	}
 }
