@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -153,7 +154,7 @@ func analyze(cmd string) *script {
 		sc.opaque = "the command holds a NUL byte"
 		return sc
 	}
-	a := &analysis{sc: sc, budget: 4*len(cmd) + 4096, aliases: map[string]string{}, raw: cmd}
+	a := &analysis{sc: sc, budget: 4*len(cmd) + 4096, words: 8*len(cmd) + 1024, aliases: map[string]string{}, raw: cmd}
 	if strings.IndexByte(cmd, '\r') >= 0 {
 		// dash reads a carriage return as part of a word; the parser as
 		// a blank. Parse it as a character of the private use area
@@ -214,8 +215,11 @@ func parseShell(src string, lang syntax.LangVariant) (*syntax.File, string, erro
 // analysis is the state of one analyze call.
 type analysis struct {
 	sc *script
-	// budget is how many bytes nested scripts may still parse.
-	budget int
+	// budget is how many bytes nested scripts may still parse, words
+	// how many words the commands taken out may still hold: bounds that
+	// keep the work linear in the command's length (wrappers of unknown
+	// syntax and aliases copy words).
+	budget, words int
 	// aliases maps the names the command defines to their values.
 	aliases map[string]string
 	// guessing is set while the commands of a guess are taken out: they
@@ -399,6 +403,10 @@ func (w *walker) redirectedStdin(redirs []*syntax.Redirect, in stdin) stdin {
 func (w *walker) end() { w.t.ends = append(w.t.ends, w.b.Len()) }
 
 func (w *walker) add(inv *invocation) {
+	if w.a.words -= len(inv.words) + 1; w.a.words < 0 {
+		w.a.sc.opaque = cmp.Or(w.a.sc.opaque, "the command runs more commands than the policy follows")
+		return
+	}
 	inv.guess = inv.guess || w.a.guessing > 0
 	w.a.sc.cmds = append(w.a.sc.cmds, inv)
 	w.t.starts = append(w.t.starts, inv.start)

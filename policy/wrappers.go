@@ -143,7 +143,7 @@ var otherShells = map[string]bool{
 // definition.
 func (w *walker) expand(inv *invocation, in stdin) {
 	p := inv.program()
-	if p == nil {
+	if p == nil || w.a.words < 0 {
 		return
 	}
 	name, ok := p.lit()
@@ -338,7 +338,7 @@ func replaced(r string) func(word) word {
 func (w *walker) guess(inv *invocation, i int) {
 	w.a.guessing++
 	defer func() { w.a.guessing-- }()
-	for j := i; j < len(inv.words); j++ {
+	for j := i; j < len(inv.words) && w.a.words >= 0; j++ {
 		x := &inv.words[j]
 		if s, ok := x.lit(); ok {
 			if strings.HasPrefix(s, "-") {
