@@ -100,6 +100,20 @@ func (w *word) addLit(s string) {
 	w.segs = append(w.segs, seg{kind: segLit, s: s})
 }
 
+// pending holds the literal text of the word being taken out, so that a
+// word of many quoted parts costs its length, not its length squared.
+type pending struct {
+	b strings.Builder
+}
+
+// flush appends the pending text to out.
+func (p *pending) flush(out *word) {
+	if p.b.Len() > 0 {
+		out.addLit(p.b.String())
+		p.b.Reset()
+	}
+}
+
 // invocation is one simple command the shell may run.
 type invocation struct {
 	words []word
@@ -111,9 +125,8 @@ type invocation struct {
 	// guess: a command a wrapper of unknown syntax may run (chroot DIR
 	// CMD, su -c STRING); only ask and deny rules look at it.
 	guess bool
-	// text is the text the invocation is rendered in, start the offset
-	// of its program (past assignments).
-	text  *text
+	// start is the offset of its program (past assignments) in the
+	// text it is rendered in.
 	start int
 	// depth counts the wrappers and aliases it is inside.
 	depth int
@@ -169,7 +182,7 @@ func analyze(cmd string) *script {
 			return sc
 		}
 	}
-	f, src, err := a.parse(cmd, syntax.LangPOSIX)
+	f, err := a.parse(cmd, syntax.LangPOSIX)
 	if err != nil {
 		sc.opaque = "the command does not parse as /bin/sh reads it: " + err.Error()
 		return sc
@@ -178,7 +191,7 @@ func analyze(cmd string) *script {
 	if syntax.NewPrinter().Print(&b, f) == nil {
 		sc.canon = a.restore(strings.TrimSpace(b.String()))
 	}
-	a.file(f, src, syntax.LangPOSIX, 0)
+	a.file(f, syntax.LangPOSIX, 0)
 	a.expandAliases()
 	for _, t := range sc.texts {
 		t.index()
@@ -192,13 +205,12 @@ var errTooManyFixes = errors.New(`too many "&>"`)
 
 // parseShell parses src as lang. In the POSIX language it reads "&>" as
 // dash does: "cmd &>file" is "cmd &" then ">file" (the parser, like
-// bash, would read a redirection of both outputs, or refuse it). It
-// returns the source the file's positions refer to.
-func parseShell(src string, lang syntax.LangVariant) (*syntax.File, string, error) {
+// bash, would read a redirection of both outputs, or refuse it).
+func parseShell(src string, lang syntax.LangVariant) (*syntax.File, error) {
 	for range maxFixes {
 		f, err := syntax.NewParser(syntax.Variant(lang)).Parse(strings.NewReader(src), "")
 		if err == nil {
-			return f, src, nil
+			return f, nil
 		}
 		var le syntax.LangError
 		if lang == syntax.LangPOSIX && errors.As(err, &le) {
@@ -207,9 +219,9 @@ func parseShell(src string, lang syntax.LangVariant) (*syntax.File, string, erro
 				continue
 			}
 		}
-		return nil, src, err
+		return nil, err
 	}
-	return nil, src, errTooManyFixes
+	return nil, errTooManyFixes
 }
 
 // analysis is the state of one analyze call.
@@ -235,7 +247,7 @@ type analysis struct {
 
 // parse parses src as lang (see parseShell), with carriage returns read
 // as dash reads them.
-func (a *analysis) parse(src string, lang syntax.LangVariant) (*syntax.File, string, error) {
+func (a *analysis) parse(src string, lang syntax.LangVariant) (*syntax.File, error) {
 	if a.cr != "" {
 		src = strings.ReplaceAll(src, "\r", a.cr)
 	}
@@ -275,18 +287,18 @@ func (a *analysis) nested(src string, lang syntax.LangVariant, depth int, extra 
 		a.opaque("the command's nested scripts are too long to follow")
 		return
 	}
-	f, fixed, err := a.parse(src, lang)
+	f, err := a.parse(src, lang)
 	if err != nil {
 		a.opaque(what + " does not parse: " + err.Error())
 		return
 	}
 	if extra != nil && len(f.Stmts) > 0 {
 		if c, ok := f.Stmts[len(f.Stmts)-1].Cmd.(*syntax.CallExpr); ok {
-			a.file(f, fixed, lang, depth, withExtra{call: c, words: extra})
+			a.file(f, lang, depth, withExtra{call: c, words: extra})
 			return
 		}
 	}
-	a.file(f, fixed, lang, depth)
+	a.file(f, lang, depth)
 }
 
 // withExtra appends words to one call of a file (an alias's arguments).
@@ -296,8 +308,8 @@ type withExtra struct {
 }
 
 // file takes apart a parsed script into a text of its own.
-func (a *analysis) file(f *syntax.File, src string, lang syntax.LangVariant, depth int, extra ...withExtra) {
-	w := &walker{a: a, t: &text{}, lang: lang, depth: depth, src: src}
+func (a *analysis) file(f *syntax.File, lang syntax.LangVariant, depth int, extra ...withExtra) {
+	w := &walker{a: a, t: &text{}, lang: lang, depth: depth}
 	if len(extra) > 0 {
 		w.extra = extra[0]
 	}
@@ -325,9 +337,9 @@ type walker struct {
 	a     *analysis
 	t     *text
 	b     strings.Builder
+	pend  pending // the literal text of the word being taken out
 	lang  syntax.LangVariant
 	depth int
-	src   string
 	extra withExtra
 }
 
@@ -364,7 +376,7 @@ func (w *walker) stmt(s *syntax.Stmt, in stdin) {
 	switch c := s.Cmd.(type) {
 	case nil:
 		// Redirections alone: a command no allow rule matches.
-		w.add(&invocation{text: w.t, start: w.b.Len()})
+		w.add(&invocation{start: w.b.Len()})
 	case *syntax.CallExpr:
 		w.call(c, in)
 	default:
@@ -518,7 +530,7 @@ func (w *walker) command(c syntax.Command, in stdin) {
 
 // call takes out a simple command.
 func (w *walker) call(c *syntax.CallExpr, in stdin) {
-	inv := &invocation{text: w.t, assigns: len(c.Assigns) > 0, depth: w.depth}
+	inv := &invocation{assigns: len(c.Assigns) > 0, depth: w.depth}
 	w.space()
 	if len(c.Assigns) > 0 {
 		w.t.starts = append(w.t.starts, w.b.Len())
@@ -650,11 +662,13 @@ func unescape(s, special string) string {
 func (w *walker) word(x *syntax.Word) word {
 	out := word{off: w.b.Len()}
 	w.parts(&out, x.Parts, false, true)
+	w.pend.flush(&out)
 	return out
 }
 
 // wild appends an unknown part to out.
 func (w *walker) wild(out *word, kind segKind) {
+	w.pend.flush(out)
 	if n := len(out.segs); n == 0 || out.segs[n-1].kind == segLit || kind == segSplit {
 		out.segs = append(out.segs, seg{kind: kind})
 	}
@@ -664,18 +678,22 @@ func (w *walker) wild(out *word, kind segKind) {
 	w.t.wild = append(w.t.wild, w.b.Len())
 }
 
-func (w *walker) lit(out *word, s string) {
+// lit adds known text to the word being taken out, and renders it.
+func (w *walker) lit(s string) {
 	s = w.a.restore(s)
-	out.addLit(s)
+	w.pend.b.WriteString(s)
 	w.write(s)
 }
 
+// parts takes out the parts of a word into out: quoted within double
+// quotes, first for the parts at the start of the word (where a tilde
+// prefix may be).
 func (w *walker) parts(out *word, parts []syntax.WordPart, quoted, first bool) {
 	for i, p := range parts {
 		switch p := p.(type) {
 		case *syntax.Lit:
 			if quoted {
-				w.lit(out, unescape(p.Value, "$`\"\\\n"))
+				w.lit(unescape(p.Value, "$`\"\\\n"))
 			} else {
 				w.unquoted(out, p.Value, first && i == 0)
 			}
@@ -683,7 +701,7 @@ func (w *walker) parts(out *word, parts []syntax.WordPart, quoted, first bool) {
 			if p.Dollar {
 				w.wild(out, segWild) // bash's $'…': escapes not followed
 			} else {
-				w.lit(out, p.Value)
+				w.lit(p.Value)
 			}
 		case *syntax.DblQuoted:
 			w.parts(out, p.Parts, true, false)
@@ -728,7 +746,7 @@ func splitIf(b bool) segKind {
 func (w *walker) unquoted(out *word, v string, first bool) {
 	var b strings.Builder
 	flush := func() {
-		w.lit(out, b.String())
+		w.lit(b.String())
 		b.Reset()
 	}
 	i := 0
@@ -768,7 +786,7 @@ func (w *walker) unquoted(out *word, v string, first bool) {
 // substitute takes out the commands of a command substitution, in a
 // text of their own.
 func (w *walker) substitute(ss []*syntax.Stmt) {
-	sub := &walker{a: w.a, t: &text{}, lang: w.lang, depth: w.depth, src: w.src}
+	sub := &walker{a: w.a, t: &text{}, lang: w.lang, depth: w.depth}
 	sub.stmts(ss, stdinInherited)
 	sub.finish()
 }

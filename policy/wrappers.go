@@ -237,7 +237,7 @@ func (w *walker) expand(inv *invocation, in stdin) {
 		appended = []word{{segs: []seg{{kind: segSplit}}, multi: true}}
 		if i >= len(inv.words) {
 			inner := &invocation{words: append([]word{{segs: []seg{{s: "echo"}}}}, appended...),
-				assigns: inv.assigns, text: inv.text, start: inv.start, depth: inv.depth + 1}
+				assigns: inv.assigns, start: inv.start, depth: inv.depth + 1}
 			inv.wrapper = true
 			w.add(inner)
 			return
@@ -290,7 +290,7 @@ func (w *walker) inner(inv *invocation, i int, assigns, transparent bool, replac
 		words = append(words, x)
 	}
 	words = append(words, appended...)
-	inner := &invocation{words: words, assigns: inv.assigns || assigns, text: inv.text,
+	inner := &invocation{words: words, assigns: inv.assigns || assigns,
 		start: inv.words[i].off, depth: inv.depth + 1, guess: inv.guess}
 	inv.wrapper = transparent
 	w.add(inner)
@@ -348,7 +348,7 @@ func (w *walker) guess(inv *invocation, i int) {
 				w.guessScript(s)
 			}
 		}
-		inner := &invocation{words: inv.words[j:], assigns: inv.assigns, text: inv.text, start: x.off, depth: inv.depth + 1}
+		inner := &invocation{words: inv.words[j:], assigns: inv.assigns, start: x.off, depth: inv.depth + 1}
 		w.add(inner)
 		if inv.depth < maxWrapping {
 			w.expand(inner, stdin{kind: stdinPipe})
@@ -404,7 +404,7 @@ func (w *walker) find(inv *invocation) {
 				}
 				words = append(words, x)
 			}
-			inner := &invocation{words: words, text: inv.text, start: inv.words[j+1].off, depth: inv.depth + 1, guess: inv.guess}
+			inner := &invocation{words: words, start: inv.words[j+1].off, depth: inv.depth + 1, guess: inv.guess}
 			w.add(inner)
 			w.expand(inner, stdin{kind: stdinPipe})
 		}
