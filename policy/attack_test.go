@@ -72,7 +72,8 @@ func TestDenyRmEvasions(t *testing.T) {
 		`sudo rm x`, `sudo -u root rm x`, `sudo -E FOO=1 rm x`, `sudo -s rm x`, `doas rm x`, `doas -u root rm x`,
 		`xargs rm < list`, `echo x | xargs rm`, `xargs -I{} rm {} < list`, `xargs -0 -n1 rm`, `xargs -- rm`,
 		`find . -exec rm {} \;`, `find . -execdir rm {} +`, `find . -ok rm {} \;`, `find . $x rm {} \;`,
-		`busybox rm x`, `nice env timeout 1 sh -c 'exec rm x'`, `env -S 'rm x'`,
+		`busybox rm x`, `nice env timeout 1 sh -c 'exec rm x'`, `env -S 'rm x'`, `env -S'rm x'`, `env -Srm x`,
+		`env -iS 'rm x'`, `env --split-string='rm x'`, `env -S 'FOO=1 rm x'`,
 		`chroot / rm x`, `flock /tmp/l rm x`, `su -c 'rm x'`, `watch rm x`, `script -c 'rm x' /dev/null`,
 		`strace -f rm x`, `taskset 1 rm x`, `ionice -c3 rm x`, `unshare -r rm x`,
 		// Nested shells.

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"slices"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -215,11 +216,22 @@ func (w *walker) expand(inv *invocation, in stdin) {
 	switch prog {
 	case "env":
 		if has("S") || has("--split-string") {
-			// env -S splits a string into the command: read it as a
-			// script, and take env as a wrapper of unknown syntax.
-			for _, x := range inv.words[1:] {
-				if s, ok := x.lit(); ok && strings.ContainsAny(s, " \t") {
-					w.guessScript(s)
+			// env -S splits a string into the command: read each of
+			// its arguments as a script (past -S or --split-string=),
+			// and take env as a wrapper of unknown syntax.
+			for k, x := range inv.words[1:] {
+				s, ok := x.lit()
+				rest := inv.words[k+2:] // the words env appends
+				switch {
+				case !ok:
+				case strings.HasPrefix(s, "--split-string="):
+					w.guessScript(s[len("--split-string="):], rest)
+				case strings.HasPrefix(s, "-") && !strings.HasPrefix(s, "--"):
+					if _, arg, ok := strings.Cut(s, "S"); ok && arg != "" {
+						w.guessScript(arg, rest)
+					}
+				default:
+					w.guessScript(s, rest)
 				}
 			}
 			w.guess(inv, 1)
@@ -345,7 +357,7 @@ func (w *walker) guess(inv *invocation, i int) {
 				continue
 			}
 			if strings.ContainsAny(s, " \t\n;&|") {
-				w.guessScript(s)
+				w.guessScript(s, nil)
 			}
 		}
 		inner := &invocation{words: inv.words[j:], assigns: inv.assigns, start: x.off, depth: inv.depth + 1}
@@ -356,15 +368,16 @@ func (w *walker) guess(inv *invocation, i int) {
 	}
 }
 
-// guessScript takes apart s as a script a wrapper may run; it is a
-// guess, so a failure to parse does not count.
-func (w *walker) guessScript(s string) {
+// guessScript takes apart s as a script a wrapper may run, with the
+// words extra appended to its last command; it is a guess, so a failure
+// to parse does not count.
+func (w *walker) guessScript(s string, extra []word) {
 	if w.depth >= maxNesting || w.a.budget < len(s) {
 		return
 	}
 	w.a.guessing++
 	defer func() { w.a.guessing-- }()
-	w.a.nested(s, syntax.LangPOSIX, w.depth+1, nil, "a wrapper's argument")
+	w.a.nested(s, syntax.LangPOSIX, w.depth+1, slices.Clone(extra), "a wrapper's argument")
 }
 
 // find adds the commands of find's -exec, -execdir, -ok and -okdir: the
