@@ -55,6 +55,8 @@ func TestDenyRmEvasions(t *testing.T) {
 		// Names computed when the command runs.
 		`$RM x`, `${RM:-rm} x`, `"${RM:-rm}" x`, `x=rm; $x y`, `$(echo rm) x`, "`echo rm` x", `r$x y`,
 		`"$(printf rm)" x`, `IFS=,; x=rm,y; $x`, `a=; $a rm x`, `${x#?}rm y`,
+		// What bash reads differently, for a host whose /bin/sh is bash.
+		`$'\x72m' x`, `$"rm" x`, `{r,}m x`, `r{m,} x`, `{rm,x}`, `x$'\x3b'rm y`,
 		// Compound commands.
 		`(rm x)`, `{ rm x; }`, `if true; then rm x; fi`, `if rm x; then :; fi`, `while true; do rm x; break; done`,
 		`until false; do rm x; done`, `case a in a) rm x;; esac`, `for i in 1; do rm x; done`,

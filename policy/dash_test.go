@@ -97,7 +97,7 @@ var dashCorpus = []string{
 	`./bin/r? x`, `./bin/r* x`, `./bin/[r]m x`, `./bin/r[m] x`, `$(echo rm) x`, "`echo rm` x",
 	`RM=rm; $RM x`, `${RM:-rm} x`, `"${RM:-rm}" x`, `x=rm; $x y`, `x=m; r$x y`, `"$(printf rm)" x`,
 	`IFS=,; x=rm,y; $x`, `a=; $a rm x`, `x=arm; ${x#?} y`, "rm\rx", "echo a\rrm x",
-	`$'rm' x`, `${x:-r}${y:-m} x`, `"${x:-rm x}"`, `${x:-rm x}`,
+	`$'rm' x`, `$"rm" x`, `{r,}m x`, `${x:-r}${y:-m} x`, `"${x:-rm x}"`, `${x:-rm x}`,
 	// Compound commands.
 	`(rm x)`, `{ rm x; }`, `if true; then rm x; fi`, `if rm x; then :; fi`, `while true; do rm x; break; done`,
 	`until rm x; do :; done`, `case a in a) rm x;; esac`, `case rm in "$x"|rm) rm x;; esac`, `for i in 1 2; do rm $i; done`,

@@ -689,22 +689,39 @@ func (w *walker) lit(s string) {
 // quotes, first for the parts at the start of the word (where a tilde
 // prefix may be).
 func (w *walker) parts(out *word, parts []syntax.WordPart, quoted, first bool) {
+	dollar := false // the part follows an unquoted $: bash's $'…' or $"…"
 	for i, p := range parts {
 		switch p := p.(type) {
 		case *syntax.Lit:
-			if quoted {
-				w.lit(unescape(p.Value, "$`\"\\\n"))
-			} else {
-				w.unquoted(out, p.Value, first && i == 0)
+			v := p.Value
+			if !quoted && i+1 < len(parts) && strings.HasSuffix(v, "$") && !escaped(v, len(v)-1) {
+				switch parts[i+1].(type) {
+				case *syntax.SglQuoted, *syntax.DblQuoted:
+					// dash reads a literal $ here; bash (some hosts'
+					// /bin/sh) reads $'…' with escapes and $"…" as a
+					// translation: unknown either way.
+					v, dollar = v[:len(v)-1], true
+				}
 			}
+			if quoted {
+				w.lit(unescape(v, "$`\"\\\n"))
+			} else {
+				w.unquoted(out, v, first && i == 0)
+			}
+			continue
 		case *syntax.SglQuoted:
-			if p.Dollar {
-				w.wild(out, segWild) // bash's $'…': escapes not followed
+			if p.Dollar || dollar {
+				w.wild(out, segWild) // $'…': escapes not followed
 			} else {
 				w.lit(p.Value)
 			}
 		case *syntax.DblQuoted:
-			w.parts(out, p.Parts, true, false)
+			if p.Dollar || dollar {
+				w.substitutions(p)
+				w.wild(out, segWild)
+			} else {
+				w.parts(out, p.Parts, true, false)
+			}
 		case *syntax.ParamExp:
 			w.substitutions(p)
 			if w.lang != syntax.LangPOSIX && (p.Index != nil || p.Slice != nil) {
@@ -730,7 +747,18 @@ func (w *walker) parts(out *word, parts []syntax.WordPart, quoted, first bool) {
 		default:
 			w.wild(out, segSplit)
 		}
+		dollar = false
 	}
+}
+
+// escaped reports whether the byte at i of the unquoted literal s is
+// quoted by an odd number of backslashes before it.
+func escaped(s string, i int) bool {
+	n := 0
+	for i--; i >= 0 && s[i] == '\\'; i-- {
+		n++
+	}
+	return n%2 == 1
 }
 
 func splitIf(b bool) segKind {
@@ -766,10 +794,17 @@ func (w *walker) unquoted(out *word, v string, first bool) {
 		case c == '\\' && i+1 < len(v):
 			i++
 			b.WriteByte(v[i])
-		case c == '*' || c == '?' || c == '{' && w.lang != syntax.LangPOSIX:
+		case c == '*' || c == '?':
 			flush()
 			w.wild(out, segWild)
 			out.multi = true
+		case c == '{' && braceExpansion(v[i:]):
+			// Brace expansion: bash's, and so that of a host whose
+			// /bin/sh is bash; dash reads the braces as they are.
+			flush()
+			w.wild(out, segWild)
+			out.multi = true
+			i += strings.IndexByte(v[i:], '}')
 		case c == '[' && strings.IndexByte(v[i+1:], ']') > 0:
 			// A bracket expression stands for one character.
 			flush()
@@ -781,6 +816,13 @@ func (w *walker) unquoted(out *word, v string, first bool) {
 		}
 	}
 	flush()
+}
+
+// braceExpansion reports whether s, which starts with {, starts a brace
+// expansion: {a,b} or {1..3}.
+func braceExpansion(s string) bool {
+	end := strings.IndexByte(s, '}')
+	return end > 0 && (strings.Contains(s[:end], ",") || strings.Contains(s[:end], ".."))
 }
 
 // substitute takes out the commands of a command substitution, in a
