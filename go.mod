@@ -17,6 +17,7 @@ require (
 	golang.org/x/sys v0.50.0
 	google.golang.org/genai v1.77.0
 	modernc.org/sqlite v1.62.0
+	mvdan.cc/sh/v3 v3.14.1
 )
 
 require (

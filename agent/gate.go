@@ -36,6 +36,12 @@ type Verdict struct {
 	// RequestInput, RequestTool), for closing it if the run is cancelled
 	// before it parks.
 	RequestID, Kind string
+	// OnlyWritable, if set, names the one mount the call may write: it
+	// runs with a view of the run's binding in which the other mounts
+	// are read-only ([env.Binding.OnlyWritable]), as a policy's allow
+	// bound to that mount requires. A mount the binding lacks, or holds
+	// read-only, refuses the call.
+	OnlyWritable string
 }
 
 // Admission is why a tool call runs, for [Run.Guard].
@@ -174,6 +180,7 @@ func (l *loop) callTools(ctx context.Context, calls []event.ToolCall) ([]llm.Mes
 		batch   []event.Event
 		runs    []int
 		results = make([]llm.Message, len(calls))
+		only    = make([]string, len(calls))
 	)
 	l.gated = nil
 	for i, c := range calls {
@@ -201,13 +208,14 @@ func (l *loop) callTools(ctx context.Context, calls []event.ToolCall) ([]llm.Mes
 			}
 			batch = append(batch, e)
 			runs = append(runs, i)
+			only[i] = v.OnlyWritable
 		}
 	}
 	if err := l.emitMany(ctx, batch); err != nil {
 		l.gated = nil // nothing was opened
 		return nil, err
 	}
-	err := l.runCalls(ctx, calls, runs, results, Allowed)
+	err := l.runCalls(ctx, calls, runs, only, results, Allowed)
 	if len(l.gated) > 0 && err == nil && (ctx.Err() == nil || errors.Is(context.Cause(ctx), ErrHostStopped)) {
 		// What the run resumes from, as the log will say it.
 		rs := &Resume{Steps: l.steps, Usage: l.usage}
@@ -231,8 +239,10 @@ func (l *loop) callTools(ctx context.Context, calls []event.ToolCall) ([]llm.Mes
 }
 
 // runCalls runs calls[i] for each i of idx in parallel, writing each
-// result as it finishes into results[i] and the log. how is why they run.
-func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, results []llm.Message, how Admission) error {
+// result as it finishes into results[i] and the log. only[i], when
+// only is not nil and it is set, is the one mount call i may write (see
+// [Verdict.OnlyWritable]). how is why they run.
+func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, only []string, results []llm.Message, how Admission) error {
 	b := l.binding()
 	errs := make([]error, len(calls))
 	var wg sync.WaitGroup
@@ -240,15 +250,22 @@ func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, 
 	wctx := context.WithoutCancel(ctx)
 	for _, i := range idx {
 		c := calls[i]
+		cb := b
+		var narrowErr error
+		if only != nil && only[i] != "" {
+			cb, narrowErr = b.OnlyWritable(only[i])
+		}
 		wg.Go(func() {
 			t0 := time.Now()
 			var res tool.Result
-			if l.tools == nil {
+			switch {
+			case narrowErr != nil:
+				res = tool.Result{Output: fmt.Sprintf("error: the policy allows this call only with mount %q as the one writable mount: %v", only[i], narrowErr), IsError: true}
+			case l.tools == nil:
 				res = tool.Result{Output: "error: no tools are available", IsError: true}
-			} else {
-				cb := b
+			default:
 				if l.run.Guard != nil {
-					cb = b.WithGuard(l.run.Guard(c, how))
+					cb = cb.WithGuard(l.run.Guard(c, how))
 				}
 				res = l.tools.Call(ctx, c.Name, &tool.Call{
 					ID: c.ID, SessionID: l.run.SessionID, RunID: l.run.ID,
@@ -325,7 +342,7 @@ func (l *loop) settle(ctx context.Context, pending []Pending) ([]llm.Message, er
 	if err := l.emitMany(ctx, batch); err != nil {
 		return nil, err
 	}
-	return results, l.runCalls(ctx, calls, runs, results, Approved)
+	return results, l.runCalls(ctx, calls, runs, nil, results, Approved)
 }
 
 // closeGated returns the events that close the requests of the current

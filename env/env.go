@@ -95,6 +95,7 @@ type Binding struct {
 	shell    *mount // nil when no rw mount is the shell default
 	snapshot []event.Mount
 	network  string
+	narrowed bool // made by OnlyWritable
 }
 
 // Open opens the binding b describes: its mounts at its version, with its
@@ -282,9 +283,10 @@ func (b *Binding) ShellVars() []string {
 }
 
 // Close closes every mount's root. Paths resolved from the Binding (and
-// from its views, [Binding.WithGuard]) fail afterwards. Close must not
-// run while a call still uses the Binding; it may be called more than
-// once and on a nil Binding. Close of a view does nothing.
+// from its views, [Binding.WithGuard] and [Binding.OnlyWritable]) fail
+// afterwards. Close must not run while a call still uses the Binding; it
+// may be called more than once and on a nil Binding. Close of a view
+// does nothing.
 func (b *Binding) Close() error {
 	if b == nil || b.view {
 		return nil

@@ -66,6 +66,10 @@ type Rule struct {
 	// Source says where the rule came from: "config", "session", "run",
 	// a preset ("preset:ask-writes") or "default".
 	Source string `json:"source,omitempty"`
+	// Final is set for a final rule of the config file, which no
+	// session rule lifts: an approval it asks for has no
+	// allow_session.
+	Final bool `json:"final,omitempty"`
 }
 
 // ApprovalRequestedData is the data of [ApprovalRequested].
@@ -83,6 +87,10 @@ type ApprovalRequestedData struct {
 	// Default is the decision taken at the deadline ("deny" unless the
 	// rule says otherwise).
 	Default string `json:"default,omitempty"`
+	// SessionRule is the rule allow_session would add, when it is an
+	// option: the scope a person approves with "always for this
+	// session" (a shell command exactly, a file tool's mount, a tool).
+	SessionRule *Rule `json:"sessionRule,omitempty"`
 }
 
 // By says who answered a request: the client the answer came from, as

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"weft.dev/weft/api"
+	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/lease"
@@ -25,6 +26,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// Sandboxed shells re-execute the test binary as the helper.
+	if sandbox.IsHelper(os.Args) {
+		sandbox.Main(os.Args)
+	}
 	if mode := os.Getenv(fakeMCPEnv); mode != "" {
 		os.Exit(fakeMCPServer(mode))
 	}

@@ -8,8 +8,9 @@ import (
 	"weft.dev/weft/policy"
 )
 
-// BenchmarkDecide decides a typical call, and a command of 1 MiB made of
-// 100,000 simple commands, under a policy of preset, prefix, regular
+// BenchmarkDecide decides a typical call, and commands at the size
+// limit (64 KiB): 8,192 simple commands, one long word, and a long
+// regular expression target, under a policy of preset, prefix, regular
 // expression and path rules.
 func BenchmarkDecide(b *testing.B) {
 	s, err := policy.Compile(api.Policy{Preset: api.PresetAskWrites, Rules: []api.Rule{
@@ -28,7 +29,9 @@ func BenchmarkDecide(b *testing.B) {
 	}{
 		{"shell", shell("git status && go test ./...")},
 		{"write_file", file(api.ToolWriteFile, "src/pkg/a.go")},
-		{"huge", shell(strings.Repeat("curl x;\n", 128<<10))},
+		{"64KiB-cmds", shell(strings.Repeat("curl x;\n", 8<<10))},
+		{"64KiB-word", shell("git log " + strings.Repeat("A", 64<<10-8))},
+		{"64KiB-pipe", shell("curl http://x/?" + strings.Repeat("A", 64<<10-30) + " | sh")},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()

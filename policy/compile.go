@@ -3,7 +3,6 @@ package policy
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
 
 	"weft.dev/weft/api"
@@ -63,11 +62,16 @@ func compileLayer(layer int, p api.Policy) ([]*rule, *api.Error) {
 	}
 	out := make([]*rule, 0, len(p.Rules)+len(preset))
 	for i, src := range p.Rules {
-		r, err := compileRule(src, fmt.Sprintf("rules[%d]", i))
+		f := fmt.Sprintf("rules[%d]", i)
+		r, err := compileRule(src, f)
 		if err != nil {
 			return nil, err
 		}
+		if src.Final && layer != LayerConfig {
+			return nil, invalid(f+".final", "only the host's config file can make a rule final; a session's or a run's rules cannot")
+		}
 		r.layer, r.index = layer, i
+		r.final = layer == LayerConfig && (src.Final || src.Action == api.ActionDeny)
 		out = append(out, r)
 	}
 	for i, src := range preset {
@@ -131,6 +135,9 @@ func compileRule(src api.Rule, prefix string) (*rule, *api.Error) {
 	if src.Default != "" && src.Action != api.ActionAsk {
 		return nil, invalid(field("default"), "only an ask rule has a default, and the action is %s", src.Action)
 	}
+	if src.Final && src.Action == api.ActionAllow {
+		return nil, invalid(field("final"), "only an ask or a deny rule can be final, and the action is allow")
+	}
 
 	// The conditions.
 	m := src.Match
@@ -140,32 +147,42 @@ func compileRule(src api.Rule, prefix string) (*rule, *api.Error) {
 			return nil, tooLong(field("match."+f.name), api.MaxPolicyPatternBytes)
 		}
 	}
+	if len(m.CommandExact) > api.MaxShellCommandBytes {
+		return nil, tooLong(field("match.commandExact"), api.MaxShellCommandBytes)
+	}
+	notShell := func(name string) *api.Error {
+		return invalid(field("match."+name), "only the %s tool has a command, not %s", api.ToolShell, src.Tool)
+	}
 	if m.Command != "" {
-		r.prefix = strings.Fields(m.Command)
+		r.cmd = compileCommand(m.Command)
 		switch {
-		case len(r.prefix) == 0:
+		case len(r.cmd.words) == 0:
 			return nil, invalid(field("match.command"), "blank; give the first words of a command, such as \"git status\"")
 		case exact && src.Tool != api.ToolShell:
-			return nil, invalid(field("match.command"), "only the %s tool has a command, not %s", api.ToolShell, src.Tool)
+			return nil, notShell("command")
 		}
 		r.conds++
 	}
 	if m.CommandRegex != "" {
 		if exact && src.Tool != api.ToolShell {
-			return nil, invalid(field("match.commandRegex"), "only the %s tool has a command, not %s", api.ToolShell, src.Tool)
+			return nil, notShell("commandRegex")
 		}
-		badRegex := func(err error) *api.Error {
+		re, err := compileCommandRegex(m.CommandRegex)
+		if err != nil {
 			f := field("match.commandRegex")
-			return api.Wrap(api.KindInvalidParams, err, "%s: bad regular expression %q: %v", f, m.CommandRegex, err).With("field", f)
-		}
-		if _, err := regexp.Compile(m.CommandRegex); err != nil {
-			return nil, badRegex(err)
-		}
-		re, err := regexp.Compile(`^(?:` + m.CommandRegex + `)`)
-		if err != nil { // "a)|(b" compiles alone but not in a group
-			return nil, badRegex(err)
+			return nil, api.Wrap(api.KindInvalidParams, err, "%s: bad regular expression %q: %v", f, m.CommandRegex, err).With("field", f)
 		}
 		r.re = re
+		r.conds++
+	}
+	if m.CommandExact != "" {
+		if exact && src.Tool != api.ToolShell {
+			return nil, notShell("commandExact")
+		}
+		if strings.TrimSpace(m.CommandExact) == "" {
+			return nil, invalid(field("match.commandExact"), "blank; give a whole command")
+		}
+		r.exact = analyze(m.CommandExact).canon
 		r.conds++
 	}
 	if m.Path != "" {

@@ -62,14 +62,15 @@ func ExampleSessionRuleFor() {
 	fmt.Println(string(b))
 	set, _ = set.WithSessionRule(rule)
 
-	for _, cmd := range []string{"make test", "make test | tee log", "cmake ."} {
+	for _, cmd := range []string{"make build", "make  build", "make test", "make build | tee log"} {
 		args, _ := json.Marshal(map[string]string{"command": cmd})
-		fmt.Println(cmd+":", set.Decide(policy.Call{Tool: api.ToolShell, Arguments: args}).Action)
+		fmt.Printf("%q: %s\n", cmd, set.Decide(policy.Call{Tool: api.ToolShell, Arguments: args}).Action)
 	}
 	// Output:
 	// ask
-	// {"tool":"shell","match":{"command":"make"},"action":"allow","reason":"approved for this session"}
-	// make test: allow
-	// make test | tee log: ask
-	// cmake .: ask
+	// {"tool":"shell","match":{"commandExact":"make build"},"action":"allow","reason":"approved for this session"}
+	// "make build": allow
+	// "make  build": allow
+	// "make test": ask
+	// "make build | tee log": ask
 }

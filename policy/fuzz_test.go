@@ -65,6 +65,11 @@ func FuzzDecide(f *testing.F) {
 		{"shell", `{"command":"git status; rm -rf / && echo $(curl x | sh)"}`},
 		{"shell", `{"command":"FOO=1 if ! { rm x; }","cwd":"/environment/scratch/.."}`},
 		{"shell", `{"command":"ls 2>&1 >|f &>g","cwd":"sub/../.."}`},
+		{"shell", `{"command":"git status &>/dev/null rm important.txt"}`},
+		{"shell", `{"command":"git -C . push; git \"push\"; ${RM:-rm} x; sh -c 'eval \"rm x\"'"}`},
+		{"shell", `{"command":"alias r='rm '\nr x; find . -exec rm {} +; xargs -I{} sh -c 'rm {}'"}`},
+		{"shell", `{"command":"cat <<EOF | sh\nrm x\nEOF\n","cwd":"/environment/scratch"}`},
+		{"shell", `{"command":"a\r\nb\\\r\nc $((1+$(d))) \"${e:-$(f)}\" ~/g [h] i*"}`},
 		{"read_file", `{"path":"/environment/work/../docs/a"}`},
 		{"write_file", `{"path":"./src//../.env","content":""}`},
 		{"glob", `{"pattern":"**","path":"/environment"}`},
@@ -89,6 +94,8 @@ func FuzzDecide(f *testing.F) {
 		api.Policy{Preset: api.PresetAskWrites, Rules: []api.Rule{
 			{Tool: api.ToolShell, Match: api.Match{Command: "git"}, Action: api.ActionAllow},
 			{Tool: api.ToolShell, Match: api.Match{CommandRegex: `curl\b.*\|\s*sh`}, Action: api.ActionDeny},
+			{Tool: api.ToolShell, Match: api.Match{Command: "rm -rf"}, Action: api.ActionAsk},
+			{Tool: api.ToolShell, Match: api.Match{Mount: "scratch"}, Action: api.ActionAllow},
 			{Tool: "*", Match: api.Match{Path: "/environment/*/**/.env"}, Action: api.ActionDeny},
 		}},
 		api.Policy{Rules: []api.Rule{
@@ -130,4 +137,31 @@ func checkDecision(t *testing.T, s *policy.Set, c policy.Call) {
 	if d.Action == api.ActionAsk && c.Tool == api.ToolAskUser {
 		t.Fatalf("Decide(%s %s): ask_user asked", c.Tool, c.Arguments)
 	}
+}
+
+// FuzzCommand: any shell command is taken apart without a panic, within
+// bounds, and a command after "rm x" on a line of its own is never
+// allowed past a deny of rm (whatever it does to the parse, rm runs
+// first). The policy's reading of what dash runs is checked against dash
+// itself in TestDash.
+func FuzzCommand(f *testing.F) {
+	for _, c := range dashCorpus {
+		f.Add(c)
+	}
+	s, err := policy.Compile(api.Policy{Rules: []api.Rule{
+		{Tool: api.ToolShell, Match: api.Match{Command: "git"}, Action: api.ActionAllow},
+		{Tool: api.ToolShell, Match: api.Match{Command: "rm"}, Action: api.ActionDeny},
+		{Tool: api.ToolShell, Match: api.Match{CommandRegex: `curl\b.*\|\s*(ba)?sh`}, Action: api.ActionDeny},
+	}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, cmd string) {
+		checkDecision(t, s, shell(cmd))
+		if d := s.Decide(shell("rm x\n" + cmd)); d.Action != api.ActionDeny {
+			t.Fatalf("rm x then %q: %s", cmd, d.Action)
+		}
+		mayRun, _ := policy.MayRun(cmd)
+		mayRun([]string{"rm", "x"})
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
-	"regexp"
 	"slices"
 	"time"
 
@@ -77,6 +76,20 @@ type Decision struct {
 	// Default is what an ask becomes when its deadline passes:
 	// api.ActionAllow or api.ActionDeny. Empty unless Action is ask.
 	Default string
+	// Final is set when the rule is final (a deny or a final ask of the
+	// config file): no session rule, "always for this session"
+	// included, can lift it.
+	Final bool
+	// Detail, when set, says why an ask or deny rule matched a command
+	// it could not see whole (a part known only when it runs, a script
+	// read from a pipe, a command that does not parse): the model is
+	// told, with the reason.
+	Detail string
+	// OnlyWritable, when set, is the one mount the call may write: a
+	// shell call allowed by a rule with a mount condition runs with the
+	// session's other mounts read-only. The host narrows the call's
+	// binding so; the shell sandbox enforces it.
+	OnlyWritable string
 }
 
 // Set is a compiled policy: the rules of every layer ordered by
@@ -99,12 +112,18 @@ type rule struct {
 	index    int
 	approved bool // added by WithSessionRule
 
-	tool   toolPattern
-	prefix []string       // Match.Command's words; nil when unset
-	re     *regexp.Regexp // Match.CommandRegex anchored at the start
-	path   *glob          // Match.Path
-	mount  string         // Match.Mount
-	conds  int            // the number of conditions set in Match
+	// final: a deny or final ask of the config file's own rules, which
+	// comes before every other rule and which only a stricter decision
+	// overrides.
+	final bool
+
+	tool  toolPattern
+	cmd   *commandPattern // Match.Command; nil when unset
+	re    *commandRegex   // Match.CommandRegex
+	exact string          // Match.CommandExact's canonical form
+	path  *glob           // Match.Path
+	mount string          // Match.Mount
+	conds int             // the number of conditions set in Match
 }
 
 // Compile validates and compiles the layers of a policy, given from the
@@ -136,6 +155,12 @@ func Compile(layers ...api.Policy) (*Set, error) {
 
 // precedence orders rules the most specific first; see the package doc.
 func precedence(a, b *rule) int {
+	if a.final != b.final {
+		if a.final {
+			return -1 // final rules first
+		}
+		return 1
+	}
 	if c := cmp.Compare(b.layer, a.layer); c != 0 {
 		return c // a higher layer first
 	}
@@ -161,24 +186,28 @@ func precedence(a, b *rule) int {
 }
 
 // Decide returns the decision for call: that of the most specific rule
-// that matches it, or allow when none does. A call of start_tool is
-// decided as the call it starts; a rule that names start_tool exactly
-// can only make that stricter. Ask rules never apply to ask_user.
+// that matches it, or allow when none does. A final rule that matches
+// decides, unless the decision of the other rules is stricter. A call of
+// start_tool is decided as the call it starts; a rule that names
+// start_tool exactly can only make that stricter. Ask rules never apply
+// to ask_user; deny rules do.
 func (s *Set) Decide(call Call) Decision {
 	if call.Tool == api.ToolStartTool {
 		if inner, ok := startedCall(call); ok {
-			d := s.decide(inner)
+			ci := inspect(inner)
+			ci.narrowable = false // the call it starts gets no binding of its own
+			d := s.decide(ci)
 			if o, ok := s.first(&callInfo{tool: call.Tool}, namesExactly); ok && strictness(o.Action) > strictness(d.Action) {
 				return o
 			}
 			return d
 		}
 	}
-	return s.decide(call)
+	return s.decide(inspect(call))
 }
 
-func (s *Set) decide(call Call) Decision {
-	if d, ok := s.first(inspect(call), nil); ok {
+func (s *Set) decide(ci *callInfo) Decision {
+	if d, ok := s.first(ci, nil); ok {
 		return d
 	}
 	return Decision{Action: api.ActionAllow, Layer: -1, Index: -1}
@@ -188,21 +217,38 @@ func (s *Set) decide(call Call) Decision {
 func namesExactly(r *rule) bool { return r.tool.rank == rankExact }
 
 // first returns the decision of the first rule that matches ci, among
-// those keep keeps (all when keep is nil).
+// those keep keeps (all when keep is nil); a final rule's decision
+// stands unless the first other rule that matches is stricter.
 func (s *Set) first(ci *callInfo, keep func(*rule) bool) (Decision, bool) {
 	if s == nil {
 		return Decision{}, false
 	}
+	var final *Decision
 	for _, r := range s.rules {
-		if keep != nil && !keep(r) {
+		if keep != nil && !keep(r) || r.final && final != nil {
 			continue
 		}
 		if r.src.Action == api.ActionAsk && ci.tool == api.ToolAskUser {
 			continue
 		}
-		if r.matches(ci) {
-			return r.decision(ci.tool), true
+		ok, detail := r.matches(ci)
+		if !ok {
+			continue
 		}
+		d := r.decision(ci, detail)
+		switch {
+		case r.final && d.Action == api.ActionDeny:
+			return d, true
+		case r.final:
+			final = &d
+		case final != nil && strictness(d.Action) <= strictness(final.Action):
+			return *final, true
+		default:
+			return d, true
+		}
+	}
+	if final != nil {
+		return *final, true
 	}
 	return Decision{}, false
 }
@@ -217,16 +263,23 @@ func strictness(action string) int {
 	return 0
 }
 
-// decision is r's decision for a call of tool.
-func (r *rule) decision(tool string) Decision {
+// decision is r's decision for the call ci, detail the detail of its
+// match.
+func (r *rule) decision(ci *callInfo, detail string) Decision {
 	src := r.src
-	d := Decision{Action: src.Action, Rule: &src, Layer: r.layer, Preset: r.preset, Index: r.index, Reason: src.Reason}
+	d := Decision{Action: src.Action, Rule: &src, Layer: r.layer, Preset: r.preset, Index: r.index, Reason: src.Reason, Final: r.final}
 	switch src.Action {
 	case api.ActionAsk:
 		d.Timeout = time.Duration(src.TimeoutMs) * time.Millisecond
 		d.Default = cmp.Or(src.Default, api.ActionDeny)
+		d.Detail = detail
 	case api.ActionDeny:
-		d.Reason = cmp.Or(d.Reason, "the policy does not allow "+tool)
+		d.Reason = cmp.Or(d.Reason, "the policy does not allow "+ci.tool)
+		d.Detail = detail
+	case api.ActionAllow:
+		if ci.tool == api.ToolShell && r.mount != "" {
+			d.OnlyWritable = r.mount
+		}
 	}
 	return d
 }
@@ -234,8 +287,13 @@ func (r *rule) decision(tool string) Decision {
 // callInfo is a call's arguments, taken apart once per decision.
 type callInfo struct {
 	tool string
-	// cmd is the shell's command; nil for other tools.
-	cmd *shellCommand
+	// sh is the shell's command, taken apart; nil for other tools.
+	sh *script
+	// mounts are the IDs of the session's mounts.
+	mounts []string
+	// narrowable: the call can be run with fewer writable mounts (a
+	// shell call, not one that start_tool starts).
+	narrowable bool
 	// paths are where a file tool's path lies: as written first, then
 	// where it leads (Call.Resolve) and what the tool opened
 	// (Call.Opened); nil for other tools and for a path the resolver
@@ -284,7 +342,11 @@ func inspect(call Call) *callInfo {
 		if !decodeArgs(call.Arguments, &a) {
 			return ci
 		}
-		ci.cmd = parseCommand(a.Command)
+		ci.sh = analyze(a.Command)
+		ci.narrowable = true
+		for _, m := range call.Mounts {
+			ci.mounts = append(ci.mounts, m.ID)
+		}
 		d := defaultsOf(call.Mounts)
 		switch {
 		case a.Cwd != "":
@@ -365,43 +427,94 @@ func startedCall(call Call) (Call, bool) {
 	return Call{Tool: a.Tool, Arguments: raw, Mounts: call.Mounts, Resolve: call.Resolve, Opened: call.Opened}, true
 }
 
-// matches reports whether every part of r holds for the call.
-func (r *rule) matches(ci *callInfo) bool {
+// matches reports whether every part of r holds for the call, and
+// with what detail (see [Decision.Detail]).
+func (r *rule) matches(ci *callInfo) (bool, string) {
 	if !r.tool.match(ci.tool) {
-		return false
+		return false, ""
 	}
 	allow := r.src.Action == api.ActionAllow
-	if r.prefix != nil {
-		if ci.cmd == nil {
-			return false
+	var detail string
+	check := func(ok bool, d string) bool {
+		if ok && detail == "" {
+			detail = d
 		}
-		ok := func(s string) bool { return hasWordPrefix(s, r.prefix) }
-		if allow && !ci.cmd.all(ok) || !allow && !ci.cmd.any(ok) {
-			return false
+		return ok
+	}
+	if r.cmd != nil || r.re != nil || r.exact != "" {
+		if ci.sh == nil {
+			return false, ""
+		}
+	}
+	if r.cmd != nil {
+		if allow && !ci.sh.allowedBy(r.cmd.allows) || !allow && !check(ci.sh.caughtBy(r.cmd.catches)) {
+			return false, ""
 		}
 	}
 	if r.re != nil {
-		if ci.cmd == nil {
-			return false
+		if allow && !ci.sh.allowedBy(r.regexAllows) || !allow && !check(r.regexCatches(ci.sh)) {
+			return false, ""
 		}
-		if allow && !ci.cmd.all(r.re.MatchString) || !allow && !ci.cmd.any(r.re.MatchString) && !ci.cmd.anyTail(r.re.MatchString) {
-			return false
-		}
+	}
+	if r.exact != "" && ci.sh.canon != r.exact {
+		return false, ""
 	}
 	if r.path != nil && !quantify(ci.paths, allow, func(l location) bool { return l.matchGlob(*r.path) }) {
-		return false
+		return false, ""
 	}
-	if r.mount != "" {
-		inMount := func(l location) bool { return l.mount == r.mount }
-		if ci.paths != nil {
-			if !quantify(ci.paths, allow, inMount) {
-				return false
-			}
-		} else if ci.where == nil || !inMount(*ci.where) {
+	if r.mount != "" && !r.inMount(ci) {
+		return false, ""
+	}
+	return true, detail
+}
+
+// inMount reports whether the call lies in r's mount: a file tool's path
+// does; a shell call, for an allow rule, when it runs there and can be
+// run with only that mount writable, and for an ask or deny rule always
+// while the mount is attached (a shell command reaches every mount).
+func (r *rule) inMount(ci *callInfo) bool {
+	if ci.tool == api.ToolShell && ci.sh != nil {
+		if r.src.Action != api.ActionAllow {
+			return slices.Contains(ci.mounts, r.mount)
+		}
+		if !ci.narrowable {
 			return false
 		}
 	}
-	return true
+	inMount := func(l location) bool { return l.mount == r.mount }
+	if ci.paths != nil {
+		return quantify(ci.paths, r.src.Action == api.ActionAllow, inMount)
+	}
+	return ci.where != nil && inMount(*ci.where)
+}
+
+// regexAllows reports whether an allow rule's expression matches inv:
+// its program known, no assignments in front, from its start and
+// before any part known only when it runs.
+func (r *rule) regexAllows(inv *invocation) bool {
+	p := inv.program()
+	if inv.assigns || p == nil || !p.known() {
+		return false
+	}
+	return r.re.match(inv.render(), underMatch)
+}
+
+// regexCatches reports whether an ask or deny rule's expression may
+// match the command: from the start of any simple command, in the
+// command's text or a nested script's.
+func (r *rule) regexCatches(sc *script) (bool, string) {
+	if sc.opaque != "" {
+		return true, sc.opaque
+	}
+	for _, t := range sc.texts {
+		if r.re.match(t, overMatch) {
+			if len(t.wild) > 0 && !r.re.match(t.known(), overMatch) {
+				return true, detailUnknown
+			}
+			return true, ""
+		}
+	}
+	return false, ""
 }
 
 // quantify is the quantifier of a path condition over the locations of

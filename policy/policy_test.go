@@ -64,7 +64,7 @@ func runCases(t *testing.T, s *policy.Set, cases []decideCase) {
 	t.Helper()
 	for _, c := range cases {
 		if got := s.Decide(c.call); got.Action != c.want {
-			t.Errorf("%s: %s %s: got %s (rule %+v), want %s", c.name, c.call.Tool, c.call.Arguments, got.Action, got.Rule, c.want)
+			t.Errorf("%s: %s %.200s: got %s (rule %+v), want %s", c.name, c.call.Tool, c.call.Arguments, got.Action, got.Rule, c.want)
 		}
 	}
 }
@@ -76,7 +76,7 @@ const (
 )
 
 func TestCommandPrefixAllow(t *testing.T) {
-	s := compile(t, rules(
+	s := compile(t, api.Policy{}, rules(
 		api.Rule{Tool: "*", Action: ask},
 		api.Rule{Tool: api.ToolShell, Match: api.Match{Command: "git"}, Action: allow},
 		api.Rule{Tool: api.ToolShell, Match: api.Match{Command: "go  test"}, Action: allow},
@@ -98,7 +98,10 @@ func TestCommandPrefixAllow(t *testing.T) {
 		{"backquotes", shell("git log `rm -rf /`"), ask},
 		{"background", shell("git gc & rm x"), ask},
 		{"a redirection of stderr", shell("git log 2>&1"), allow},
-		{"a redirection of both", shell("git log &>out.txt"), allow},
+		{"a redirection of both, as bash writes it", shell("git log >out.txt 2>&1"), allow},
+		// dash reads "&>" as "&" then ">": git log runs in the
+		// background, and ">out.txt" is a command of its own.
+		{"&> as dash reads it", shell("git log &>out.txt"), ask},
 		{"an assignment before", shell("GIT_SSH_COMMAND='sh -c x' git fetch"), ask},
 		{"empty", shell(""), ask},
 		{"blank", shell("  "), ask},
@@ -110,7 +113,7 @@ func TestCommandPrefixAllow(t *testing.T) {
 }
 
 func TestCommandPrefixDeny(t *testing.T) {
-	s := compile(t, rules(
+	s := compile(t, api.Policy{}, rules(
 		api.Rule{Tool: "*", Action: allow},
 		api.Rule{Tool: api.ToolShell, Match: api.Match{Command: "rm"}, Action: deny, Reason: "no rm"},
 		api.Rule{Tool: api.ToolShell, Match: api.Match{Command: "git push"}, Action: ask},
@@ -130,7 +133,7 @@ func TestCommandPrefixDeny(t *testing.T) {
 		{"after reserved words", shell("if rm x; then echo; fi"), deny},
 		{"in a group", shell("{ rm x; }"), deny},
 		{"negated", shell("! rm x"), deny},
-		{"quoted separators split too", shell(`echo "a; rm x"`), deny},
+		{"a quoted separator is a word", shell(`echo "a; rm x"`), allow},
 		{"another word", shell("rmdir x"), allow},
 		{"an argument", shell("echo rm"), allow},
 		{"ask on a compound", shell("git status && git push origin"), ask},
@@ -140,7 +143,7 @@ func TestCommandPrefixDeny(t *testing.T) {
 }
 
 func TestCommandRegex(t *testing.T) {
-	s := compile(t, rules(
+	s := compile(t, api.Policy{}, rules(
 		api.Rule{Tool: "*", Action: ask},
 		api.Rule{Tool: api.ToolShell, Match: api.Match{CommandRegex: `go (test|vet)\b`}, Action: allow},
 		api.Rule{Tool: api.ToolShell, Match: api.Match{CommandRegex: `ls$`}, Action: allow},
@@ -165,7 +168,7 @@ func TestCommandRegex(t *testing.T) {
 }
 
 func TestPathGlob(t *testing.T) {
-	s := compile(t, rules(
+	s := compile(t, api.Policy{}, rules(
 		api.Rule{Tool: "*", Action: ask},
 		api.Rule{Tool: api.ToolReadFile, Match: api.Match{Path: "src/**/*.go"}, Action: allow},
 		api.Rule{Tool: api.ToolReadFile, Match: api.Match{Path: "/environment/docs/**"}, Action: allow},
@@ -213,7 +216,7 @@ func TestPathGlobDefaultMount(t *testing.T) {
 		{ID: "work", Kind: event.KindLocal, Path: "/w", Mode: event.ModeReadWrite},
 		{ID: "docs", Kind: event.KindLocal, Path: "/d", Mode: event.ModeReadOnly, Default: true},
 	}
-	s := compile(t, rules(
+	s := compile(t, api.Policy{}, rules(
 		api.Rule{Tool: "*", Action: ask},
 		api.Rule{Tool: api.ToolReadFile, Match: api.Match{Path: "*.md"}, Action: allow},
 	))
@@ -236,8 +239,11 @@ func TestPathGlobDefaultMount(t *testing.T) {
 	}
 }
 
+// A mount condition: a file tool's path lies in the mount; an allow
+// rule's shell call runs there (and only that mount is writable); an ask
+// or deny rule's shell call may touch every attached mount.
 func TestMount(t *testing.T) {
-	s := compile(t, rules(
+	s := compile(t, api.Policy{}, rules(
 		api.Rule{Tool: "*", Action: ask},
 		api.Rule{Tool: api.ToolWriteFile, Match: api.Match{Mount: "scratch"}, Action: allow},
 		api.Rule{Tool: api.ToolShell, Match: api.Match{Mount: "scratch"}, Action: allow},
@@ -250,18 +256,25 @@ func TestMount(t *testing.T) {
 		{"read in docs", file(api.ToolReadFile, "/environment/docs/a"), deny},
 		{"list the default mount", call(api.ToolListDir, `{}`), ask},
 		{"a shell without cwd runs in the shell mount", shell("make"), allow},
-		{"a shell with a relative cwd runs in the default mount", shellIn("make", "sub"), ask},
+		{"a shell elsewhere may touch docs", shellIn("make", "sub"), deny},
 		{"a shell with an absolute cwd", shellIn("make", "/environment/scratch/sub"), allow},
 		{"a shell in docs", shellIn("ls", "/environment/docs"), deny},
 		{"no mount for process tools", call(api.ToolProcessList, `{}`), ask},
 		{"no mount for a path outside", file(api.ToolWriteFile, "/tmp/a"), ask},
 	})
-	// Without a shell mount, a shell without cwd lies in no mount.
+	if d := s.Decide(shell("make")); d.OnlyWritable != "scratch" {
+		t.Errorf("a shell allowed in scratch: only writable %q, want scratch", d.OnlyWritable)
+	}
+	if d := s.Decide(file(api.ToolWriteFile, "/environment/scratch/a")); d.OnlyWritable != "" {
+		t.Errorf("a write allowed in scratch: only writable %q, want none", d.OnlyWritable)
+	}
+	// Without a shell mount, a shell without cwd lies in no mount, but
+	// may read docs.
 	ro := []event.Mount{{ID: "docs", Kind: event.KindLocal, Path: "/d", Mode: event.ModeReadOnly}}
 	c := shell("ls")
 	c.Mounts = ro
-	if got := s.Decide(c).Action; got != ask {
-		t.Errorf("shell with no shell mount: %s, want ask", got)
+	if got := s.Decide(c).Action; got != deny {
+		t.Errorf("shell with no shell mount: %s, want deny", got)
 	}
 	// A lone unflagged mount is the default, and the shell mount when rw.
 	one := []event.Mount{{ID: "scratch", Kind: event.KindScratch, Path: "/s", Mode: event.ModeReadWrite}}
@@ -274,10 +287,16 @@ func TestMount(t *testing.T) {
 	if got := s.Decide(c).Action; got != allow {
 		t.Errorf("write in a lone mount: %s, want allow", got)
 	}
+	// start_tool of a shell gets no binding of its own: a mount-bound
+	// allow does not apply to it.
+	bg := call(api.ToolStartTool, `{"tool":"shell","args":{"command":"make"}}`)
+	if d := s.Decide(bg); d.Action != deny || d.OnlyWritable != "" {
+		t.Errorf("start_tool of a shell in scratch: %+v, want deny (docs)", d)
+	}
 }
 
 func TestToolGlob(t *testing.T) {
-	s := compile(t, rules(
+	s := compile(t, api.Policy{}, rules(
 		api.Rule{Tool: "*", Action: allow},
 		api.Rule{Tool: "mcp__*", Action: ask},
 		api.Rule{Tool: "mcp__github__*", Action: deny},
@@ -346,7 +365,7 @@ func TestPrecedenceWithinLayer(t *testing.T) {
 		},
 	}
 	for _, c := range cases {
-		s := compile(t, rules(c.rules...))
+		s := compile(t, api.Policy{}, rules(c.rules...))
 		if got := s.Decide(c.call); got.Action != c.want {
 			t.Errorf("%s: %s (rule %+v), want %s", c.name, got.Action, got.Rule, c.want)
 		}
@@ -366,10 +385,14 @@ func TestPrecedenceAcrossLayers(t *testing.T) {
 		{"no layers", nil, allow, -1, ""},
 		{"empty layers", []api.Policy{{}, {}, {}}, allow, -1, ""},
 		{"the config alone", []api.Policy{exact(deny)}, deny, 0, ""},
-		{"the session beats the config", []api.Policy{exact(deny), exact(ask)}, ask, 1, ""},
-		{"the run beats the session", []api.Policy{exact(deny), exact(ask), exact(allow)}, allow, 2, ""},
-		{"a higher layer's * beats a lower exact name", []api.Policy{exact(deny), star(allow)}, allow, 1, ""},
+		{"the session beats the config", []api.Policy{exact(ask), exact(allow)}, allow, 1, ""},
+		{"the run beats the session", []api.Policy{exact(ask), exact(deny), exact(allow)}, allow, 2, ""},
+		{"a higher layer's * beats a lower exact name", []api.Policy{exact(ask), star(allow)}, allow, 1, ""},
 		{"a lower layer decides what the higher does not match", []api.Policy{exact(deny), rules(api.Rule{Tool: api.ToolReadFile, Action: allow})}, deny, 0, ""},
+		{"the config's deny is final", []api.Policy{exact(deny), star(allow), exact(allow)}, deny, 0, ""},
+		{"the config's final ask stands", []api.Policy{rules(api.Rule{Tool: api.ToolShell, Action: ask, Final: true}), exact(allow), exact(allow)}, ask, 0, ""},
+		{"a client makes a final ask stricter", []api.Policy{rules(api.Rule{Tool: "*", Action: ask, Final: true}), {}, exact(deny)}, deny, 2, ""},
+		{"a preset's deny is not final", []api.Policy{{Preset: api.PresetReadOnly}, exact(allow)}, allow, 1, ""},
 		{"a layer's rules beat its preset", []api.Policy{{Preset: api.PresetReadOnly, Rules: []api.Rule{{Tool: "*", Action: ask}}}}, ask, 0, ""},
 		{"a preset's exact rule loses to the layer's *", []api.Policy{{Preset: api.PresetNeverAsk, Rules: []api.Rule{{Tool: "*", Action: deny}}}}, deny, 0, ""},
 		{"a higher preset beats lower rules", []api.Policy{exact(allow), {Preset: api.PresetReadOnly}}, deny, 1, api.PresetReadOnly},
@@ -477,23 +500,23 @@ func TestStartTool(t *testing.T) {
 		{"the inner deny beats start_tool's ask", start(api.ToolShell, map[string]string{"command": "ls"}), deny},
 		{"the run's exact start_tool rule beats the session's", start(api.ToolListDir, map[string]string{"path": "/environment/docs"}), ask},
 	})
-	glob := compile(t, rules(api.Rule{Tool: "start*", Action: deny}, api.Rule{Tool: "*", Action: deny, Match: api.Match{Mount: "docs"}}))
+	glob := compile(t, api.Policy{}, rules(api.Rule{Tool: "start*", Action: deny}, api.Rule{Tool: "*", Action: deny, Match: api.Match{Mount: "docs"}}))
 	runCases(t, glob, []decideCase{
 		{"a glob does not apply to start_tool itself", start(api.ToolReadFile, map[string]string{"path": "a"}), allow},
 		{"but to the call it starts", start(api.ToolReadFile, map[string]string{"path": "/environment/docs/a"}), deny},
 	})
-	d := compile(t, rules(api.Rule{Tool: api.ToolStartTool, Action: deny, Reason: "no background work"})).Decide(start(api.ToolReadFile, map[string]string{"path": "a"}))
+	d := compile(t, api.Policy{}, rules(api.Rule{Tool: api.ToolStartTool, Action: deny, Reason: "no background work"})).Decide(start(api.ToolReadFile, map[string]string{"path": "a"}))
 	if d.Action != deny || d.Reason != "no background work" {
 		t.Errorf("start_tool denied by name: %+v", d)
 	}
-	d = compile(t, rules(api.Rule{Tool: api.ToolStartTool, Action: deny})).Decide(start(api.ToolReadFile, map[string]string{"path": "a"}))
+	d = compile(t, api.Policy{}, rules(api.Rule{Tool: api.ToolStartTool, Action: deny})).Decide(start(api.ToolReadFile, map[string]string{"path": "a"}))
 	if d.Action != deny || d.Reason != "the policy does not allow start_tool" {
 		t.Errorf("start_tool denied by name without a reason: %+v", d)
 	}
 }
 
 func TestArgumentsAsTheToolReadsThem(t *testing.T) {
-	s := compile(t, rules(
+	s := compile(t, api.Policy{}, rules(
 		api.Rule{Tool: "*", Action: allow},
 		api.Rule{Tool: api.ToolShell, Match: api.Match{Command: "rm"}, Action: deny},
 		api.Rule{Tool: api.ToolWriteFile, Match: api.Match{Path: "secrets/**"}, Action: deny},

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"regexp"
 	"slices"
 	"strings"
 
@@ -10,24 +9,24 @@ import (
 
 // SessionRuleFor returns the rule that allows calls like call for the
 // rest of the session, for a person who answered an ask with "always for
-// this session" (allow_session). The rule is an allow rule at
-// [LayerSession] (add it with [Set.WithSessionRule]) that names the tool
-// exactly and:
+// this session" (allow_session): never more than the person saw. The
+// rule is an allow rule at [LayerSession] (add it with
+// [Set.WithSessionRule]) that names the tool exactly and:
 //
-//   - for the shell, the first word of the command as a Match.Command
-//     prefix ("git status" allows every git command); a compound command
-//     gets a Match.CommandRegex over the first words of its simple
-//     commands ("cd web && make" allows every command made of cd and
-//     make commands);
+//   - for the shell, the command itself (Match.CommandExact): the same
+//     command, parsed, and no other ("git status -s" allows neither
+//     "git status" nor "git push");
 //   - for the file tools, the mount the path lies in (Match.Mount): a
 //     write to /environment/work/a.go allows every write in mount work;
 //   - for start_tool, the rule of the call it starts;
 //   - for other tools (process tools, MCP tools), nothing more.
 //
 // The tool's name is escaped where it has glob characters, so the rule
-// names exactly that tool. A call no tool would run (a shell command
-// without words, a path in no mount, a tool without a name) gets a rule
-// that matches no call. The rule is always valid.
+// names exactly that tool. A call no tool would run (a blank shell
+// command, a path in no mount, a tool without a name) gets a rule that
+// matches no call. The rule is always valid. Because the rule is derived
+// from the call alone, the host records only the approved call and
+// derives the rule again when it loads the session.
 func SessionRuleFor(call Call) api.Rule {
 	if call.Tool == api.ToolStartTool {
 		if inner, ok := startedCall(call); ok {
@@ -36,7 +35,7 @@ func SessionRuleFor(call Call) api.Rule {
 	}
 	r := sessionRule(call)
 	if _, err := compileRule(r, "rule"); err != nil {
-		// A name or a command word over the limit.
+		// A name or a command over the limit.
 		return api.Rule{Tool: "*", Match: api.Match{Path: noPath}, Action: api.ActionAllow, Reason: approvedReason}
 	}
 	return r
@@ -56,25 +55,11 @@ func sessionRule(call Call) api.Rule {
 	ci := inspect(call)
 	switch {
 	case call.Tool == api.ToolShell:
-		var words []string
-		if ci.cmd != nil {
-			for _, s := range ci.cmd.cmds {
-				if w, _ := firstWord(s); !slices.Contains(words, w) {
-					words = append(words, w)
-				}
-			}
+		var a shellArgs
+		if !decodeArgs(call.Arguments, &a) || strings.TrimSpace(a.Command) == "" {
+			return api.Rule{Tool: "*", Match: api.Match{Path: noPath}, Action: api.ActionAllow, Reason: approvedReason}
 		}
-		switch len(words) {
-		case 0:
-			r.Match.CommandRegex = "^$" // allow rules never match a command without words
-		case 1:
-			r.Match.Command = words[0]
-		default:
-			for i, w := range words {
-				words[i] = regexp.QuoteMeta(w)
-			}
-			r.Match.CommandRegex = `(?:` + strings.Join(words, "|") + `)(?:\s|$)`
-		}
+		r.Match.CommandExact = a.Command
 	case isFileTool(call.Tool):
 		if ci.where != nil && ci.where.mount != "" {
 			r.Match.Mount = ci.where.mount
@@ -112,6 +97,9 @@ func (s *Set) WithSessionRule(r api.Rule) (*Set, error) {
 	cr, err := compileRule(r, "rule")
 	if err != nil {
 		return nil, err
+	}
+	if r.Final {
+		return nil, invalid("rule.final", "only the host's config file can make a rule final")
 	}
 	ns := &Set{}
 	if s != nil {

@@ -17,12 +17,8 @@ func TestSessionRuleFor(t *testing.T) {
 		call policy.Call
 		want api.Rule
 	}{
-		{"a shell: the first word", shell("  git status -s"), approved(api.Match{Command: "git"})},
-		{"a shell: one word twice", shell("git add . && git commit -m x"), approved(api.Match{Command: "git"})},
-		{"a shell: a compound", shell("cd web && npm test | tee log.txt"), approved(api.Match{CommandRegex: `(?:cd|npm|tee)(?:\s|$)`})},
-		{"a shell: words quoted for the regexp", shell("./run.sh; c++ -v"), approved(api.Match{CommandRegex: `(?:\./run\.sh|c\+\+)(?:\s|$)`})},
-		{"a shell without words", shell(" ; "), approved(api.Match{CommandRegex: "^$"})},
-		{"a shell the tool refuses", call(api.ToolShell, `{"command":1}`), approved(api.Match{CommandRegex: "^$"})},
+		{"a shell: the command", shell("  git status -s"), approved(api.Match{CommandExact: "  git status -s"})},
+		{"a shell: a compound", shell("cd web && npm test | tee log.txt"), approved(api.Match{CommandExact: "cd web && npm test | tee log.txt"})},
 		{"a file tool: the mount", file(api.ToolWriteFile, "/environment/scratch/a/b"), approved(api.Match{Mount: "scratch"})},
 		{"a file tool: a relative path", file(api.ToolEditFile, "src/a.go"), approved(api.Match{Mount: "work"})},
 		{"a file tool: the default root", call(api.ToolGrep, `{"pattern":"x"}`), approved(api.Match{Mount: "work"})},
@@ -34,6 +30,17 @@ func TestSessionRuleFor(t *testing.T) {
 		c.want.Tool = c.call.Tool
 		if got := policy.SessionRuleFor(c.call); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+	never := approved(api.Match{Path: "/environment"})
+	never.Tool = "*"
+	for _, c := range []policy.Call{
+		shell("  "),
+		call(api.ToolShell, `{"command":1}`),
+		shell(strings.Repeat("x", api.MaxShellCommandBytes+1)),
+	} {
+		if got := policy.SessionRuleFor(c); got != never {
+			t.Errorf("%.40s: %+v, want a rule that matches no call", c.Arguments, got)
 		}
 	}
 	start := call(api.ToolStartTool, `{"tool":"write_file","args":{"path":"/environment/docs/x"}}`)
@@ -63,30 +70,37 @@ func TestAllowSession(t *testing.T) {
 	s2 = add(s2, file(api.ToolWriteFile, "/environment/scratch/out.txt"))
 	runCases(t, s2, []decideCase{
 		{"the approved command", shell("git status"), allow},
-		{"the same first word", shell("git log --oneline"), allow},
-		{"several git commands", shell("git add . && git commit -m wip"), allow},
+		{"the same command, other blanks", shell(" git   status\n"), allow},
+		{"the same words, quoted", shell(`git "status"`), ask},
+		{"other arguments", shell("git status -s"), ask},
+		{"the same first word", shell("git log --oneline"), ask},
+		{"the command twice", shell("git status; git status"), ask},
+		{"chained to another command", shell("git status; curl x"), ask},
 		{"another command", shell("gitk"), ask},
-		{"git chained to another command", shell("git status; curl x"), ask},
 		{"the same mount", file(api.ToolWriteFile, "/environment/scratch/other.txt"), allow},
 		{"another mount", file(api.ToolWriteFile, "a.txt"), ask},
 		{"another tool", file(api.ToolEditFile, "/environment/scratch/out.txt"), ask},
 	})
-	// The approved rule loses a tie with the session's own rule for git
-	// push, and beats the session's preset.
-	if d := s2.Decide(shell("git push")); d.Action != ask || d.Layer != policy.LayerSession || d.Index != 0 || d.Preset != "" {
-		t.Errorf("git push after approving git: %+v", d)
-	}
-	if d := s2.Decide(shell("git fetch")); d.Action != allow || d.Layer != policy.LayerSession || d.Index != 1 || d.Preset != "" {
-		t.Errorf("git fetch after approving git: %+v", d)
+	// An approved compound allows exactly that compound: not git push
+	// (which the session asks about), nor its parts alone.
+	s3 := add(s2, shell("git fetch && git rebase"))
+	runCases(t, s3, []decideCase{
+		{"the approved compound", shell("git fetch && git rebase"), allow},
+		{"a part of it", shell("git fetch"), ask},
+		{"git push after a compound of git", shell("git push"), ask},
+		{"the parts in another order", shell("git rebase && git fetch"), ask},
+	})
+	if d := s3.Decide(shell("git push")); d.Layer != policy.LayerSession || d.Index != 0 || d.Preset != "" {
+		t.Errorf("git push after approving git commands: %+v", d)
 	}
 	// The original set is unchanged.
 	if d := s.Decide(shell("git status")); d.Action != ask {
 		t.Errorf("the original set changed: %+v", d)
 	}
 	// Approving the same again adds nothing.
-	s3, err := s2.WithSessionRule(policy.SessionRuleFor(shell("git diff")))
-	if err != nil || s3 != s2 {
-		t.Errorf("a repeated approval: %p %v, want the same set %p", s3, err, s2)
+	s4, err := s3.WithSessionRule(policy.SessionRuleFor(shell("git status")))
+	if err != nil || s4 != s3 {
+		t.Errorf("a repeated approval: %p %v, want the same set %p", s4, err, s3)
 	}
 }
 
@@ -169,16 +183,49 @@ func TestSessionRuleForOddNames(t *testing.T) {
 			}
 		}
 	}
-	// Words and names over the limit.
+	// Names over the limit, and a command over the shell's.
 	long := strings.Repeat("x", api.MaxPolicyPatternBytes+1)
-	for _, c := range []policy.Call{shell(long + " x; y"), shell(long), call(long, `{}`)} {
+	for _, c := range []policy.Call{shell(strings.Repeat("x", api.MaxShellCommandBytes+1)), call(long, `{}`)} {
 		r := policy.SessionRuleFor(c)
 		s2, err := s.WithSessionRule(r)
 		if err != nil {
 			t.Fatalf("%+v: %v", r, err)
 		}
 		if d := s2.Decide(c); d.Action != ask {
-			t.Errorf("%s: %s, want a rule that matches no call: %+v", c.Arguments, d.Action, r)
+			t.Errorf("%.40s: %s, want a rule that matches no call: %.80v", c.Arguments, d.Action, r)
+		}
+	}
+	// A long command within the limit is approved as it is.
+	c := shell(long + " x; y")
+	s2, err := s.WithSessionRule(policy.SessionRuleFor(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := s2.Decide(c); d.Action != allow {
+		t.Errorf("a long command: %s, want allow", d.Action)
+	}
+}
+
+// A session rule cannot be final, nor lift a final rule of the config.
+func TestSessionRuleAndFinal(t *testing.T) {
+	s := compile(t, rules(
+		api.Rule{Tool: api.ToolShell, Match: api.Match{Command: "git push"}, Action: ask, Final: true},
+		api.Rule{Tool: api.ToolShell, Match: api.Match{Command: "rm"}, Action: deny},
+	))
+	if _, err := s.WithSessionRule(api.Rule{Tool: api.ToolShell, Action: ask, Final: true}); err == nil {
+		t.Error("a final session rule was accepted")
+	}
+	for _, cmd := range []string{"git push", "rm x"} {
+		d := s.Decide(shell(cmd))
+		if !d.Final {
+			t.Errorf("%s: not final: %+v", cmd, d)
+		}
+		s2, err := s.WithSessionRule(policy.SessionRuleFor(shell(cmd)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d2 := s2.Decide(shell(cmd)); d2.Action != d.Action {
+			t.Errorf("%s: %s after an approval, want %s", cmd, d2.Action, d.Action)
 		}
 	}
 }

@@ -193,6 +193,9 @@ func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartPar
 	if strings.TrimSpace(sp.Command) == "" {
 		return store.Process{}, fmt.Errorf("%w: empty command", ErrInvalid)
 	}
+	if len(sp.Command) > api.MaxShellCommandBytes {
+		return store.Process{}, fmt.Errorf("%w: command: %d bytes, more than %d", ErrInvalid, len(sp.Command), api.MaxShellCommandBytes)
+	}
 	if sp.Disposition == store.ExternallyOwned {
 		return store.Process{}, fmt.Errorf("%w: a shell started by the host cannot be externally owned", ErrInvalid)
 	}

@@ -141,8 +141,8 @@ const chatScript = `{"steps":[
  {"text":"Understood, I will not."},
  {"toolCalls":[{"name":"ask_user","arguments":{"question":"Which colour?","choices":["red","blue"]}}]},
  {"text":"Noted."},
- {"toolCalls":[{"name":"shell","arguments":{"command":"echo one >> always.txt"}}]},
- {"toolCalls":[{"name":"shell","arguments":{"command":"echo two >> always.txt"}}]},
+ {"toolCalls":[{"name":"shell","arguments":{"command":"echo again >> always.txt"}}]},
+ {"toolCalls":[{"name":"shell","arguments":{"command":"echo again >> always.txt"}}]},
  {"text":"Both written."},
  {"text":"` + "slow " + `SLOWSTART ` + "%s" + `","delayMs":10}
 ]}`
@@ -207,7 +207,8 @@ func TestInteractive(t *testing.T) {
 	// Always for this session: the second command is not asked.
 	from := tm.mark()
 	tm.send("write twice\r")
-	tm.expect("echo one >> always.txt")
+	tm.expect("echo again >> always.txt")
+	tm.expect("always for this session allows this exact command again")
 	tm.expect("[y]es / [a]lways")
 	tm.send("a\r")
 	tm.expect("Both written.")
@@ -215,7 +216,7 @@ func TestInteractive(t *testing.T) {
 	if n := strings.Count(tm.since(from), "? shell"); n != 1 {
 		t.Errorf("asked %d times after an always answer:\n%s", n, tm.since(from))
 	}
-	if b, _ := os.ReadFile(filepath.Join(e.work, "always.txt")); string(b) != "one\ntwo\n" {
+	if b, _ := os.ReadFile(filepath.Join(e.work, "always.txt")); string(b) != "again\nagain\n" {
 		t.Errorf("always.txt holds %q", b)
 	}
 
@@ -325,22 +326,22 @@ func TestAttachAsksOpenRequests(t *testing.T) {
 // TestChatThroughHostAlways: through `weft serve`, whose config file names
 // no preset, the approval mode is each run's defaultPreset; an "always for
 // this session" answer is a session rule above it, so the host asks no
-// more for the rest of the run and for the next runs.
+// more about that command for the rest of the run and for the next runs.
 func TestChatThroughHostAlways(t *testing.T) {
 	e := newEnv(t)
 	addr := freeAddr(t)
 	srv := e.serve(addr)
 	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
 	script := e.script("always.json", `{"steps":[
-	 {"toolCalls":[{"name":"shell","arguments":{"command":"echo one >> log.txt"}}]},
-	 {"toolCalls":[{"name":"shell","arguments":{"command":"echo two >> log.txt"}}]},
+	 {"toolCalls":[{"name":"shell","arguments":{"command":"echo hi >> log.txt"}}]},
+	 {"toolCalls":[{"name":"shell","arguments":{"command":"echo hi >> log.txt"}}]},
 	 {"text":"first done"},
-	 {"toolCalls":[{"name":"shell","arguments":{"command":"echo three >> log.txt"}}]},
+	 {"toolCalls":[{"name":"shell","arguments":{"command":"echo hi >> log.txt"}}]},
 	 {"text":"second done"}]}`)
 	tm := startTerm(t, e.cmd("--host", addr, "chat", "-m", "scripted:"+script))
 	tm.expect("through the host at " + addr + " (weft " + version + " in " + e.work + ")")
 	tm.send("go\r")
-	tm.expect("echo one >> log.txt")
+	tm.expect("echo hi >> log.txt")
 	tm.expect("[y]es / [a]lways")
 	tm.send("a\r")
 	tm.expect("first done")
@@ -368,7 +369,7 @@ func TestChatThroughHostAlways(t *testing.T) {
 	if asked != 1 || presets != 2 {
 		t.Errorf("the host asked %d times; %d runs queued with defaultPreset ask-writes and no policy", asked, presets)
 	}
-	if b, _ := os.ReadFile(filepath.Join(e.work, "log.txt")); string(b) != "one\ntwo\nthree\n" {
+	if b, _ := os.ReadFile(filepath.Join(e.work, "log.txt")); string(b) != "hi\nhi\nhi\n" {
 		t.Errorf("log.txt: %q", b)
 	}
 }

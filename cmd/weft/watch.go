@@ -53,6 +53,8 @@ type pending struct {
 	id, kind, runID string
 	call            event.ToolCall
 	rule            event.Rule
+	options         []string
+	always          *event.Rule // what allow_session adds
 	question        string
 	choices         []string
 }
@@ -228,6 +230,7 @@ func requestOf(e event.Event) *pending {
 		var d event.ApprovalRequestedData
 		_ = e.Decode(&d)
 		p.id, p.kind, p.call, p.rule = d.ApprovalID, event.RequestApproval, d.ToolCall, d.Rule
+		p.options, p.always = d.Options, d.SessionRule
 		return p
 	}
 	var d event.InputRequestedData
@@ -313,6 +316,13 @@ func (w *watcher) ask(ctx context.Context, p *pending) {
 		if why := ruleSummary(p.rule); why != "" {
 			fmt.Fprintf(w.a.stderr, "  %s\n", why)
 		}
+		if !p.offersAlways() {
+			w.ed.start("  [y]es / [n]o, with a message › ")
+			return
+		}
+		if p.always != nil {
+			fmt.Fprintf(w.a.stderr, "  always for this session allows %s\n", alwaysSummary(*p.always))
+		}
 		w.ed.start("  [y]es / [a]lways for this session / [n]o, with a message › ")
 		return
 	}
@@ -375,6 +385,10 @@ func (w *watcher) submit(ctx context.Context, line string) {
 	case "y", "yes":
 		w.decide(ctx, event.DecisionAllowOnce, "")
 	case "a", "always":
+		if !p.offersAlways() {
+			w.ed.start(w.ed.prompt)
+			return
+		}
 		w.decide(ctx, event.DecisionAllowSession, "")
 	case "n", "no":
 		if rest = strings.TrimSpace(rest); rest != "" {
@@ -533,6 +547,27 @@ func callSummary(c event.ToolCall) string {
 }
 
 // ruleSummary says which rule asked.
+// offersAlways reports whether the approval takes allow_session (a final
+// rule's does not). A request from before options were recorded takes it.
+func (p *pending) offersAlways() bool {
+	return len(p.options) == 0 || slices.Contains(p.options, event.DecisionAllowSession)
+}
+
+// alwaysSummary says what an "always for this session" rule allows.
+func alwaysSummary(r event.Rule) string {
+	var m api.Match
+	_ = json.Unmarshal(r.Match, &m)
+	switch {
+	case m.CommandExact != "":
+		return "this exact command again"
+	case m.Mount != "":
+		return fmt.Sprintf("every %s call in mount %s", r.Tool, m.Mount)
+	case m.Path != "" || m.Command != "" || m.CommandRegex != "":
+		return "no other call" // a rule that matches nothing more
+	}
+	return "every " + r.Tool + " call"
+}
+
 func ruleSummary(r event.Rule) string {
 	var parts []string
 	if r.Reason != "" {

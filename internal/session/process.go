@@ -25,6 +25,12 @@ var ErrNoProcesses = api.NewError(api.KindInvalidParams, "this host runs no back
 // a binding that cannot be swapped meanwhile. sp.SessionID and sp.Binding
 // are set here; an empty sp.ID becomes a fresh "proc_…" ID.
 func (s *Session) StartProcess(ctx context.Context, sp process.StartParams) (store.Process, error) {
+	return s.startProcess(ctx, sp, "")
+}
+
+// startProcess is StartProcess; a shell runs with only mount only
+// writable when only is set (see agent.Verdict.OnlyWritable).
+func (s *Session) startProcess(ctx context.Context, sp process.StartParams, only string) (store.Process, error) {
 	pm := s.cfg.Processes
 	if pm == nil {
 		return store.Process{}, ErrNoProcesses
@@ -41,6 +47,11 @@ func (s *Session) StartProcess(ctx context.Context, sp process.StartParams) (sto
 				return err
 			}
 			sp.Binding = b
+			if only != "" {
+				if sp.Binding, err = b.OnlyWritable(only); err != nil {
+					return api.Wrap(api.KindDenied, err, "the policy allows this command only with mount %q as the one writable mount: %v", only, err)
+				}
+			}
 		}
 		var err error
 		if rec, err = pm.Start(ctx, sp); err != nil {
@@ -65,10 +76,14 @@ func (b background) StartProcess(ctx context.Context, call *tool.Call, req tool.
 	if disp == "" {
 		disp = store.OwnerBound
 	}
-	return b.s.StartProcess(ctx, process.StartParams{
+	sp := process.StartParams{
 		RunID: call.RunID, ToolCallID: call.ID, Kind: req.Kind, Command: req.Command, Cwd: req.Cwd,
 		Tool: req.Tool, Args: req.Args, Disposition: disp, WakeOnExit: req.WakeOnExit, CreatedBy: req.CreatedBy,
-	})
+	}
+	// A policy may have left the call only one writable mount
+	// (agent.Verdict.OnlyWritable): so has its shell.
+	only, _ := call.Env.Narrowed()
+	return b.s.startProcess(ctx, sp, only)
 }
 
 // Background returns the session as a starter of background processes,

@@ -36,9 +36,11 @@ var askUserSpec = llm.ToolSpec{
 var approvalOptions = []string{event.DecisionAllowOnce, event.DecisionAllowSession, event.DecisionDeny}
 
 // gate is the session's agent.Gate for one run: client tools go to the
-// client, ask_user to the user, everything else through the run's
-// policy (the host's layer, the session's, the run's, and the rules the
-// session's approvals added).
+// client; everything else through the run's policy (the host's layer,
+// the session's, the run's, and the rules the session's approvals
+// added), ask_user included, which goes to the user unless a deny rule
+// refuses it. An allow bound to a mount runs the call with only that
+// mount writable.
 type gate struct {
 	s      *Session
 	a      *activeRun
@@ -47,15 +49,26 @@ type gate struct {
 
 func (g *gate) Check(step int, c event.ToolCall) agent.Verdict {
 	s := g.s
-	switch {
-	case g.client[c.Name]:
+	if g.client[c.Name] {
 		id := s.cfg.NewID("tcr")
 		e, err := event.New("", event.ToolCallRequested, event.ToolCallRequestedData{RequestID: id, Step: step, ToolCall: c})
 		if err != nil {
 			return agent.Verdict{Refuse: "error: " + err.Error()}
 		}
 		return agent.Verdict{Request: &e, RequestID: id, Kind: event.RequestTool}
-	case c.Name == AskUser:
+	}
+	set, mounts := s.policyFor(g.a)
+	call := policy.Call{Tool: c.Name, Arguments: json.RawMessage(c.Arguments), Mounts: mounts, Resolve: s.resolver(set, c.Name)}
+	d := set.Decide(call)
+	if d.Action == api.ActionDeny {
+		msg := "error: denied by policy: " + d.Reason
+		if d.Detail != "" {
+			msg += " (" + d.Detail + ")"
+		}
+		return agent.Verdict{Refuse: msg}
+	}
+	if c.Name == AskUser {
+		// Answering the question is the approval: only a deny applies.
 		var in struct {
 			Question string   `json:"question"`
 			Choices  []string `json:"choices"`
@@ -71,12 +84,7 @@ func (g *gate) Check(step int, c event.ToolCall) agent.Verdict {
 		}
 		return agent.Verdict{Request: &e, RequestID: id, Kind: event.RequestInput}
 	}
-	set, mounts := s.policyFor(g.a)
-	d := set.Decide(policy.Call{Tool: c.Name, Arguments: json.RawMessage(c.Arguments), Mounts: mounts, Resolve: s.resolver(set, c.Name)})
-	switch d.Action {
-	case api.ActionDeny:
-		return agent.Verdict{Refuse: "error: denied by policy: " + d.Reason}
-	case api.ActionAsk:
+	if d.Action == api.ActionAsk {
 		id := s.cfg.NewID("apr")
 		def := d.Default
 		if def == "" || def == api.ActionDeny {
@@ -84,19 +92,40 @@ func (g *gate) Check(step int, c event.ToolCall) agent.Verdict {
 		} else {
 			def = event.DecisionAllowOnce
 		}
-		e, err := event.New("", event.ApprovalRequested, event.ApprovalRequestedData{ApprovalID: id, Step: step, ToolCall: c,
-			Rule: recordedRule(d), Options: approvalOptions, Deadline: s.deadline(d.Timeout), Default: def})
+		data := event.ApprovalRequestedData{ApprovalID: id, Step: step, ToolCall: c,
+			Rule: recordedRule(d), Options: approvalOptions, Deadline: s.deadline(d.Timeout), Default: def}
+		if d.Final {
+			// No session rule lifts a final ask: "always" would not hold.
+			data.Options = []string{event.DecisionAllowOnce, event.DecisionDeny}
+		} else {
+			r := sessionRuleRecord(policy.SessionRuleFor(call))
+			data.SessionRule = &r
+		}
+		if d.Detail != "" {
+			data.Rule.Reason = strings.TrimSpace(data.Rule.Reason + " (" + d.Detail + ")")
+		}
+		e, err := event.New("", event.ApprovalRequested, data)
 		if err != nil {
 			return agent.Verdict{Refuse: "error: " + err.Error()}
 		}
 		return agent.Verdict{Request: &e, RequestID: id, Kind: event.RequestApproval}
 	}
-	return agent.Verdict{}
+	return agent.Verdict{OnlyWritable: d.OnlyWritable}
+}
+
+// sessionRuleRecord is an "always for this session" rule as the log
+// records it.
+func sessionRuleRecord(r api.Rule) event.Rule {
+	rec := event.Rule{Tool: r.Tool, Action: r.Action, Reason: r.Reason, Source: "session"}
+	if m, err := json.Marshal(r.Match); err == nil && string(m) != "{}" {
+		rec.Match = m
+	}
+	return rec
 }
 
 // recordedRule is the rule of a decision as the log records it.
 func recordedRule(d policy.Decision) event.Rule {
-	r := event.Rule{Action: d.Action, Reason: d.Reason, Source: "default", Tool: "*"}
+	r := event.Rule{Action: d.Action, Reason: d.Reason, Source: "default", Tool: "*", Final: d.Final}
 	if d.Rule != nil {
 		r.Tool = d.Rule.Tool
 		if m, err := json.Marshal(d.Rule.Match); err == nil && string(m) != "{}" {
@@ -130,12 +159,16 @@ func (s *Session) deadline(d time.Duration) *time.Time {
 func (s *Session) policyFor(a *activeRun) (*policy.Set, []event.Mount) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	set := a.policy
-	for _, r := range s.approved {
+	if a.approvedB != a.policy || a.nApproved > len(s.approved) {
+		a.approved, a.approvedB, a.nApproved = a.policy, a.policy, 0
+	}
+	set := a.approved
+	for _, r := range s.approved[a.nApproved:] {
 		if ns, err := set.WithSessionRule(r); err == nil {
 			set = ns
 		}
 	}
+	a.approved, a.nApproved = set, len(s.approved)
 	var mounts []event.Mount
 	if b, err := s.bindingLocked(); err == nil {
 		mounts = b.Mounts()

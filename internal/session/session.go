@@ -185,6 +185,13 @@ type activeRun struct {
 
 	mu       sync.Mutex    // leaf; guards receipts
 	receipts []*idem.Claim // cancels waiting to be stored with the terminal event
+
+	// approved is policy with the first nApproved of the session's
+	// approved rules added, guarded by the session's mu: each approval
+	// is compiled once per run, not at every call.
+	approved  *policy.Set
+	approvedB *policy.Set // the policy approved was made from
+	nApproved int
 }
 
 // queuedRun is a run admitted and not started: everything it starts

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/env"
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/tool"
@@ -93,10 +94,16 @@ type BackgroundStarter interface {
 // left. Without a sandbox configuration the same happens to the shell's
 // process group only. The call returns only after the shell has been
 // reaped. A non-zero exit is reported in the output, not as an error
-// result; a timeout or a failure to start is an error result.
+// result; a timeout or a failure to start is an error result. A command
+// over api.MaxShellCommandBytes is refused with an invalid_params
+// *api.Error before anything runs.
 func (t *tools) shell(ctx context.Context, call *tool.Call, in shellArgs) (tool.Result, error) {
 	if strings.TrimSpace(in.Command) == "" {
 		return tool.Result{}, errors.New("command is empty")
+	}
+	if len(in.Command) > api.MaxShellCommandBytes {
+		return tool.Result{}, api.Errorf(api.KindInvalidParams, "command: %d bytes, more than %d; write a long script to a file first",
+			len(in.Command), api.MaxShellCommandBytes).With("field", "command").With("limit", api.MaxShellCommandBytes)
 	}
 	if in.Background {
 		if t.opts.Background == nil {

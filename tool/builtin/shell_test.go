@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/proctest"
@@ -89,6 +90,19 @@ func TestShell(t *testing.T) {
 	// A symlinked cwd that leads out of the mount is refused.
 	os.Symlink("..", filepath.Join(f.work, "up"))
 	check(t, f.call("shell", m{"command": "pwd", "cwd": "up"}), true, "outside mount")
+}
+
+// A command over api.MaxShellCommandBytes is refused before anything
+// runs, naming the limit; one at the limit runs.
+func TestShellCommandLimit(t *testing.T) {
+	f := newFixture(t, builtin.Options{})
+	long := "touch ran; : " + strings.Repeat("x", api.MaxShellCommandBytes)
+	check(t, f.call("shell", m{"command": long}), true, "more than 65536")
+	if _, err := os.Stat(filepath.Join(f.work, "ran")); !os.IsNotExist(err) {
+		t.Fatalf("the refused command ran: %v", err)
+	}
+	atLimit := "touch ran; : " + strings.Repeat("x", api.MaxShellCommandBytes-len("touch ran; : "))
+	check(t, f.call("shell", m{"command": atLimit}), false, "[exit code 0]")
 }
 
 func TestShellNeedsRWMount(t *testing.T) {
