@@ -57,15 +57,16 @@ func TestPathRulesSeeWhereThePathLeads(t *testing.T) {
 		// As written, this matches no rule of the higher layer: ask-all.
 		{"written", file(api.ToolReadFile, "notes.txt"), api.ActionAsk},
 		{"written in docs", file(api.ToolReadFile, "docs/linked.txt"), api.ActionAllow},
-		{"a link to .env", resolved(file(api.ToolReadFile, "notes.txt"), links), api.ActionAsk},
-		{"a link in docs to .env", resolved(file(api.ToolReadFile, "docs/linked.txt"), links), api.ActionAsk},
+		// Where it leads matches the config file's deny, which is final.
+		{"a link to .env", resolved(file(api.ToolReadFile, "notes.txt"), links), api.ActionDeny},
+		{"a link in docs to .env", resolved(file(api.ToolReadFile, "docs/linked.txt"), links), api.ActionDeny},
 		{"a link into another mount", resolved(file(api.ToolReadFile, "tovault"), links), api.ActionAsk},
 		{"a path that cannot be told", resolved(file(api.ToolReadFile, "docs/broken"), links), api.ActionAllow},
 		{"a plain path", resolved(file(api.ToolReadFile, "docs/a.txt"), links), api.ActionAllow},
 		{"a walk's base", resolved(file(api.ToolGrep, "src"), links), api.ActionAllow},
 		{"what a grep opened", opened(file(api.ToolGrep, "src"), "/environment/work/src/a.go"), api.ActionAllow},
 		{"what a grep opened through a link", opened(file(api.ToolGrep, "src"), "/environment/work/src/l", "/environment/work/lib/a.go"), api.ActionAsk},
-		{"started", resolved(call(api.ToolStartTool, `{"tool":"read_file","args":{"path":"docs/linked.txt"}}`), links), api.ActionAsk},
+		{"started", resolved(call(api.ToolStartTool, `{"tool":"read_file","args":{"path":"docs/linked.txt"}}`), links), api.ActionDeny},
 	}
 	for _, tc := range tests {
 		if d := s.Decide(tc.call); d.Action != tc.want {
