@@ -28,6 +28,7 @@ type serveCmd struct {
 	IdleTimeout    time.Duration `name:"idle-timeout" help:"How long a keep-alive connection may wait for its next request (default 60s)." placeholder:"DURATION"`
 	MaxIdleConns   int           `name:"max-idle-conns" help:"Connections kept while not in a request (new, slow to send a header, or idle); beyond it the oldest is closed, those that never authenticated first (default 1024)." placeholder:"N"`
 	MaxOpenConns   int           `name:"max-open-conns" help:"HTTP connections held at once; beyond it the oldest idle one is closed, or the new one (default: 3/4 of the open file limit)." placeholder:"N"`
+	StreamMiB      int           `name:"stream-mib" help:"MiB that all SSE and WebSocket streams together may hold to write to their clients; a stream whose client stops reading is dropped (it resumes by cursor) when others wait (default 4)." placeholder:"MIB"`
 }
 
 type rpcCmd struct{}
@@ -216,8 +217,8 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	if c.LeaseTTL < 0 {
 		return usageErr("--lease-ttl must be positive, not %v", c.LeaseTTL)
 	}
-	if c.IdleTimeout < 0 || c.MaxIdleConns < 0 || c.MaxOpenConns < 0 {
-		return usageErr("--idle-timeout, --max-idle-conns and --max-open-conns must be positive")
+	if c.IdleTimeout < 0 || c.MaxIdleConns < 0 || c.MaxOpenConns < 0 || c.StreamMiB < 0 {
+		return usageErr("--idle-timeout, --max-idle-conns, --max-open-conns and --stream-mib must be positive")
 	}
 	h, err := a.newHost(ctx, log, hostOptions{kind: serving, holder: "weft serve", leaseTTL: c.LeaseTTL})
 	if err != nil {
@@ -226,7 +227,7 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	defer h.Close()
 	srv := rpc.NewHostServer(h.host, rpc.HostConfig{Tools: h.tools, Config: rpc.Config{
 		Logger: log, Token: tok, NoAuth: c.InsecureNoAuth, Loopback: loopback,
-		ServerInfo: serverInfo(),
+		ServerInfo: serverInfo(), StreamBytes: int64(c.StreamMiB) << 20,
 	}})
 	defer srv.Close()
 	ln, err := net.Listen("tcp", c.Listen)
