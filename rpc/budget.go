@@ -42,10 +42,12 @@ var (
 // request larger than the whole budget is admitted when nothing else is
 // held.
 //
-// Replay reads are also limited in number (reads): a page's size is only
-// known once it is read, so at most that many pages exist beyond the
-// budget at any time, and their store reads leave the store's readers to
-// other requests.
+// Replay reads are also limited in number (reads, GOMAXPROCS/2 of them,
+// 1 to 8): a page's size is only known once it is read, so at most that
+// many pages exist beyond the budget at any time; and their store reads
+// and encoding leave the store's readers and half the CPUs to other
+// requests (with one read per CPU, session/list's p99 during issue 17's
+// stall was 44-70 ms; with one per two CPUs, 13 ms).
 type streamBudget struct {
 	max   int64
 	grace time.Duration
@@ -62,13 +64,14 @@ type streamBudget struct {
 type budgetWaiter struct {
 	n     int64
 	acct  *streamAccount
-	ready chan struct{} // closed once admitted (n charged to acct)
+	ready chan struct{} // closed once admitted (n charged to acct) or failed
+	err   error         // why it failed; set before ready is closed
 }
 
 func newStreamBudget(limit int64, grace time.Duration) *streamBudget {
 	return &streamBudget{
 		max: limit, grace: grace,
-		reads:    make(chan struct{}, min(max(runtime.GOMAXPROCS(0), 2), 8)),
+		reads:    make(chan struct{}, min(max(runtime.GOMAXPROCS(0)/2, 1), 8)),
 		accounts: map[*streamAccount]struct{}{},
 	}
 }
@@ -142,7 +145,7 @@ func (a *streamAccount) acquire(ctx context.Context, n int64, stop <-chan struct
 		}
 		select {
 		case <-w.ready:
-			return nil
+			return w.err
 		case <-wake:
 		case <-ctx.Done():
 			return a.abandon(w, elem, ctx.Err())
@@ -165,8 +168,9 @@ func (a *streamAccount) abandon(w *budgetWaiter, elem *list.Element, err error) 
 	b.mu.Lock()
 	select {
 	case <-w.ready:
-		b.used -= w.n
-		a.held -= w.n
+		if w.err == nil {
+			a.releaseLocked(w.n)
+		}
 	default:
 		b.waiters.Remove(elem)
 	}
@@ -179,7 +183,8 @@ func (a *streamAccount) abandon(w *budgetWaiter, elem *list.Element, err error) 
 // once the evicted accounts have let go, it picks the account whose
 // write has been blocked the longest, past grace, marks it evicted and
 // returns it; with none past grace yet, it returns how long until the
-// first will be (0: none is writing, wait for a release).
+// first will be (0: none is writing, wait for a release). An account
+// whose own waiters are the only ones is not picked.
 func (b *streamBudget) relieve() (victim *streamAccount, next time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -191,10 +196,18 @@ func (b *streamBudget) relieve() (victim *streamAccount, next time.Duration) {
 	if b.used-b.evicting+head.n <= b.max || b.used-b.evicting == 0 {
 		return nil, 0 // the evicted accounts' memory will do
 	}
+	// A stream is not dropped for its own sake: when it alone waits, it
+	// waits for its own writes (backpressure), as a slow reader should.
+	only := head.acct
+	for e := front.Next(); e != nil && only != nil; e = e.Next() {
+		if e.Value.(*budgetWaiter).acct != only {
+			only = nil
+		}
+	}
 	now := time.Now()
 	var oldest *streamAccount
 	for a := range b.accounts {
-		if a.evicted || a.held == 0 || a.writing.IsZero() {
+		if a.evicted || a.held == 0 || a.writing.IsZero() || a == only {
 			continue
 		}
 		if oldest == nil || a.writing.Before(oldest.writing) {
@@ -209,7 +222,21 @@ func (b *streamBudget) relieve() (victim *streamAccount, next time.Duration) {
 	}
 	oldest.evicted = true
 	b.evicting += oldest.held
+	b.failLocked(oldest, errEvicted)
 	return oldest, 0
+}
+
+// failLocked ends the waits of a's waiters with err; b.mu is held.
+func (b *streamBudget) failLocked(a *streamAccount, err error) {
+	for e := b.waiters.Front(); e != nil; {
+		next := e.Next()
+		if w := e.Value.(*budgetWaiter); w.acct == a {
+			b.waiters.Remove(e)
+			w.err = err
+			close(w.ready)
+		}
+		e = next
+	}
 }
 
 // admitLocked admits waiters from the head of the queue while they fit;
@@ -285,6 +312,7 @@ func (a *streamAccount) close() {
 	a.releaseLocked(a.held)
 	a.closed = true
 	delete(b.accounts, a)
+	b.failLocked(a, errEvicted)
 	b.admitLocked()
 }
 

@@ -218,3 +218,37 @@ func TestReplayGateLimitsReads(t *testing.T) {
 		}
 	})
 }
+
+// A stream that waits for room behind its own stalled write is not
+// dropped for its own sake (it waits, as a slow reader should); it is
+// once another stream waits.
+func TestBudgetNoSelfEviction(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newStreamBudget(100, time.Second)
+		var ev evictions
+		slow := ev.open(b, "slow")
+		slow.acquire(t.Context(), 100, nil)
+		slow.startWrite()
+		done := make(chan error, 1)
+		go func() { done <- slow.acquire(t.Context(), 10, nil) }()
+		time.Sleep(time.Minute)
+		if got := ev.list(); len(got) != 0 {
+			t.Fatalf("evicted %v for its own waiter", got)
+		}
+		other := ev.open(b, "other")
+		go other.acquire(t.Context(), 10, nil)
+		synctest.Wait()
+		if got := ev.list(); len(got) != 1 || got[0] != "slow" {
+			t.Fatalf("evicted %v; want slow, now that another stream waits", got)
+		}
+		slow.close()
+		if err := <-done; !errors.Is(err, errEvicted) {
+			t.Fatalf("the evicted stream's own wait ended with %v", err)
+		}
+		synctest.Wait()
+		other.close()
+		if b.used != 0 || b.waiters.Len() != 0 {
+			t.Fatalf("used %d, %d waiters after every stream closed", b.used, b.waiters.Len())
+		}
+	})
+}

@@ -3,6 +3,7 @@ package rpc
 import (
 	"container/list"
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -57,6 +58,11 @@ type ConnLimits struct {
 	// or DefaultMaxOpenConns where there is no such limit; the rest is
 	// left to the store, processes and MCP servers.
 	MaxOpenConns int
+
+	// Logger receives a warning, at most once a minute, while
+	// connections are shed or refused at these limits, with the counts
+	// so far. Nil means silent.
+	Logger *slog.Logger
 }
 
 func (l ConnLimits) withDefaults() ConnLimits {
@@ -74,6 +80,9 @@ func (l ConnLimits) withDefaults() ConnLimits {
 	}
 	if l.MaxIdleConns <= 0 {
 		l.MaxIdleConns = min(DefaultMaxIdleConns, max(l.MaxOpenConns/2, 1))
+	}
+	if l.Logger == nil {
+		l.Logger = slog.New(slog.DiscardHandler)
 	}
 	return l
 }
@@ -126,6 +135,7 @@ type connGuard struct {
 	idleTrusted  list.List // of *guardedConn
 	shedCount    int64
 	refusedCount int64
+	warned       time.Time // when the last warning was logged
 }
 
 // guardedConn is one connection of a connGuard; its fields are under
@@ -172,9 +182,20 @@ func (g *connGuard) state(c net.Conn, st http.ConnState) {
 	}
 	// StateActive (a request's first bytes read) changes nothing: the
 	// connection stays idle, and sheddable, until its handler starts.
+	var warn *guardStats
+	if len(shed) > 0 && time.Since(g.warned) >= time.Minute {
+		g.warned = time.Now()
+		st := g.statsLocked()
+		warn = &st
+	}
 	g.mu.Unlock()
 	for _, c := range shed {
 		_ = c.Close()
+	}
+	if warn != nil {
+		g.limits.Logger.Warn("shedding connections at the connection limits: a crowd of idle or unauthenticated connections?",
+			"shed", warn.Shed, "refused", warn.Refused, "open", warn.Open, "idle", warn.Idle,
+			"maxIdle", g.limits.MaxIdleConns, "maxOpen", g.limits.MaxOpenConns)
 	}
 }
 
@@ -293,7 +314,7 @@ func markAuthenticated(r *http.Request) {
 	}
 }
 
-// guardStats is what a connGuard counts, for tests.
+// guardStats is what a connGuard counts.
 type guardStats struct {
 	Open, Idle, IdleAuthenticated int
 	Shed, Refused                 int64
@@ -302,6 +323,10 @@ type guardStats struct {
 func (g *connGuard) stats() guardStats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.statsLocked()
+}
+
+func (g *connGuard) statsLocked() guardStats {
 	return guardStats{
 		Open: g.open, Idle: g.idleAnon.Len() + g.idleTrusted.Len(), IdleAuthenticated: g.idleTrusted.Len(),
 		Shed: g.shedCount, Refused: g.refusedCount,

@@ -2,10 +2,12 @@ package rpc
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -134,7 +136,8 @@ const discover = `{"jsonrpc":"2.0","id":1,"method":"rpc.discover"}`
 // an authenticated idle connection outlives every one of them.
 func TestGuardShedsOldestUnauthenticatedFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l, g, _ := guardEnv(t, ConnLimits{MaxIdleConns: 3, MaxOpenConns: 100})
+		var logged bytes.Buffer
+		l, g, _ := guardEnv(t, ConnLimits{MaxIdleConns: 3, MaxOpenConns: 100, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 		c1 := l.dial(t)
 		c1.do(t, "GET", "/healthz", "", "")
 		c2 := l.dial(t)
@@ -167,6 +170,9 @@ func TestGuardShedsOldestUnauthenticatedFirst(t *testing.T) {
 		st := g.stats()
 		if st.Idle != 3 || st.IdleAuthenticated != 1 || st.Open != 3 || st.Shed != 6 {
 			t.Fatalf("stats %+v; want 3 idle (1 authenticated), 3 open, 6 shed", st)
+		}
+		if n := strings.Count(logged.String(), "shedding connections"); n != 1 {
+			t.Fatalf("%d warnings for one crowd in a minute; want 1:\n%s", n, &logged)
 		}
 	})
 }

@@ -242,7 +242,7 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	// and shed oldest first, so a crowd of them cannot starve a client
 	// with the token of memory or file descriptors.
 	hs := rpc.NewHTTPServer(rpc.HTTPHandler(srv, h.host, rpc.SSEOptions{}), rpc.ConnLimits{
-		IdleTimeout: c.IdleTimeout, MaxIdleConns: c.MaxIdleConns, MaxOpenConns: c.MaxOpenConns,
+		IdleTimeout: c.IdleTimeout, MaxIdleConns: c.MaxIdleConns, MaxOpenConns: c.MaxOpenConns, Logger: log,
 	})
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
