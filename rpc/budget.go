@@ -76,8 +76,9 @@ func newStreamBudget(limit int64, grace time.Duration) *streamBudget {
 	}
 }
 
-// streamAccount is one stream's part of a streamBudget. Its fields are
-// under the budget's mu.
+// streamAccount is one stream's handle on a streamBudget: its fields are
+// the budget's state, under the budget's mu, and its methods (safe for
+// concurrent use) lock it. An account is not shared between budgets.
 type streamAccount struct {
 	b     *streamBudget
 	evict func() // ends the stream; called at most once, outside b.mu
