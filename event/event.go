@@ -32,12 +32,14 @@ type Event struct {
 	Data json.RawMessage `json:"data"`
 }
 
-// Encoded is an event together with its JSON encoding, exactly
-// json.Marshal(Event): what a transport writes. The subscribers of a
-// session share the encoding of each live event, so an event is encoded
-// once however many clients receive it. JSON is read-only, and nil when
-// the producer left the encoding to the consumer (a replayed event, which
-// no other subscriber shares): use [Encoded.Bytes].
+// Encoded is an event together with its JSON encoding, as
+// [Event.AppendJSON] makes it: what a transport writes. The subscribers
+// of a session share the encoding of each live event, so an event is
+// encoded once however many clients receive it. JSON is read-only, and
+// nil when the producer left the encoding to the consumer (a replayed
+// event, which no other subscriber shares): use [Encoded.Bytes], or write
+// [Event.AppendJSONHead], [Event.JSONData] and "}" without copying the
+// data.
 type Encoded struct {
 	Event Event
 	JSON  json.RawMessage
@@ -49,11 +51,7 @@ func (e Encoded) Bytes() ([]byte, error) {
 	if e.JSON != nil {
 		return e.JSON, nil
 	}
-	b, err := json.Marshal(e.Event)
-	if err != nil {
-		return nil, fmt.Errorf("encode session %s seq %d: %w", e.Event.SessionID, e.Event.Seq, err)
-	}
-	return b, nil
+	return e.Event.AppendJSON(nil)
 }
 
 // Decode unmarshals e.Data into v, naming the event on failure.

@@ -18,6 +18,12 @@ import (
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	if s.cfg.Token != "" || !s.cfg.NoAuth {
 		next = RequireToken(s.cfg.Token, next)
+	} else {
+		inner := next
+		next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			markAuthenticated(r)
+			inner.ServeHTTP(w, r)
+		})
 	}
 	return s.checkHost(next)
 }
@@ -30,6 +36,7 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !isLoopbackHost(r.Host) {
+			w.Header().Set("Connection", "close")
 			writeHTTPError(w, http.StatusForbidden,
 				api.Errorf(api.KindUnauthorized, "host %q is not a loopback name: use localhost or a loopback IP address", r.Host))
 			return
@@ -69,15 +76,21 @@ func isLoopbackHost(hostport string) bool {
 // content nor its length leaks through timing. An empty token rejects
 // every request (fail closed). The returned handler is safe for concurrent
 // use.
+//
+// A refused request's connection is closed after the answer, so that a
+// client without the token cannot keep it; an accepted one marks its
+// connection authenticated for the limits of [NewHTTPServer].
 func RequireToken(token string, next http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := presentedToken(r)
 		if !ok || token == "" || !tokenMatches(want, got) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="weft"`)
+			w.Header().Set("Connection", "close")
 			writeHTTPError(w, http.StatusUnauthorized, api.NewError(api.KindUnauthorized, "missing or invalid bearer token"))
 			return
 		}
+		markAuthenticated(r)
 		next.ServeHTTP(w, r)
 	})
 }

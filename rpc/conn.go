@@ -72,7 +72,8 @@ type Conn struct {
 	handlers sync.WaitGroup
 
 	out         chan outFrame
-	queue       *queueBudget // of notifications in out
+	queue       *queueBudget   // of notifications in out
+	acct        *streamAccount // the notifications queued and being written, in the server's stream budget
 	stopWriting chan struct{}
 	writerDone  chan struct{}
 
@@ -153,11 +154,13 @@ func (c *Conn) Notify(ctx context.Context, method string, params any) error {
 	if !c.queue.tryTake(len(frame)) {
 		return fmt.Errorf("rpc: notify %s on conn %s: %w", method, c.id, ErrNotifyOverflow)
 	}
+	c.acct.charge(int64(len(frame)))
 	select {
 	case c.out <- outFrame{b: frame, notif: true}:
 		return nil
 	default:
 		c.queue.give(len(frame))
+		c.acct.release(int64(len(frame)))
 		return fmt.Errorf("rpc: notify %s on conn %s: %w", method, c.id, ErrNotifyOverflow)
 	}
 }
@@ -173,6 +176,7 @@ func (s *Server) newConn(parent context.Context, transport string, stream jsonrp
 	c.ctx = context.WithValue(ctx, connKey{}, c)
 	if stream != nil {
 		c.queue = newQueueBudget(s.cfg.NotifyQueue, s.cfg.NotifyBytes)
+		c.acct = s.budget.open(cancel)
 		c.out = make(chan outFrame, s.cfg.NotifyQueue+s.cfg.MaxConcurrentPerConn+16)
 		c.stopWriting = make(chan struct{})
 		c.writerDone = make(chan struct{})
@@ -236,17 +240,22 @@ func (c *Conn) writeLoop() {
 			}
 		}
 	}
-	// write sends frames (and forgets them); false means stop.
+	// write sends frames (and forgets them); false means stop. The
+	// notifications leave the connection's queue as they are taken, and
+	// the stream budget once written: until then they are held.
 	write := func() bool {
+		var notified int64
 		defer func() {
 			clear(frames)
 			frames, size = frames[:0], 0
 			clear(batch)
 			batch = batch[:0]
+			c.acct.release(notified)
 		}()
 		for _, f := range frames {
 			if f.notif {
 				c.queue.give(len(f.b))
+				notified += int64(len(f.b))
 			}
 		}
 		if c.ctx.Err() != nil {
@@ -254,12 +263,17 @@ func (c *Conn) writeLoop() {
 		}
 		wctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.WriteTimeout)
 		defer cancel()
+		c.acct.startWrite()
+		defer c.acct.endWrite()
 		var err error
 		if len(frames) > 1 {
 			for _, f := range frames {
 				batch = append(batch, f.b)
 			}
+			// The batch is copied into one write while it is sent.
+			c.acct.charge(int64(size))
 			err = bw.WriteBatch(wctx, batch)
+			c.acct.release(int64(size))
 		} else {
 			err = c.stream.Write(wctx, frames[0].b)
 		}
@@ -295,6 +309,7 @@ func (c *Conn) writeLoop() {
 		if !write() {
 			if hasNext && next.notif {
 				c.queue.give(len(next.b))
+				c.acct.release(int64(len(next.b)))
 			}
 			return
 		}
@@ -339,6 +354,7 @@ func (c *Conn) serve() error {
 	c.finish()
 	close(c.stopWriting)
 	<-c.writerDone
+	c.acct.close() // what is left in the queue is dropped with the connection
 	if !stop() {
 		<-closed // the AfterFunc ran or is running: wait for it
 	}
@@ -514,8 +530,35 @@ func (c *Conn) NotifyWait(ctx context.Context, method string, params any) error 
 
 // notifyFrame is NotifyWait for a notification already encoded as a
 // frame (a subscription's events, whose encoding is shared); method is
-// for errors.
+// for errors. It waits for room in the connection's queue, then in the
+// server's stream budget.
 func (c *Conn) notifyFrame(ctx context.Context, method string, frame []byte) error {
+	return c.enqueue(ctx, method, frame, func() error {
+		if err := c.acct.acquire(ctx, int64(len(frame)), c.done); err != nil {
+			if errors.Is(err, errEvicted) || errors.Is(err, errStopped) {
+				return ErrConnClosed
+			}
+			return fmt.Errorf("rpc: notify %s: %w", method, err)
+		}
+		return nil
+	})
+}
+
+// notifyAdmitted is notifyFrame for a frame made of a replay page that
+// the stream budget admitted already: the frame is counted without
+// waiting, and the caller then gives the page's room back (the frame
+// holds the bytes now), so that a page is never held while waiting for
+// room.
+func (c *Conn) notifyAdmitted(ctx context.Context, method string, frame []byte) error {
+	return c.enqueue(ctx, method, frame, func() error {
+		c.acct.charge(int64(len(frame)))
+		return nil
+	})
+}
+
+// enqueue queues frame once it has room in the connection's queue and
+// admit (which counts it in the stream budget) succeeded.
+func (c *Conn) enqueue(ctx context.Context, method string, frame []byte, admit func() error) error {
 	if c.stream == nil {
 		return ErrNoPush
 	}
@@ -525,14 +568,20 @@ func (c *Conn) notifyFrame(ctx context.Context, method string, frame []byte) err
 		}
 		return fmt.Errorf("rpc: notify %s: %w", method, err)
 	}
+	if err := admit(); err != nil {
+		c.queue.give(len(frame))
+		return err
+	}
 	select {
 	case c.out <- outFrame{b: frame, notif: true}:
 		return nil
 	case <-c.writerDone:
 		c.queue.give(len(frame))
+		c.acct.release(int64(len(frame)))
 		return ErrConnClosed
 	case <-ctx.Done():
 		c.queue.give(len(frame))
+		c.acct.release(int64(len(frame)))
 		return fmt.Errorf("rpc: notify %s: %w", method, ctx.Err())
 	}
 }

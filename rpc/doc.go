@@ -21,8 +21,13 @@
 // Bounds: frames are limited to [Config.MaxFrameBytes] (too_large, and the
 // stream recovers at the next frame), requests in flight per connection to
 // [Config.MaxConcurrentPerConn] (overloaded, retryable), connections to
-// [Config.MaxConns] (HTTP 503), and queued notifications per connection to
-// [Config.NotifyQueue] ([ErrNotifyOverflow]).
+// [Config.MaxConns] (HTTP 503), queued notifications per connection to
+// [Config.NotifyQueue] ([ErrNotifyOverflow]), and what all event streams
+// hold to write, host-wide, to [Config.StreamBytes] (a stream stalled past
+// [Config.StallGrace] is dropped when others wait). [NewHTTPServer] bounds
+// the connections of the http.Server itself ([ConnLimits]): header and
+// idle timeouts, and caps on idle and open connections that shed the
+// oldest idle one, never-authenticated first.
 //
 // Handlers reach their connection with [ConnFrom] to push notifications
 // ([Conn.Notify]) and to end subscriptions when it closes ([Conn.Done],

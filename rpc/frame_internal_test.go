@@ -2,6 +2,8 @@ package rpc
 
 import (
 	"encoding/json"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +13,10 @@ import (
 )
 
 // An events/event notification built from an event's shared encoding is
-// byte for byte the one encoding the notification gives, escapes included.
+// byte for byte the one encoding the notification gives, escapes
+// included; one built from a replayed event (data as stored, neither
+// compacted nor escaped again) is on one line and decodes to the same
+// notification.
 func TestEventFrameIsTheNotification(t *testing.T) {
 	events := []event.Event{
 		{Seq: 1, SessionID: "ses_1", Type: event.SessionCreated, Time: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), Data: json.RawMessage(`{}`)},
@@ -31,8 +36,20 @@ func TestEventFrameIsTheNotification(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := jsonrpc.AppendRequest(nil, nil, api.NotifyEvent, params)
-			if got := eventFrame(prefix, enc); string(got) != string(want) {
-				t.Errorf("subscription %q, seq %d:\n got %s\nwant %s", id, e.Seq, got, want)
+			if got, err := eventFrame(prefix, event.Encoded{Event: e, JSON: enc}); err != nil || string(got) != string(want) {
+				t.Errorf("subscription %q, seq %d:\n got %s\nwant %s (%v)", id, e.Seq, got, want, err)
+			}
+			got, err := eventFrame(prefix, event.Encoded{Event: e})
+			if err != nil || strings.ContainsAny(string(got), "\r\n") {
+				t.Fatalf("subscription %q, seq %d: %s, %v", id, e.Seq, got, err)
+			}
+			var g, w any
+			if err := json.Unmarshal(got, &g); err != nil {
+				t.Fatalf("subscription %q, seq %d: %s: %v", id, e.Seq, got, err)
+			}
+			json.Unmarshal(want, &w)
+			if !reflect.DeepEqual(g, w) {
+				t.Errorf("subscription %q, seq %d, replayed:\n got %s\nwant %s", id, e.Seq, got, want)
 			}
 		}
 	}

@@ -181,7 +181,10 @@ func (m *hostMethods) subscribe(ctx context.Context, p *api.SubscribeParams) (*a
 		return nil, err
 	}
 	subCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	seq, err := m.h.SubscribeEncoded(subCtx, p.SessionID, p.After, p.RunID)
+	// The replay's pages are admitted into the server's stream budget
+	// as they are read (see streamBudget).
+	gate := &replayGate{acct: conn.acct}
+	seq, err := m.h.SubscribeEncoded(journal.WithReplayGate(subCtx, gate), p.SessionID, p.After, p.RunID)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -189,6 +192,7 @@ func (m *hostMethods) subscribe(ctx context.Context, p *api.SubscribeParams) (*a
 	id := m.open(ctx, conn, subCtx, cancel, func(id string, sub *subscription) {
 		closed := api.ClosedNotification{SubscriptionID: id, Cursor: p.After}
 		prefix := eventFramePrefix(id)
+		defer gate.release()
 	read:
 		for evs, err := range seq {
 			if err != nil {
@@ -199,16 +203,22 @@ func (m *hostMethods) subscribe(ctx context.Context, p *api.SubscribeParams) (*a
 				break read
 			}
 			for _, e := range evs {
-				data, err := e.Bytes()
+				frame, err := eventFrame(prefix, e)
 				if err != nil {
 					closed.Reason, closed.Message = api.ReasonError, err.Error()
 					break read
 				}
-				if err := conn.notifyFrame(subCtx, api.NotifyEvent, eventFrame(prefix, data)); err != nil {
+				if e.JSON == nil { // a replayed event, in a page the budget admitted
+					err = conn.notifyAdmitted(subCtx, api.NotifyEvent, frame)
+				} else {
+					err = conn.notifyFrame(subCtx, api.NotifyEvent, frame)
+				}
+				if err != nil {
 					return
 				}
 				closed.Cursor = e.Event.Seq
 			}
+			gate.release() // the page's events are in their frames now
 		}
 		if closed.Reason == "" {
 			closed.Reason = api.ReasonClosed
@@ -229,13 +239,25 @@ func eventFramePrefix(id string) []byte {
 	return frame[:len(frame)-1] // AppendRequest's closing brace
 }
 
-// eventFrame is the events/event notification of an event whose JSON
-// encoding (shared by every subscriber) is event.
-func eventFrame(prefix []byte, event json.RawMessage) []byte {
-	frame := make([]byte, 0, len(prefix)+len(event)+2)
+// eventFrame is the events/event notification of e: with its JSON
+// encoding when it has one (shared by every subscriber), else encoded
+// into the frame, its data copied once.
+func eventFrame(prefix []byte, e event.Encoded) ([]byte, error) {
+	if e.JSON != nil {
+		frame := make([]byte, 0, len(prefix)+len(e.JSON)+2)
+		frame = append(frame, prefix...)
+		frame = append(frame, e.JSON...)
+		return append(frame, "}}"...), nil
+	}
+	data, err := e.Event.JSONData()
+	if err != nil {
+		return nil, err
+	}
+	frame := make([]byte, 0, len(prefix)+160+len(e.Event.SessionID)+len(e.Event.RunID)+len(data))
 	frame = append(frame, prefix...)
-	frame = append(frame, event...)
-	return append(frame, "}}"...)
+	frame = e.Event.AppendJSONHead(frame)
+	frame = append(frame, data...)
+	return append(frame, "}}}"...), nil
 }
 
 // pushConn returns the handler's connection if it can carry notifications

@@ -82,6 +82,23 @@ type Config struct {
 	// DefaultNotifyBytes.
 	NotifyBytes int
 
+	// StreamBytes bounds, across the whole server, the bytes its event
+	// streams hold to write to their clients: the replay pages that SSE
+	// streams and subscriptions read, the live events SSE streams are
+	// writing, and the notifications queued on WebSocket and stdio
+	// connections. A stream waits for room before it reads a page or
+	// queues an event, in turn; while any waits, the stream whose write
+	// to its client has been blocked the longest, past StallGrace, is
+	// dropped (its client resumes by cursor). Zero means
+	// DefaultStreamBytes (4 MiB).
+	StreamBytes int64
+
+	// StallGrace is how long a write to a client may be blocked before
+	// its stream can be dropped for others waiting on StreamBytes; with
+	// nobody waiting, only WriteTimeout (or SSEOptions.WriteTimeout)
+	// drops it. Zero means DefaultStallGrace (1 s).
+	StallGrace time.Duration
+
 	// WriteTimeout bounds one write to a WebSocket client (a frame, or a
 	// batch of queued frames of at most 256 KiB, sent together); a
 	// client that stops reading for longer is disconnected (its
@@ -154,6 +171,8 @@ type Server struct {
 	events  map[string]*eventInfo
 	docJSON []byte // cached discovery document; nil when stale
 
+	budget *streamBudget // what every event stream holds to write
+
 	connMu   sync.Mutex
 	conns    map[*Conn]struct{}
 	nconns   int // live conns plus in-flight HTTP POSTs
@@ -184,6 +203,12 @@ func NewServer(cfg Config) *Server {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
+	if cfg.StreamBytes <= 0 {
+		cfg.StreamBytes = DefaultStreamBytes
+	}
+	if cfg.StallGrace <= 0 {
+		cfg.StallGrace = DefaultStallGrace
+	}
 	if cfg.ProtocolVersion == "" {
 		cfg.ProtocolVersion = DefaultProtocolVersion
 	}
@@ -199,6 +224,7 @@ func NewServer(cfg Config) *Server {
 		events:  map[string]*eventInfo{},
 		conns:   map[*Conn]struct{}{},
 		done:    make(chan struct{}),
+		budget:  newStreamBudget(cfg.StreamBytes, cfg.StallGrace),
 	}
 	s.registerBuiltins()
 	return s

@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
+	"weft.dev/weft/internal/journal"
 	"weft.dev/weft/process"
 )
 
@@ -52,22 +54,58 @@ func HTTPHandler(s *Server, h *host.Host, opts SSEOptions) http.Handler {
 	opts = opts.withDefaults()
 	mux := http.NewServeMux()
 	mux.Handle("/", s.Handler())
-	mux.Handle("GET /v1/sessions/{id}/events", s.authenticate(&sseHandler{h: h, opts: opts, done: s.Done()}))
+	mux.Handle("GET /v1/sessions/{id}/events", s.authenticate(&sseHandler{h: h, opts: opts, done: s.Done(), budget: s.budget}))
 	mux.Handle("GET /v1/processes/{id}/output", s.authenticate(&processSSE{h: h, opts: opts, done: s.Done()}))
 	return mux
 }
 
 // sseWriter writes one SSE stream with a deadline on every write, so a
-// client that stops reading is dropped rather than kept forever.
+// client that stops reading is dropped rather than kept forever. The
+// stream budget may also drop it from another goroutine (evict).
 type sseWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
-	buf     []byte // scratch for an event's id line
+	buf     []byte // scratch for an event's id line and JSON head
+
+	evicted atomic.Bool
+	mu      sync.Mutex
+	done    bool // the handler has returned: rc is not ours any more
 }
 
 func newSSEWriter(w http.ResponseWriter, timeout time.Duration) *sseWriter {
 	return &sseWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
+}
+
+// deadline sets the deadline of the next write, and fails if the stream
+// has been evicted (whose past deadline it might otherwise undo).
+func (sw *sseWriter) deadline() error {
+	if err := sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	if sw.evicted.Load() {
+		return errEvicted
+	}
+	return nil
+}
+
+// evict ends the write in progress, and every later one, at once. It is
+// safe to call from any goroutine, also after the handler returned.
+func (sw *sseWriter) evict() {
+	sw.evicted.Store(true)
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if !sw.done {
+		_ = sw.rc.SetWriteDeadline(time.Now())
+	}
+}
+
+// finish marks the handler returned: evict no longer touches the
+// connection, which may serve another request.
+func (sw *sseWriter) finish() {
+	sw.mu.Lock()
+	sw.done = true
+	sw.mu.Unlock()
 }
 
 // start writes the stream's headers and its retry hint.
@@ -82,7 +120,7 @@ func (sw *sseWriter) start(retryMs int) error {
 // write writes one piece within the write deadline, flushing it when
 // flush is set.
 func (sw *sseWriter) write(flush bool, format string, args ...any) error {
-	if err := sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+	if err := sw.deadline(); err != nil {
 		return err
 	}
 	if _, err := fmt.Fprintf(sw.w, format, args...); err != nil {
@@ -95,20 +133,25 @@ func (sw *sseWriter) write(flush bool, format string, args ...any) error {
 }
 
 // events writes events, each as "id: SEQ" and "data: JSON" lines, within
-// one write deadline, and flushes once. An event's JSON is written as it
-// is, not copied: the response's buffer takes the short pieces around it.
+// one write deadline, and flushes once. An event's JSON, or the data of
+// an event without one (a replayed event), is written as it is, not
+// copied: the response's buffer takes the short pieces around it.
 func (sw *sseWriter) events(evs []event.Encoded) error {
-	if err := sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+	if err := sw.deadline(); err != nil {
 		return err
 	}
 	for _, e := range evs {
-		data, err := e.Bytes()
-		if err != nil {
-			return err
-		}
 		b := append(sw.buf[:0], "id: "...)
 		b = strconv.AppendInt(b, e.Event.Seq, 10)
 		b = append(b, "\ndata: "...)
+		data, end := e.JSON, "\n\n"
+		if data == nil {
+			var err error
+			if data, err = e.Event.JSONData(); err != nil {
+				return err
+			}
+			b, end = e.Event.AppendJSONHead(b), "}\n\n"
+		}
 		sw.buf = b
 		if _, err := sw.w.Write(b); err != nil {
 			return err
@@ -116,7 +159,7 @@ func (sw *sseWriter) events(evs []event.Encoded) error {
 		if _, err := sw.w.Write(data); err != nil {
 			return err
 		}
-		if _, err := io.WriteString(sw.w, "\n\n"); err != nil {
+		if _, err := io.WriteString(sw.w, end); err != nil {
 			return err
 		}
 	}
@@ -193,9 +236,10 @@ func (ps *processSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 type sseHandler struct {
-	h    *host.Host
-	opts SSEOptions
-	done <-chan struct{} // the server is closing
+	h      *host.Host
+	opts   SSEOptions
+	done   <-chan struct{} // the server is closing
+	budget *streamBudget
 }
 
 // ServeHTTP streams a session's events as Server-Sent Events: each event's
@@ -220,7 +264,18 @@ func (sh *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	seq, err := sh.h.SubscribeEncoded(ctx, id, after, r.URL.Query().Get("runId"))
+	sw := newSSEWriter(w, sh.opts.WriteTimeout)
+	defer sw.finish()
+	// What the stream holds (the page or the live batches it is writing)
+	// counts in the server's stream budget; a stalled write may be
+	// evicted for others (see streamBudget).
+	acct := sh.budget.open(func() {
+		sw.evict()
+		cancel()
+	})
+	defer acct.close()
+	gate := &replayGate{acct: acct}
+	seq, err := sh.h.SubscribeEncoded(journal.WithReplayGate(ctx, gate), id, after, r.URL.Query().Get("runId"))
 	if err != nil {
 		e := wireError(err)
 		status := http.StatusBadRequest
@@ -233,8 +288,10 @@ func (sh *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, status, e)
 		return
 	}
-	sw := newSSEWriter(w, sh.opts.WriteTimeout)
-	if sw.start(sh.opts.RetryMs) != nil {
+	acct.startWrite()
+	err = sw.start(sh.opts.RetryMs)
+	acct.endWrite()
+	if err != nil {
 		return
 	}
 	type item struct {
@@ -245,12 +302,20 @@ func (sh *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// heartbeats go out while no event comes. It hands over what it read
 	// at once (the slice is the iterator's until the next iteration) and
 	// waits until it is written: what a stalled reader holds is that
-	// slice, and its backlog in the session's journal until it is dropped.
+	// slice, and its backlog in the session's journal until it is
+	// dropped. The slice counts in the stream budget until written: a
+	// replay page from its read (the gate), live batches (shared with
+	// the journal, so counted without waiting) from when they are taken.
 	items := make(chan item)
 	written := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for evs, err := range seq {
+			var live int64
+			for _, e := range evs {
+				live += int64(len(e.JSON))
+			}
+			acct.charge(live)
 			select {
 			case items <- item{evs, err}:
 			case <-ctx.Done():
@@ -264,6 +329,8 @@ func (sh *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			case <-ctx.Done():
 				return
 			}
+			acct.release(live)
+			gate.release()
 		}
 	})
 	defer wg.Wait()
@@ -276,7 +343,10 @@ func (sh *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if it.err != nil {
 				return // the client reconnects with Last-Event-ID
 			}
-			if sw.events(it.evs) != nil {
+			acct.startWrite()
+			err := sw.events(it.evs)
+			acct.endWrite()
+			if err != nil {
 				return
 			}
 			select {
@@ -285,7 +355,10 @@ func (sh *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-tick.C:
-			if sw.write(true, ": ping\n\n") != nil {
+			acct.startWrite()
+			err := sw.write(true, ": ping\n\n")
+			acct.endWrite()
+			if err != nil {
 				return
 			}
 		case <-sh.done:

@@ -10,7 +10,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +25,10 @@ type serveCmd struct {
 	Listen         string        `help:"Address to listen on." default:"127.0.0.1:7878" env:"WEFT_LISTEN"`
 	InsecureNoAuth bool          `name:"insecure-no-auth" help:"Serve without a token, on a loopback address only: every user and program on this machine can then drive the host."`
 	LeaseTTL       time.Duration `name:"lease-ttl" help:"With a PostgreSQL store: how long a session lease lives without renewal, so how long a dead host keeps its sessions from the others (default 10s)." env:"WEFT_LEASE_TTL" placeholder:"DURATION"`
+	IdleTimeout    time.Duration `name:"idle-timeout" help:"How long a keep-alive connection may wait for its next request (default 60s)." placeholder:"DURATION"`
+	MaxIdleConns   int           `name:"max-idle-conns" help:"Connections kept while not in a request (new, slow to send a header, or idle); beyond it the oldest is closed, those that never authenticated first (default 1024)." placeholder:"N"`
+	MaxOpenConns   int           `name:"max-open-conns" help:"HTTP connections held at once; beyond it the oldest idle one is closed, or the new one (default: 3/4 of the open file limit)." placeholder:"N"`
+	StreamMiB      int           `name:"stream-mib" help:"MiB that all SSE and WebSocket streams together may hold to write to their clients; a stream whose client stops reading is dropped (it resumes by cursor) when others wait (default 4)." placeholder:"MIB"`
 }
 
 type rpcCmd struct{}
@@ -214,6 +217,9 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	if c.LeaseTTL < 0 {
 		return usageErr("--lease-ttl must be positive, not %v", c.LeaseTTL)
 	}
+	if c.IdleTimeout < 0 || c.MaxIdleConns < 0 || c.MaxOpenConns < 0 || c.StreamMiB < 0 {
+		return usageErr("--idle-timeout, --max-idle-conns, --max-open-conns and --stream-mib must be positive")
+	}
 	h, err := a.newHost(ctx, log, hostOptions{kind: serving, holder: "weft serve", leaseTTL: c.LeaseTTL})
 	if err != nil {
 		return err
@@ -222,7 +228,7 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	log = h.log // redacts the host's secrets
 	srv := rpc.NewHostServer(h.host, rpc.HostConfig{Tools: h.tools, Config: rpc.Config{
 		Logger: log, Token: tok, NoAuth: c.InsecureNoAuth, Loopback: loopback,
-		ServerInfo: serverInfo(),
+		ServerInfo: serverInfo(), StreamBytes: int64(c.StreamMiB) << 20,
 	}})
 	defer srv.Close()
 	ln, err := net.Listen("tcp", c.Listen)
@@ -233,7 +239,12 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 		ln.Close()
 		return fmt.Errorf("--insecure-no-auth: %s resolved to %s, which is not a loopback address", c.Listen, ln.Addr())
 	}
-	hs := &http.Server{Handler: rpc.HTTPHandler(srv, h.host, rpc.SSEOptions{}), ReadHeaderTimeout: 10 * time.Second}
+	// Idle connections and those that never authenticated are bounded
+	// and shed oldest first, so a crowd of them cannot starve a client
+	// with the token of memory or file descriptors.
+	hs := rpc.NewHTTPServer(rpc.HTTPHandler(srv, h.host, rpc.SSEOptions{}), rpc.ConnLimits{
+		IdleTimeout: c.IdleTimeout, MaxIdleConns: c.MaxIdleConns, MaxOpenConns: c.MaxOpenConns, Logger: log,
+	})
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	if c.InsecureNoAuth {

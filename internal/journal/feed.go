@@ -20,13 +20,14 @@ type batch struct {
 	err  error // the encoding failure, if any
 }
 
-// encoded returns the JSON encoding of every event of the batch, made on
-// the first call; concurrent callers wait for it.
+// encoded returns the JSON encoding of every event of the batch
+// (event.Event.AppendJSON: the data as committed, not validated and
+// escaped again), made on the first call; concurrent callers wait for it.
 func (b *batch) encoded() ([]json.RawMessage, error) {
 	b.once.Do(func() {
 		b.json = make([]json.RawMessage, len(b.events))
 		for i, e := range b.events {
-			if b.json[i], b.err = json.Marshal(e); b.err != nil {
+			if b.json[i], b.err = e.AppendJSON(nil); b.err != nil {
 				return
 			}
 		}

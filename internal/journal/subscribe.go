@@ -36,8 +36,32 @@ type SubscribeOptions struct {
 }
 
 // replayPageBytes bounds one page of a subscription's replay, the most a
-// reader that stalls during the replay holds.
+// reader that stalls during the replay holds (or one event, when an event
+// is larger).
 const replayPageBytes = 32 << 10
+
+// A ReplayGate admits the page reads of subscriptions' replays, so that
+// their consumers can bound what all of them hold together: a page is
+// only known once read, and a host with hundreds of subscribers, each
+// reading a page of large events, would otherwise hold hundreds of
+// them. A subscription whose ctx carries a gate ([WithReplayGate]) calls
+// StartRead before each page it reads from the store and, if that
+// succeeded, EndRead after it with the page's cost (its events' data
+// plus a fixed overhead each; 0 when the read failed), before the page is
+// yielded. Either may wait; an error from either ends the subscription
+// with that error. Both are called from the subscription's goroutine.
+type ReplayGate interface {
+	StartRead(ctx context.Context) error
+	EndRead(ctx context.Context, cost int) error
+}
+
+type replayGateKey struct{}
+
+// WithReplayGate returns ctx carrying g for the subscriptions made with
+// it ([Journal.Events], [Journal.EncodedEvents]).
+func WithReplayGate(ctx context.Context, g ReplayGate) context.Context {
+	return context.WithValue(ctx, replayGateKey{}, g)
+}
 
 // eventCost is what an event counts against a subscriber's byte limit:
 // its data and the envelope around it.
@@ -99,8 +123,6 @@ func (j *Journal) EncodedEvents(ctx context.Context, after int64, opts Subscribe
 				yield(nil, err)
 				return
 			}
-			clear(out)
-			out = out[:0]
 			for _, e := range c.page {
 				out = append(out, event.Encoded{Event: e})
 			}
@@ -119,6 +141,11 @@ func (j *Journal) EncodedEvents(ctx context.Context, after int64, opts Subscribe
 			if len(out) > 0 && !yield(out, nil) {
 				return
 			}
+			// Let go of the chunk at once: the next read may wait (for
+			// the replay gate, or for live events) and must not hold
+			// this one meanwhile.
+			clear(out)
+			out = out[:0]
 		}
 	}
 }
@@ -167,9 +194,10 @@ func (j *Journal) follow(ctx context.Context, after int64, opts SubscribeOptions
 		// Replay what was committed before we registered: seqs (after, live].
 		// Pages are bounded in bytes, so a reader that stalls here holds
 		// at most one small page.
+		gate, _ := ctx.Value(replayGateKey{}).(ReplayGate)
 		cursor := after
 		for cursor < live {
-			page, err := j.cfg.Store.Read(ctx, store.ReadParams{SessionID: j.sessionID, After: cursor, Limit: 512, RunID: opts.RunID, MaxBytes: replayPageBytes})
+			page, err := j.readPage(ctx, gate, store.ReadParams{SessionID: j.sessionID, After: cursor, Limit: 512, RunID: opts.RunID, MaxBytes: replayPageBytes})
 			if err != nil {
 				yield(chunk{}, fmt.Errorf("replay session %s after %d: %w", j.sessionID, cursor, err))
 				return
@@ -219,4 +247,23 @@ func (j *Journal) follow(ctx context.Context, after int64, opts SubscribeOptions
 			}
 		}
 	}
+}
+
+// readPage reads one page of a replay through gate, if not nil.
+func (j *Journal) readPage(ctx context.Context, gate ReplayGate, p store.ReadParams) ([]event.Event, error) {
+	if gate == nil {
+		return j.cfg.Store.Read(ctx, p)
+	}
+	if err := gate.StartRead(ctx); err != nil {
+		return nil, err
+	}
+	page, err := j.cfg.Store.Read(ctx, p)
+	cost := 0
+	for _, e := range page {
+		cost += eventCost(e)
+	}
+	if gerr := gate.EndRead(ctx, cost); gerr != nil && err == nil {
+		return nil, gerr
+	}
+	return page, err
 }
