@@ -440,19 +440,13 @@ func (l *loop) end(ctx context.Context, cause error) (Outcome, error) {
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	var evs []event.Event
-	if len(l.gated) > 0 {
-		// Requests the step opened close with the run: no call is left open.
-		why := "the run ended"
-		if o.Type == event.RunCancelled {
-			why = "the run was cancelled"
-		}
-		closing, err := l.closeGated(why)
-		if err != nil {
-			return o, err
-		}
-		evs = append(evs, closing...)
+	// Requests the step opened close with the run: no call is left open.
+	gated := l.gatedRequests()
+	gatedWhy := "the run ended"
+	if o.Type == event.RunCancelled {
+		gatedWhy = "the run was cancelled"
 	}
+	var evs []event.Event
 	if l.run.Inbox != nil {
 		why := "the run ended before the steer was consumed"
 		if o.Type == event.RunCancelled {
@@ -473,7 +467,18 @@ func (l *loop) end(ctx context.Context, cause error) (Outcome, error) {
 		return o, err
 	}
 	evs = append(evs, e)
-	if err := l.emitMany(wctx, evs); err != nil {
+	if el, ok := l.log.(EndLog); ok && len(gated) > 0 {
+		// Others may have answered some of the requests meanwhile: the
+		// log decides what is still open as it commits.
+		_, err = el.AppendEnd(wctx, l.run.ID, gated, gatedWhy, evs...)
+	} else {
+		var closing []event.Event
+		if closing, err = CloseGated(l.run.ID, gated, nil, gatedWhy); err != nil {
+			return o, err
+		}
+		err = l.emitMany(wctx, append(closing, evs...))
+	}
+	if err != nil {
 		return o, fmt.Errorf("run %s: write %s: %w", l.run.ID, o.Type, err)
 	}
 	return o, nil

@@ -34,7 +34,7 @@ type Verdict struct {
 	Request *event.Event
 	// RequestID and Kind name that request (event.RequestApproval,
 	// RequestInput, RequestTool), for closing it if the run is cancelled
-	// before it parks.
+	// before it parks (see [EndLog]).
 	RequestID, Kind string
 	// OnlyWritable, if set, names the one mount the call may write: it
 	// runs with a view of the run's binding in which the other mounts
@@ -345,16 +345,68 @@ func (l *loop) settle(ctx context.Context, pending []Pending) ([]llm.Message, er
 	return results, l.runCalls(ctx, calls, runs, nil, results, Approved)
 }
 
-// closeGated returns the events that close the requests of the current
-// step (a run cancelled or failed before it parked), so that no call is
-// left open.
-func (l *loop) closeGated(reason string) ([]event.Event, error) {
-	open := make([]store.Request, len(l.gated))
+// gatedRequests returns the requests the current step opened, and
+// forgets them.
+func (l *loop) gatedRequests() []store.Request {
+	reqs := make([]store.Request, len(l.gated))
 	for i, g := range l.gated {
-		open[i] = store.Request{ID: g.requestID, Kind: g.kind, ToolCall: g.call}
+		reqs[i] = store.Request{ID: g.requestID, RunID: l.run.ID, Kind: g.kind, ToolCall: g.call}
 	}
 	l.gated = nil
-	return CloseRequests(l.run.ID, open, reason)
+	return reqs
+}
+
+// EndLog is an optional interface of a [Log] whose run's requests are
+// answered by others while the run goes on: the session owner's, where a
+// client may answer an approval while another call of the step still
+// runs. When a run ends (cancelled, failed) before it parks, with
+// requests of its last step opened, [Execute] writes its last events
+// through AppendEnd rather than Append, so that what closes those
+// requests is decided against the requests still open when the batch
+// commits: an answer is never overwritten by a second closing.
+type EndLog interface {
+	Log
+	// AppendEnd appends, in one batch, the events [CloseGated] returns
+	// for gated (run runID's requests, its last step's) and reason, with
+	// open saying which of them are still open, followed by last; it
+	// returns the batch as stored. The decision and the commit must be
+	// atomic with respect to the answers: no answer may commit between
+	// them.
+	AppendEnd(ctx context.Context, runID string, gated []store.Request, reason string, last ...event.Event) ([]event.Event, error)
+}
+
+// CloseGated returns the events that close the gated calls of a step
+// whose run ends before it settles them (reason says why: "the run was
+// cancelled"), so that every call of the step has exactly one result
+// and every request one resolution. A request open says is still open
+// is closed as [CloseRequests] closes it. An approval already answered
+// (or expired) leaves its call without a result: the call never ran, and
+// gets an error result. A question or a client tool call already
+// answered has its result, and gets nothing more. A nil open means all
+// are open.
+func CloseGated(runID string, gated []store.Request, open func(requestID string) bool, reason string) ([]event.Event, error) {
+	var still []store.Request
+	var evs []event.Event
+	for _, q := range gated {
+		if open == nil || open(q.ID) {
+			still = append(still, q)
+			continue
+		}
+		if q.Kind != event.RequestApproval {
+			continue
+		}
+		e, err := event.New(runID, event.ToolCallCompleted, event.ToolCallCompletedData{ID: q.ToolCall.ID, Name: q.ToolCall.Name,
+			Output: "error: " + reason + " before this call ran", IsError: true})
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, e)
+	}
+	closing, err := CloseRequests(runID, still, reason)
+	if err != nil {
+		return nil, err
+	}
+	return append(closing, evs...), nil
 }
 
 // CloseRequests returns the events that close a run's open requests when

@@ -224,3 +224,101 @@ func TestCancelBeforeParkingClosesRequests(t *testing.T) {
 		t.Fatalf("results %v, approval resolved %v; want both calls closed and the approval cancelled", results, resolved)
 	}
 }
+
+// answeredLog is a Log whose AppendEnd finds every gated request already
+// answered (as when a client answered while another call of the step
+// ran), and records what it was given.
+type answeredLog struct {
+	agent.Log
+	gated []store.Request
+}
+
+func (l *answeredLog) AppendEnd(ctx context.Context, runID string, gated []store.Request, reason string, last ...event.Event) ([]event.Event, error) {
+	l.gated = gated
+	evs, err := agent.CloseGated(runID, gated, func(string) bool { return false }, reason)
+	if err != nil {
+		return nil, err
+	}
+	return l.Append(ctx, append(evs, last...)...)
+}
+
+// A run that ends before it parks leaves the closing of its step's
+// requests to a Log that implements EndLog, which decides it against
+// the requests still open: an approval already answered is not resolved
+// again, and its call, which never ran, gets its one result.
+func TestEndLogClosesOnlyWhatIsOpen(t *testing.T) {
+	f := newFixture(t)
+	entered := make(chan struct{})
+	block, err := tool.Func("block", "blocks until cancelled", func(ctx context.Context, _ *tool.Call, _ struct{}) (tool.Result, error) {
+		close(entered)
+		<-ctx.Done()
+		return tool.Result{}, ctx.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.reg.Add(block); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	q, _ := event.New("run_1", event.RunQueued, event.RunQueuedData{Model: "scripted:test"})
+	f.j.Append(ctx, q)
+	go func() {
+		<-entered
+		cancel()
+	}()
+	log := &answeredLog{Log: f.j}
+	p := `{"steps":[{"toolCalls":[{"name":"write_file","arguments":{"path":"a.txt","content":"A"}},{"name":"block","arguments":{}}]},{"text":"done"}]}`
+	out, err := agent.Execute(ctx, agent.Config{Provider: script(t, p), Model: "m", Tools: f.reg}, log,
+		agent.Run{ID: "run_1", SessionID: "ses_t", Input: event.TextParts("go"), Gate: &askWrites{}, Env: func() *env.Binding { return f.b }})
+	if err != nil || out.Type != event.RunCancelled {
+		t.Fatalf("outcome %+v, %v; want cancelled", out, err)
+	}
+	if len(log.gated) != 1 || log.gated[0].ID != "apr_1" || log.gated[0].Kind != event.RequestApproval || log.gated[0].ToolCall.Name != "write_file" {
+		t.Fatalf("AppendEnd was given %+v; want the write's approval", log.gated)
+	}
+	var outputs []string
+	for _, e := range f.all() {
+		var d event.ToolCallCompletedData
+		if e.Type == event.ToolCallCompleted && e.Decode(&d) == nil && d.Name == "write_file" {
+			outputs = append(outputs, d.Output)
+		}
+		if e.Type == event.ApprovalResolved {
+			t.Fatalf("the answered approval was resolved again: %s", e.Data)
+		}
+	}
+	if len(outputs) != 1 || outputs[0] != "error: the run was cancelled before this call ran" {
+		t.Fatalf("the write's results: %q; want one, saying it never ran", outputs)
+	}
+}
+
+// CloseGated closes an open request as CloseRequests does, gives an
+// answered approval's call its result, and adds nothing for a question
+// or a client tool call already answered (their answer is their result).
+func TestCloseGated(t *testing.T) {
+	call := func(id string) event.ToolCall { return event.ToolCall{ID: id, Name: "t"} }
+	gated := []store.Request{
+		{ID: "apr_open", Kind: event.RequestApproval, ToolCall: call("c1")},
+		{ID: "apr_done", Kind: event.RequestApproval, ToolCall: call("c2")},
+		{ID: "inp_done", Kind: event.RequestInput, ToolCall: call("c3")},
+		{ID: "tcr_done", Kind: event.RequestTool, ToolCall: call("c4")},
+		{ID: "tcr_open", Kind: event.RequestTool, ToolCall: call("c5")},
+	}
+	open := func(id string) bool { return strings.HasSuffix(id, "_open") }
+	evs, err := agent.CloseGated("run_1", gated, open, "the run ended")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs {
+		var d struct {
+			ID, ApprovalID string
+		}
+		e.Decode(&d)
+		got = append(got, string(e.Type)+" "+d.ApprovalID+d.ID)
+	}
+	want := []string{"approval.resolved apr_open", "tool.call.completed c1", "tool.call.completed c5", "tool.call.completed c2"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("CloseGated (-want +got):\n%s", diff)
+	}
+}

@@ -578,9 +578,10 @@ func (h *Host) checkCrowded(n int) {
 	}
 }
 
-// dropped is the sessions' Dropped hook: a session that lost its lease
-// is forgotten and closed by a goroutine of the host, so that the next
-// request loads it again. A closing host closes it itself.
+// dropped is the sessions' Dropped hook: a session that stopped on its
+// own (it lost its lease, or its recovery found it deleted) is forgotten
+// and closed by a goroutine of the host, so that the next request loads
+// it again (or finds it deleted). A closing host closes it itself.
 func (h *Host) dropped(s *session.Session) {
 	h.goBackground(func() {
 		h.forget(s)

@@ -1,10 +1,16 @@
-// Package reconcile closes what a crash left open in a session's log: a run
-// that was not terminal gets run.interrupted, a tool call that started but
-// never finished gets a closing error result, and a steer that was accepted
+// Package reconcile closes what a crash (or a write the store refused)
+// left open in a session's log: a run that was not terminal gets
+// run.interrupted (or run.failed), and before it, as a cancel would close
+// them, its open requests are resolved as cancelled (by policy "cancel"),
+// every tool call of its steps without a result gets an error result (one
+// that started and never finished, one approved but not started, one
+// asked for and never recorded further), and a steer that was accepted
 // but never consumed is dropped. Afterwards every tool call in the
-// transcript is answered, so the session can be continued. What the
-// caller keeps (a queued run, which has not started and runs after the
-// restart; a run that waits for answers) is left open.
+// transcript is answered and every request closed once, so the session
+// can be continued. What the caller keeps (a queued run, which has not
+// started and runs after the restart) is left open, and of a run that
+// waits for answers and goes on only the calls that started and never
+// finished are closed.
 //
 // The caller must own the session (package lease): reconciling a session
 // that a live process is writing would interrupt its run.
@@ -14,6 +20,7 @@ import (
 	"context"
 	"fmt"
 
+	"weft.dev/weft/agent"
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
 )
@@ -72,60 +79,147 @@ func Session(ctx context.Context, st store.Store, log Appender, sessionID string
 	return closed, nil
 }
 
-// closing returns the events that close run r.
-func closing(ctx context.Context, st store.Store, r store.Run, failure *event.Error, waiting bool) ([]event.Event, error) {
-	var (
-		open   []event.ToolCall
-		done   = map[string]bool{}
-		steers []event.SteerData
-		ended  = map[string]bool{}
-		u      event.TokenUsage
-	)
+// runLog is what the closing of one run needs from its log.
+type runLog struct {
+	calls   []event.ToolCall // every call the run's steps asked for or started, in order
+	known   map[string]bool  // the IDs in calls
+	started map[string]bool
+	done    map[string]bool // calls that have their result
+	reqs    []store.Request // requests, in the order they were opened
+	closed  map[string]bool // requests resolved (an approval, a question) or answered (a client tool call)
+	steers  []event.SteerData
+	ended   map[string]bool // steers consumed or dropped
+	usage   event.TokenUsage
+}
+
+// read reads run r's events that say what it left open.
+func read(ctx context.Context, st store.Store, r store.Run) (*runLog, error) {
+	l := &runLog{known: map[string]bool{}, started: map[string]bool{}, done: map[string]bool{}, closed: map[string]bool{}, ended: map[string]bool{}}
+	call := func(c event.ToolCall) {
+		if !l.known[c.ID] {
+			l.known[c.ID] = true
+			l.calls = append(l.calls, c)
+		}
+	}
+	request := func(id, kind string, c event.ToolCall) {
+		l.reqs = append(l.reqs, store.Request{ID: id, RunID: r.ID, Kind: kind, ToolCall: c})
+	}
+	types := []event.Type{event.MessageCompleted, event.ToolCallStarted, event.ToolCallCompleted,
+		event.ApprovalRequested, event.ApprovalResolved, event.ApprovalExpired, event.InputRequested, event.InputResolved,
+		event.ToolCallRequested, event.SteerAccepted, event.SteerConsumed, event.SteerDropped, event.Usage}
 	after := r.FirstSeq - 1
 	for {
-		page, err := st.Read(ctx, store.ReadParams{SessionID: r.SessionID, After: after, RunID: r.ID, Limit: 1000,
-			Types: []event.Type{event.ToolCallStarted, event.ToolCallCompleted, event.SteerAccepted, event.SteerConsumed, event.SteerDropped, event.Usage}})
+		page, err := st.Read(ctx, store.ReadParams{SessionID: r.SessionID, After: after, RunID: r.ID, Limit: 1000, Types: types})
 		if err != nil {
 			return nil, fmt.Errorf("reconcile run %s: %w", r.ID, err)
 		}
 		for _, e := range page {
-			switch e.Type {
-			case event.ToolCallStarted:
-				var d event.ToolCallStartedData
-				if err := e.Decode(&d); err != nil {
-					return nil, err
-				}
-				open = append(open, d.ToolCall)
-			case event.ToolCallCompleted:
-				var d event.ToolCallCompletedData
-				if err := e.Decode(&d); err != nil {
-					return nil, err
-				}
-				done[d.ID] = true
-			case event.SteerAccepted:
-				var d event.SteerData
-				if err := e.Decode(&d); err != nil {
-					return nil, err
-				}
-				steers = append(steers, d)
-			case event.SteerConsumed, event.SteerDropped:
-				var d event.SteerData
-				if err := e.Decode(&d); err != nil {
-					return nil, err
-				}
-				ended[d.SteerID] = true
-			case event.Usage:
-				var d event.UsageData
-				if err := e.Decode(&d); err != nil {
-					return nil, err
-				}
-				u.Add(d.Usage)
+			if err := l.apply(e, call, request); err != nil {
+				return nil, fmt.Errorf("reconcile run %s: seq %d: %w", r.ID, e.Seq, err)
 			}
 		}
 		if len(page) < 1000 {
-			break
+			return l, nil
 		}
 		after = page[len(page)-1].Seq
+	}
+}
+
+// apply folds e into l.
+func (l *runLog) apply(e event.Event, call func(event.ToolCall), request func(id, kind string, c event.ToolCall)) error {
+	switch e.Type {
+	case event.MessageCompleted:
+		var d event.MessageCompletedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		for _, c := range d.ToolCalls {
+			call(c)
+		}
+	case event.ToolCallStarted:
+		var d event.ToolCallStartedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		call(d.ToolCall)
+		l.started[d.ID] = true
+	case event.ToolCallCompleted:
+		var d event.ToolCallCompletedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		l.done[d.ID] = true
+		for _, q := range l.reqs {
+			if q.Kind == event.RequestTool && q.ToolCall.ID == d.ID {
+				l.closed[q.ID] = true // the client's result answers it
+			}
+		}
+	case event.ApprovalRequested:
+		var d event.ApprovalRequestedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		call(d.ToolCall)
+		request(d.ApprovalID, event.RequestApproval, d.ToolCall)
+	case event.InputRequested:
+		var d event.InputRequestedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		call(d.ToolCall)
+		request(d.RequestID, event.RequestInput, d.ToolCall)
+	case event.ToolCallRequested:
+		var d event.ToolCallRequestedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		call(d.ToolCall)
+		request(d.RequestID, event.RequestTool, d.ToolCall)
+	case event.ApprovalResolved, event.ApprovalExpired:
+		var d event.ApprovalResolvedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		l.closed[d.ApprovalID] = true
+	case event.InputResolved:
+		var d event.InputResolvedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		l.closed[d.RequestID] = true
+	case event.SteerAccepted:
+		var d event.SteerData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		l.steers = append(l.steers, d)
+	case event.SteerConsumed, event.SteerDropped:
+		var d event.SteerData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		l.ended[d.SteerID] = true
+	case event.Usage:
+		var d event.UsageData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		l.usage.Add(d.Usage)
+	}
+	return nil
+}
+
+// closing returns the events that close run r: for a run that goes on
+// waiting, the results of its calls that started and never finished; for
+// a run that ends, also the closing of its open requests (as a cancel
+// closes them: resolved as cancelled, by policy "cancel"), a result for
+// every other call of its steps without one (approved or denied but not
+// settled, or asked for and never recorded further), its unconsumed
+// steers dropped, and its terminal event.
+func closing(ctx context.Context, st store.Store, r store.Run, failure *event.Error, waiting bool) ([]event.Event, error) {
+	l, err := read(ctx, st, r)
+	if err != nil {
+		return nil, err
 	}
 	var evs []event.Event
 	add := func(t event.Type, v any) error {
@@ -133,8 +227,8 @@ func closing(ctx context.Context, st store.Store, r store.Run, failure *event.Er
 		evs = append(evs, e)
 		return err
 	}
-	for _, c := range open {
-		if done[c.ID] {
+	for _, c := range l.calls {
+		if !l.started[c.ID] || l.done[c.ID] {
 			continue
 		}
 		out := InterruptedOutput
@@ -144,27 +238,51 @@ func closing(ctx context.Context, st store.Store, r store.Run, failure *event.Er
 		if err := add(event.ToolCallCompleted, event.ToolCallCompletedData{ID: c.ID, Name: c.Name, Output: out, IsError: true}); err != nil {
 			return nil, err
 		}
+		l.done[c.ID] = true
 	}
 	if waiting {
-		return evs, nil // the run goes on: its steers wait for its next step
+		return evs, nil // the run goes on: its requests and steers wait for its next step
 	}
-	for _, s := range steers {
-		if ended[s.SteerID] {
+	why := "the host stopped"
+	if failure != nil {
+		why = "the run failed"
+	}
+	var open []store.Request
+	for _, q := range l.reqs {
+		if !l.closed[q.ID] && !l.done[q.ToolCall.ID] {
+			open = append(open, q)
+		}
+	}
+	closeReqs, err := agent.CloseRequests(r.ID, open, why)
+	if err != nil {
+		return nil, err
+	}
+	evs = append(evs, closeReqs...)
+	for _, q := range open {
+		l.done[q.ToolCall.ID] = true
+	}
+	for _, c := range l.calls {
+		if l.done[c.ID] {
 			continue
 		}
-		reason := "the host stopped before the steer was consumed"
-		if failure != nil {
-			reason = "the run failed before the steer was consumed"
+		out := "error: " + why + " before this tool call ran"
+		if err := add(event.ToolCallCompleted, event.ToolCallCompletedData{ID: c.ID, Name: c.Name, Output: out, IsError: true}); err != nil {
+			return nil, err
 		}
-		if err := add(event.SteerDropped, event.SteerData{SteerID: s.SteerID, Input: s.Input, Reason: reason}); err != nil {
+	}
+	for _, s := range l.steers {
+		if l.ended[s.SteerID] {
+			continue
+		}
+		if err := add(event.SteerDropped, event.SteerData{SteerID: s.SteerID, Input: s.Input, Reason: why + " before the steer was consumed"}); err != nil {
 			return nil, err
 		}
 	}
 	if failure != nil {
-		err := add(event.RunFailed, event.RunEndedData{Steps: r.Steps, Usage: u, Error: failure})
+		err := add(event.RunFailed, event.RunEndedData{Steps: r.Steps, Usage: l.usage, Error: failure})
 		return evs, err
 	}
-	err := add(event.RunInterrupted, event.RunEndedData{Steps: r.Steps, Usage: u,
+	err = add(event.RunInterrupted, event.RunEndedData{Steps: r.Steps, Usage: l.usage,
 		Error: &event.Error{Kind: "interrupted", Message: "the host stopped while the run was " + r.Status}})
 	return evs, err
 }

@@ -654,42 +654,16 @@ func (s *Session) restoreParked(ctx context.Context) error {
 	if r, ok := s.j.Run(id); !ok || r.Status != store.RunWaiting {
 		return nil
 	}
-	evs, err := s.cfg.Store.Read(ctx, store.ReadParams{SessionID: s.id, RunID: id, Limit: 1 << 30,
-		Types: []event.Type{event.RunQueued, event.SteerAccepted, event.SteerConsumed, event.SteerDropped}})
+	q, err := s.parkedFromLog(ctx, id)
 	if err != nil {
-		return storageErr(s.id, err)
+		return err
 	}
-	a := &activeRun{id: id, inbox: &agent.Steers{}, parked: true, finished: make(chan struct{})}
+	a := &activeRun{id: id, q: q, inbox: &agent.Steers{}, parked: true, finished: make(chan struct{})}
 	close(a.finished)
-	var steers []event.SteerData
-	ended := map[string]bool{}
-	for _, e := range evs {
-		switch e.Type {
-		case event.RunQueued:
-			var d event.RunQueuedData
-			if err := e.Decode(&d); err != nil {
-				return err
-			}
-			a.q = queuedFrom(id, d)
-		case event.SteerAccepted:
-			var d event.SteerData
-			if err := e.Decode(&d); err != nil {
-				return err
-			}
-			steers = append(steers, d)
-		case event.SteerConsumed, event.SteerDropped:
-			var d event.SteerData
-			if err := e.Decode(&d); err != nil {
-				return err
-			}
-			ended[d.SteerID] = true
-		}
+	for _, st := range q.steers {
+		a.inbox.Add(nil, st)
 	}
-	for _, st := range steers {
-		if !ended[st.SteerID] {
-			a.inbox.Add(nil, agent.Steer{ID: st.SteerID, Input: st.Input})
-		}
-	}
+	a.q.steers = nil
 	s.active = a
 	s.track(id)
 	for _, q := range s.j.OpenRequests() {
@@ -699,4 +673,19 @@ func (s *Session) restoreParked(ctx context.Context) error {
 	}
 	s.resumeIfAnswered(id)
 	return nil
+}
+
+// parkedFromLog reads the log of run id, which waits for answers: what
+// it was admitted with, and the steers that wait for its next step.
+func (s *Session) parkedFromLog(ctx context.Context, id string) (queuedRun, error) {
+	evs, err := s.cfg.Store.Read(ctx, store.ReadParams{SessionID: s.id, RunID: id, Limit: 1 << 30,
+		Types: []event.Type{event.RunQueued, event.SteerAccepted, event.SteerConsumed, event.SteerDropped}})
+	if err != nil {
+		return queuedRun{}, storageErr(s.id, err)
+	}
+	q, err := runFromLog(evs, id)
+	if err != nil {
+		return queuedRun{}, fmt.Errorf("session %s: %w", s.id, err)
+	}
+	return q, nil
 }

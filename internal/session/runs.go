@@ -174,9 +174,12 @@ func (s *Session) steerQueued(ctx context.Context, steerID string, input []event
 
 // startNext starts the first queued run. Called with mu held and no
 // active run; it does nothing while the session is not open or holds its
-// queue.
+// queue, and while its journal has failed: a run whose own write failed
+// is done with the session before the watcher marks it failed, and the
+// next run must stay queued for the recovery to start, not start on a
+// journal that refuses every write.
 func (s *Session) startNext() {
-	if len(s.queue) == 0 || s.held || s.state != stateOpen || s.ctx.Err() != nil {
+	if len(s.queue) == 0 || s.held || s.state != stateOpen || s.ctx.Err() != nil || s.j.Err() != nil {
 		return
 	}
 	q := s.queue[0]
@@ -188,70 +191,13 @@ func (s *Session) startNext() {
 	s.launch(s.active, false)
 }
 
-// restoreQueue rebuilds, on load, the queue from the log: the runs whose
-// record is queued (admitted, never started: a crash left them for the
-// next host), in the order the session would have started them (the
-// order of their run.queued, a run admitted with busy interrupt before
-// those queued earlier), each with the parameters and steers its log
-// holds. The first starts unless a run is active or Config.HoldQueued
-// holds the queue. Called with mu held.
+// restoreQueue rebuilds, on load, the queue from the log (see
+// queueFromLog); the first run starts unless a run is active or
+// Config.HoldQueued holds the queue. Called with mu held.
 func (s *Session) restoreQueue(ctx context.Context) error {
-	runs, err := s.cfg.Store.Runs(ctx, store.ListRunsParams{SessionID: s.id, Statuses: []string{store.RunQueued}, Limit: 1 << 20})
+	queue, err := s.queueFromLog(ctx, "")
 	if err != nil {
-		return storageErr(s.id, err)
-	}
-	if len(runs) == 0 {
-		return nil
-	}
-	first := runs[0].FirstSeq
-	queued := map[string]bool{}
-	for _, r := range runs {
-		queued[r.ID] = true
-		first = min(first, r.FirstSeq)
-	}
-	evs, err := s.readAll(ctx, first-1, []event.Type{event.RunQueued, event.SteerAccepted, event.SteerConsumed, event.SteerDropped})
-	if err != nil {
-		return storageErr(s.id, err)
-	}
-	var queue []queuedRun
-	steers := map[string][]event.SteerData{}
-	ended := map[string]bool{}
-	for _, e := range evs {
-		if !queued[e.RunID] {
-			continue
-		}
-		switch e.Type {
-		case event.RunQueued:
-			var d event.RunQueuedData
-			if err := e.Decode(&d); err != nil {
-				return fmt.Errorf("session %s: run %s: %w", s.id, e.RunID, err)
-			}
-			if d.Busy == api.BusyInterrupt {
-				queue = append([]queuedRun{queuedFrom(e.RunID, d)}, queue...)
-			} else {
-				queue = append(queue, queuedFrom(e.RunID, d))
-			}
-		case event.SteerAccepted:
-			var d event.SteerData
-			if err := e.Decode(&d); err != nil {
-				return fmt.Errorf("session %s: run %s: %w", s.id, e.RunID, err)
-			}
-			steers[e.RunID] = append(steers[e.RunID], d)
-		case event.SteerConsumed, event.SteerDropped:
-			var d event.SteerData
-			if err := e.Decode(&d); err != nil {
-				return fmt.Errorf("session %s: run %s: %w", s.id, e.RunID, err)
-			}
-			ended[d.SteerID] = true
-		}
-	}
-	for i := range queue {
-		for _, st := range steers[queue[i].id] {
-			if !ended[st.SteerID] {
-				queue[i].steers = append(queue[i].steers, agent.Steer{ID: st.SteerID, Input: st.Input})
-			}
-		}
-		s.track(queue[i].id)
+		return err
 	}
 	s.queue = append(s.queue, queue...)
 	s.held = s.cfg.HoldQueued && len(s.queue) > 0
@@ -259,6 +205,109 @@ func (s *Session) restoreQueue(ctx context.Context) error {
 		s.startNext()
 	}
 	return nil
+}
+
+// queueFromLog returns the queue the log holds: the runs whose record is
+// queued (admitted, never started), but run except, in the order the
+// session starts them (the order of their run.queued, a run admitted with busy
+// interrupt before those queued earlier), each with the parameters and
+// the steers (accepted, neither consumed nor dropped) its log holds, and
+// with its done channel made (see track). A load, and the recovery from
+// a write failure (whose lost answer may have committed a run.queued or
+// a steer the session does not know of), take the queue from it.
+func (s *Session) queueFromLog(ctx context.Context, except string) ([]queuedRun, error) {
+	runs, err := s.cfg.Store.Runs(ctx, store.ListRunsParams{SessionID: s.id, Statuses: []string{store.RunQueued}, Limit: 1 << 20})
+	if err != nil {
+		return nil, storageErr(s.id, err)
+	}
+	queued := map[string]bool{}
+	var first int64
+	for _, r := range runs {
+		if r.ID == except {
+			continue
+		}
+		if len(queued) == 0 || r.FirstSeq < first {
+			first = r.FirstSeq
+		}
+		queued[r.ID] = true
+	}
+	if len(queued) == 0 {
+		return nil, nil
+	}
+	evs, err := s.readAll(ctx, first-1, []event.Type{event.RunQueued, event.SteerAccepted, event.SteerConsumed, event.SteerDropped})
+	if err != nil {
+		return nil, storageErr(s.id, err)
+	}
+	var order []string
+	byRun := map[string][]event.Event{}
+	for _, e := range evs {
+		if !queued[e.RunID] {
+			continue
+		}
+		if e.Type == event.RunQueued {
+			order = append(order, e.RunID)
+		}
+		byRun[e.RunID] = append(byRun[e.RunID], e)
+	}
+	var queue []queuedRun
+	for _, id := range order {
+		q, err := runFromLog(byRun[id], id)
+		if err != nil {
+			return nil, fmt.Errorf("session %s: %w", s.id, err)
+		}
+		if q.busy == api.BusyInterrupt {
+			queue = append([]queuedRun{q}, queue...)
+		} else {
+			queue = append(queue, q)
+		}
+	}
+	for _, q := range queue {
+		s.track(q.id)
+	}
+	return queue, nil
+}
+
+// runFromLog returns run id as its run.queued in evs admitted it, with
+// the steers evs show it accepted and neither consumed nor dropped. evs
+// hold at least the run's run.queued and steer events.
+func runFromLog(evs []event.Event, id string) (queuedRun, error) {
+	var q queuedRun
+	var steers []event.SteerData
+	ended := map[string]bool{}
+	for _, e := range evs {
+		if e.RunID != id {
+			continue
+		}
+		switch e.Type {
+		case event.RunQueued:
+			var d event.RunQueuedData
+			if err := e.Decode(&d); err != nil {
+				return q, fmt.Errorf("run %s: %w", id, err)
+			}
+			q = queuedFrom(id, d)
+		case event.SteerAccepted:
+			var d event.SteerData
+			if err := e.Decode(&d); err != nil {
+				return q, fmt.Errorf("run %s: %w", id, err)
+			}
+			steers = append(steers, d)
+		case event.SteerConsumed, event.SteerDropped:
+			var d event.SteerData
+			if err := e.Decode(&d); err != nil {
+				return q, fmt.Errorf("run %s: %w", id, err)
+			}
+			ended[d.SteerID] = true
+		}
+	}
+	if q.id == "" {
+		return q, fmt.Errorf("run %s: no run.queued in its log", id)
+	}
+	for _, st := range steers {
+		if !ended[st.SteerID] {
+			q.steers = append(q.steers, agent.Steer{ID: st.SteerID, Input: st.Input})
+		}
+	}
+	return q, nil
 }
 
 // launch runs a's loop in a goroutine of the session's: from the start,
@@ -442,7 +491,39 @@ func (l runLog) Append(ctx context.Context, evs ...event.Event) ([]event.Event, 
 	return out, err
 }
 
+// AppendEnd implements agent.EndLog: under the session's lock, against
+// which the answers commit, it closes what of gated is still open (an
+// answer that came while the step's other calls ran stays the answer)
+// and appends last with it.
+func (l runLog) AppendEnd(ctx context.Context, runID string, gated []store.Request, reason string, last ...event.Event) ([]event.Event, error) {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	open := map[string]bool{}
+	for _, q := range l.s.j.OpenRequests() {
+		if q.RunID == runID {
+			open[q.ID] = true
+		}
+	}
+	evs, err := agent.CloseGated(runID, gated, func(id string) bool { return open[id] }, reason)
+	if err != nil {
+		return nil, err
+	}
+	out, err := l.appendTo(ctx, l.s.j, append(evs, last...)...)
+	if err == nil {
+		for _, q := range gated {
+			l.s.stopTimer(q.ID)
+		}
+	}
+	return out, err
+}
+
 func (l runLog) append(ctx context.Context, evs ...event.Event) ([]event.Event, error) {
+	return l.appendTo(ctx, l.journal(), evs...)
+}
+
+// appendTo appends evs to j, with the receipts of the cancels that ended
+// the run if evs hold its terminal event.
+func (l runLog) appendTo(ctx context.Context, j journalWriter, evs ...event.Event) ([]event.Event, error) {
 	var claims []*idem.Claim
 	var rcpts []store.Receipt
 	for _, e := range evs {
@@ -455,12 +536,12 @@ func (l runLog) append(ctx context.Context, evs ...event.Event) ([]event.Event, 
 			}
 		}
 	}
-	out, err := l.journal().AppendReceipts(ctx, rcpts, evs...)
+	out, err := j.AppendReceipts(ctx, rcpts, evs...)
 	if len(rcpts) > 0 && errors.Is(err, store.ErrReceiptExists) {
 		// Another writer stored a cancel's key first: the run ends all the
 		// same, and those cancels are answered from the stored receipts.
 		claims = nil
-		out, err = l.journal().AppendReceipts(ctx, nil, evs...)
+		out, err = j.AppendReceipts(ctx, nil, evs...)
 	}
 	if err == nil {
 		for _, c := range claims {

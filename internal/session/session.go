@@ -71,10 +71,11 @@ type Config struct {
 	// nothing more, and calls Dropped.
 	Leases store.Leases
 	// Dropped, if set, is called once, from a goroutine of the session
-	// and with none of its locks held, when the session lost its lease
-	// and stopped. The callee must Close the session (not from that
-	// goroutine: Close waits for it) and forget it; commands meanwhile
-	// fail with ErrClosed.
+	// and with none of its locks held, when the session stopped on its
+	// own: it lost its lease, or its recovery from a write failure found
+	// it deleted (a session/delete whose answer was lost). The callee
+	// must Close the session (not from that goroutine: Close waits for
+	// it) and forget it; commands meanwhile fail with ErrClosed.
 	Dropped func(*Session)
 	// SubscriberBuffer bounds a subscriber's queue (see journal.SubscribeOptions).
 	SubscriberBuffer int
@@ -357,15 +358,36 @@ func (s *Session) watchLease() {
 // next request loads the session anew, under a new lease or refused
 // while another holder has it.
 func (s *Session) lose(cause error) {
+	if s.drop() {
+		s.cfg.Logger.Error("session lease lost; dropping the session", "session", s.id, "epoch", s.Epoch(), "err", cause)
+		s.dropped()
+	}
+}
+
+// stop stops a session whose recovery found it deleted, as lose does,
+// saying why.
+func (s *Session) stop(why string) {
+	if s.drop() {
+		s.cfg.Logger.Info("session stopped: "+why, "session", s.id)
+		s.dropped()
+	}
+}
+
+// drop closes the session at once (runs cancelled, commands refused with
+// ErrClosed) and reports whether it was open.
+func (s *Session) drop() bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.state == stateClosed {
-		s.mu.Unlock()
-		return
+		return false
 	}
 	s.state = stateClosed
 	s.cancel(ErrClosed)
-	s.mu.Unlock()
-	s.cfg.Logger.Error("session lease lost; dropping the session", "session", s.id, "epoch", s.Epoch(), "err", cause)
+	return true
+}
+
+// dropped hands the stopped session to Config.Dropped, if set.
+func (s *Session) dropped() {
 	if s.cfg.Dropped != nil {
 		s.cfg.Dropped(s)
 	}
@@ -471,11 +493,36 @@ func (s *Session) committed(batch []event.Event) {
 }
 
 // track makes the done channel of run id, which settle closes once the
-// run has ended and the session is done with it.
+// run has ended and the session is done with it; a run that has one
+// keeps it, with whoever waits on it.
 func (s *Session) track(id string) {
 	s.doneMu.Lock()
-	s.done[id] = make(chan struct{})
+	if s.done[id] == nil {
+		s.done[id] = make(chan struct{})
+	}
 	s.doneMu.Unlock()
+}
+
+// settleEnded settles every run the session tracks that it no longer
+// holds: neither active nor queued, so ended (a recovery that reloaded
+// the log may find a run ended by a write whose answer was lost). Called
+// with mu held, once the next run has started.
+func (s *Session) settleEnded() {
+	held := map[string]bool{}
+	if s.active != nil {
+		held[s.active.id] = true
+	}
+	for _, q := range s.queue {
+		held[q.id] = true
+	}
+	s.doneMu.Lock()
+	defer s.doneMu.Unlock()
+	for id, ch := range s.done {
+		if !held[id] {
+			close(ch)
+			delete(s.done, id)
+		}
+	}
 }
 
 // settle closes run id's done channel: its terminal event is committed
@@ -582,10 +629,14 @@ func (s *Session) watch() {
 
 // recover ends the active run and brings the session back once the store
 // takes writes again: it opens a new journal from what the store holds
-// and fails the runs the failure cut short (run.failed, kind storage), so
-// that nothing committed is lost and no seq is skipped. Queued runs stay
-// queued, and a run that waits for answers goes on waiting. It reports
-// false when the session closed meanwhile.
+// and fails the runs the failure cut short (run.failed, kind storage),
+// so that nothing committed is lost and no seq is skipped. Queued runs
+// stay queued, and a run that waits for answers goes on waiting. The log
+// is the truth from then on: a failed write may have committed though
+// its writer heard an error (the answer was lost), so the queue, the
+// steers of the waiting run, and which runs have ended are read back
+// from it, and whoever waits for a run the log shows ended is woken. It
+// reports false when the session closed meanwhile.
 func (s *Session) recover(failed *journal.Journal) bool {
 	s.mu.Lock()
 	if s.state == stateClosed {
@@ -607,7 +658,11 @@ func (s *Session) recover(failed *journal.Journal) bool {
 		}
 	}()
 	s.cfg.Logger.Error("session write failed; recovering", "session", s.id, "err", cause)
+	// cut is the run the failure cut short: it was running, and ends as
+	// failed even if its run.started never committed.
+	cut := ""
 	if a != nil && !a.parked {
+		cut = a.id
 		a.cancel(fmt.Errorf("the store refused a write: %w", cause))
 		select {
 		case <-a.finished:
@@ -628,68 +683,105 @@ func (s *Session) recover(failed *journal.Journal) bool {
 			}
 			backoff = min(2*backoff, 32*s.cfg.RetryBackoff)
 		}
-		j, err := journal.Open(s.ctx, s.journalConfig(), s.id)
-		if err != nil {
-			s.cfg.Logger.Warn("session recovery: reload", "session", s.id, "err", err)
-			continue
-		}
-		// The new journal is the session's from now on (commands still
-		// refused), so that whoever wakes on a run's terminal event reads
-		// the projection that holds it.
-		s.mu.Lock()
-		if s.state == stateClosed {
-			s.mu.Unlock()
-			j.Close()
-			return false
-		}
-		if s.j != failed {
-			s.j.Close() // an earlier attempt's
-		}
-		s.j = j
-		// The failed write may have committed without the hook seeing
-		// it: the next run start reads the log.
-		s.conv.drop()
-		keep := map[string]bool{}
-		for _, q := range s.queue {
-			keep[q.id] = true
-		}
-		if a := s.active; a != nil && a.parked {
-			// A run that waits for answers had no step for the failure
-			// to cut short: it goes on waiting, resumed from the log (a
-			// write that failed may have committed an answer).
-			keep[a.id] = true
-			a.resume, a.history = nil, nil
-		}
-		s.mu.Unlock()
-		closed, err := reconcile.Session(s.ctx, s.cfg.Store, j, s.id, reconcile.Options{
-			Keep: func(r store.Run) bool { return keep[r.ID] }, Failure: failure,
-		})
+		ok, err := s.reopen(failed, cut, failure)
 		if errors.Is(err, store.ErrFenced) {
 			s.lose(err)
 			return false
 		}
 		if err != nil {
-			s.cfg.Logger.Warn("session recovery: close runs", "session", s.id, "err", err)
+			s.cfg.Logger.Warn("session recovery", "session", s.id, "attempt", attempt, "err", err)
 			continue
 		}
-		s.mu.Lock()
-		if s.state == stateClosed {
-			s.mu.Unlock()
-			return false
+		if ok {
+			s.cfg.Logger.Info("session recovered from a write failure", "session", s.id)
 		}
-		s.state, s.failure = stateOpen, nil
-		if s.active == nil {
-			s.startNext()
-		} else if s.active.parked {
-			s.resumeIfAnswered(s.active.id)
-		}
-		for _, id := range closed {
-			s.settle(id)
-		}
-		s.mu.Unlock()
-		s.cfg.Logger.Info("session recovered from a write failure", "session", s.id)
-		return true
+		return ok
 	}
+}
+
+// reopen is one attempt of recover: a new journal from what the store
+// holds, run.failed (failure) for the runs that neither wait for answers
+// nor are queued (run cut is not queued, whatever its record says), then
+// the queue and the waiting run's steers from the log, and the session
+// open again. It reports false when the session closed meanwhile.
+func (s *Session) reopen(failed *journal.Journal, cut string, failure *event.Error) (bool, error) {
+	j, err := journal.Open(s.ctx, s.journalConfig(), s.id)
+	if err != nil {
+		return false, fmt.Errorf("reload: %w", err)
+	}
+	if j.Session().Deleted {
+		// A session/delete whose answer was lost: the session is gone,
+		// and nothing may follow session.deleted.
+		j.Close()
+		s.stop("recovery found the session deleted (a session/delete whose answer was lost)")
+		return false, nil
+	}
+	// The new journal is the session's from now on (commands still
+	// refused), so that whoever wakes on a run's terminal event reads the
+	// projection that holds it.
+	s.mu.Lock()
+	if s.state == stateClosed {
+		s.mu.Unlock()
+		j.Close()
+		return false, nil
+	}
+	if s.j != failed {
+		s.j.Close() // an earlier attempt's
+	}
+	s.j = j
+	// The failed write may have committed without the hook seeing it:
+	// the next run start reads the log.
+	s.conv.drop()
+	parked := ""
+	if a := s.active; a != nil && a.parked {
+		// A run that waits for answers had no step for the failure to
+		// cut short: it goes on waiting, resumed from the log (a write
+		// that failed may have committed an answer).
+		parked = a.id
+		a.resume, a.history = nil, nil
+	}
+	s.mu.Unlock()
+	keep := func(r store.Run) bool { return r.ID == parked || r.Status == store.RunQueued && r.ID != cut }
+	if _, err := reconcile.Session(s.ctx, s.cfg.Store, j, s.id, reconcile.Options{Keep: keep, Failure: failure}); err != nil {
+		return false, fmt.Errorf("close runs: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == stateClosed {
+		return false, nil
+	}
+	queue, err := s.queueFromLog(s.ctx, cut)
+	if err != nil {
+		return false, err
+	}
+	if a := s.active; a != nil {
+		if r, ok := s.j.Run(a.id); !ok || store.IsTerminal(r.Status) {
+			// Its end committed though the writer heard an error (a
+			// cancel of the waiting run whose answer was lost): the
+			// session is done with it.
+			s.active = nil
+			s.closeRetired()
+		}
+	}
+	if a := s.active; a != nil && a.parked {
+		q, err := s.parkedFromLog(s.ctx, a.id)
+		if err != nil {
+			return false, err
+		}
+		a.inbox = &agent.Steers{}
+		for _, st := range q.steers {
+			a.inbox.Add(nil, st)
+		}
+	}
+	s.queue = queue
+	s.state, s.failure = stateOpen, nil
+	if s.active == nil {
+		s.startNext()
+	} else if s.active.parked {
+		s.resumeIfAnswered(s.active.id)
+	}
+	s.settleEnded()
+	return true, nil
 }
 
 // Events returns the session's events after the cursor: the replay, then

@@ -32,11 +32,6 @@ type logState struct {
 	proj     *store.Projection
 	requests map[string]store.Request // every request record, as the projection flushed it
 	deleted  bool
-	// wedged is set when storage recovery failed a run that waited (see
-	// recoveryClosesRequests): its owner still holds the run as active,
-	// and queues every later run behind it, until the session is loaded
-	// again.
-	wedged bool
 	// checked is the length of the log when the records were last checked.
 	checked int
 
@@ -69,7 +64,6 @@ type callState struct {
 	completed     int
 	approval      string // the approval that gates it
 	request       string // the request of a client tool call
-	doubled       bool   // a second closing of its request was let pass (endSkipsAnsweredRequests)
 }
 
 type reqState struct {
@@ -298,7 +292,6 @@ func (l *logState) feed(e event.Event) string {
 	if l.deleted {
 		return "an event after session.deleted"
 	}
-	before, _ := l.proj.Run(e.RunID)
 	if err := l.proj.Apply(e); err != nil {
 		return fmt.Sprintf("the projection refuses it: %v", err)
 	}
@@ -373,10 +366,6 @@ func (l *logState) feed(e event.Event) string {
 		if msg != "" {
 			return msg
 		}
-		if c.completed > 0 && !endSkipsAnsweredRequests && (c.doubled || d.By != nil && d.By.Policy == "cancel") {
-			c.doubled = false
-			return "" // see endSkipsAnsweredRequests
-		}
 		if c.completed++; c.completed > 1 {
 			return fmt.Sprintf("tool call %s has two results", d.ID)
 		}
@@ -400,9 +389,6 @@ func (l *logState) feed(e event.Event) string {
 		if err := e.Decode(&d); err != nil {
 			return err.Error()
 		}
-		if l.knownDoubleClose(d.ApprovalID, d.By) {
-			return ""
-		}
 		return l.resolve(d.ApprovalID, event.RequestApproval, d.Decision, r)
 	case event.InputRequested:
 		var d event.InputRequestedData
@@ -419,11 +405,6 @@ func (l *logState) feed(e event.Event) string {
 		var d event.InputResolvedData
 		if err := e.Decode(&d); err != nil {
 			return err.Error()
-		}
-		if l.knownDoubleClose(d.RequestID, d.By) {
-			c := l.calls[l.reqs[d.RequestID].call]
-			c.doubled = true // its closing result follows
-			return ""
 		}
 		return l.resolve(d.RequestID, event.RequestInput, d.Text, r)
 	case event.ToolCallRequested:
@@ -470,18 +451,13 @@ func (l *logState) feed(e event.Event) string {
 		if err := e.Decode(&d); err != nil {
 			return err.Error()
 		}
-		storage := e.Type == event.RunFailed && d.Error != nil && d.Error.Kind == "storage"
-		waive := !recoveryClosesRequests && (storage || e.Type == event.RunInterrupted)
-		if waive && storage && before.Status == store.RunWaiting {
-			l.wedged = true
-		}
 		for _, id := range r.calls {
-			if c := l.calls[id]; c.completed != 1 && !(waive && c.requested && !c.started) {
+			if c := l.calls[id]; c.completed != 1 {
 				return fmt.Sprintf("the run ended, but tool call %s (%s) has no result", id, c.name)
 			}
 		}
 		for _, id := range r.reqs {
-			if q := l.reqs[id]; q.resolved != 1 && !waive {
+			if q := l.reqs[id]; q.resolved != 1 {
 				return fmt.Sprintf("the run ended, but its %s request %s is still open", q.kind, id)
 			}
 		}
@@ -492,14 +468,6 @@ func (l *logState) feed(e event.Event) string {
 		}
 	}
 	return ""
-}
-
-// knownDoubleClose reports whether a resolution of request id by by is
-// the known second closing of an answered request that
-// endSkipsAnsweredRequests waives.
-func (l *logState) knownDoubleClose(id string, by event.By) bool {
-	q := l.reqs[id]
-	return !endSkipsAnsweredRequests && q != nil && q.resolved > 0 && by.Policy == "cancel"
 }
 
 // made records that input token made run or steer id: a token is sent
@@ -611,7 +579,7 @@ func (w *world) checkSubscribers() {
 func (w *world) checkLiveness() {
 	for _, s := range w.known() {
 		l := s.log
-		excused := w.fs.holding(s.id) || w.fs.recovering(s.id, recoveryWindow) || l.wedged
+		excused := w.fs.holding(s.id) || w.fs.recovering(s.id, recoveryWindow)
 		queued := ""
 		for _, id := range l.runOrder {
 			r := l.runs[id]
@@ -660,14 +628,11 @@ func (w *world) noteQueued() {
 	}
 }
 
-// checkSurvivors checks, when queuedRunsSurviveCrash is on, that the
-// runs queued when a host stopped were not interrupted while queued, and
-// started in the order they were queued (unless one of them was admitted
-// with busy interrupt, which puts a run first).
+// checkSurvivors checks that the runs queued when a host stopped were
+// not interrupted while queued, and started in the order they were
+// queued (unless one of them was admitted with busy interrupt, which
+// puts a run first).
 func (w *world) checkSurvivors() {
-	if !queuedRunsSurviveCrash {
-		return
-	}
 	for _, a := range w.survivors {
 		ra := a.s.log.runs[a.run]
 		if ra.terminal == event.RunInterrupted && !ra.started {

@@ -332,7 +332,7 @@ func (w *world) cancelRun(s *simSession, runID, key string) {
 			w.tracef("← %s: no answer in %v", what, cancelTimeout)
 			if gen == w.gen {
 				w.client.verify = append(w.client.verify, func(w *world) string {
-					if rs := s.log.runs[runID]; rs != nil && rs.terminal != "" && recoveryWakesCancels {
+					if rs := s.log.runs[runID]; rs != nil && rs.terminal != "" {
 						return fmt.Sprintf("%s did not return in %v, though the run ended (%s)", what, cancelTimeout, rs.terminal)
 					}
 					return ""

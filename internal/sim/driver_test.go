@@ -646,7 +646,6 @@ func (w *world) drain() {
 	clear(w.fs.refuse)
 	clear(w.fs.lose)
 	w.fs.mu.Unlock()
-	healed := false
 	tried := map[string]time.Time{} // requests answered, when
 	for i := 0; ; i++ {
 		w.step++
@@ -663,11 +662,6 @@ func (w *world) drain() {
 		case len(w.tools.pending()) > 0:
 			w.doTool(w.tools.pending()[0])
 		case w.answerOne(tried):
-		case w.wedged() && !healed:
-			// See recoveryClosesRequests: only a new owner frees the session.
-			healed = true
-			w.tracef("restart the host: a session is wedged (known, see recoveryClosesRequests)")
-			w.restart(false)
 		case w.unrest() != "":
 			// Commands in flight (a wait, a cancel that hangs) end by
 			// their timeouts: larger steps of time then.
@@ -691,17 +685,6 @@ func (w *world) drain() {
 		w.settle()
 		w.check()
 	}
-}
-
-// wedged reports whether a session is wedged by the known bug
-// recoveryClosesRequests describes.
-func (w *world) wedged() bool {
-	for _, s := range w.known() {
-		if s.log.wedged {
-			return true
-		}
-	}
-	return false
 }
 
 // answerOne answers the oldest open request, if there is one that was

@@ -113,39 +113,24 @@ func (f *faultStore) failed(session string) {
 	}
 }
 
-// spared reports whether session's appends are spared the faults that
-// fail one write (a full disk, a refused or lost append) while the known
-// race failedJournalStartsNoRun describes is open: when a run's own write
-// fails, the run's goroutine may start the next queued run on the failed
-// journal before the session's recovery marks it failed, or not, and the
-// seed would not fix which.
-func (f *faultStore) spared(ctx context.Context, session string) bool {
-	if failedJournalStartsNoRun {
-		return false
-	}
-	runs, err := f.Store.Runs(ctx, store.ListRunsParams{SessionID: session, Statuses: []string{store.RunQueued}, Limit: 1})
-	return err == nil && len(runs) > 0
-}
-
 // Append applies the faults, in this order: a crashed or full store
 // refuses; the session's refused, then lost appends; the crash counter;
 // the session's hold.
 func (f *faultStore) Append(ctx context.Context, b store.Batch) error {
-	spared := f.spared(ctx, b.SessionID)
 	f.mu.Lock()
-	if err := f.writeErr(); err != nil && !(spared && err == errDiskFull) {
+	if err := f.writeErr(); err != nil {
 		f.failed(b.SessionID)
 		f.mu.Unlock()
 		return err
 	}
-	if f.refuse[b.SessionID] > 0 && !spared {
+	if f.refuse[b.SessionID] > 0 {
 		f.refuse[b.SessionID]--
 		f.failed(b.SessionID)
 		f.mu.Unlock()
 		return errIO
 	}
 	lose := false
-	if f.lose[b.SessionID] > 0 && !spared {
+	if f.lose[b.SessionID] > 0 {
 		f.lose[b.SessionID]--
 		lose = true
 	}
@@ -171,9 +156,6 @@ func (f *faultStore) Append(ctx context.Context, b store.Batch) error {
 		case v = <-h.verdict:
 		case <-ctx.Done():
 			return ctx.Err()
-		}
-		if v == refuseHeld && f.spared(ctx, b.SessionID) {
-			v = commitHeld
 		}
 		switch v {
 		case refuseHeld, crashHeld:

@@ -252,11 +252,6 @@ func (w *world) restart(crashed bool) {
 	if n := w.tools.executing(); n > 0 {
 		w.fail("%d tool calls outlive the host that made them", n)
 	}
-	for _, s := range w.sessions {
-		if s.log != nil {
-			s.log.wedged = false // a new owner
-		}
-	}
 	w.fs.revive()
 	w.openHost()
 	synctest.Wait()
