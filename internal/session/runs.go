@@ -808,7 +808,9 @@ func (s *Session) cancelQueued(ctx context.Context, id, reason string, rc *idem.
 // timeout passes, and returns the run as it is then. Done means that the
 // next run/start is admitted (with busy reject) unless another run came
 // first: the run is no longer active, and the queued run that follows it
-// has started. It fails with ErrClosed if the session closes meanwhile.
+// has started. It fails with ErrClosed if the session closes meanwhile,
+// unless the run ended as it closed: then it waits for the close to
+// finish and returns the run.
 func (s *Session) Wait(ctx context.Context, id string, timeout time.Duration) (store.Run, error) {
 	if ch := s.doneChan(id); ch != nil {
 		t := time.NewTimer(timeout)
@@ -819,6 +821,16 @@ func (s *Session) Wait(ctx context.Context, id string, timeout time.Duration) (s
 		case <-ctx.Done():
 			return store.Run{}, ctx.Err()
 		case <-s.ctx.Done():
+			// The session stops: its running runs end as it does, so
+			// the answer waits for the stop to settle rather than
+			// depend on which of the two a waiter hears first. A run
+			// that outlives it (waiting, queued) is ErrClosed.
+			select {
+			case <-s.finished:
+			case <-t.C:
+			case <-ctx.Done():
+				return store.Run{}, ctx.Err()
+			}
 			select {
 			case <-ch:
 			default:

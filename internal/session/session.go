@@ -150,6 +150,9 @@ type Session struct {
 	active  *activeRun
 	wg      sync.WaitGroup // the session's goroutines; Add only with mu held and state not closed
 	release sync.Once
+	// finished is closed once a closed session's goroutines have ended
+	// and what it held is released (finish).
+	finished chan struct{}
 
 	doneMu sync.Mutex // leaf
 	done   map[string]chan struct{}
@@ -284,7 +287,7 @@ func newSession(cfg *Config, id string) (*Session, error) {
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &Session{cfg: cfg, id: id, ctx: ctx, cancel: cancel, lease: ls, done: map[string]chan struct{}{},
-		conv: transcript{budget: cfg.Transcripts}}
+		conv: transcript{budget: cfg.Transcripts}, finished: make(chan struct{})}
 	s.Touch()
 	return s, nil
 }
@@ -595,6 +598,7 @@ func (s *Session) finish() {
 		s.closeRetired()
 		s.bind.Close()
 		s.bind = nil
+		close(s.finished)
 	})
 }
 
