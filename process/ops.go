@@ -170,14 +170,17 @@ func Text(out api.Output) string {
 // then live as it is committed, until the process ends and everything is
 // yielded, ctx ends (the error is ctx's) or the consumer stops. A chunk
 // that follows dropped output says how much it skipped. The iterator is
-// single-use; it holds no lock while yielding and no goroutine.
-// Visibility as for [Manager.Get]; errors arrive as the iterator's error.
+// single-use; it holds no lock while yielding and no goroutine. It reads
+// pages of up to 256 KiB, each admitted by ctx's [PageGate] if it carries
+// one. Visibility as for [Manager.Get]; errors arrive as the iterator's
+// error.
 func (m *Manager) Follow(ctx context.Context, id string, offset int64, caller Caller) iter.Seq2[api.Chunk, error] {
 	return func(yield func(api.Chunk, error) bool) {
 		if _, _, err := m.access(ctx, id, caller, "follow", false); err != nil {
 			yield(api.Chunk{}, err)
 			return
 		}
+		gate, _ := ctx.Value(pageGateKey{}).(PageGate)
 		next := max(offset, 0)
 		for {
 			// Take the change signal before reading, so nothing
@@ -191,7 +194,7 @@ func (m *Manager) Follow(ctx context.Context, id string, offset int64, caller Ca
 			if p != nil {
 				rec, changed = p.snapshot()
 			}
-			out, err := m.output(ctx, rec, next, 256<<10)
+			out, err := m.readPage(ctx, gate, rec, next)
 			if err != nil {
 				yield(api.Chunk{}, err)
 				return
@@ -226,6 +229,57 @@ func (m *Manager) Follow(ctx context.Context, id string, offset int64, caller Ca
 			}
 		}
 	}
+}
+
+// followPageBytes bounds one page of output that [Manager.Follow] reads
+// and yields.
+const followPageBytes = 256 << 10
+
+// A PageGate admits the output pages [Manager.Follow] reads, so that
+// its consumers can bound what all of them hold together: a host with
+// hundreds of followers that stopped reading would otherwise hold a page
+// for each. A Follow whose ctx carries a gate ([WithPageGate]) calls
+// StartRead before each page it reads from the store and, if that
+// succeeded, EndRead after it with the page's cost (the sum of
+// [ChunkCost] of its chunks; 0 when the read failed), before the page is
+// yielded. Either may wait; an error from either ends the Follow with
+// that error. Both are called from the Follow's goroutine. The consumer
+// gives a chunk's cost back once it is done with it. Its methods are
+// those of journal.ReplayGate, so one gate can serve both.
+type PageGate interface {
+	StartRead(ctx context.Context) error
+	EndRead(ctx context.Context, cost int) error
+}
+
+type pageGateKey struct{}
+
+// WithPageGate returns ctx carrying g for the [Manager.Follow] calls
+// made with it.
+func WithPageGate(ctx context.Context, g PageGate) context.Context {
+	return context.WithValue(ctx, pageGateKey{}, g)
+}
+
+// ChunkCost is what a chunk that Follow yields counts against a
+// [PageGate]: its data as base64 in JSON, and the fields around it.
+func ChunkCost(c api.Chunk) int { return (len(c.Data)+2)/3*4 + 128 }
+
+// readPage reads one page of output from next through gate, if not nil.
+func (m *Manager) readPage(ctx context.Context, gate PageGate, rec store.Process, next int64) (api.Output, error) {
+	if gate == nil {
+		return m.output(ctx, rec, next, followPageBytes)
+	}
+	if err := gate.StartRead(ctx); err != nil {
+		return api.Output{}, err
+	}
+	out, err := m.output(ctx, rec, next, followPageBytes)
+	cost := 0
+	for _, c := range out.Chunks {
+		cost += ChunkCost(c)
+	}
+	if gerr := gate.EndRead(ctx, cost); gerr != nil && err == nil {
+		return api.Output{}, gerr
+	}
+	return out, err
 }
 
 // Write writes data to the stdin (or pty) of a running shell process and

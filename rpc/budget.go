@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"weft.dev/weft/internal/journal"
+	"weft.dev/weft/process"
 )
 
 // Defaults of the stream budget ([Config.StreamBytes]).
@@ -327,7 +328,10 @@ type replayGate struct {
 	held int64 // only the subscription's goroutine touches it
 }
 
-var _ journal.ReplayGate = (*replayGate)(nil)
+var (
+	_ journal.ReplayGate = (*replayGate)(nil)
+	_ process.PageGate   = (*replayGate)(nil)
+)
 
 // StartRead waits for a read token.
 func (g *replayGate) StartRead(ctx context.Context) error {
@@ -357,4 +361,13 @@ func (g *replayGate) EndRead(ctx context.Context, cost int) error {
 func (g *replayGate) release() {
 	g.acct.release(g.held)
 	g.held = 0
+}
+
+// releaseSome gives back n of the bytes the admitted pages hold (at most
+// what they hold): the consumer is done with part of a page, such as one
+// chunk of a process's output ([process.ChunkCost]).
+func (g *replayGate) releaseSome(n int64) {
+	n = min(n, g.held)
+	g.acct.release(n)
+	g.held -= n
 }

@@ -91,6 +91,13 @@ func stallSSE(t testing.TB, addr, sid string) net.Conn {
 // after the upgrade.
 func stallWebSocket(t testing.TB, addr, sid string) *websocket.Conn {
 	t.Helper()
+	return stallWebSocketRequest(t, addr, fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"events/subscribe","params":{"sessionId":%q}}`, sid))
+}
+
+// stallWebSocketRequest sends req over a WebSocket that is never read
+// after the upgrade.
+func stallWebSocketRequest(t testing.TB, addr, req string) *websocket.Conn {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	hc := &http.Client{Transport: &http.Transport{DialContext: newStalledDialer().DialContext}}
@@ -100,7 +107,6 @@ func stallWebSocket(t testing.TB, addr, sid string) *websocket.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"events/subscribe","params":{"sessionId":%q}}`, sid)
 	if err := wc.Write(ctx, websocket.MessageText, []byte(req)); err != nil {
 		t.Fatal(err)
 	}
@@ -199,3 +205,57 @@ func TestStalledReadersBoundedHostWide(t *testing.T) {
 type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
+
+// Followers of a process's output that stop reading are bounded with the
+// event streams' readers: each would otherwise hold a page of output (up
+// to 256 KiB, and its encoding) for the whole write timeout.
+func TestStalledProcessFollowersBoundedHostWide(t *testing.T) {
+	h, srv := newProcEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ses, err := h.CreateSession(ctx, api.CreateSessionParams{Mounts: []event.Mount{{ID: "work", Path: t.TempDir(), Default: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 12 MB of output, in the log before anyone follows it.
+	p, err := h.StartProcess(ctx, api.ProcessStartParams{SessionID: ses.ID, Command: "head -c 12000000 /dev/zero | tr '\\0' a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := h.AwaitProcess(ctx, api.ProcessAwaitParams{ID: p.Process.ID, TimeoutMs: 50_000}); err != nil || r.TimedOut {
+		t.Fatalf("await: %+v %v", r, err)
+	}
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	defer debug.SetGCPercent(debug.SetGCPercent(25))
+	runtime.GC()
+	before := heapInUse()
+	var conns []io.Closer
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := range 350 {
+		if i%7 == 6 {
+			wc := stallWebSocketRequest(t, addr, fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"process/follow","params":{"id":%q}}`, p.Process.ID))
+			conns = append(conns, closerFunc(func() error { return wc.CloseNow() }))
+			continue
+		}
+		c, err := newStalledDialer().DialContext(ctx, "tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "GET /v1/processes/%s/output HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", p.Process.ID, addr, token)
+		conns = append(conns, c)
+	}
+	var peak uint64
+	for range 150 {
+		<-time.After(20 * time.Millisecond)
+		peak = max(peak, heapInUse())
+	}
+	grew := int64(peak) - int64(before)
+	t.Logf("heap in use %d KiB before, +%d KiB at peak with 300 stalled SSE and 50 stalled WebSocket followers of one process", before>>10, grew>>10)
+	if grew > 64<<20 {
+		t.Fatalf("350 stalled followers grew the heap by %d KiB; the bound is 64 MiB", grew>>10)
+	}
+}

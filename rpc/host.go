@@ -391,9 +391,13 @@ func (m *hostMethods) followProcess(ctx context.Context, p *api.ProcessFollowPar
 		return nil, err
 	}
 	subCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// The pages of output are admitted into the server's stream budget
+	// as they are read, and given back once in their frames.
+	gate := &replayGate{acct: conn.acct}
 	id := m.open(ctx, conn, subCtx, cancel, func(id string, sub *subscription) {
 		closed := api.ProcessClosedNotification{SubscriptionID: id, Reason: "ended", Offset: p.Offset}
-		for c, err := range pm.Follow(subCtx, p.ID, p.Offset, caller) {
+		defer gate.release()
+		for c, err := range pm.Follow(process.WithPageGate(subCtx, gate), p.ID, p.Offset, caller) {
 			if err != nil {
 				var tell bool
 				if closed.Reason, closed.Message, tell = m.end(sub, subCtx, err); !tell {
@@ -404,6 +408,7 @@ func (m *hostMethods) followProcess(ctx context.Context, p *api.ProcessFollowPar
 			if err := conn.NotifyWait(subCtx, api.NotifyProcessOutput, api.ProcessOutputNotification{SubscriptionID: id, Chunk: c}); err != nil {
 				return
 			}
+			gate.releaseSome(int64(process.ChunkCost(c)))
 			closed.Offset = c.End()
 		}
 		_ = conn.NotifyWait(context.WithoutCancel(subCtx), api.NotifyProcessClosed, closed)

@@ -55,7 +55,7 @@ func HTTPHandler(s *Server, h *host.Host, opts SSEOptions) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", s.Handler())
 	mux.Handle("GET /v1/sessions/{id}/events", s.authenticate(&sseHandler{h: h, opts: opts, done: s.Done(), budget: s.budget}))
-	mux.Handle("GET /v1/processes/{id}/output", s.authenticate(&processSSE{h: h, opts: opts, done: s.Done()}))
+	mux.Handle("GET /v1/processes/{id}/output", s.authenticate(&processSSE{h: h, opts: opts, done: s.Done(), budget: s.budget}))
 	return mux
 }
 
@@ -167,9 +167,10 @@ func (sw *sseWriter) events(evs []event.Encoded) error {
 }
 
 type processSSE struct {
-	h    *host.Host
-	opts SSEOptions
-	done <-chan struct{} // the server is closing
+	h      *host.Host
+	opts   SSEOptions
+	done   <-chan struct{} // the server is closing
+	budget *streamBudget
 }
 
 // ServeHTTP streams a process's output as Server-Sent Events, one chunk
@@ -216,11 +217,24 @@ func (ps *processSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	})
 	sw := newSSEWriter(w, ps.opts.WriteTimeout)
-	if sw.start(ps.opts.RetryMs) != nil {
+	defer sw.finish()
+	// The pages of output the stream reads count in the server's stream
+	// budget from their read until written, as an event stream's do; a
+	// stalled write may be evicted for others (see streamBudget).
+	acct := ps.budget.open(func() {
+		sw.evict()
+		cancel()
+	})
+	defer acct.close()
+	gate := &replayGate{acct: acct}
+	acct.startWrite()
+	err := sw.start(ps.opts.RetryMs)
+	acct.endWrite()
+	if err != nil {
 		return
 	}
 	caller := process.Caller{Host: sessionID == "", SessionID: sessionID}
-	for c, err := range pm.Follow(ctx, id, offset, caller) {
+	for c, err := range pm.Follow(process.WithPageGate(ctx, gate), id, offset, caller) {
 		if err != nil {
 			return
 		}
@@ -228,9 +242,13 @@ func (ps *processSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		if sw.write(true, "id: %d\ndata: %s\n\n", c.End(), b) != nil {
+		acct.startWrite()
+		err = sw.write(true, "id: %d\ndata: %s\n\n", c.End(), b)
+		acct.endWrite()
+		if err != nil {
 			return
 		}
+		gate.releaseSome(int64(process.ChunkCost(c)))
 	}
 	sw.write(true, "event: end\ndata: {}\n\n")
 }
