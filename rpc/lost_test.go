@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,10 +17,8 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
-	"weft.dev/weft/host"
 	"weft.dev/weft/internal/proctest"
 	"weft.dev/weft/process"
-	"weft.dev/weft/rpc"
 	"weft.dev/weft/store/memory"
 	"weft.dev/weft/store/storetest"
 )
@@ -31,23 +28,7 @@ import (
 // the SSE output stream.
 func TestLostOutputOverTheWire(t *testing.T) {
 	fst := &storetest.Faulty{Store: memory.New()}
-	m, err := process.New(process.Config{Store: fst, ChunkBytes: 64, OutageBuffer: 512, KillGrace: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := host.New(context.Background(), host.Config{Store: fst, Processes: m,
-		ResolveModel: func(name string) (*host.Model, error) { return nil, fmt.Errorf("no models") }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := rpc.NewHostServer(h, rpc.HostConfig{Config: rpc.Config{Token: token}})
-	srv := httptest.NewServer(rpc.HTTPHandler(s, h, rpc.SSEOptions{}))
-	t.Cleanup(func() {
-		srv.CloseClientConnections()
-		s.Close()
-		srv.Close()
-		h.Close()
-	})
+	_, srv := newProcEnvWith(t, fst, process.Config{Store: fst, ChunkBytes: 64, OutageBuffer: 512, KillGrace: 200 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := client.Dial(ctx, srv.URL, client.Options{Token: token})

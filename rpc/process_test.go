@@ -35,7 +35,14 @@ func (denyOthers) AllowCancel(_ context.Context, p store.Process, c process.Call
 func newProcEnv(t *testing.T) (*host.Host, *httptest.Server) {
 	t.Helper()
 	st := memory.New()
-	m, err := process.New(process.Config{Store: st, Policy: denyOthers{}, KillGrace: 200 * time.Millisecond})
+	return newProcEnvWith(t, st, process.Config{Store: st, Policy: denyOthers{}, KillGrace: 200 * time.Millisecond})
+}
+
+// newProcEnvWith is a host on st whose process manager is made by pc,
+// served over httptest.
+func newProcEnvWith(t *testing.T, st store.Store, pc process.Config) (*host.Host, *httptest.Server) {
+	t.Helper()
+	m, err := process.New(pc)
 	if err != nil {
 		t.Fatal(err)
 	}
