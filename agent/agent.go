@@ -177,6 +177,10 @@ const (
 	KindMaxSteps = "max_steps"
 	KindModel    = "model"
 	KindLog      = "log"
+	// KindTimeout: the model request hit a limit of [llm.Timeouts] on
+	// every attempt, or after its output began; the message names the
+	// limit (connect, first-byte or idle timeout).
+	KindTimeout = "timeout"
 )
 
 // Execute runs r to its end and returns how it ended. It writes run.started,
@@ -414,6 +418,14 @@ type runError struct {
 
 func (e *runError) Error() string { return e.kind + ": " + e.msg }
 
+// modelErrorKind is the kind of a run that failed with le.
+func modelErrorKind(le *llm.Error) string {
+	if le.Kind == llm.KindTimeout {
+		return KindTimeout
+	}
+	return KindModel
+}
+
 // end writes the run's terminal event for cause (nil: completed) and
 // closes the inbox, dropping steers that were never consumed.
 func (l *loop) end(ctx context.Context, cause error) (Outcome, error) {
@@ -433,7 +445,7 @@ func (l *loop) end(ctx context.Context, cause error) (Outcome, error) {
 		case errors.As(cause, &re):
 			o.Error = &event.Error{Kind: re.kind, Message: re.msg, Retryable: re.retryable}
 		case errors.As(cause, &le):
-			o.Error = &event.Error{Kind: KindModel, Message: le.Error(), Retryable: le.Retryable}
+			o.Error = &event.Error{Kind: modelErrorKind(le), Message: le.Error(), Retryable: le.Retryable}
 		default:
 			o.Error = &event.Error{Kind: KindLog, Message: cause.Error()}
 		}

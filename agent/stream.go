@@ -44,7 +44,7 @@ func (l *loop) stream(ctx context.Context, req *llm.Request) (*response, error) 
 			if started && le.Retryable {
 				// The output already streamed cannot be taken back, so the
 				// step fails; a caller may start a new run.
-				return nil, &runError{kind: KindModel, retryable: true,
+				return nil, &runError{kind: modelErrorKind(le), retryable: true,
 					msg: fmt.Sprintf("step %d: the model stream failed after output began: %v", l.steps, le)}
 			}
 			return nil, err

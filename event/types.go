@@ -87,7 +87,7 @@ func (u *TokenUsage) Add(o TokenUsage) {
 
 // Error is the typed error carried by failure events.
 type Error struct {
-	// Kind is a stable machine-readable category, e.g. "max_steps", "model", "interrupted".
+	// Kind is a stable machine-readable category, e.g. "max_steps", "model", "timeout", "interrupted".
 	Kind string `json:"kind"`
 	// Message is for people.
 	Message string `json:"message"`

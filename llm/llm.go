@@ -137,6 +137,7 @@ const (
 	KindMalformed   = "malformed"    // a chunk that is not valid JSON or not understood
 	KindSafety      = "safety"       // the provider blocked the prompt or the response (safety, recitation, prohibited content)
 	KindScript      = "script"       // the scripted provider's file is wrong or ran out
+	KindTimeout     = "timeout"      // a limit of [Timeouts] was hit; Err is a *TimeoutError naming it
 )
 
 // Error is a typed provider failure.
@@ -210,4 +211,100 @@ func ParseRetryAfter(retryAfter, retryAfterMs string, now time.Time) time.Durati
 		return t.Sub(now)
 	}
 	return 0
+}
+
+// Default limits of [Timeouts]: what a real model needs at worst, with a
+// margin. A local server may load a model for a minute or more before its
+// first byte, a large prompt's prefill takes minutes on a slow machine,
+// and a reasoning model may think for minutes between two chunks (Codex
+// CLI's stream idle timeout is also five minutes).
+const (
+	DefaultConnectTimeout   = 30 * time.Second
+	DefaultFirstByteTimeout = 5 * time.Minute
+	DefaultIdleTimeout      = 5 * time.Minute
+)
+
+// Timeouts bound the phases of one model request, so that a server that
+// accepts a request and never answers, or stalls in the middle of a
+// stream, fails the request with a retryable *[Error] of kind
+// [KindTimeout] instead of holding the run forever. The whole request
+// stays bounded only by the context passed to [Provider.Stream]: a
+// response that keeps streaming may last as long as it needs.
+//
+// The zero value of each field means its default (DefaultConnectTimeout,
+// DefaultFirstByteTimeout, DefaultIdleTimeout); a negative value means no
+// limit for that phase.
+type Timeouts struct {
+	// Connect bounds getting a connection to the server: the DNS lookup,
+	// the dial and the TLS handshake.
+	Connect time.Duration
+	// FirstByte bounds the wait from the connection to the first byte of
+	// the response's body: sending the request, the server's queue and
+	// prefill, and the response's header.
+	FirstByte time.Duration
+	// Idle bounds each wait for the next bytes of the response's body
+	// once the first arrived: the silence between two stream chunks.
+	Idle time.Duration
+}
+
+// Limits of [Timeouts], as [TimeoutError.Limit] names them.
+const (
+	LimitConnect   = "connect"
+	LimitFirstByte = "firstByte"
+	LimitIdle      = "idle"
+)
+
+// Resolve returns t with every zero field set to its default and every
+// negative one set to zero (no limit).
+func (t Timeouts) Resolve() Timeouts {
+	pick := func(v, def time.Duration) time.Duration {
+		switch {
+		case v == 0:
+			return def
+		case v < 0:
+			return 0
+		}
+		return v
+	}
+	return Timeouts{
+		Connect:   pick(t.Connect, DefaultConnectTimeout),
+		FirstByte: pick(t.FirstByte, DefaultFirstByteTimeout),
+		Idle:      pick(t.Idle, DefaultIdleTimeout),
+	}
+}
+
+// TimeoutError reports that the limit of [Timeouts] named Limit was hit.
+// It is the Err of an *[Error] of kind [KindTimeout].
+type TimeoutError struct {
+	// Limit is LimitConnect, LimitFirstByte or LimitIdle.
+	Limit string
+	// After is the limit's duration.
+	After time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	switch e.Limit {
+	case LimitConnect:
+		return fmt.Sprintf("no connection to the model server within %v (connect timeout)", e.After)
+	case LimitFirstByte:
+		return fmt.Sprintf("the model server sent nothing for %v after the request (first-byte timeout)", e.After)
+	case LimitIdle:
+		return fmt.Sprintf("the model stream sent nothing for %v (idle timeout)", e.After)
+	}
+	return fmt.Sprintf("%s timeout after %v", e.Limit, e.After)
+}
+
+// Timeout reports true, as net.Error's method does.
+func (e *TimeoutError) Timeout() bool { return true }
+
+// TimeoutFrom returns the retryable *[Error] of kind [KindTimeout] for
+// err when err wraps a *[TimeoutError], else nil. Providers call it first
+// when they classify a failure, so that a hit limit is never mistaken for
+// a cut stream or a connection error.
+func TimeoutFrom(provider string, err error) *Error {
+	var te *TimeoutError
+	if !errors.As(err, &te) {
+		return nil
+	}
+	return &Error{Provider: provider, Kind: KindTimeout, Retryable: true, Err: te}
 }

@@ -19,6 +19,7 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
+	"weft.dev/weft/llm"
 	"weft.dev/weft/policy"
 	"weft.dev/weft/tool/mcp"
 )
@@ -79,6 +80,18 @@ type Model struct {
 	ContextWindow int `json:"contextWindow,omitempty"`
 	// MaxTokens caps output tokens per step.
 	MaxTokens int `json:"maxTokens,omitempty"`
+	// ConnectTimeoutMs, FirstByteTimeoutMs and IdleTimeoutMs are the
+	// model's [llm.Timeouts] in milliseconds: zero means the default, -1
+	// no limit.
+	ConnectTimeoutMs   int64 `json:"connectTimeoutMs,omitempty"`
+	FirstByteTimeoutMs int64 `json:"firstByteTimeoutMs,omitempty"`
+	IdleTimeoutMs      int64 `json:"idleTimeoutMs,omitempty"`
+}
+
+// Timeouts are the model's limits on a request's phases.
+func (m Model) Timeouts() llm.Timeouts {
+	d := func(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+	return llm.Timeouts{Connect: d(m.ConnectTimeoutMs), FirstByte: d(m.FirstByteTimeoutMs), Idle: d(m.IdleTimeoutMs)}
 }
 
 // Path returns the configuration file's path from the environment.
@@ -122,7 +135,7 @@ func Keys() []string {
 }
 
 // modelKeys lists the keys of a named model.
-var modelKeys = []string{"provider", "model", "baseURL", "apiKeyEnv", "contextWindow", "maxTokens"}
+var modelKeys = []string{"provider", "model", "baseURL", "apiKeyEnv", "contextWindow", "maxTokens", "connectTimeoutMs", "firstByteTimeoutMs", "idleTimeoutMs"}
 
 // mcpKeys lists the keys of an MCP server.
 func mcpKeys() []string {
@@ -161,8 +174,17 @@ func Parse(b []byte) (File, error) {
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		if m := f.Models[name]; m.Provider == "" || m.Model == "" {
+		m := f.Models[name]
+		if m.Provider == "" || m.Model == "" {
 			return f, fmt.Errorf("%s: models.%s: provider and model are required", keyPosition(b, name), name)
+		}
+		for _, t := range []struct {
+			key string
+			ms  int64
+		}{{"connectTimeoutMs", m.ConnectTimeoutMs}, {"firstByteTimeoutMs", m.FirstByteTimeoutMs}, {"idleTimeoutMs", m.IdleTimeoutMs}} {
+			if t.ms < -1 {
+				return f, fmt.Errorf("%s: models.%s.%s %d: want milliseconds, 0 (or leave it out) for the default, or -1 for no limit", keyPosition(b, t.key), name, t.key, t.ms)
+			}
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.MCPServers)) {

@@ -29,6 +29,7 @@ func TestLoadErrorsSayWhere(t *testing.T) {
 		{"bad policy", "{\n\"policy\": {\"rules\": [{\"tool\": \"shell\", \"action\": \"prompt\"}]}}", []string{":2:1:", "policy.rules[0].action", "unknown action"}},
 		{"bad preset", "{\"policy\": {\"preset\": \"ask-sometimes\"}}", []string{"policy.preset", "ask-writes"}},
 		{"model fields", "{\"models\": {\"m\": {\"provider\": \"openai\"}}}", []string{"models.m", "required"}},
+		{"model timeout", "{\"models\": {\"m\": {\"provider\": \"openai\", \"model\": \"x\",\n\"idleTimeoutMs\": -5}}}", []string{":2:1:", "models.m.idleTimeoutMs -5", "-1 for no limit"}},
 		{"unknown mcp key", "{\"mcpServers\": {\"fs\": {\"command\": \"x\",\n \"arguments\": []}}}", []string{":2:2:", `unknown key "arguments"`, "an MCP server's keys are command, args"}},
 		{"mcp server", "{\"mcpServers\": {\n\"fs\": {\"command\": \"x\", \"url\": \"http://y\"}}}", []string{":2:1:", "mcpServers.fs", "not both"}},
 		{"mcp name", "{\"mcpServers\": {\"a__b\": {\"command\": \"x\"}}}", []string{"mcpServers.a__b", "separates the server from the tool"}},

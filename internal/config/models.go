@@ -85,7 +85,7 @@ func Resolve(spec string, f File, configPath string, getenv func(string) string)
 			}
 			k = "unused"
 		}
-		cfg := openai.Config{APIKey: k, BaseURL: baseURL}
+		cfg := openai.Config{APIKey: k, BaseURL: baseURL, Timeouts: m.Timeouts()}
 		if m.Provider == "openai" {
 			r.Provider, err = openai.NewResponses(cfg)
 		} else {
@@ -96,7 +96,7 @@ func Resolve(spec string, f File, configPath string, getenv func(string) string)
 		if kerr != nil {
 			return nil, kerr
 		}
-		r.Provider, err = anthropic.New(anthropic.Config{APIKey: k, BaseURL: base("ANTHROPIC_BASE_URL")})
+		r.Provider, err = anthropic.New(anthropic.Config{APIKey: k, BaseURL: base("ANTHROPIC_BASE_URL"), Timeouts: m.Timeouts()})
 	case "gemini":
 		k, kerr := key("GEMINI_API_KEY")
 		if kerr != nil && m.APIKeyEnv == "" {
@@ -108,7 +108,7 @@ func Resolve(spec string, f File, configPath string, getenv func(string) string)
 		if k == "" {
 			return nil, kerr
 		}
-		r.Provider, err = gemini.New(gemini.Config{APIKey: k, BaseURL: base("GEMINI_BASE_URL")})
+		r.Provider, err = gemini.New(gemini.Config{APIKey: k, BaseURL: base("GEMINI_BASE_URL"), Timeouts: m.Timeouts()})
 	case "scripted":
 		r.Provider, err = scripted.Load(m.Model)
 	default:

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/llm"
@@ -121,5 +122,40 @@ func TestResolveMissingKey(t *testing.T) {
 		return map[string]string{"OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}[k]
 	}); err != nil {
 		t.Errorf("a local server: %v", err)
+	}
+}
+
+// TestResolveTimeouts: a named model's connectTimeoutMs,
+// firstByteTimeoutMs and idleTimeoutMs reach its provider, whichever it
+// is: a server that never answers fails the request with a timeout of
+// the configured length.
+func TestResolveTimeouts(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Read the body: only then does the server notice the client go.
+		io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	f := File{Models: map[string]Model{}}
+	for _, p := range []string{"openai", "openai-chat", "anthropic", "gemini"} {
+		f.Models[p] = Model{Provider: p, Model: "m", BaseURL: srv.URL, APIKeyEnv: "KEY", FirstByteTimeoutMs: 50, IdleTimeoutMs: -1, ConnectTimeoutMs: 1000}
+	}
+	for _, p := range []string{"openai", "openai-chat", "anthropic", "gemini"} {
+		t.Run(p, func(t *testing.T) {
+			r, err := Resolve(p, f, "config.json", func(k string) string { return map[string]string{"KEY": "k"}[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for _, err := range r.Provider.Stream(ctx, &llm.Request{Model: r.Model, Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}) {
+				var te *llm.TimeoutError
+				if e, ok := llm.AsError(err); !ok || e.Kind != llm.KindTimeout || !errors.As(err, &te) || te.Limit != llm.LimitFirstByte || te.After != 50*time.Millisecond {
+					t.Fatalf("err = %v, want a first-byte timeout of 50ms", err)
+				}
+				return
+			}
+			t.Fatal("no error")
+		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 
 	"weft.dev/weft/event"
+	"weft.dev/weft/internal/llmhttp"
 	"weft.dev/weft/llm"
 )
 
@@ -34,10 +35,15 @@ type Config struct {
 	APIKey string
 	// BaseURL is the API endpoint; empty means https://api.anthropic.com/.
 	BaseURL string
-	// HTTPClient sends the requests; nil means http.DefaultClient. Request
-	// timeouts belong on the context, not on the client, because a
-	// streaming response may legitimately last minutes.
+	// HTTPClient sends the requests; nil means http.DefaultClient. A
+	// whole request is bounded by the context and Timeouts, not by the
+	// client, because a streaming response may legitimately last minutes.
 	HTTPClient *http.Client
+	// Timeouts bound getting a connection, the wait for the first byte
+	// and each wait between stream chunks; a hit limit is a retryable
+	// [llm.KindTimeout] error. The zero value means the defaults of
+	// [llm.Timeouts].
+	Timeouts llm.Timeouts
 	// Headers are added to every request (e.g. anthropic-beta); nil adds none.
 	Headers http.Header
 	// Logger receives debug records of each request; nil means silent.
@@ -96,10 +102,7 @@ func New(cfg Config) (*Provider, error) {
 		p.thinking.OfAdaptive = &anthropic.ThinkingConfigAdaptiveParam{}
 	}
 
-	httpClient := cfg.HTTPClient
-	if httpClient == nil {
-		httpClient = http.DefaultClient
-	}
+	httpClient := llmhttp.Client(cfg.HTTPClient, cfg.Timeouts)
 	opts := []option.RequestOption{
 		// Without this marker NewClient prepends DefaultClientOptions, which
 		// read ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_CUSTOM_HEADERS,
@@ -176,6 +179,9 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.S
 func classify(ctx context.Context, err error, resp *http.Response) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("anthropic: stream: %w", ctxErr)
+	}
+	if e := llm.TimeoutFrom(providerName, err); e != nil {
+		return e
 	}
 	var apiErr *anthropic.Error
 	if errors.As(err, &apiErr) {

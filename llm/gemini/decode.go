@@ -85,9 +85,12 @@ func (d *decoder) run(ctx context.Context, ev *events) (string, error) {
 				return "", fmt.Errorf("gemini: stream: %w", ctx.Err())
 			}
 			if d.finish != "" && err != errEventTooLarge {
-				// The finish reason arrived; what broke off after it
-				// carried no output.
+				// The finish reason arrived; what broke off (or went
+				// silent) after it carried no output.
 				break
+			}
+			if e := llm.TimeoutFrom(providerName, err); e != nil {
+				return "", e
 			}
 			if err == errEventTooLarge {
 				return "", &llm.Error{Provider: providerName, Kind: llm.KindMalformed, Err: err}

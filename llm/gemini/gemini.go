@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/genai"
 
+	"weft.dev/weft/internal/llmhttp"
 	"weft.dev/weft/llm"
 )
 
@@ -46,6 +47,11 @@ type Config struct {
 	// minutes and is bounded by the context passed to Stream. Redirects
 	// are not followed.
 	HTTPClient *http.Client
+	// Timeouts bound getting a connection, the wait for the first byte
+	// and each wait between stream chunks; a hit limit is a retryable
+	// [llm.KindTimeout] error. The zero value means the defaults of
+	// [llm.Timeouts].
+	Timeouts llm.Timeouts
 	// Headers are added to every request; nil adds none.
 	Headers http.Header
 	// Logger receives debug records of each request; nil means silent.
@@ -140,7 +146,7 @@ func New(cfg Config) (*Provider, error) {
 		Backend: genai.BackendGeminiAPI,
 		// The SDK's client hands every response to this transport, which
 		// passes the real one to Stream (see exchange).
-		HTTPClient: &http.Client{Transport: &capture{base: rt}},
+		HTTPClient: &http.Client{Transport: &capture{base: llmhttp.Transport(rt, cfg.Timeouts)}},
 		HTTPOptions: genai.HTTPOptions{
 			BaseURL:    base,
 			APIVersion: version,
@@ -264,6 +270,9 @@ func requestError(ctx context.Context, transportErr, sdkErr error) error {
 	}
 	if err == nil {
 		err = errors.New("no response")
+	}
+	if e := llm.TimeoutFrom(providerName, err); e != nil {
+		return e
 	}
 	var uerr *url.Error
 	var nerr net.Error

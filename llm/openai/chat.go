@@ -262,6 +262,8 @@ func (s *chatState) handle(data []byte) (done bool, err error) {
 	return false, nil
 }
 
+func (s *chatState) finished() bool { return s.finish != "" }
+
 // end yields what a finished stream still owes: held-back bytes, the usage
 // and the Finish, or the error for a stream without a finish_reason.
 func (s *chatState) end() (string, error) {

@@ -20,6 +20,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
+	"weft.dev/weft/internal/llmhttp"
 	"weft.dev/weft/llm"
 )
 
@@ -44,9 +45,14 @@ type Config struct {
 	// is resolved against it.
 	BaseURL string
 	// HTTPClient sends the requests. Nil means [http.DefaultClient]. A
-	// stream is bounded only by the context passed to Stream, so the
-	// client should have no overall Timeout.
+	// stream is bounded only by the context passed to Stream and by
+	// Timeouts, so the client should have no overall Timeout.
 	HTTPClient *http.Client
+	// Timeouts bound getting a connection, the wait for the first byte
+	// and each wait between stream chunks; a hit limit is a retryable
+	// [llm.KindTimeout] error. The zero value means the defaults of
+	// [llm.Timeouts].
+	Timeouts llm.Timeouts
 	// Headers are added to every request (e.g. OpenRouter's HTTP-Referer).
 	// Nil means none.
 	Headers map[string]string
@@ -114,10 +120,7 @@ func newClient(provider string, cfg Config) (*client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%s: BaseURL %q is not an absolute http(s) URL", provider, base)
 	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		hc = http.DefaultClient
-	}
+	hc := llmhttp.Client(cfg.HTTPClient, cfg.Timeouts)
 	// The SDK's own NewClient reads OPENAI_* environment variables; the
 	// services are built from these options alone, so nothing comes from
 	// the environment. The agent loop retries, so the SDK must not.
@@ -187,6 +190,9 @@ func (c *client) requestError(ctx context.Context, err error, res *http.Response
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s: request: %w", c.provider, ctx.Err())
 	}
+	if e := llm.TimeoutFrom(c.provider, err); e != nil {
+		return e
+	}
 	var aerr *sdk.Error
 	if errors.As(err, &aerr) {
 		if aerr.Response != nil {
@@ -255,6 +261,9 @@ func bodySnippet(res *http.Response) string {
 func (c *client) streamReadError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s: stream: %w", c.provider, ctx.Err())
+	}
+	if e := llm.TimeoutFrom(c.provider, err); e != nil {
+		return e
 	}
 	if errors.Is(err, bufio.ErrTooLong) {
 		return &llm.Error{Provider: c.provider, Kind: llm.KindMalformed, Err: err}
@@ -400,6 +409,10 @@ type streamState interface {
 	// end yields what a finished stream still owes and returns the finish
 	// reason, or the error for a stream without terminal evidence.
 	end() (reason string, err error)
+	// finished reports whether the stream's content is complete although
+	// its terminal event has not come (a Chat finish_reason before
+	// [DONE]).
+	finished() bool
 }
 
 // stream runs one streamed request: send issues it with the given extra
@@ -421,6 +434,11 @@ func (c *client) stream(ctx context.Context, model string, yield func(llm.Stream
 	}
 	defer dec.Close()
 	reason, err := "", pump(ctx, c, dec, st.handle)
+	if e, ok := llm.AsError(err); ok && e.Kind == llm.KindTimeout && st.finished() {
+		// A server that went silent after the finish reason (without
+		// [DONE]) said all it had to say.
+		err = nil
+	}
 	if err == nil {
 		reason, err = st.end()
 	}

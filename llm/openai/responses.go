@@ -357,6 +357,9 @@ func (s *responsesState) args(idx int, b []byte) bool {
 	return a == "" || s.yield(llm.StreamEvent{ToolCall: &llm.ToolCallDelta{Index: idx, Arguments: a}})
 }
 
+// finished is false: only response.completed (or its kin) ends a stream.
+func (s *responsesState) finished() bool { return false }
+
 // end yields what a finished stream still owes, or the error for a stream
 // without its terminal event.
 func (s *responsesState) end() (string, error) {
