@@ -90,14 +90,17 @@ func (a *app) connect(ctx context.Context, name string, mode connectMode, hostPo
 				return client.Follow(ctx, dial, sessionID, after, "")
 			}}, nil
 		}
-		if mode == remoteOnly {
+		if mode == remoteOnly || a.chooseHost().err != nil {
 			return nil, err
 		}
 	}
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	lh, err := a.newHost(ctx, log, hostOptions{kind: oneShot, holder: name, policy: &hostPolicy})
 	if errors.Is(err, lease.ErrHostHeld) {
-		return nil, fmt.Errorf("%w; run without --local to run through that host", err)
+		if mode == localOnly {
+			return nil, fmt.Errorf("%w; run without --local to run through that host", err)
+		}
+		return nil, fmt.Errorf("%w, but no host answers at %s: pass its address with --host ADDR or WEFT_HOST", err, a.hostAddr())
 	}
 	if err != nil {
 		return nil, err

@@ -16,7 +16,7 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 	e := newEnv(t)
 	down := freeAddr(t)
 	_, stderr, code := e.weft("", "--host", down, "attach", "ses_x")
-	if code != 1 || !strings.Contains(stderr, "no weft host at "+down+": start `weft serve`") || strings.Count(stderr, ":") > 6 {
+	if code != 1 || !strings.Contains(stderr, "no weft host at "+down+" (--host): start `weft serve`") || strings.Count(stderr, ":") > 6 {
 		t.Errorf("attach without a host: %d %s", code, stderr)
 	}
 	_, stderr, code = e.weft("", "--host", down, "approve", "apr_x")

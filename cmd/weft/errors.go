@@ -6,9 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"weft.dev/weft/api"
 )
@@ -19,17 +19,6 @@ var errNoHost = errors.New("no weft host")
 // hintLocal is what to do without a host, for the commands that can
 // run without one.
 const hintLocal = "start `weft serve`, or run without a host (weft run --local)"
-
-// noHostError says that no host answers at addr and what to do (hint),
-// without the layers of the dial's error (WebSocket, HTTP, TCP): only a
-// cause other than a refused connection is kept, in its innermost words.
-func noHostError(addr, hint string, cause error) error {
-	err := fmt.Errorf("%w at %s: %s", errNoHost, addr, hint)
-	if cause != nil && !errors.Is(cause, syscall.ECONNREFUSED) {
-		err = fmt.Errorf("%w (%v)", err, innermost(cause))
-	}
-	return err
-}
 
 // innermost is the last error of err's chain.
 func innermost(err error) error {
@@ -185,4 +174,24 @@ func (a *app) hostDir() string {
 		return ""
 	}
 	return dir
+}
+
+// serveAddrFlags are flags people try for the address `weft serve`
+// listens on, which is --listen.
+var serveAddrFlags = []string{"--addr", "--address", "--port", "--bind"}
+
+// flagHint adds what to type to a parse error of args: an unknown flag
+// for the address of `weft serve` names --listen (kong's own suggestion
+// for --port, the clients' --host, would be wrong there).
+func flagHint(args []string, err error) error {
+	if !slices.Contains(args, "serve") {
+		return err
+	}
+	msg := err.Error()
+	for _, f := range serveAddrFlags {
+		if strings.HasPrefix(msg, "unknown flag "+f+",") || msg == "unknown flag "+f || strings.HasPrefix(msg, "unknown flag "+f+" ") {
+			return fmt.Errorf("unknown flag %s: weft serve listens on --listen HOST:PORT (e.g. --listen 127.0.0.1:7879); clients find it by themselves, or with --host HOST:PORT", f)
+		}
+	}
+	return err
 }

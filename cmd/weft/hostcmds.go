@@ -17,12 +17,11 @@ import (
 	"weft.dev/weft/rpc"
 )
 
-// hostAddr is --host, WEFT_HOST or the default.
+// hostAddr is the address of the host client commands talk to: --host,
+// WEFT_HOST, the one live host recorded in the state directory, or the
+// default (see chooseHost).
 func (a *app) hostAddr() string {
-	if a.host != "" {
-		return a.host
-	}
-	return defaultListen
+	return a.chooseHost().addr
 }
 
 // dialHost connects to the host, as the program name says (for the
@@ -31,9 +30,12 @@ func (a *app) hostAddr() string {
 // wrapping errNoHost, as when nothing answers; a host that refuses the
 // token says so.
 func (a *app) dialHost(ctx context.Context, name string) (*client.Client, error) {
+	if err := a.chooseHost().err; err != nil {
+		return nil, err
+	}
 	tok, err := a.token(false)
 	if errors.Is(err, fs.ErrNotExist) || err == nil && tok == "" {
-		return nil, noHostError(a.hostAddr(), hintLocal, nil)
+		return nil, a.noHostError(hintLocal, nil)
 	}
 	if err != nil {
 		return nil, err
@@ -45,7 +47,7 @@ func (a *app) dialHost(ctx context.Context, name string) (*client.Client, error)
 		return nil, fmt.Errorf("the host at %s refused this token: WEFT_TOKEN or the token file is not the host's (%v)", a.hostAddr(), innermost(err))
 	}
 	if err != nil {
-		return nil, noHostError(a.hostAddr(), hintLocal, err)
+		return nil, a.noHostError(hintLocal, err)
 	}
 	info, err := hello(dctx, c, name)
 	if err != nil {
@@ -104,7 +106,7 @@ func (c *attachCmd) Run(ctx context.Context, a *app) error {
 	conn, err := a.connect(ctx, name, remoteOnly, api.Policy{}, nil)
 	if err != nil {
 		if errors.Is(err, errNoHost) {
-			return noHostError(a.hostAddr(), "start `weft serve` (weft attach follows runs through it; `weft events --follow` reads the store)", nil)
+			return a.noHostError("start `weft serve` (weft attach follows runs through it; `weft events --follow` reads the store)", nil)
 		}
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -77,6 +78,9 @@ type app struct {
 	// server is what the host this command dialed last said of itself
 	// in initialize; nil before a dial.
 	server atomic.Pointer[rpc.Info]
+	// hostOnce guards chosen, the host client commands talk to.
+	hostOnce sync.Once
+	chosen   *hostChoice
 }
 
 // exitError carries an exit code out of a command.
@@ -143,7 +147,7 @@ func (a *app) main(ctx context.Context, args []string) int {
 		}()
 		kctx, err := parser.Parse(args)
 		if err != nil {
-			fmt.Fprintln(a.stderr, "weft:", err)
+			fmt.Fprintln(a.stderr, "weft:", flagHint(args, err))
 			return exitUsage, true
 		}
 		a.storeDSN, a.host = c.Store, c.Host

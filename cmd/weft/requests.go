@@ -131,7 +131,7 @@ func age(t time.Time) string {
 func (a *app) answerHost(ctx context.Context, name string) (*client.Client, error) {
 	cl, err := a.dialHost(ctx, name)
 	if errors.Is(err, errNoHost) {
-		return nil, noHostError(a.hostAddr(), hintAnswer, nil)
+		return nil, a.noHostError(hintAnswer, nil)
 	}
 	return cl, err
 }

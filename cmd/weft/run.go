@@ -77,10 +77,10 @@ func (c *runCmd) Run(ctx context.Context, a *app) error {
 	conn, err := a.connect(ctx, name, mode, ap.hostPolicy(), nil)
 	if err != nil {
 		if errors.Is(err, errNoHost) && c.Detach {
-			return noHostError(a.hostAddr(), "--detach needs `weft serve`: start it, or run without --detach", nil)
+			return a.noHostError("--detach needs `weft serve`: start it, or run without --detach", nil)
 		}
 		if errors.Is(err, errNoHost) && c.Wait {
-			return noHostError(a.hostAddr(), "--wait-for-answers needs `weft serve`: start it, or run on a terminal", nil)
+			return a.noHostError("--wait-for-answers needs `weft serve`: start it, or run on a terminal", nil)
 		}
 		return err
 	}

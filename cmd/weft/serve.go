@@ -201,25 +201,46 @@ func isLoopback(addr string) bool {
 func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	loopback := isLoopback(c.Listen)
-	var tok string
-	if c.InsecureNoAuth {
-		if !loopback {
-			return usageErr("--insecure-no-auth is allowed only on a loopback address (127.0.0.1, [::1], localhost), not %s", c.Listen)
-		}
-	} else {
-		var err error
-		if tok, err = a.token(true); err != nil {
-			return err
-		}
+	if c.InsecureNoAuth && !loopback {
+		return usageErr("--insecure-no-auth is allowed only on a loopback address (127.0.0.1, [::1], localhost), not %s", c.Listen)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	if c.LeaseTTL < 0 {
 		return usageErr("--lease-ttl must be positive, not %v", c.LeaseTTL)
 	}
 	if c.IdleTimeout < 0 || c.MaxIdleConns < 0 || c.MaxOpenConns < 0 || c.StreamMiB < 0 {
 		return usageErr("--idle-timeout, --max-idle-conns, --max-open-conns and --stream-mib must be positive")
 	}
+	// Bind first: a busy port fails before the store is opened or
+	// anything recovered.
+	ln, err := net.Listen("tcp", c.Listen)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("listen on %s: the address is in use (another `weft serve`? `weft ps` finds it): choose another with --listen HOST:PORT", c.Listen)
+		}
+		return fmt.Errorf("listen on %s: %w", c.Listen, err)
+	}
+	defer ln.Close()
+	if tcp, ok := ln.Addr().(*net.TCPAddr); c.InsecureNoAuth && (!ok || !tcp.IP.IsLoopback()) {
+		return fmt.Errorf("--insecure-no-auth: %s resolved to %s, which is not a loopback address", c.Listen, ln.Addr())
+	}
+	rec := hostRecord{PID: os.Getpid(), Addr: clientAddr(ln.Addr()), TokenFrom: "none", Started: time.Now().UTC()}
+	rec.Cwd, _ = os.Getwd()
+	var tok string
+	if !c.InsecureNoAuth {
+		if tok, err = a.token(true); err != nil {
+			return err
+		}
+		rec.TokenFrom = "env"
+		if a.getenv("WEFT_TOKEN") == "" {
+			dir, err := a.stateDir()
+			if err != nil {
+				return err
+			}
+			rec.TokenFrom, rec.TokenFile = "file", filepath.Join(dir, "token")
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	h, err := a.newHost(ctx, log, hostOptions{kind: serving, holder: "weft serve", leaseTTL: c.LeaseTTL})
 	if err != nil {
 		return err
@@ -231,26 +252,35 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 		ServerInfo: serverInfo(), StreamBytes: int64(c.StreamMiB) << 20,
 	}})
 	defer srv.Close()
-	ln, err := net.Listen("tcp", c.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", c.Listen, err)
-	}
-	if tcp, ok := ln.Addr().(*net.TCPAddr); c.InsecureNoAuth && (!ok || !tcp.IP.IsLoopback()) {
-		ln.Close()
-		return fmt.Errorf("--insecure-no-auth: %s resolved to %s, which is not a loopback address", c.Listen, ln.Addr())
-	}
 	// Idle connections and those that never authenticated are bounded
 	// and shed oldest first, so a crowd of them cannot starve a client
 	// with the token of memory or file descriptors.
 	hs := rpc.NewHTTPServer(rpc.HTTPHandler(srv, h.host, rpc.SSEOptions{}), rpc.ConnLimits{
 		IdleTimeout: c.IdleTimeout, MaxIdleConns: c.MaxIdleConns, MaxOpenConns: c.MaxOpenConns, Logger: log,
 	})
+	// The host file is written before serving, so a client that finds
+	// the host answering also finds the file.
+	removeHostFile, err := a.writeHostFile(rec)
+	if err != nil {
+		// Clients on the default address, or told with --host, still
+		// find the host.
+		log.Warn("clients will not find this host by themselves", "err", err)
+	} else {
+		defer removeHostFile()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	if c.InsecureNoAuth {
 		log.Warn("serving WITHOUT authentication (--insecure-no-auth): every user and program on this machine can drive this host", "addr", ln.Addr().String())
 	}
-	log.Info("weft serving", "addr", ln.Addr().String(), "version", version)
+	switch rec.TokenFrom {
+	case "file":
+		log.Info("weft serving", "addr", ln.Addr().String(), "token", rec.TokenFile, "version", version)
+	case "env":
+		log.Info("weft serving", "addr", ln.Addr().String(), "token", "WEFT_TOKEN", "version", version)
+	default:
+		log.Info("weft serving", "addr", ln.Addr().String(), "version", version)
+	}
 	select {
 	case <-a.interrupts:
 		log.Info("shutting down")
