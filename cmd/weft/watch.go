@@ -538,7 +538,7 @@ func callSummary(c event.ToolCall) string {
 	case api.ToolWriteFile, api.ToolEditFile, api.ToolReadFile, api.ToolListDir:
 		if p := str("path"); p != "" {
 			if c.Name == api.ToolWriteFile {
-				return fmt.Sprintf("%s (%d bytes)", p, len(str("content")))
+				return fmt.Sprintf("%s (%s)", p, countOf(len(str("content")), "byte"))
 			}
 			return p
 		}
@@ -577,4 +577,12 @@ func ruleSummary(r event.Rule) string {
 		parts = append(parts, r.Source)
 	}
 	return strings.Join(parts, " · ")
+}
+
+// countOf is n and noun, plural unless n is 1: "1 byte", "2 bytes".
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -8,6 +8,7 @@ import (
 	"iter"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -34,6 +35,10 @@ type Config struct {
 	// header, e.g. for a gateway.
 	APIKey string
 	// BaseURL is the API endpoint; empty means https://api.anthropic.com/.
+	// Requests go to BaseURL/v1/messages; a BaseURL that already ends in
+	// /v1 (the form of the other providers' base URLs) is taken without
+	// it, so both https://api.anthropic.com and https://api.anthropic.com/v1
+	// work.
 	BaseURL string
 	// HTTPClient sends the requests; nil means http.DefaultClient. A
 	// whole request is bounded by the context and Timeouts, not by the
@@ -115,7 +120,8 @@ func New(cfg Config) (*Provider, error) {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
 	}
 	if cfg.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+		base := strings.TrimSuffix(strings.TrimSuffix(cfg.BaseURL, "/"), "/v1")
+		opts = append(opts, option.WithBaseURL(base+"/"))
 	}
 	for k, vs := range cfg.Headers {
 		for _, v := range vs {
