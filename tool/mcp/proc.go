@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -325,7 +326,17 @@ func (p *proc) awaitExit(ctx context.Context) {
 	}
 }
 
-// describe says how the process ended and what it last wrote to stderr.
+// deniedRe matches what a program prints when it is refused a file:
+// Node's EACCES/EPERM/EROFS, C's and Python's strerror texts.
+var deniedRe = regexp.MustCompile(`(?i)\b(EACCES|EPERM|EROFS)\b|permission denied|operation not permitted|read-only file system`)
+
+// sandboxHint is the likely fix for a server refused a file: the sandbox
+// lets it read only the system directories, its readOnly paths and the
+// session's mounts, and write only the writable mounts.
+const sandboxHint = "it was refused a file, likely by the sandbox: list the directory it is installed in (or reads) under the server's readOnly in the config file, give it a cache directory in a writable mount through env, or, for a server you trust, set trusted: true to run it unsandboxed (docs/config.md)"
+
+// describe says how the process ended, the likely fix when it was
+// refused a file, and what it last wrote to stderr.
 func (p *proc) describe() string {
 	var parts []string
 	select {
@@ -343,6 +354,9 @@ func (p *proc) describe() string {
 		parts = append(parts, "still running")
 	}
 	if t := p.tail.String(); t != "" {
+		if deniedRe.MatchString(t) {
+			parts = append(parts, sandboxHint)
+		}
 		parts = append(parts, "stderr: "+t)
 	} else {
 		parts = append(parts, "no stderr")
