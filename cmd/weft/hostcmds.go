@@ -30,12 +30,21 @@ func (a *app) hostAddr() string {
 // wrapping errNoHost, as when nothing answers; a host that refuses the
 // token says so.
 func (a *app) dialHost(ctx context.Context, name string) (*client.Client, error) {
-	if err := a.chooseHost().err; err != nil {
-		return nil, err
+	ch := a.chooseHost()
+	if ch.err != nil {
+		return nil, ch.err
 	}
 	tok, err := a.token(false)
 	if errors.Is(err, fs.ErrNotExist) || err == nil && tok == "" {
-		return nil, a.noHostError(hintLocal, nil)
+		switch {
+		case ch.rec != nil && ch.rec.TokenFrom == "none":
+			// An --insecure-no-auth host takes no token.
+			tok, err = "", nil
+		case ch.rec != nil && ch.rec.TokenFrom == "env":
+			return nil, fmt.Errorf("the host at %s (recorded in %s) takes the token it was started with in WEFT_TOKEN: set WEFT_TOKEN to it here too", ch.addr, ch.from)
+		default:
+			return nil, a.noHostError(hintLocal, nil)
+		}
 	}
 	if err != nil {
 		return nil, err

@@ -177,3 +177,31 @@ func TestServeBindsFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestClientFindsHostWithoutTokenFile: a host started with
+// --insecure-no-auth, or with WEFT_TOKEN, makes no token file; a client
+// that finds it talks to the first without a token, and for the second
+// says to set WEFT_TOKEN rather than that no host runs.
+func TestClientFindsHostWithoutTokenFile(t *testing.T) {
+	e := newEnv(t)
+	srv := e.serve(freeAddr(t), "--insecure-no-auth")
+	if _, stderr, code := e.weft("", "ps"); code != 0 {
+		t.Errorf("ps with an --insecure-no-auth host: %d %s", code, stderr)
+	}
+	stop(t, srv.Process)
+
+	e = newEnv(t)
+	addr := freeAddr(t)
+	c := e.cmd("serve", "--listen", addr)
+	c.Env = append(c.Env, "WEFT_TOKEN=sesame")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, c.Process)
+	if !poll(10*time.Second, func() bool { return len(e.hostFiles()) == 1 }) {
+		t.Fatal("no host file")
+	}
+	if _, stderr, code := e.weft("", "ps"); code == 0 || !strings.Contains(stderr, "WEFT_TOKEN") || !strings.Contains(stderr, addr) {
+		t.Errorf("ps with a WEFT_TOKEN host: %d %s", code, stderr)
+	}
+}
