@@ -15,4 +15,7 @@ func TestCallSummaryBytes(t *testing.T) {
 			t.Errorf("callSummary(%q) = %q, want %q", content, got, want)
 		}
 	}
+	if got := countOf(int64(1), "byte") + ", " + countOf(int64(3), "byte"); got != "1 byte, 3 bytes" {
+		t.Errorf("countOf: %q", got)
+	}
 }

@@ -115,7 +115,7 @@ func (c *procLogsCmd) Run(ctx context.Context, a *app) error {
 				return err
 			}
 			if ch.Skipped > 0 {
-				fmt.Fprintf(a.stderr, "weft: %d bytes were dropped by the output cap\n", ch.Skipped)
+				fmt.Fprintf(a.stderr, "weft: %s dropped by the output cap\n", countOf(ch.Skipped, "byte"))
 			}
 			w.chunk(ch)
 		}
@@ -196,7 +196,7 @@ func (c *procWaitCmd) Run(ctx context.Context, a *app) error {
 				fmt.Fprintf(a.stdout, "%s %s %s\n", r.Process.ID, processStatus(r.Process.Status, r.Process.ExitCode), clip(processWhat(r.Process.Spec), 60))
 			}
 			if r.Process.LostBytes > 0 {
-				fmt.Fprintf(a.stderr, "weft: %d bytes of its output were lost while the store was unavailable; weft proc logs marks where\n", r.Process.LostBytes)
+				fmt.Fprintf(a.stderr, "weft: %s of its output lost while the store was unavailable; weft proc logs marks where\n", countOf(r.Process.LostBytes, "byte"))
 			}
 			if r.TimedOut {
 				return &exitError{code: exitFailed, err: fmt.Errorf("process %s is still running", c.ID)}

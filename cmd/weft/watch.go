@@ -580,7 +580,7 @@ func ruleSummary(r event.Rule) string {
 }
 
 // countOf is n and noun, plural unless n is 1: "1 byte", "2 bytes".
-func countOf(n int, noun string) string {
+func countOf[N int | int64](n N, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
