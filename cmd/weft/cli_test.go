@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 )
 
@@ -170,5 +172,24 @@ func TestSessionsRename(t *testing.T) {
 	}
 	if strings.Join(titles, "|") != "my notes|through the host" {
 		t.Errorf("session.updated titles: %q", titles)
+	}
+}
+func TestWithFlags(t *testing.T) {
+	cases := []struct{ cmd, msg, want string }{
+		{"mount", "session s already has mount docs (replace it with --replace, or replace: true)", "session s already has mount docs (replace it with --replace)"},
+		{"unmount", "mount work is the default mount: name the new default (--new-default, or newDefaultMountId)", "mount work is the default mount: name the new default (--new-default)"},
+		{"run", "session s is busy with run r (start with busy queue, interrupt or steer)", "session s is busy with run r (start with --busy queue, interrupt or steer)"},
+		{"run", "nothing to map", "nothing to map"},
+	}
+	for _, c := range cases {
+		err := withFlags(c.cmd, api.Errorf(api.KindInvalidParams, "%s", c.msg))
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.Message != c.want {
+			t.Errorf("%s: %q, want %q", c.cmd, err, c.want)
+		}
+	}
+	plain := errors.New("busy queue")
+	if withFlags("run", plain) != plain {
+		t.Error("an error that is not the host's was changed")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"syscall"
 
@@ -38,7 +39,7 @@ type cli struct {
 	Store string `help:"Store: a SQLite file path or sqlite:PATH (default $XDG_DATA_HOME/weft/weft.db), or a PostgreSQL URL postgres://…" env:"WEFT_STORE" placeholder:"DSN"`
 	Host  string `help:"Address of a weft host (default 127.0.0.1:7878)." env:"WEFT_HOST" placeholder:"ADDR"`
 
-	Chat      chatCmd      `cmd:"" help:"Talk with an agent: a prompt, streamed answers, approvals asked inline (also: weft with no arguments on a terminal)."`
+	Chat      chatCmd      `cmd:"" default:"withargs" help:"The terminal UI: talk with an agent, steer its runs, answer its approvals (also: weft, or weft -m MODEL, on a terminal)."`
 	Run       runCmd       `cmd:"" help:"Run an agent: stream its answer, record every event."`
 	Sessions  sessionsCmd  `cmd:"" help:"List, remove or rename sessions."`
 	Approvals approvalsCmd `cmd:"" help:"List the approvals and questions that wait for an answer."`
@@ -128,9 +129,12 @@ func (a *app) main(ctx context.Context, args []string) int {
 		fmt.Fprintln(a.stderr, "weft:", err)
 		return exitFailed
 	}
-	if len(args) == 0 && isTerminal(a.stdin) && isTerminal(a.stdout) {
-		args = []string{"chat"} // weft alone on a terminal: the interactive session
-	}
+	// weft with no command is the terminal UI (chat is the default
+	// command, so its flags work alone: weft -m MODEL); without a
+	// terminal it says what weft is and how to start.
+	implicit := !slices.Contains(args, "chat") && !slices.ContainsFunc(args, func(s string) bool {
+		return s == "-h" || s == "--help"
+	})
 	code, done := func() (code int, done bool) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -147,6 +151,10 @@ func (a *app) main(ctx context.Context, args []string) int {
 			return exitUsage, true
 		}
 		a.storeDSN, a.host = c.Store, c.Host
+		if implicit && kctx.Command() == "chat" && !(isTerminal(a.stdin) && isTerminal(a.stdout)) {
+			fmt.Fprint(a.stderr, shortUsage)
+			return exitUsage, true
+		}
 		if err := kctx.Run(a); err != nil {
 			var ee *exitError
 			if errors.As(err, &ee) {
@@ -165,6 +173,16 @@ func (a *app) main(ctx context.Context, args []string) int {
 	}
 	return code
 }
+
+// shortUsage is what weft alone says without a terminal.
+const shortUsage = `weft: a durable runtime host for LLM agents.
+
+  weft [-m PROVIDER:MODEL] [-s SESSION | -c]   the terminal UI (needs a terminal)
+  weft run -p PROMPT [-m PROVIDER:MODEL]       run an agent and print its answer (or: the prompt on stdin)
+  weft serve                                   a host that many clients share
+  weft sessions | events | attach | approvals  what the store and the host hold
+  weft --help                                  every command (docs/cli.md)
+`
 
 // exitPanic carries kong's exit (after --help) out of Parse.
 type exitPanic int

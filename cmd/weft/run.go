@@ -158,12 +158,7 @@ func (c *runCmd) runOn(ctx context.Context, a *app, conn *conn, ap *approval, mo
 		pr: &printer{stdout: a.stdout, stderr: a.stderr, json: c.JSON, tty: isTerminal(a.stderr)}}
 	switch {
 	case c.interactive(a):
-		con, err := openConsole(a.stdin.(*os.File))
-		if err != nil {
-			return err
-		}
-		defer con.Restore()
-		w.con, w.requests = con, askInline
+		w.tty, w.requests = a.stdin.(*os.File), askInline
 	case c.Wait:
 		w.requests = noteOnly
 	default:
