@@ -14,8 +14,8 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"weft.dev/weft/api"
-	"weft.dev/weft/store"
 	"weft.dev/weft/event"
+	"weft.dev/weft/store"
 )
 
 // tuiOptions say what the terminal UI shows and does.

@@ -64,9 +64,9 @@ type pending struct {
 // watcher prints the events of a session's runs as they come and deals
 // with their requests and with Ctrl-C. It is used by one goroutine.
 type watcher struct {
-	a         *app
-	c         *conn
-	pr        *printer
+	a  *app
+	c  *conn
+	pr *printer
 	// tty, when set, is the terminal a person answers requests at.
 	tty       *os.File
 	requests  requestMode
@@ -80,11 +80,11 @@ type watcher struct {
 	replayTo int64
 	open     map[string]bool
 
-	queue    []*pending
-	asking   *pending
-	askDone  chan askResult // the prompt of the request asked ends
-	askStop  context.CancelFunc
-	answered map[string]bool // requests answered here
+	queue      []*pending
+	asking     *pending
+	askDone    chan askResult // the prompt of the request asked ends
+	askStop    context.CancelFunc
+	answered   map[string]bool // requests answered here
 	cancelling bool
 	cancelled  chan error
 	failure    error // why a failFast watcher cancelled the run
