@@ -188,12 +188,14 @@ func (k *asker) view(th theme, width int) string {
 			b.WriteString(indent + style.Render(l) + "\n")
 		}
 	}
-	more := ""
-	if k.waiting > 0 {
-		more = fmt.Sprintf("  (%d more waiting)", k.waiting)
+	more := func() {
+		if k.waiting > 0 {
+			line(th.dim, "  ", fmt.Sprintf("%d more waiting", k.waiting))
+		}
 	}
 	if p.kind == event.RequestApproval {
-		line(th.ask, "", "? "+p.call.Name+" "+callSummary(p.call)+more)
+		line(th.ask, "", "? "+p.call.Name+" "+callSummary(p.call))
+		more()
 		if why := ruleSummary(p.rule); why != "" {
 			line(th.dim, "  ", why)
 		}
@@ -211,7 +213,8 @@ func (k *asker) view(th theme, width int) string {
 			line(th.bold, "  ", "[y]es / [n]o, with a message")
 		}
 	} else {
-		line(th.ask, "", "? "+p.question+more)
+		line(th.ask, "", "? "+p.question)
+		more()
 		for i, c := range p.choices {
 			line(th.plain, "  ", fmt.Sprintf("%d) %s", i+1, c))
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -1181,7 +1182,7 @@ func (t *tui) View() tea.View {
 		what := "sending"
 		switch {
 		case in.how == "steer" && in.steerID != "":
-			what = "steer, for the model's next step"
+			what = "steer (next step)"
 		case in.how == "steer":
 			what = "steering"
 		case in.how == "queue":
@@ -1252,24 +1253,17 @@ func (t *tui) transcriptView(w, h int) []string {
 	return rows
 }
 
-// statusLine says which model and session, what the run does, since
-// when, and the tokens used.
+// statusLine says which model, what the run does, since when, the
+// tokens used, and which session.
 func (t *tui) statusLine(w int) string {
-	parts := []string{}
 	model := t.model
-	if model == "" {
+	switch {
+	case model == "":
 		model = "default model"
+	case strings.HasPrefix(model, "scripted:"):
+		model = "scripted:" + filepath.Base(strings.TrimPrefix(model, "scripted:"))
 	}
-	parts = append(parts, model)
-	if t.sessionID != "" {
-		s := t.sessionID
-		if t.title != "" {
-			s += " " + clip(t.title, 30)
-		}
-		parts = append(parts, s)
-	} else {
-		parts = append(parts, "new session")
-	}
+	parts := []string{model}
 	if r := t.run; r != nil {
 		phase := r.phase
 		if r.step > 0 {
@@ -1284,7 +1278,15 @@ func (t *tui) statusLine(w int) string {
 		}
 		parts = append(parts, compactCount(r.tokens)+" tokens")
 	} else if t.tokens > 0 {
-		parts = append(parts, compactCount(t.tokens)+" tokens in this session")
+		parts = append(parts, compactCount(t.tokens)+" tokens")
+	}
+	switch {
+	case t.sessionID == "":
+		parts = append(parts, "new session")
+	case t.title != "":
+		parts = append(parts, clip(t.title, 40)+" ("+t.sessionID+")")
+	default:
+		parts = append(parts, t.sessionID)
 	}
 	return t.th.dim.Render(clipWidth("· "+strings.Join(parts, " · "), w))
 }

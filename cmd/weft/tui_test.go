@@ -1,0 +1,199 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"weft.dev/weft/event"
+)
+
+// tuiWidths are the terminal widths the UI is tested at.
+var tuiWidths = []int{40, 80, 200}
+
+// tuiScript answers the prompts of TestTUI in order (the scripted model
+// picks its step by the number of assistant messages).
+func tuiScript() string {
+	return `{"steps":[
+ {"text":"STREAMING ` + strings.Repeat("word ", 60) + `END1","delayMs":25},
+ {"text":"Sleeping.","toolCalls":[{"name":"shell","arguments":{"command":"sleep 3; echo slept"}}]},
+ {"text":"Noted: {{input}}"},
+ {"text":"Two calls.","toolCalls":[{"name":"shell","arguments":{"command":"echo one > one.txt"}},{"name":"shell","arguments":{"command":"echo two > two.txt"}}]},
+ {"text":"Both asked."},
+ {"text":"SLOWSTART ` + strings.Repeat("slow ", 3000) + `","delayMs":10}
+]}`
+}
+
+// TestTUI drives `weft -m MODEL` (the terminal UI) in a pseudo-terminal
+// at 40, 80 and 200 columns: a long prompt shown once and wrapped, text
+// typed while a run streams kept in the input, Enter during a run
+// steering it (shown until the model reads it, then in the transcript),
+// two approvals in one step each answered with one key under its own
+// call (a key that is no answer says why), Ctrl-C cancelling a run with
+// no text after it, a resize, and Ctrl-D exiting 0.
+func TestTUI(t *testing.T) {
+	for _, cols := range tuiWidths {
+		t.Run(fmt.Sprint(cols), func(t *testing.T) { testTUI(t, cols) })
+	}
+}
+
+func testTUI(t *testing.T, cols int) {
+	e := newEnv(t)
+	script := e.script("tui.json", tuiScript())
+	v := startVTerm(t, e.cmd("-m", "scripted:"+script), cols, 30)
+	v.expect("/help lists the commands")
+	v.expect("› ")
+
+	// A long prompt: shown once, wrapped, however wide the terminal.
+	long := "LONGPROMPT " + strings.Repeat("a prompt that goes on ", 8) + "TAIL"
+	v.send(long)
+	s := v.expect("TAIL")
+	if n := strings.Count(s, "LONGPROMPT"); n != 1 {
+		t.Fatalf("the prompt being typed shows %d times:\n%s", n, s)
+	}
+	v.send("\r")
+	v.expect("STREAMING")
+
+	// Typed while the answer streams: kept in the input.
+	v.send("typed ahead")
+	s = v.expect("END1")
+	s = v.wait("the run's end", func(s string) bool { return strings.Contains(s, "· completed") })
+	if !strings.Contains(s, "› typed ahead") {
+		t.Fatalf("the text typed during the run is gone:\n%s", s)
+	}
+	if n := strings.Count(s, "› LONGPROMPT"); n != 1 {
+		t.Fatalf("the prompt shows %d times in the transcript:\n%s", n, s)
+	}
+	if !strings.Contains(strings.Join(strings.Fields(s), " "), strings.Join(strings.Fields(long), " ")) {
+		t.Fatalf("the long prompt is not shown whole:\n%s", s)
+	}
+
+	// Enter sends it; during the next run, Enter steers.
+	v.send("\r")
+	v.expect("? shell sleep 3; echo slept")
+	v.send("y")
+	v.expect("… running")
+	v.send("use tabs\r")
+	v.expect("steer (next step): use tabs")
+	s = v.expect("Noted: use tabs")
+	if !strings.Contains(s, "⇢ steer: use tabs") {
+		t.Fatalf("the steer is not in the transcript when consumed:\n%s", s)
+	}
+	v.wait("the run's end", endsAfter("Noted: use tabs", "· completed"))
+
+	// Two approvals in one step: each answered under its own call.
+	v.send("two\r")
+	v.expect("1 more waiting")
+	v.send("x")
+	v.expect(`"x" is not an answer: press y, a or n`)
+	v.send("y")
+	v.expect("? shell echo two > two.txt")
+	v.send("n")
+	v.expect("message to the model")
+	v.send("no thanks\r")
+	s = v.expect("Both asked.")
+	if l := lineAfter(s, "→ shell echo one > one.txt"); !strings.Contains(l, "✓ allowed once") {
+		t.Fatalf("the first call's answer is not under it (%q):\n%s", l, s)
+	}
+	if l := lineAfter(s, "→ shell echo two > two.txt"); !strings.Contains(l, "✗ denied") {
+		t.Fatalf("the second call's answer is not under it (%q):\n%s", l, s)
+	}
+	if _, err := os.Stat(filepath.Join(e.work, "one.txt")); err != nil {
+		t.Fatalf("the allowed call did not run: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(e.work, "two.txt")); !os.IsNotExist(err) {
+		t.Fatalf("the denied call ran: %v", err)
+	}
+	v.wait("the run's end", endsAfter("Both asked.", "· completed"))
+
+	// Ctrl-C cancels a run; nothing it streamed after shows.
+	v.send("go slowly\r")
+	v.expect("SLOWSTART")
+	v.send("\x03")
+	s = v.expect("· cancelled")
+	after := s[strings.LastIndex(s, "cancelling the run"):strings.LastIndex(s, "· cancelled")]
+	if strings.Contains(after, "slow") {
+		t.Fatalf("text streamed after Ctrl-C:\n%s", s)
+	}
+
+	// A resize: everything is drawn again at the new width.
+	other := 100
+	if cols == 200 {
+		other = 40
+	}
+	v.resize(other, 30)
+	s = v.wait("the UI drawn again at the new width", func(s string) bool {
+		return strings.Contains(s, "· cancelled") && strings.Contains(s, "enter sends") && strings.Contains(s, "· scripted:tui.json")
+	})
+	for l := range strings.Lines(s) {
+		if n := len([]rune(strings.TrimRight(l, "\n"))); n > other {
+			t.Fatalf("a line of %d columns at %d:\n%s", n, other, s)
+		}
+	}
+
+	v.send("\x04")
+	if code := v.exit(); code != 0 {
+		t.Fatalf("Ctrl-D: exit %d:\n%s", code, v.screen())
+	}
+	// The log has the steer, consumed.
+	consumed := false
+	for _, ev := range e.events(e.onlySession()) {
+		if ev.Type == event.SteerConsumed {
+			consumed = true
+		}
+	}
+	if !consumed {
+		t.Error("no steer.consumed in the log")
+	}
+}
+
+// TestTUIReconnect: the host restarts under the UI while an answer
+// streams: the UI says so on lines of its own (never glued to the
+// streamed text), shows the run the restart interrupted, and the next
+// prompt goes through the new host.
+func TestTUIReconnect(t *testing.T) {
+	for _, cols := range tuiWidths {
+		t.Run(fmt.Sprint(cols), func(t *testing.T) { testTUIReconnect(t, cols) })
+	}
+}
+
+func testTUIReconnect(t *testing.T, cols int) {
+	e := newEnv(t)
+	addr := freeAddr(t)
+	srv := e.serve(addr)
+	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
+	script := e.script("slow.json", `{"loop":true,"steps":[{"text":"SLOWSTART `+strings.Repeat("w ", 150)+`END","delayMs":20}]}`)
+	v := startVTerm(t, e.cmd("--host", addr, "-m", "scripted:"+script), cols, 30)
+	v.expect("through the host at")
+	v.send("go\r")
+	v.expect("SLOWSTART")
+	srv.Process.Signal(syscall.SIGKILL)
+	srv.Wait()
+	s := v.expect("reconnecting…")
+	for l := range strings.Lines(s) {
+		if strings.Contains(l, "weft: the host") && !strings.HasPrefix(l, "weft: the host") {
+			t.Fatalf("the notice is glued to other text: %q\n%s", l, s)
+		}
+	}
+	srv = e.serve(addr)
+	v.expect("weft: reconnected")
+	v.expect("interrupted")
+	v.send("again\r")
+	v.wait("the next run's end", endsAfter("END", "· completed"))
+	v.send("\x04")
+	if code := v.exit(); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, v.screen())
+	}
+}
+
+// endsAfter is a condition on the screen: it shows first, and then
+// below it, then.
+func endsAfter(first, then string) func(string) bool {
+	return func(s string) bool {
+		i := strings.LastIndex(s, first)
+		return i >= 0 && strings.Contains(s[i:], then)
+	}
+}
