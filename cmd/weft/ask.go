@@ -265,7 +265,8 @@ func (m *askProgram) View() tea.View {
 		// the watcher prints the answer under it.
 		k := *m.k
 		k.why = ""
-		return tea.NewView(firstLines(k.view(m.th, max(m.width, 20)), 1))
+		// The trailing newline leaves the cursor below it.
+		return tea.NewView(firstLines(k.view(m.th, max(m.width, 20)), 1) + "\n")
 	}
 	return tea.NewView(m.k.view(m.th, max(m.width, 20)))
 }

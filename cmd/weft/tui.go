@@ -78,8 +78,9 @@ type tui struct {
 	shown []*item
 
 	in      textarea.Model
-	history []string
+	history []string // what was typed, for ↑ and ↓
 	hpos    int
+	prompts []string // the session's prompts, for /history
 	draft   string
 
 	// sent are the inputs sent and not yet seen in the log.
@@ -817,7 +818,7 @@ func (t *tui) sessionLoaded(msg sessionMsg) tea.Cmd {
 	if s.ID != t.sessionID {
 		t.tr = transcript{}
 		t.run, t.requests, t.ask, t.sent, t.tokens = nil, nil, nil, nil, 0
-		t.history, t.hpos = nil, 0
+		t.history, t.hpos, t.prompts = nil, 0, nil
 	}
 	t.sessionID, t.title, t.replayTo, t.open = s.ID, s.Title, s.LastSeq, msg.open
 	if msg.announce {
@@ -851,6 +852,7 @@ func (t *tui) event(e event.Event) tea.Cmd {
 		text := event.Text(d.Content)
 		t.tr.add(&item{kind: itemUser, runID: e.RunID, text: text})
 		t.runsSeen[e.RunID] = true
+		t.prompts = append(t.prompts, text)
 		for _, in := range t.sent {
 			if in.runID == e.RunID {
 				t.dropSent(in)

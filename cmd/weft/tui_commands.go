@@ -44,7 +44,7 @@ func (t *tui) command(line string) tea.Cmd {
 			t.stopFollow = nil
 		}
 		t.gen++
-		t.sessionID, t.title, t.run, t.requests, t.ask, t.sent = "", "", nil, nil, nil, nil
+		t.sessionID, t.title, t.run, t.requests, t.ask, t.sent, t.prompts = "", "", nil, nil, nil, nil, nil
 		t.in.Focus()
 		t.mounts = nil
 		if t.opt.chat != nil {
@@ -71,12 +71,12 @@ func (t *tui) command(line string) tea.Cmd {
 	case "/rename":
 		return t.rename(arg)
 	case "/history":
-		if len(t.history) == 0 {
-			t.info("no prompts yet")
+		if len(t.prompts) == 0 {
+			t.info("no prompts in this session yet")
 			return nil
 		}
 		var b strings.Builder
-		for i, p := range t.history {
+		for i, p := range t.prompts {
 			fmt.Fprintf(&b, "%3d  %s\n", i+1, clip(p, 200))
 		}
 		t.info(strings.TrimSuffix(b.String(), "\n"))
