@@ -121,7 +121,6 @@ type sentInput struct {
 	how     string
 	runID   string
 	steerID string
-	failed  bool
 }
 
 // Messages of the UI.
@@ -141,16 +140,13 @@ type (
 	sessionMsg struct {
 		s        *api.SessionResult
 		open     map[string]bool
-		prompts  []string
 		err      error
 		after    int64
 		announce bool
 	}
 	createdMsg struct {
-		s    *api.SessionResult
-		text string
-		how  string
-		err  error
+		s   *api.SessionResult
+		err error
 	}
 	startedMsg struct {
 		in  *sentInput

@@ -59,7 +59,7 @@ func testTUI(t *testing.T, cols int) {
 
 	// Typed while the answer streams: kept in the input.
 	v.send("typed ahead")
-	s = v.expect("END1")
+	v.expect("END1")
 	s = v.wait("the run's end", func(s string) bool { return strings.Contains(s, "· completed") })
 	if !strings.Contains(s, "› typed ahead") {
 		t.Fatalf("the text typed during the run is gone:\n%s", s)

@@ -40,9 +40,6 @@ const (
 	// cancelThenExit (weft run): the first cancels the run, the second
 	// exits at once.
 	cancelThenExit interruptMode = iota
-	// cancelRun (the interactive weft): cancels the run; the program goes
-	// on.
-	cancelRun
 	// detachOnly (weft attach): stops watching; the run goes on.
 	detachOnly
 )
