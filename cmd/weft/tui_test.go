@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"weft.dev/weft/event"
 )
@@ -195,5 +196,38 @@ func endsAfter(first, then string) func(string) bool {
 	return func(s string) bool {
 		i := strings.LastIndex(s, first)
 		return i >= 0 && strings.Contains(s[i:], then)
+	}
+}
+
+// TestTUIRefusedRun: when the host refuses the first run of a session
+// the UI created for it, the UI says why, puts the prompt back in the
+// input and leaves no empty session behind, as `weft run` does.
+func TestTUIRefusedRun(t *testing.T) {
+	e := newEnv(t)
+	addr := freeAddr(t)
+	srv := e.serve(addr)
+	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
+	before, _, _ := e.weft("", "sessions", "--json")
+	// The host has no default model: the session is created, its run
+	// refused.
+	v := startVTerm(t, e.cmd("--host", addr), 80, 30)
+	v.expect("through the host at")
+	v.send("REFUSED prompt\r")
+	s := v.expect("no model configured")
+	v.wait("the prompt back in the input", func(s string) bool { return strings.Contains(s, "› REFUSED prompt") })
+	if strings.Contains(s, "⇢") {
+		t.Fatalf("the refused prompt still shows as sent:\n%s", s)
+	}
+	if !poll(10*time.Second, func() bool {
+		after, _, _ := e.weft("", "sessions", "--json")
+		return after == before
+	}) {
+		after, _, _ := e.weft("", "sessions", "--json")
+		t.Errorf("a refused run left a session: %q", after)
+	}
+	v.send("\x03") // clears the input
+	v.send("\x04")
+	if code := v.exit(); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, v.screen())
 	}
 }
