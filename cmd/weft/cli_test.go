@@ -193,3 +193,22 @@ func TestWithFlags(t *testing.T) {
 		t.Error("an error that is not the host's was changed")
 	}
 }
+
+// TestNoCommand: weft with no command (and the terminal UI's flags, as
+// the README writes them) without a terminal prints a short usage and
+// exits 2; an unknown flag is still refused.
+func TestNoCommand(t *testing.T) {
+	e := newEnv(t)
+	for _, args := range [][]string{nil, {"-m", "scripted:examples/quickstart.json"}, {"-c"}} {
+		out, stderr, code := e.weft("", args...)
+		if code != exitUsage || out != "" || !strings.Contains(stderr, "weft [-m PROVIDER:MODEL]") || !strings.Contains(stderr, "weft run -p PROMPT") {
+			t.Errorf("weft %q: %d %q %q", args, code, out, stderr)
+		}
+	}
+	if _, stderr, code := e.weft("", "chat", "-m", "scripted:x"); code != exitUsage || !strings.Contains(stderr, "needs a terminal") {
+		t.Errorf("weft chat without a terminal: %d %q", code, stderr)
+	}
+	if _, stderr, code := e.weft("", "--bogus"); code != exitUsage || !strings.Contains(stderr, "unknown flag --bogus") {
+		t.Errorf("weft --bogus: %d %q", code, stderr)
+	}
+}
