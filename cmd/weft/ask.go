@@ -183,6 +183,8 @@ func newTheme() theme {
 func (k *asker) view(th theme, width int) string {
 	var b strings.Builder
 	p := k.p
+	// The line typed fills the row after its prompt ("  answer › ").
+	k.in.SetWidth(max(10, width-12))
 	line := func(style lipgloss.Style, indent, s string) {
 		for _, l := range wrapLines(s, width-len(indent)) {
 			b.WriteString(indent + style.Render(l) + "\n")

@@ -138,6 +138,19 @@ func (t *transcript) findCall(id string) *item {
 	return nil
 }
 
+// findQuestion is the question item asked by tool call id, or nil.
+func (t *transcript) findQuestion(id string) *item {
+	if id == "" {
+		return nil
+	}
+	for i := len(t.items) - 1; i >= 0; i-- {
+		if it := t.items[i]; it.kind == itemQuestion && it.call.ID == id {
+			return it
+		}
+	}
+	return nil
+}
+
 // findRequest is the item of request id (a call's approval or a
 // question), or nil.
 func (t *transcript) findRequest(id string) *item {
@@ -227,10 +240,15 @@ func (it *item) render(th theme, width int, expanded bool) []string {
 		out = append(out, it.callLines(th, width, expanded)...)
 	case itemQuestion:
 		add(th.ask.Render, "", "? "+it.text)
+		if it.approval == "waiting" {
+			// Its choices are in the panel that asks it.
+			add(th.ask.Render, "  ", "? waits for your answer")
+			break
+		}
 		for i, c := range it.choices {
 			add(th.plain.Render, "  ", fmt.Sprintf("%d) %s", i+1, c))
 		}
-		if it.approval != "" && it.approval != "waiting" {
+		if it.approval != "" {
 			add(th.ok.Render, "  ", "→ "+it.approval)
 		}
 	case itemSteer:

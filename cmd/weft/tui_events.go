@@ -98,15 +98,21 @@ func (t *tui) event(e event.Event) tea.Cmd {
 	case event.ToolCallStarted:
 		var d event.ToolCallStartedData
 		_ = e.Decode(&d)
-		it := t.callItem(e.RunID, d.ToolCall)
-		it.running = true
-		it.changed()
 		if t.run != nil {
 			t.run.phase = "running " + d.Name
 		}
+		if t.tr.findQuestion(d.ID) != nil {
+			break // ask_user: its question shows it
+		}
+		it := t.callItem(e.RunID, d.ToolCall)
+		it.running = true
+		it.changed()
 	case event.ToolCallCompleted:
 		var d event.ToolCallCompletedData
 		_ = e.Decode(&d)
+		if t.tr.findQuestion(d.ID) != nil {
+			break // its question shows the answer
+		}
 		it := t.tr.findCall(d.ID)
 		if it == nil {
 			it = t.callItem(e.RunID, event.ToolCall{ID: d.ID, Name: d.Name})
@@ -123,7 +129,14 @@ func (t *tui) event(e event.Event) tea.Cmd {
 				t.run.phase = "waiting for approval of " + p.call.Name
 			}
 		} else {
-			t.tr.add(&item{kind: itemQuestion, runID: e.RunID, requestID: p.id, call: p.call, text: p.question, choices: p.choices, approval: "waiting"})
+			q := &item{kind: itemQuestion, runID: e.RunID, requestID: p.id, call: p.call, text: p.question, choices: p.choices, approval: "waiting"}
+			if it := t.tr.findCall(p.call.ID); it != nil && p.call.ID != "" {
+				// The ask_user call shown so far becomes its question.
+				it.kind, it.requestID, it.text, it.choices, it.approval = q.kind, q.requestID, q.text, q.choices, q.approval
+				it.changed()
+			} else {
+				t.tr.add(q)
+			}
 			if t.run != nil {
 				t.run.phase = "waiting for an answer"
 			}

@@ -116,6 +116,9 @@ func (t *tui) statusLine(w int) string {
 		if r.step > 0 {
 			phase = fmt.Sprintf("step %d: %s", r.step, phase)
 		}
+		if n := len(t.requests); n > 1 {
+			phase = fmt.Sprintf("step %d: %d requests wait for your answer", r.step, n)
+		}
 		if r.cancelling {
 			phase = "cancelling"
 		}
