@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -229,5 +230,77 @@ func TestTUIRefusedRun(t *testing.T) {
 	v.send("\x04")
 	if code := v.exit(); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, v.screen())
+	}
+}
+
+// TestTUIKeys: Alt+Enter and Ctrl+J insert newlines (the prompt is sent
+// whole, on its lines), Tab during a run queues the text as the next
+// run, and an approval that a final rule of the host's config asks
+// offers no "always" and says why when a is pressed.
+func TestTUIKeys(t *testing.T) {
+	e := newEnv(t)
+	cfg := filepath.Join(e.dir, "config", "weft")
+	if err := os.MkdirAll(cfg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg, "config.json"), []byte(`{"policy":{"rules":[
+	 {"tool":"shell","match":{"command":"rm"},"action":"ask","final":true,"reason":"removing is checked"}]}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := e.script("keys.json", `{"steps":[
+ {"text":"MULTI seen"},
+ {"text":"SLOWSTART `+strings.Repeat("slow ", 100)+`SLOWEND","delayMs":20},
+ {"text":"Queued: {{input}}"},
+ {"toolCalls":[{"name":"shell","arguments":{"command":"rm -f gone.txt"}}]},
+ {"text":"removed"}
+]}`)
+	v := startVTerm(t, e.cmd("-m", "scripted:"+script), 80, 30)
+	v.expect("/help lists the commands")
+
+	v.send("line one\x1b\r") // Alt+Enter
+	v.send("line two\n")     // Ctrl+J
+	v.send("line three")
+	v.wait("three lines in the input", func(s string) bool {
+		return strings.Contains(s, "› line one\n  line two\n  line three")
+	})
+	v.send("\r")
+	v.wait("the prompt sent on its lines", endsAfter("› line one\n  line two\n  line three", "MULTI seen"))
+
+	v.send("go slowly\r")
+	v.expect("SLOWSTART")
+	v.send("after this\t")
+	v.expect("⇢ queued as the next run: after this")
+	s := v.expect("Queued: after this")
+	if !strings.Contains(s, "SLOWEND") {
+		t.Fatalf("the queued run did not wait for the first:\n%s", s)
+	}
+	v.wait("the queued run's end", endsAfter("Queued: after this", "· completed"))
+
+	v.send("remove it\r")
+	v.expect("? shell rm -f gone.txt")
+	v.expect("removing is checked")
+	s = v.expect("[y]es / [n]o, with a message")
+	if strings.Contains(s, "[a]lways") || !strings.Contains(s, "no “always” for this call") {
+		t.Fatalf("a final rule offers always:\n%s", s)
+	}
+	v.send("a")
+	v.expect("“always” is not offered")
+	v.send("y")
+	v.expect("removed")
+	v.send("\x04")
+	if code := v.exit(); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, v.screen())
+	}
+
+	var users []string
+	for _, ev := range e.events(e.onlySession()) {
+		if ev.Type == event.MessageUser {
+			var d event.MessageUserData
+			ev.Decode(&d)
+			users = append(users, event.Text(d.Content))
+		}
+	}
+	if want := []string{"line one\nline two\nline three", "go slowly", "after this", "remove it"}; !slices.Equal(users, want) {
+		t.Errorf("the prompts in the log: %q, want %q", users, want)
 	}
 }
