@@ -51,8 +51,8 @@ type tui struct {
 	// ctx ends the host calls and the follower when the UI ends.
 	ctx    context.Context
 	relay  *relay
-	wg     sync.WaitGroup // the follower and the host calls
-	dialMu sync.Mutex     // serializes redials of a remote host
+	owned  owned      // the follower and the host calls
+	dialMu sync.Mutex // serializes redials of a remote host
 
 	width, height int
 
@@ -251,7 +251,7 @@ func (a *app) runTUI(ctx context.Context, c *conn, ap *approval, r *relay, opt t
 	_, err := p.Run()
 	r.attach(nil)
 	cancel()
-	t.wg.Wait()
+	t.owned.close()
 	if errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil && !t.quitting {
 		err = nil
 	}
@@ -330,12 +330,50 @@ func (t *tui) Init() tea.Cmd {
 
 // do runs fn as a command the UI owns: it ends with the UI's context
 // and the UI waits for it before it returns.
+//
+// A command is counted when it starts, not when it is made: Bubble Tea
+// drops the commands still queued when the program ends, and one never
+// run must not hold the UI's end.
 func (t *tui) do(fn func(ctx context.Context) tea.Msg) tea.Cmd {
-	t.wg.Add(1)
 	return func() tea.Msg {
-		defer t.wg.Done()
+		if !t.owned.add() {
+			return nil // the UI has ended
+		}
+		defer t.owned.done()
 		return fn(t.ctx)
 	}
+}
+
+// owned counts the goroutines of the UI that are running, so that the
+// UI returns only after they end; once closed it lets none start. Its
+// methods may be called from any goroutine.
+type owned struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// add counts a goroutine that starts; it reports false, counting
+// nothing, once close has begun.
+func (o *owned) add() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return false
+	}
+	o.wg.Add(1)
+	return true
+}
+
+// done counts the end of a goroutine that add counted.
+func (o *owned) done() { o.wg.Done() }
+
+// close lets no more goroutines start and waits for those running.
+func (o *owned) close() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+	o.wg.Wait()
 }
 
 // host is the host to call: over the wire, a connection that is still
@@ -405,7 +443,11 @@ func (t *tui) follow(after int64) {
 	ctx, cancel := context.WithCancel(t.ctx)
 	t.stopFollow = cancel
 	seq := t.conn.follow(ctx, id, after)
-	t.wg.Go(func() {
+	if !t.owned.add() {
+		return
+	}
+	go func() {
+		defer t.owned.done()
 		for e, err := range seq {
 			if err != nil {
 				if ctx.Err() == nil {
@@ -417,7 +459,7 @@ func (t *tui) follow(after int64) {
 				return
 			}
 		}
-	})
+	}()
 }
 
 // notice adds a line of weft's own to the transcript.
