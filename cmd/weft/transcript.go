@@ -278,8 +278,18 @@ func (it *item) callLines(th theme, width int, expanded bool) []string {
 			out = append(out, indent+style(l))
 		}
 	}
-	head := "→ " + it.call.Name + " " + callSummary(it.call)
-	out = append(out, th.bold.Render(clipWidth(head, width)))
+	// The call's head: whole when expanded, else on at most two rows.
+	heads := wrapLines(it.call.Name+" "+callSummary(it.call), width-2)
+	if len(heads) > 2 && !expanded {
+		heads = []string{heads[0], clipWidth(heads[1]+" "+heads[2], width-2)}
+	}
+	for i, h := range heads {
+		mark := "→ "
+		if i > 0 {
+			mark = "  "
+		}
+		out = append(out, th.bold.Render(mark+h))
+	}
 	switch {
 	case it.approval == "waiting":
 		add(th.ask.Render, "  ", "? waits for your answer")
@@ -302,7 +312,7 @@ func (it *item) callLines(th theme, width int, expanded bool) []string {
 	if strings.TrimSpace(it.output) == "" {
 		lines = nil
 	}
-	head = fmt.Sprintf("← %s · %d ms", mark, it.durationMs)
+	head := fmt.Sprintf("← %s · %d ms", mark, it.durationMs)
 	switch {
 	case len(lines) == 0:
 		head += " · no output"
@@ -326,10 +336,25 @@ func (it *item) callLines(th theme, width int, expanded bool) []string {
 // wrapLines wraps s at width columns (at spaces where it can, inside a
 // word where it must) and returns its lines; tabs become spaces and
 // other control characters are dropped, so nothing moves the cursor.
+//
+// A line that starts with blanks keeps them on the rows it wraps to (a
+// list's items, an indented block stay indented), unless they take half
+// the width.
 func wrapLines(s string, width int) []string {
 	width = max(width, 1)
-	s = sanitize(s)
-	return strings.Split(ansi.Wrap(s, width, ""), "\n")
+	var out []string
+	for line := range strings.SplitSeq(sanitize(s), "\n") {
+		body := strings.TrimLeft(line, " ")
+		indent := line[:len(line)-len(body)]
+		if indent == "" || len(indent) > width/2 || ansi.StringWidth(line) <= width {
+			out = append(out, strings.Split(ansi.Wrap(line, width, ""), "\n")...)
+			continue
+		}
+		for row := range strings.SplitSeq(ansi.Wrap(body, width-len(indent), ""), "\n") {
+			out = append(out, indent+row)
+		}
+	}
+	return out
 }
 
 // clipWidth cuts s to one line of at most width columns.

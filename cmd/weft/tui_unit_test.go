@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"testing/synctest"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 )
 
 // TestTUICommandsOwned: a host call the UI made but Bubble Tea never ran
@@ -38,4 +40,32 @@ func TestTUICommandsOwned(t *testing.T) {
 		}
 		_ = never
 	})
+}
+
+// TestWrapLines: text wraps at the width, in columns (wide runes count
+// two), an indented line stays indented on the rows it wraps to, and
+// escape sequences a model wrote are not drawn.
+func TestWrapLines(t *testing.T) {
+	cases := []struct {
+		in    string
+		width int
+		want  []string
+	}{
+		{"one two three", 8, []string{"one two", "three"}},
+		{"  /quit  exit the UI now", 14, []string{"  /quit  exit", "  the UI now"}},
+		{"a\n\nb", 5, []string{"a", "", "b"}},
+		{"日本語のテキスト", 6, []string{"日本語", "のテキ", "スト"}},
+		{"red \x1b[31mtext\x1b[0m", 20, []string{"red [31mtext[0m"}},
+	}
+	for _, c := range cases {
+		got := wrapLines(c.in, c.width)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("wrapLines(%q, %d) = %q, want %q", c.in, c.width, got, c.want)
+		}
+		for _, l := range got {
+			if w := ansi.StringWidth(l); w > c.width {
+				t.Errorf("wrapLines(%q, %d): a row of %d columns: %q", c.in, c.width, w, l)
+			}
+		}
+	}
 }

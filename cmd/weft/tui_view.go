@@ -117,7 +117,7 @@ func (t *tui) statusLine(w int) string {
 			phase = fmt.Sprintf("step %d: %s", r.step, phase)
 		}
 		if n := len(t.requests); n > 1 {
-			phase = fmt.Sprintf("step %d: %d requests wait for your answer", r.step, n)
+			phase = fmt.Sprintf("step %d: %d requests wait", r.step, n)
 		}
 		if r.cancelling {
 			phase = "cancelling"
