@@ -304,3 +304,37 @@ func TestTUIKeys(t *testing.T) {
 		t.Errorf("the prompts in the log: %q, want %q", users, want)
 	}
 }
+
+// TestAttachReconnect: `weft attach RUN` on a terminal (the UI) follows
+// a run that streams; the host is killed and started again: the UI says
+// so on lines of its own, reconnects, shows the run the restart
+// interrupted and exits with its code.
+func TestAttachReconnect(t *testing.T) {
+	e := newEnv(t)
+	addr := freeAddr(t)
+	srv := e.serve(addr)
+	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
+	script := e.script("slow.json", `{"steps":[{"text":"SLOWSTART `+strings.Repeat("w ", 3000)+`END","delayMs":20}]}`)
+	out, stderr, code := e.weft("", "--host", addr, "run", "--detach", "-m", "scripted:"+script, "-p", "go")
+	if code != 0 {
+		t.Fatalf("run --detach: %d %s", code, stderr)
+	}
+	rid := strings.Fields(out)[1]
+	v := startVTerm(t, e.cmd("--host", addr, "attach", rid), 80, 30)
+	v.expect("SLOWSTART")
+	v.expect("ctrl+c detaches")
+	srv.Process.Signal(syscall.SIGKILL)
+	srv.Wait()
+	s := v.expect("reconnecting…")
+	for l := range strings.Lines(s) {
+		if strings.Contains(l, "weft: the host") && !strings.HasPrefix(l, "weft: the host") {
+			t.Fatalf("the notice is glued to other text: %q\n%s", l, s)
+		}
+	}
+	srv = e.serve(addr)
+	v.expect("weft: reconnected")
+	v.expect("· interrupted")
+	if code := v.exit(); code != exitFailed {
+		t.Fatalf("attach of an interrupted run: exit %d, want %d:\n%s", code, exitFailed, v.screen())
+	}
+}
