@@ -100,6 +100,7 @@ type tui struct {
 	picker *picker
 
 	armed    bool // a Ctrl-C at an empty prompt; the next exits
+	ticking  bool // a tick is on its way (one at a time)
 	quitting bool
 	// ended is the terminal event of opt.runID, once seen.
 	ended    event.Type
@@ -552,7 +553,8 @@ func (t *tui) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return t, nil
 	case tickMsg:
-		if t.run != nil {
+		t.ticking = t.run != nil
+		if t.ticking {
 			return t, tick()
 		}
 		return t, nil

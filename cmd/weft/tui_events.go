@@ -50,7 +50,10 @@ func (t *tui) event(e event.Event) tea.Cmd {
 		if d.Model != "" {
 			t.model = d.Model
 		}
-		cmd = tick()
+		if !t.ticking {
+			t.ticking = true
+			cmd = tick()
+		}
 	case event.MessageUser:
 		var d event.MessageUserData
 		_ = e.Decode(&d)

@@ -8,6 +8,8 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
+
+	"weft.dev/weft/event"
 )
 
 // TestTUICommandsOwned: a host call the UI made but Bubble Tea never ran
@@ -67,5 +69,28 @@ func TestWrapLines(t *testing.T) {
 				t.Errorf("wrapLines(%q, %d): a row of %d columns: %q", c.in, c.width, w, l)
 			}
 		}
+	}
+}
+
+// TestTUIOneTick: runs that follow one another keep one tick of the
+// elapsed time going, not one more per run.
+func TestTUIOneTick(t *testing.T) {
+	ui := &tui{steersSeen: map[string]bool{}, runsSeen: map[string]bool{}, answered: map[string]string{}}
+	if ui.event(event.Event{Type: event.RunStarted, RunID: "run_1", Seq: 1}) == nil {
+		t.Fatal("a run started with no tick")
+	}
+	ui.event(event.Event{Type: event.RunCompleted, RunID: "run_1", Seq: 2})
+	if ui.event(event.Event{Type: event.RunStarted, RunID: "run_2", Seq: 3}) != nil {
+		t.Fatal("a second tick while the first is on its way")
+	}
+	if _, cmd := ui.Update(tickMsg{}); cmd == nil {
+		t.Fatal("the tick ended while a run goes")
+	}
+	ui.event(event.Event{Type: event.RunCompleted, RunID: "run_2", Seq: 4})
+	if _, cmd := ui.Update(tickMsg{}); cmd != nil {
+		t.Fatal("a tick goes on with no run")
+	}
+	if ui.event(event.Event{Type: event.RunStarted, RunID: "run_3", Seq: 5}) == nil {
+		t.Fatal("a run started after the ticks ended with no tick")
 	}
 }
