@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
@@ -52,7 +53,29 @@ type asker struct {
 	in      textinput.Model
 	// why says why the last key was no answer.
 	why string
+	// held: until then keys are no answers, the person having been
+	// typing (a draft, during a run) when the request appeared; each key
+	// before then holds them a while longer.
+	held time.Time
+	// heldKey is the last key held, shown while keys are held.
+	heldKey string
 }
+
+// Holding answer keys: a request that appears while a person types (a
+// draft during a run) takes no key as an answer until they pause, so
+// that the "y" of a word typed on is never an approval.
+const (
+	// typingWindow: a key into the input this recently means typing.
+	typingWindow = 2 * time.Second
+	// holdAfterTyping is the pause that makes keys answers again.
+	holdAfterTyping = 700 * time.Millisecond
+)
+
+// holdKeys makes keys no answers for a moment: the person was typing.
+func (k *asker) holdKeys() { k.held = time.Now().Add(holdAfterTyping) }
+
+// holding reports whether keys are held now.
+func (k *asker) holding() bool { return time.Now().Before(k.held) }
 
 // newAsker returns an asker of p.
 func newAsker(p *pending) *asker {
@@ -77,6 +100,11 @@ func (k *asker) typing() bool { return k.p.kind == event.RequestInput || k.denyi
 // key handles a key press and returns the answer when it completes one.
 func (k *asker) key(msg tea.KeyPressMsg) (*answer, tea.Cmd) {
 	k.why = ""
+	if k.holding() {
+		k.holdKeys()
+		k.heldKey = msg.String()
+		return nil, nil
+	}
 	if k.typing() {
 		switch msg.String() {
 		case "enter":
@@ -221,6 +249,12 @@ func (k *asker) view(th theme, width int) string {
 			line(th.plain, "  ", fmt.Sprintf("%d) %s", i+1, c))
 		}
 		b.WriteString("  answer › " + k.in.View() + "\n")
+	}
+	switch {
+	case k.holding() && k.heldKey != "":
+		line(th.warn, "  ", fmt.Sprintf("you were typing as this was asked: %q is not taken; pause, then answer", k.heldKey))
+	case k.holding():
+		line(th.dim, "  ", "you were typing: keys answer after a pause")
 	}
 	if k.why != "" {
 		line(th.warn, "  ", k.why)

@@ -99,8 +99,11 @@ type tui struct {
 
 	picker *picker
 
-	armed    bool // a Ctrl-C at an empty prompt; the next exits
-	ticking  bool // a tick is on its way (one at a time)
+	armed   bool // a Ctrl-C at an empty prompt; the next exits
+	ticking bool // a tick is on its way (one at a time)
+	// typedAt is when a key last went into the draft (zero once sent):
+	// a request asked soon after holds its answer keys.
+	typedAt  time.Time
 	quitting bool
 	// ended is the terminal event of opt.runID, once seen.
 	ended    event.Type
@@ -491,6 +494,7 @@ func (t *tui) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		var cmd tea.Cmd
 		t.in, cmd = t.in.Update(msg)
+		t.typedAt = time.Now()
 		return t, cmd
 	case tea.MouseWheelMsg:
 		switch msg.Button {

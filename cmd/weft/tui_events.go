@@ -226,6 +226,9 @@ func (t *tui) nextAsk() {
 	}
 	t.ask = newAsker(t.requests[0])
 	t.ask.waiting = len(t.requests) - 1
+	if !t.typedAt.IsZero() && time.Since(t.typedAt) < typingWindow {
+		t.ask.holdKeys()
+	}
 	t.in.Blur()
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 
@@ -67,6 +68,9 @@ func (t *tui) key(msg tea.KeyPressMsg) tea.Cmd {
 	}
 	var cmd tea.Cmd
 	t.in, cmd = t.in.Update(msg)
+	if msg.Text != "" {
+		t.typedAt = time.Now()
+	}
 	return cmd
 }
 
@@ -149,6 +153,7 @@ func (t *tui) submit(busy string) tea.Cmd {
 		return nil
 	}
 	t.in.Reset()
+	t.typedAt = time.Time{}
 	t.scroll = 0
 	if strings.HasPrefix(text, "/") && !strings.Contains(text, "\n") {
 		t.remember(text)

@@ -338,3 +338,51 @@ func TestAttachReconnect(t *testing.T) {
 		t.Fatalf("attach of an interrupted run: exit %d, want %d:\n%s", code, exitFailed, v.screen())
 	}
 }
+
+// TestTUIHoldsKeysTypedOn: an approval that appears while the person
+// types a draft during a run takes none of the keys typed on as an
+// answer (the "y" of a word is no approval) until they pause; the draft
+// stays.
+func TestTUIHoldsKeysTypedOn(t *testing.T) {
+	e := newEnv(t)
+	script := e.script("held.json", `{"steps":[
+ {"text":"STREAM `+strings.Repeat("w ", 30)+`DONE","delayMs":30,"toolCalls":[{"name":"shell","arguments":{"command":"echo held > held.txt"}}]},
+ {"text":"after"}
+]}`)
+	v := startVTerm(t, e.cmd("-m", "scripted:"+script), 80, 30)
+	v.expect("/help lists the commands")
+	v.send("go\r")
+	v.expect("STREAM")
+	v.send("draft ")
+	// Typing on, as the approval appears.
+	if !poll(30*time.Second, func() bool {
+		v.send("y")
+		return strings.Contains(v.screen(), `"y" is not taken`)
+	}) {
+		t.Fatalf("a key typed on was not held:\n%s", v.screen())
+	}
+	s := v.screen()
+	if strings.Contains(s, "allowed once") {
+		t.Fatalf("a key typed on approved the call:\n%s", s)
+	}
+	if !strings.Contains(s, "› draft") {
+		t.Fatalf("the draft is gone:\n%s", s)
+	}
+	// After a pause, a key answers.
+	v.wait("the keys no longer held", func(s string) bool {
+		return strings.Contains(s, "? shell echo held") && !strings.Contains(s, "you were typing")
+	})
+	if _, err := os.Stat(filepath.Join(e.work, "held.txt")); !os.IsNotExist(err) {
+		t.Fatalf("the call ran before it was answered: %v", err)
+	}
+	v.send("y")
+	v.expect("✓ allowed once")
+	v.wait("the run's end", endsAfter("after", "· completed"))
+	if _, err := os.Stat(filepath.Join(e.work, "held.txt")); err != nil {
+		t.Fatalf("the allowed call did not run: %v", err)
+	}
+	v.send("\x15\x04") // Ctrl-U clears the draft; Ctrl-D exits
+	if code := v.exit(); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, v.screen())
+	}
+}
