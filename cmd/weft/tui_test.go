@@ -257,6 +257,12 @@ func TestTUIKeys(t *testing.T) {
 	v := startVTerm(t, e.cmd("-m", "scripted:"+script), 80, 30)
 	v.expect("/help lists the commands")
 
+	// A paste goes in whole, newlines and all, and sends nothing.
+	v.send("\x1b[200~pasted one\npasted two\x1b[201~")
+	v.wait("the paste in the input", func(s string) bool { return strings.Contains(s, "› pasted one\n  pasted two") })
+	v.send("\x03") // Ctrl-C clears the input
+	v.wait("the input cleared", func(s string) bool { return !strings.Contains(s, "pasted") })
+
 	v.send("line one\x1b\r") // Alt+Enter
 	v.send("line two\n")     // Ctrl+J
 	v.send("line three")
