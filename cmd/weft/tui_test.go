@@ -392,3 +392,46 @@ func TestTUIHoldsKeysTypedOn(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, v.screen())
 	}
 }
+
+// TestTUISwitch: /new starts another session with the next prompt; the
+// picker switches back to the first, whose transcript is drawn again
+// and whose prompts are the history; /switch with an unknown id says so
+// and keeps the session shown.
+func TestTUISwitch(t *testing.T) {
+	e := newEnv(t)
+	script := e.script("echo.json", `{"loop":true,"steps":[{"text":"ANSWER to {{input}}"}]}`)
+	v := startVTerm(t, e.cmd("-m", "scripted:"+script), 80, 30)
+	v.expect("/help lists the commands")
+	v.send("first\r")
+	v.wait("the first answer", endsAfter("ANSWER to first", "· completed"))
+	v.send("/new\r")
+	v.expect("a new session starts with your next prompt")
+	v.send("second\r")
+	v.wait("the second answer", endsAfter("ANSWER to second", "· completed"))
+
+	v.send("/sessions\r")
+	v.expect("Enter switches")
+	v.send("\x1b[B") // ↓: the older session
+	v.send("\r")
+	s := v.wait("the first session drawn again", func(s string) bool {
+		return strings.Contains(s, ": first") && strings.Contains(s, "ANSWER to first")
+	})
+	if strings.Contains(s, "ANSWER to second") {
+		t.Fatalf("the other session's transcript is still shown:\n%s", s)
+	}
+	v.send("\x1b[A") // ↑: the session's last prompt
+	v.expect("› first\n")
+	v.send("\x03") // clears the input
+	v.send("/switch ses_nosuchsession\r")
+	v.expect("ses_nosuchsession")
+	v.send("again\r")
+	v.wait("the answer in the first session", endsAfter("ANSWER to again", "· completed"))
+	v.send("\x04")
+	if code := v.exit(); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, v.screen())
+	}
+	out, _, _ := e.weft("", "sessions")
+	if n := strings.Count(out, "ses_"); n != 2 {
+		t.Fatalf("%d sessions, want 2:\n%s", n, out)
+	}
+}
