@@ -22,7 +22,7 @@ func (t *tui) sessionLoaded(msg sessionMsg) tea.Cmd {
 	s := msg.s
 	if s.ID != t.sessionID {
 		t.tr = transcript{}
-		t.run, t.requests, t.ask, t.sent, t.tokens = nil, nil, nil, nil, 0
+		t.run, t.requests, t.ask, t.sent, t.tokens, t.runModel = nil, nil, nil, nil, 0, ""
 		t.history, t.hpos, t.prompts = nil, 0, nil
 	}
 	t.sessionID, t.title, t.replayTo, t.open = s.ID, s.Title, s.LastSeq, msg.open
@@ -48,7 +48,7 @@ func (t *tui) event(e event.Event) tea.Cmd {
 		_ = e.Decode(&d)
 		t.run = &runState{id: e.RunID, started: e.Time, phase: "starting"}
 		if d.Model != "" {
-			t.model = d.Model
+			t.runModel = d.Model
 		}
 		if !t.ticking {
 			t.ticking = true

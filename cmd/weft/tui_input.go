@@ -302,7 +302,8 @@ func (t *tui) started(msg startedMsg) tea.Cmd {
 // were set for it.
 func (t *tui) discardFresh() tea.Cmd {
 	f := t.fresh
-	if f == nil || f.id != t.sessionID || len(t.runsSeen) > 0 || slices.ContainsFunc(t.sent, func(in *sentInput) bool { return in.runID != "" }) {
+	// A prompt sent before it that started a run made it a session.
+	if f == nil || f.id != t.sessionID || slices.ContainsFunc(t.sent, func(in *sentInput) bool { return in.runID != "" }) {
 		return nil
 	}
 	t.fresh = nil

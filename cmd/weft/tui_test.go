@@ -208,11 +208,19 @@ func TestTUIRefusedRun(t *testing.T) {
 	addr := freeAddr(t)
 	srv := e.serve(addr)
 	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
+	// A session of its own, with a run, shown first.
+	script := e.script("hi.json", `{"steps":[{"text":"HELLO"}]}`)
+	out, stderr, code := e.weft("", "--host", addr, "run", "--detach", "-m", "scripted:"+script, "-p", "hi")
+	if code != 0 {
+		t.Fatalf("run --detach: %d %s", code, stderr)
+	}
 	before, _, _ := e.weft("", "sessions", "--json")
+	v := startVTerm(t, e.cmd("--host", addr, "-s", strings.Fields(out)[0]), 80, 30)
+	v.expect("HELLO")
+	v.send("/new\r")
+	v.expect("a new session starts with your next prompt")
 	// The host has no default model: the session is created, its run
 	// refused.
-	v := startVTerm(t, e.cmd("--host", addr), 80, 30)
-	v.expect("through the host at")
 	v.send("REFUSED prompt\r")
 	s := v.expect("no model configured")
 	v.wait("the prompt back in the input", func(s string) bool { return strings.Contains(s, "› REFUSED prompt") })

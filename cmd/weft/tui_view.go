@@ -104,6 +104,9 @@ func (t *tui) transcriptView(w, h int) []string {
 // tokens used, and which session.
 func (t *tui) statusLine(w int) string {
 	model := t.model
+	if t.runModel != "" {
+		model = t.runModel
+	}
 	switch {
 	case model == "":
 		model = "default model"
