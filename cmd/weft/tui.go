@@ -59,8 +59,8 @@ type tui struct {
 	// The session shown, and its follower.
 	sessionID  string
 	title      string
-	model      string // what runs ask for: -m, else the session's or host's default
-	runModel   string // the model the session's last run used, for the status line
+	model      string   // what runs ask for: -m, else the session's or host's default
+	runModel   string   // the model the session's last run used, for the status line
 	mounts     []string // of the session the next prompt creates
 	newTitle   string   // of the session the next prompt creates
 	gen        int      // generation of the follower; older events are dropped
