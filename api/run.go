@@ -40,6 +40,23 @@ type StartRunParams struct {
 	IdempotencyKey string     `json:"idempotencyKey,omitempty"`
 }
 
+// Validate checks a run's params: the session, the input (not empty, at
+// most MaxInputBytes), busy, maxSteps, the model's length, the client's
+// tools, the idempotency key. The host checks the rest: that it can use
+// the model (the run's, or the one it would use), the policy over its
+// own, the default preset.
+func (p StartRunParams) Validate() error {
+	return firstError(
+		checkKey(p.IdempotencyKey),
+		required("sessionId", p.SessionID),
+		checkInput(p.Input),
+		oneOf("busy", p.Busy, "busy %q: want reject, queue, interrupt or steer", "", BusyReject, BusyQueue, BusyInterrupt, BusySteer),
+		nonNegative("maxSteps", int64(p.MaxSteps)),
+		checkSize("model", len(p.Model), MaxModelBytes),
+		checkTools("tools", p.Tools),
+	)
+}
+
 // RunResult is a run, as returned by run/start, run/get and run/cancel.
 type RunResult struct {
 	store.Run
@@ -53,10 +70,20 @@ type RunIDParams struct {
 	RunID string `json:"runId"`
 }
 
+// Validate checks that the run is named.
+func (p RunIDParams) Validate() error {
+	return required("runId", p.RunID)
+}
+
 // ListRunsParams are the params of run/list.
 type ListRunsParams struct {
 	SessionID string `json:"sessionId"`
 	Status    string `json:"status,omitempty"`
+}
+
+// Validate checks that the session is named.
+func (p ListRunsParams) Validate() error {
+	return required("sessionId", p.SessionID)
 }
 
 // ListRunsResult lists runs.
@@ -68,6 +95,14 @@ type ListRunsResult struct {
 type WaitRunParams struct {
 	RunID     string `json:"runId"`
 	TimeoutMs int64  `json:"timeoutMs"`
+}
+
+// Validate checks the timeout and that the run is named.
+func (p WaitRunParams) Validate() error {
+	return firstError(
+		nonNegative("timeoutMs", p.TimeoutMs),
+		required("runId", p.RunID),
+	)
 }
 
 // WaitRunResult says whether the run ended before the timeout.
@@ -86,6 +121,16 @@ type SteerParams struct {
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
+// Validate checks the input (not empty, at most MaxInputBytes), that the
+// run is named, and the idempotency key.
+func (p SteerParams) Validate() error {
+	return firstError(
+		checkKey(p.IdempotencyKey),
+		checkInput(p.Input),
+		required("runId", p.RunID),
+	)
+}
+
 // SteerReceipt acknowledges a steer.
 type SteerReceipt struct {
 	SteerID string `json:"steerId"`
@@ -102,4 +147,14 @@ type CancelParams struct {
 	// Reason is at most MaxReasonBytes.
 	Reason         string `json:"reason,omitempty"`
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+}
+
+// Validate checks the reason's size, that the run is named, and the
+// idempotency key.
+func (p CancelParams) Validate() error {
+	return firstError(
+		checkKey(p.IdempotencyKey),
+		checkSize("reason", len(p.Reason), MaxReasonBytes),
+		required("runId", p.RunID),
+	)
 }

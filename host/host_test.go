@@ -127,7 +127,7 @@ func waitFor(t *testing.T, h *host.Host, sid, runID string, match func(event.Eve
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	seq, err := h.Subscribe(ctx, sid, 0, runID)
+	seq, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: sid, RunID: runID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +425,7 @@ func TestBadInput(t *testing.T) {
 			return err
 		}},
 		{"subscribe ahead", api.ErrCursorInvalid, func() error {
-			_, err := h.Subscribe(ctx, sid, 999, "")
+			_, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: sid, After: 999})
 			return err
 		}},
 		{"bad mount", api.ErrInvalidParams, func() error {
@@ -453,7 +453,7 @@ func TestDeleteSession(t *testing.T) {
 		if _, err := h.DeleteSession(ctx, api.SessionIDParams{SessionID: sid}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.GetSession(ctx, sid); !errors.Is(err, api.ErrNotFound) {
+		if _, err := h.GetSession(ctx, api.SessionGetParams{SessionID: sid}); !errors.Is(err, api.ErrNotFound) {
 			t.Fatalf("get after delete: %v", err)
 		}
 	})
@@ -474,7 +474,7 @@ func TestSubscribeSeesTheLog(t *testing.T) {
 			wg.Go(func() {
 				time.Sleep(time.Duration(i) * 15 * time.Millisecond)
 				after := int64(i % 3)
-				seq, err := h.Subscribe(ctx, sid, after, "")
+				seq, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: sid, After: after})
 				if err != nil {
 					t.Error(err)
 					return
@@ -634,7 +634,7 @@ func TestSessionNetworkPolicy(t *testing.T) {
 	if _, err := h.Mount(ctx, api.MountParams{SessionID: s.ID, Mount: event.Mount{ID: "more", Path: t.TempDir()}}); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := h.GetSession(ctx, s.ID)
+	got, _ := h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID})
 	if got.Binding.Network != "allow" || got.Binding.BindingVersion != 2 {
 		t.Fatalf("after mount: %+v", got.Binding)
 	}

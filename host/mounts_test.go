@@ -212,7 +212,7 @@ func TestMountScratchBesideLocal(t *testing.T) {
 	}
 	sub, cancel := context.WithCancel(ctx)
 	defer cancel()
-	events, err := e.h.Subscribe(sub, sid, l.LatestEnvironmentCursor, "")
+	events, err := e.h.Subscribe(sub, api.SubscribeParams{SessionID: sid, After: l.LatestEnvironmentCursor})
 	if err != nil {
 		t.Fatal(err)
 	}

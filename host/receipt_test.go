@@ -56,7 +56,7 @@ func TestReceiptExistsAtStoreIsOneRequestsError(t *testing.T) {
 	p := api.StartRunParams{SessionID: s.ID, Input: input("one"), IdempotencyKey: "k"}
 	first := start(t, h, p)
 	wait(t, h, first.ID)
-	before, err := h.GetSession(ctx, s.ID)
+	before, err := h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestReceiptExistsAtStoreIsOneRequestsError(t *testing.T) {
 		t.Fatalf("run/start with other params whose key the store already holds: %v; want an idempotency conflict", err)
 	}
 	// Nothing was written, and the session takes the next run at once.
-	after, err := h.GetSession(ctx, s.ID)
+	after, err := h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID})
 	if err != nil || after.LastSeq != before.LastSeq {
 		t.Fatalf("session after the refused appends: %+v, %v; want last seq %d", after, err, before.LastSeq)
 	}

@@ -62,7 +62,7 @@ func waitingOn(t *testing.T, h *host.Host, sid, runID string, n int) []store.Req
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	seq, err := h.Subscribe(ctx, sid, 0, runID)
+	seq, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: sid, RunID: runID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +440,7 @@ func TestCancelAsTheRunParks(t *testing.T) {
 	for i := range 100 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("go")})
-		seq, err := h.Subscribe(ctx, sid, 0, r.ID)
+		seq, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: sid, RunID: r.ID})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -261,7 +261,7 @@ func WithPageGate(ctx context.Context, g PageGate) context.Context {
 
 // ChunkCost is what a chunk that Follow yields counts against a
 // [PageGate]: its data as base64 in JSON, and the fields around it.
-func ChunkCost(c api.Chunk) int { return (len(c.Data)+2)/3*4 + 128 }
+func ChunkCost(c api.Chunk) int { return c.Cost() }
 
 // readPage reads one page of output from next through gate, if not nil.
 func (m *Manager) readPage(ctx context.Context, gate PageGate, rec store.Process, next int64) (api.Output, error) {

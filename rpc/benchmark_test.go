@@ -76,7 +76,7 @@ func newBenchHost(b *testing.B, resolve func(string) (*host.Model, error), st *s
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { h.Close() })
-	srv := rpc.NewHostServer(h, rpc.HostConfig{Config: rpc.Config{MaxConns: 4096, NoAuth: true}, Tools: reg})
+	srv := rpc.NewHostServer(h, rpc.HostConfig{Config: rpc.Config{MaxConns: 4096, NoAuth: true}})
 	b.Cleanup(func() { srv.Close() })
 	hs := httptest.NewServer(rpc.HTTPHandler(srv, h, rpc.SSEOptions{}))
 	b.Cleanup(hs.Close)

@@ -330,7 +330,7 @@ func fanoutRuns(b *testing.B, h *host.Host, id string, pacer *pace.Pacer, n int)
 	b.Helper()
 	ctx := context.Background()
 	lastSeq := func() int64 {
-		r, _ := h.GetSession(ctx, id)
+		r, _ := h.GetSession(ctx, api.SessionGetParams{SessionID: id})
 		return r.LastSeq
 	}
 	for range n {
@@ -437,7 +437,7 @@ func benchWireFanout(b *testing.B, transport string, subs int, clients string, r
 		events += n
 	}
 	elapsed := b.Elapsed()
-	last, _ := bh.h.GetSession(ctx, s.ID)
+	last, _ := bh.h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID})
 	var res fanoutResult
 	if child != nil {
 		if res, err = child.finish(last.LastSeq); err != nil {

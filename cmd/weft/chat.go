@@ -272,7 +272,7 @@ func (ch *chat) command(ctx context.Context, line string) error {
 // switchTo makes session id the current one, with its prompts as the
 // history.
 func (ch *chat) switchTo(ctx context.Context, id string) error {
-	s, err := ch.conn.h.GetSession(ctx, id)
+	s, err := ch.conn.h.GetSession(ctx, api.SessionGetParams{SessionID: id})
 	if err != nil {
 		return err
 	}
@@ -385,7 +385,7 @@ func (ch *chat) send(ctx context.Context, prompt string) error {
 			}
 		}()
 	} else {
-		s, err := h.GetSession(ctx, ch.sessionID)
+		s, err := h.GetSession(ctx, api.SessionGetParams{SessionID: ch.sessionID})
 		if err != nil {
 			return err
 		}

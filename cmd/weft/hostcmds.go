@@ -112,7 +112,7 @@ func (c *attachCmd) Run(ctx context.Context, a *app) error {
 	w.c = conn
 	sessionID, runID := c.Target, ""
 	if strings.HasPrefix(c.Target, "run_") {
-		r, err := conn.cl.GetRun(ctx, c.Target)
+		r, err := conn.cl.GetRun(ctx, api.RunIDParams{RunID: c.Target})
 		if err != nil {
 			return err
 		}
@@ -121,7 +121,7 @@ func (c *attachCmd) Run(ctx context.Context, a *app) error {
 	w.sessionID, w.runID = sessionID, runID
 	// Requests open now are asked even when they come in the replay;
 	// others in the replay were answered long ago.
-	s, err := conn.h.GetSession(ctx, sessionID)
+	s, err := conn.h.GetSession(ctx, api.SessionGetParams{SessionID: sessionID})
 	if err != nil {
 		return err
 	}
@@ -212,7 +212,7 @@ func (c *statusCmd) Run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer cl.Close()
-	r, err := cl.GetRun(ctx, c.RunID)
+	r, err := cl.GetRun(ctx, api.RunIDParams{RunID: c.RunID})
 	if err != nil {
 		return err
 	}

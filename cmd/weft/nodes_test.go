@@ -109,7 +109,7 @@ func TestFailoverAfterSIGKILL(t *testing.T) {
 	if err != nil || w.Run.Status != store.RunCompleted {
 		t.Fatalf("B's run: %+v, %v", w, err)
 	}
-	r, err := b.GetRun(ctx, run.ID)
+	r, err := b.GetRun(ctx, api.RunIDParams{RunID: run.ID})
 	if err != nil || r.Status != store.RunInterrupted {
 		t.Fatalf("A's run after the take-over: %+v, %v; want interrupted", r, err)
 	}

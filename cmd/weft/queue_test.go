@@ -88,7 +88,7 @@ func testQueuedRunsSurviveSIGKILL(t *testing.T, e *testEnv, flags ...string) {
 		queued = append(queued, r.ID)
 	}
 	if !poll(10*time.Second, func() bool {
-		r, err := c.GetRun(ctx, active.ID)
+		r, err := c.GetRun(ctx, api.RunIDParams{RunID: active.ID})
 		return err == nil && r.Status == store.RunRunning
 	}) {
 		t.Fatal("the first run did not start")
@@ -104,7 +104,7 @@ func testQueuedRunsSurviveSIGKILL(t *testing.T, e *testEnv, flags ...string) {
 	// Nothing asks for the session (run/get reads the store) until its
 	// queue has run.
 	if !poll(60*time.Second, func() bool {
-		r, err := c.GetRun(ctx, queued[4])
+		r, err := c.GetRun(ctx, api.RunIDParams{RunID: queued[4]})
 		return err == nil && store.IsTerminal(r.Status)
 	}) {
 		t.Fatal("the queued runs did not run after the restart")

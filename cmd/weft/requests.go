@@ -212,7 +212,7 @@ func (c *answerCmd) Run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer cl.Close()
-	q, err := cl.GetRequest(ctx, c.ID)
+	q, err := cl.GetRequest(ctx, api.RequestIDParams{RequestID: c.ID})
 	if err != nil {
 		return answerError(c.ID, err)
 	}

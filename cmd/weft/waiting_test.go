@@ -78,7 +78,7 @@ func TestWaitingRunSurvivesSIGKILL(t *testing.T) {
 			t.Fatalf("request %d after the restart: %+v; before: %+v", i, after[i], before[i])
 		}
 	}
-	got, err := c.GetRun(ctx, r.ID)
+	got, err := c.GetRun(ctx, api.RunIDParams{RunID: r.ID})
 	if err != nil || got.Status != store.RunWaiting {
 		t.Fatalf("run after the restart: %+v, %v; want waiting, not interrupted", got, err)
 	}

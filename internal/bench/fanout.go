@@ -84,7 +84,7 @@ func (s *subscribers) delivered(want int64) float64 {
 // timedRun runs the fanout script once on session id and returns the
 // events it committed and their rate.
 func timedRun(ctx context.Context, ih *inprocHost, id string) (int64, float64, error) {
-	before, err := ih.h.GetSession(ctx, id)
+	before, err := ih.h.GetSession(ctx, api.SessionGetParams{SessionID: id})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -93,7 +93,7 @@ func timedRun(ctx context.Context, ih *inprocHost, id string) (int64, float64, e
 		return 0, 0, err
 	}
 	d := time.Since(t0)
-	after, err := ih.h.GetSession(ctx, id)
+	after, err := ih.h.GetSession(ctx, api.SessionGetParams{SessionID: id})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -142,7 +142,7 @@ func measureFanoutInProcess(ctx context.Context, dir string, subs, runs, steps i
 	sub := newSubscribers(ctx)
 	defer sub.stop()
 	for range subs {
-		seq, err := ih.h.Subscribe(sub.ctx, followed.Session.ID, followed.Session.LastSeq, "")
+		seq, err := ih.h.Subscribe(sub.ctx, api.SubscribeParams{SessionID: followed.Session.ID, After: followed.Session.LastSeq})
 		if err != nil {
 			return nil, err
 		}
@@ -212,7 +212,7 @@ func measureFanoutWire(ctx context.Context, dir string, subs, runs, steps int, s
 		return nil, err
 	}
 	defer ih.Close()
-	srv := rpc.NewHostServer(ih.h, rpc.HostConfig{Config: rpc.Config{MaxConns: 4096, NoAuth: true}, Tools: ih.tools})
+	srv := rpc.NewHostServer(ih.h, rpc.HostConfig{Config: rpc.Config{MaxConns: 4096, NoAuth: true}})
 	defer srv.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -83,7 +83,7 @@ func measureRunStart(ctx context.Context, dir string, n, runs int) (*runStartRes
 		}
 		res.empty = append(res.empty, d)
 	}
-	got, err := ih.h.GetSession(ctx, longID)
+	got, err := ih.h.GetSession(ctx, api.SessionGetParams{SessionID: longID})
 	if err != nil {
 		return nil, err
 	}

@@ -590,7 +590,7 @@ func (w *world) follow(sub *subscriber) {
 	w.tracef("→ subscribe #%d %s after=%d", sub.n, w.name(sid), from)
 	go func() {
 		defer close(sub.done)
-		seq, err := h.Subscribe(ctx, sid, from, "")
+		seq, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: sid, After: from})
 		if err == nil {
 			for e, ierr := range seq {
 				if ierr != nil {

@@ -84,7 +84,7 @@ func (r *rig) checkHost(srv *server) {
 		}
 		s.log = log
 		r.checkRuns(s, runs)
-		got, err := c.GetSession(ctx, s.id)
+		got, err := c.GetSession(ctx, api.SessionGetParams{SessionID: s.id})
 		switch {
 		case err != nil:
 			r.violate(s, 0, "session/get after the restart: %v", err)
