@@ -10,8 +10,13 @@ import (
 // Input is user input: a string or a list of content parts.
 type Input []event.Part
 
-// UnmarshalJSON accepts "text" or [{"type":"text","text":"…"}].
+// UnmarshalJSON accepts "text" or [{"type":"text","text":"…"}]; null is
+// no input, as a nil Input encodes.
 func (in *Input) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*in = nil
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err == nil {
 		*in = event.TextParts(s)
