@@ -78,7 +78,7 @@ type Report struct {
 	// Duration is the time the whole run took.
 	Duration time.Duration `json:"durationNs"`
 
-	plots []plot
+	plots []chart
 }
 
 // Machine describes the machine and the load on it.

@@ -7,7 +7,8 @@
 // [Run] runs the figures that [Config.Only] selects, each with its own
 // target, and returns a [Report]: a table of results with verdicts (met,
 // missed, skipped, failed), printable as text or JSON, and the latency
-// distributions behind them, which [Report.WritePlots] draws as PNG files.
+// distributions behind them, which [Report.WritePlots] draws as PNG files
+// with gonum.org/v1/plot.
 //
 // Figures about one process's internals (run start, idle sessions,
 // fan-out, appends, the shell sandbox) run through weft's public Go API in
