@@ -3,7 +3,7 @@ package api
 import (
 	"context"
 
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // DecideParams are the params of approval/decide.
@@ -50,7 +50,7 @@ type ToolResultParams struct {
 // RequestResult is a request record, as answered by approval/decide,
 // input/answer, tool/result and request/get.
 type RequestResult struct {
-	store.Request
+	record.Request
 	Replayed bool `json:"replayed,omitempty"`
 }
 
@@ -74,7 +74,7 @@ type ListRequestsParams struct {
 
 // ListRequestsResult lists requests, oldest first.
 type ListRequestsResult struct {
-	Requests []store.Request `json:"requests"`
+	Requests []record.Request `json:"requests"`
 }
 
 // Request methods.

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 
 	"weft.dev/weft/event"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // Input is user input: a string or a list of content parts.
@@ -56,7 +56,7 @@ type CreateSessionParams struct {
 
 // SessionResult is a session, as returned by session/create and session/get.
 type SessionResult struct {
-	store.Session
+	record.Session
 	Replayed bool `json:"replayed,omitempty"`
 }
 
@@ -97,8 +97,8 @@ type ListSessionsParams struct {
 
 // ListSessionsResult is a page of sessions.
 type ListSessionsResult struct {
-	Sessions   []store.Session `json:"sessions"`
-	NextCursor string          `json:"nextCursor,omitempty"`
+	Sessions   []record.Session `json:"sessions"`
+	NextCursor string           `json:"nextCursor,omitempty"`
 }
 
 // DeleteResult acknowledges session/delete.

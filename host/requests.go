@@ -13,6 +13,7 @@ import (
 	"weft.dev/weft/internal/session"
 	"weft.dev/weft/policy"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // by is who sends the request in ctx, for the records of who answered.
@@ -72,7 +73,7 @@ func (h *Host) decide(ctx context.Context, p api.DecideParams, rc *idem.Claim) (
 	if err != nil {
 		return nil, idem.Ref{}, err
 	}
-	var q store.Request
+	var q record.Request
 	err = h.with(ctx, sid, func(s *session.Session) (err error) {
 		q, err = s.Decide(ctx, p, by(ctx), rc)
 		return err
@@ -99,7 +100,7 @@ func (h *Host) answer(ctx context.Context, p api.AnswerParams, rc *idem.Claim) (
 	if err != nil {
 		return nil, idem.Ref{}, err
 	}
-	var q store.Request
+	var q record.Request
 	err = h.with(ctx, sid, func(s *session.Session) (err error) {
 		q, err = s.Answer(ctx, p, by(ctx), rc)
 		return err
@@ -135,7 +136,7 @@ func (h *Host) toolResult(ctx context.Context, p api.ToolResultParams, rc *idem.
 	default:
 		return nil, idem.Ref{}, invalid("requestId", "name the call: requestId, or callId (and sessionId)")
 	}
-	var q store.Request
+	var q record.Request
 	err := h.with(ctx, sid, func(s *session.Session) (err error) {
 		q, err = s.ToolResult(ctx, id, p, by(ctx), rc)
 		return err
@@ -149,7 +150,7 @@ func (h *Host) toolResult(ctx context.Context, p api.ToolResultParams, rc *idem.
 // clientToolRequest finds the open request of client tool call callID:
 // in session sessionID, or in any session when exactly one has it.
 func (h *Host) clientToolRequest(ctx context.Context, callID, sessionID string) (id, sid string, err error) {
-	p := store.ListRequestsParams{SessionID: sessionID, Statuses: []string{store.RequestOpen}, Limit: 1 << 20}
+	p := store.ListRequestsParams{SessionID: sessionID, Statuses: []string{record.RequestOpen}, Limit: 1 << 20}
 	open, err := h.cfg.Store.Requests(ctx, p)
 	if err != nil {
 		return "", "", apiError(err)
@@ -192,9 +193,9 @@ func (h *Host) ListRequests(ctx context.Context, p api.ListRequestsParams) (*api
 	lp := store.ListRequestsParams{SessionID: p.SessionID, Limit: 1 << 20}
 	switch p.Status {
 	case "":
-		lp.Statuses = []string{store.RequestOpen}
+		lp.Statuses = []string{record.RequestOpen}
 	case "all":
-	case store.RequestOpen, store.RequestResolved, store.RequestExpired, store.RequestCancelled:
+	case record.RequestOpen, record.RequestResolved, record.RequestExpired, record.RequestCancelled:
 		lp.Statuses = []string{p.Status}
 	default:
 		return nil, invalid("status", "status %q: want open, resolved, expired, cancelled or all", p.Status)
@@ -208,7 +209,7 @@ func (h *Host) ListRequests(ctx context.Context, p api.ListRequestsParams) (*api
 	if err != nil {
 		return nil, apiError(err)
 	}
-	res := &api.ListRequestsResult{Requests: []store.Request{}}
+	res := &api.ListRequestsResult{Requests: []record.Request{}}
 	for _, q := range qs {
 		if p.Kind != "" && q.Kind != p.Kind {
 			continue

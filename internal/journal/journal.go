@@ -16,6 +16,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/redact"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // keepEnded is how many ended runs the projection keeps records of, for
@@ -82,14 +83,14 @@ type Journal struct {
 	feed *feed
 
 	mu   sync.Mutex // guards proj, err and last
-	proj *store.Projection
+	proj *record.Projection
 	err  error // sticky write failure
 	last int64 // seq of the last committed event
 }
 
 type request struct {
 	events   []event.Event
-	receipts []store.Receipt
+	receipts []record.Receipt
 	// delta is set for a coalescible delta instead of events.
 	delta *delta
 	done  chan result // nil for deltas
@@ -135,9 +136,9 @@ func (c *Config) defaults() {
 
 // Create appends session.created for a new session with the given id,
 // together with receipts, and returns its journal.
-func Create(ctx context.Context, cfg Config, sessionID string, data event.SessionCreatedData, receipts ...store.Receipt) (*Journal, error) {
+func Create(ctx context.Context, cfg Config, sessionID string, data event.SessionCreatedData, receipts ...record.Receipt) (*Journal, error) {
 	cfg.defaults()
-	j := newJournal(cfg, sessionID, store.NewProjection(store.Session{}, nil))
+	j := newJournal(cfg, sessionID, record.NewProjection(record.Session{}, nil))
 	e, err := event.New("", event.SessionCreated, data)
 	if err != nil {
 		j.Close()
@@ -161,27 +162,27 @@ func Open(ctx context.Context, cfg Config, sessionID string) (*Journal, error) {
 	return newJournal(cfg, sessionID, proj), nil
 }
 
-func load(ctx context.Context, st store.Store, sessionID string) (*store.Projection, error) {
+func load(ctx context.Context, st store.Store, sessionID string) (*record.Projection, error) {
 	s, err := st.Session(ctx, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("open session %s: %w", sessionID, err)
 	}
 	// Only the runs that have not ended: the projection forgets ended runs
-	// anyway (see store.Projection.Trim), and the session's history must
+	// anyway (see record.Projection.Trim), and the session's history must
 	// not make opening it slower.
 	runs, err := st.Runs(ctx, store.ListRunsParams{SessionID: sessionID, Limit: 1 << 30,
-		Statuses: []string{store.RunQueued, store.RunRunning, store.RunWaiting}})
+		Statuses: []string{record.RunQueued, record.RunRunning, record.RunWaiting}})
 	if err != nil {
 		return nil, fmt.Errorf("open session %s: runs: %w", sessionID, err)
 	}
-	open, err := st.Requests(ctx, store.ListRequestsParams{SessionID: sessionID, Statuses: []string{store.RequestOpen}, Limit: 1 << 30})
+	open, err := st.Requests(ctx, store.ListRequestsParams{SessionID: sessionID, Statuses: []string{record.RequestOpen}, Limit: 1 << 30})
 	if err != nil {
 		return nil, fmt.Errorf("open session %s: requests: %w", sessionID, err)
 	}
-	return store.NewProjection(s, runs, open...), nil
+	return record.NewProjection(s, runs, open...), nil
 }
 
-func newJournal(cfg Config, sessionID string, proj *store.Projection) *Journal {
+func newJournal(cfg Config, sessionID string, proj *record.Projection) *Journal {
 	j := &Journal{
 		cfg:       cfg,
 		sessionID: sessionID,
@@ -201,7 +202,7 @@ func newJournal(cfg Config, sessionID string, proj *store.Projection) *Journal {
 func (j *Journal) SessionID() string { return j.sessionID }
 
 // Session returns the session's projected record as of the last commit.
-func (j *Journal) Session() store.Session {
+func (j *Journal) Session() record.Session {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.proj.Session
@@ -211,7 +212,7 @@ func (j *Journal) Session() store.Session {
 // projection holds every run that has not ended and the last few that
 // have (keepEnded): for any other run it reports false, and the store has
 // the record.
-func (j *Journal) Run(id string) (store.Run, bool) {
+func (j *Journal) Run(id string) (record.Run, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.proj.Run(id)
@@ -219,7 +220,7 @@ func (j *Journal) Run(id string) (store.Run, bool) {
 
 // OpenRequests returns the session's open requests as of the last
 // commit, oldest first.
-func (j *Journal) OpenRequests() []store.Request {
+func (j *Journal) OpenRequests() []record.Request {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.proj.OpenRequests()
@@ -256,7 +257,7 @@ func (j *Journal) Append(ctx context.Context, events ...event.Event) ([]event.Ev
 // AppendReceipts is Append that also stores idempotency receipts in the
 // same transaction as the events, so a mutation and its receipt are durable
 // together or not at all.
-func (j *Journal) AppendReceipts(ctx context.Context, receipts []store.Receipt, events ...event.Event) ([]event.Event, error) {
+func (j *Journal) AppendReceipts(ctx context.Context, receipts []record.Receipt, events ...event.Event) ([]event.Event, error) {
 	r := request{events: events, receipts: receipts, done: make(chan result, 1)}
 	return j.send(ctx, r)
 }

@@ -66,6 +66,7 @@ import (
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // Config configures [Open]. The zero value of every field but URL selects
@@ -281,7 +282,7 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 	for i, e := range b.Events {
 		seqs[i], runIDs[i], types[i], times[i], datas[i] = e.Seq, e.RunID, string(e.Type), encodeTime(e.Time), nilIfEmpty(e.Data)
 	}
-	runs := lastByID(b.Runs, func(r store.Run) string { return r.ID })
+	runs := lastByID(b.Runs, func(r record.Run) string { return r.ID })
 	var rIDs, rStatus []string
 	var rCreated, rFirst []int64
 	var rRecs [][]byte
@@ -295,7 +296,7 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 		rCreated, rFirst = append(rCreated, sortNanos(r.CreatedAt)), append(rFirst, r.FirstSeq)
 		rRecs = append(rRecs, rec)
 	}
-	reqs := lastByID(b.Requests, func(q store.Request) string { return q.ID })
+	reqs := lastByID(b.Requests, func(q record.Request) string { return q.ID })
 	var qIDs, qRuns, qStatus []string
 	var qSeqs []int64
 	var qRecs [][]byte
@@ -454,12 +455,12 @@ func upserted(br pgx.BatchResults, ids []string, refused func(id string) error) 
 // queueReceipts queues the insert of rs, if any, sorted by (key, method)
 // so that two transactions inserting the same receipts wait for each
 // other in the same order rather than deadlock.
-func queueReceipts(bt *pgx.Batch, rs []store.Receipt) {
+func queueReceipts(bt *pgx.Batch, rs []record.Receipt) {
 	if len(rs) == 0 {
 		return
 	}
 	rs = slices.Clone(rs)
-	slices.SortFunc(rs, func(a, b store.Receipt) int {
+	slices.SortFunc(rs, func(a, b record.Receipt) int {
 		return strings.Compare(a.Key+"\x00"+a.Method, b.Key+"\x00"+b.Method)
 	})
 	n := len(rs)
@@ -473,7 +474,7 @@ func queueReceipts(bt *pgx.Batch, rs []store.Receipt) {
 }
 
 // receiptsResult reads the result of queueReceipts, if it queued one.
-func (s *Store) receiptsResult(br pgx.BatchResults, of string, rs []store.Receipt) error {
+func (s *Store) receiptsResult(br pgx.BatchResults, of string, rs []record.Receipt) error {
 	if len(rs) == 0 {
 		return nil
 	}
@@ -592,16 +593,16 @@ const (
 )
 
 // scanSession decodes a row of sessionCols.
-func (s *Store) scanSession(row pgx.Row) (store.Session, error) {
+func (s *Store) scanSession(row pgx.Row) (record.Session, error) {
 	var id string
 	var rec []byte
 	var seq, at *int64
 	if err := row.Scan(&id, &rec, &seq, &at); err != nil {
-		return store.Session{}, err
+		return record.Session{}, err
 	}
-	var out store.Session
+	var out record.Session
 	if err := json.Unmarshal(rec, &out); err != nil {
-		return store.Session{}, fmt.Errorf("store %s: session %s: decode record: %w", s.name, id, err)
+		return record.Session{}, fmt.Errorf("store %s: session %s: decode record: %w", s.name, id, err)
 	}
 	out.LastSeq = 0
 	if seq != nil {
@@ -615,17 +616,17 @@ func (s *Store) scanSession(row pgx.Row) (store.Session, error) {
 
 // Session returns the session record, deleted or not, or an error wrapping
 // [store.ErrNotFound].
-func (s *Store) Session(ctx context.Context, id string) (store.Session, error) {
+func (s *Store) Session(ctx context.Context, id string) (record.Session, error) {
 	if err := s.acquire(); err != nil {
-		return store.Session{}, err
+		return record.Session{}, err
 	}
 	defer s.mu.RUnlock()
 	out, err := s.scanSession(s.pool.QueryRow(ctx, `SELECT `+sessionCols+` WHERE s.id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Session{}, fmt.Errorf("%w: session %s", store.ErrNotFound, id)
+		return record.Session{}, fmt.Errorf("%w: session %s", store.ErrNotFound, id)
 	}
 	if err != nil {
-		return store.Session{}, s.errorf("read session "+id, err)
+		return record.Session{}, s.errorf("read session "+id, err)
 	}
 	return out, nil
 }
@@ -633,7 +634,7 @@ func (s *Store) Session(ctx context.Context, id string) (store.Session, error) {
 // Sessions lists sessions newest first (by CreatedAt, then ID), at most
 // p.Limit (default 100), after the session p.Before. An unknown p.Before
 // returns an error wrapping [store.ErrNotFound].
-func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]store.Session, error) {
+func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]record.Session, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
@@ -663,7 +664,7 @@ func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]sto
 		return nil, s.errorf("list sessions", err)
 	}
 	defer rows.Close()
-	var out []store.Session
+	var out []record.Session
 	for rows.Next() {
 		sess, err := s.scanSession(rows)
 		if err != nil {
@@ -678,16 +679,16 @@ func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]sto
 }
 
 // scanRun decodes a row of runCols.
-func (s *Store) scanRun(row pgx.Row) (store.Run, error) {
+func (s *Store) scanRun(row pgx.Row) (record.Run, error) {
 	var id string
 	var rec []byte
 	var last *int64
 	if err := row.Scan(&id, &rec, &last); err != nil {
-		return store.Run{}, err
+		return record.Run{}, err
 	}
-	var out store.Run
+	var out record.Run
 	if err := json.Unmarshal(rec, &out); err != nil {
-		return store.Run{}, fmt.Errorf("store %s: run %s: decode record: %w", s.name, id, err)
+		return record.Run{}, fmt.Errorf("store %s: run %s: decode record: %w", s.name, id, err)
 	}
 	out.LastSeq = 0
 	if last != nil {
@@ -697,17 +698,17 @@ func (s *Store) scanRun(row pgx.Row) (store.Run, error) {
 }
 
 // Run returns the run record or an error wrapping [store.ErrNotFound].
-func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
+func (s *Store) Run(ctx context.Context, id string) (record.Run, error) {
 	if err := s.acquire(); err != nil {
-		return store.Run{}, err
+		return record.Run{}, err
 	}
 	defer s.mu.RUnlock()
 	out, err := s.scanRun(s.pool.QueryRow(ctx, `SELECT `+runCols+` WHERE r.id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Run{}, fmt.Errorf("%w: run %s", store.ErrNotFound, id)
+		return record.Run{}, fmt.Errorf("%w: run %s", store.ErrNotFound, id)
 	}
 	if err != nil {
-		return store.Run{}, s.errorf("read run "+id, err)
+		return record.Run{}, s.errorf("read run "+id, err)
 	}
 	return out, nil
 }
@@ -716,7 +717,7 @@ func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
 // status is one of p.Statuses (any if empty), oldest first (by CreatedAt,
 // FirstSeq, ID), at most p.Limit (default 1000). An unknown session lists
 // nothing.
-func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, error) {
+func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]record.Run, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
@@ -739,7 +740,7 @@ func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, 
 		return nil, s.errorf("list runs", err)
 	}
 	defer rows.Close()
-	var out []store.Run
+	var out []record.Run
 	for rows.Next() {
 		r, err := s.scanRun(rows)
 		if err != nil {
@@ -755,29 +756,29 @@ func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, 
 
 // Request returns a request record or an error wrapping
 // [store.ErrNotFound].
-func (s *Store) Request(ctx context.Context, id string) (store.Request, error) {
+func (s *Store) Request(ctx context.Context, id string) (record.Request, error) {
 	if err := s.acquire(); err != nil {
-		return store.Request{}, err
+		return record.Request{}, err
 	}
 	defer s.mu.RUnlock()
 	var rec []byte
 	err := s.pool.QueryRow(ctx, `SELECT record FROM requests WHERE id = $1`, id).Scan(&rec)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Request{}, fmt.Errorf("%w: request %s", store.ErrNotFound, id)
+		return record.Request{}, fmt.Errorf("%w: request %s", store.ErrNotFound, id)
 	}
 	if err != nil {
-		return store.Request{}, s.errorf("read request "+id, err)
+		return record.Request{}, s.errorf("read request "+id, err)
 	}
-	var out store.Request
+	var out record.Request
 	if err := json.Unmarshal(rec, &out); err != nil {
-		return store.Request{}, fmt.Errorf("store %s: request %s: decode record: %w", s.name, id, err)
+		return record.Request{}, fmt.Errorf("store %s: request %s: decode record: %w", s.name, id, err)
 	}
 	return out, nil
 }
 
 // Requests lists the requests matching p, oldest first (by session, then
 // seq), at most p.Limit (default 1000).
-func (s *Store) Requests(ctx context.Context, p store.ListRequestsParams) ([]store.Request, error) {
+func (s *Store) Requests(ctx context.Context, p store.ListRequestsParams) ([]record.Request, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
@@ -804,14 +805,14 @@ func (s *Store) Requests(ctx context.Context, p store.ListRequestsParams) ([]sto
 		return nil, s.errorf("list requests", err)
 	}
 	defer rows.Close()
-	var out []store.Request
+	var out []record.Request
 	for rows.Next() {
 		var id string
 		var rec []byte
 		if err := rows.Scan(&id, &rec); err != nil {
 			return nil, s.errorf("list requests", err)
 		}
-		var r store.Request
+		var r record.Request
 		if err := json.Unmarshal(rec, &r); err != nil {
 			return nil, fmt.Errorf("store %s: request %s: decode record: %w", s.name, id, err)
 		}
@@ -827,23 +828,23 @@ const selectReceipt = `SELECT fingerprint, result, session_id, created_at FROM r
 
 // Receipt returns the receipt for (key, method) or an error wrapping
 // [store.ErrNotFound].
-func (s *Store) Receipt(ctx context.Context, key, method string) (store.Receipt, error) {
+func (s *Store) Receipt(ctx context.Context, key, method string) (record.Receipt, error) {
 	if err := s.acquire(); err != nil {
-		return store.Receipt{}, err
+		return record.Receipt{}, err
 	}
 	defer s.mu.RUnlock()
 	return s.scanReceipt(s.pool.QueryRow(ctx, selectReceipt, key, method), key, method)
 }
 
-func (s *Store) scanReceipt(row pgx.Row, key, method string) (store.Receipt, error) {
-	r := store.Receipt{Key: key, Method: method}
+func (s *Store) scanReceipt(row pgx.Row, key, method string) (record.Receipt, error) {
+	r := record.Receipt{Key: key, Method: method}
 	var t int64
 	err := row.Scan(&r.Fingerprint, (*[]byte)(&r.Result), &r.SessionID, &t)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Receipt{}, fmt.Errorf("%w: receipt %s %s", store.ErrNotFound, method, key)
+		return record.Receipt{}, fmt.Errorf("%w: receipt %s %s", store.ErrNotFound, method, key)
 	}
 	if err != nil {
-		return store.Receipt{}, s.errorf("read receipt", err)
+		return record.Receipt{}, s.errorf("read receipt", err)
 	}
 	r.CreatedAt = decodeTime(t)
 	return r, nil
@@ -852,12 +853,12 @@ func (s *Store) scanReceipt(row pgx.Row, key, method string) (store.Receipt, err
 // PutReceipt stores r unless a receipt for (r.Key, r.Method) exists; either
 // way it returns the stored receipt. An empty key or method is
 // [store.ErrInvalid].
-func (s *Store) PutReceipt(ctx context.Context, r store.Receipt) (store.Receipt, error) {
+func (s *Store) PutReceipt(ctx context.Context, r record.Receipt) (record.Receipt, error) {
 	if err := store.ValidateReceipt(r); err != nil {
-		return store.Receipt{}, err
+		return record.Receipt{}, err
 	}
 	if err := s.acquire(); err != nil {
-		return store.Receipt{}, err
+		return record.Receipt{}, err
 	}
 	defer s.mu.RUnlock()
 	// Two statements in one round trip; each reads the rows committed
@@ -871,14 +872,14 @@ func (s *Store) PutReceipt(ctx context.Context, r store.Receipt) (store.Receipt,
 	br := s.pool.SendBatch(ctx, &bt)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		return store.Receipt{}, s.errorf("put receipt", err)
+		return record.Receipt{}, s.errorf("put receipt", err)
 	}
 	got, err := s.scanReceipt(br.QueryRow(), r.Key, r.Method)
 	if err != nil {
-		return store.Receipt{}, err
+		return record.Receipt{}, err
 	}
 	if err := br.Close(); err != nil {
-		return store.Receipt{}, s.errorf("put receipt", err)
+		return record.Receipt{}, s.errorf("put receipt", err)
 	}
 	return got, nil
 }
@@ -886,7 +887,7 @@ func (s *Store) PutReceipt(ctx context.Context, r store.Receipt) (store.Receipt,
 // PutSnapshot implements [store.Store]. The log only grows, so a seq
 // checked against its last event stays valid while the snapshot is
 // written.
-func (s *Store) PutSnapshot(ctx context.Context, snap store.Snapshot) error {
+func (s *Store) PutSnapshot(ctx context.Context, snap record.Snapshot) error {
 	if err := s.acquire(); err != nil {
 		return err
 	}
@@ -908,20 +909,20 @@ func (s *Store) PutSnapshot(ctx context.Context, snap store.Snapshot) error {
 }
 
 // Snapshot implements [store.Store].
-func (s *Store) Snapshot(ctx context.Context, sessionID, kind string) (store.Snapshot, error) {
+func (s *Store) Snapshot(ctx context.Context, sessionID, kind string) (record.Snapshot, error) {
 	if err := s.acquire(); err != nil {
-		return store.Snapshot{}, err
+		return record.Snapshot{}, err
 	}
 	defer s.mu.RUnlock()
-	snap := store.Snapshot{SessionID: sessionID, Kind: kind}
+	snap := record.Snapshot{SessionID: sessionID, Kind: kind}
 	var created int64
 	err := s.pool.QueryRow(ctx, `SELECT seq, data, created_at FROM snapshots WHERE session_id = $1 AND kind = $2`, sessionID, kind).
 		Scan(&snap.Seq, &snap.Data, &created)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Snapshot{}, fmt.Errorf("%w: snapshot %s of session %s", store.ErrNotFound, kind, sessionID)
+		return record.Snapshot{}, fmt.Errorf("%w: snapshot %s of session %s", store.ErrNotFound, kind, sessionID)
 	}
 	if err != nil {
-		return store.Snapshot{}, s.errorf("read snapshot of session "+sessionID, err)
+		return record.Snapshot{}, s.errorf("read snapshot of session "+sessionID, err)
 	}
 	snap.CreatedAt = decodeTime(created)
 	return snap, nil
@@ -1089,7 +1090,7 @@ func nilIfEmpty(b []byte) []byte {
 	return b
 }
 
-func normRun(r *store.Run) {
+func normRun(r *record.Run) {
 	r.CreatedAt = r.CreatedAt.UTC()
 	if r.StartedAt != nil {
 		t := r.StartedAt.UTC()

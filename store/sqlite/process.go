@@ -11,6 +11,7 @@ import (
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // AppendProcess writes b in one transaction: its events, its record and
@@ -24,7 +25,7 @@ func (s *Store) AppendProcess(ctx context.Context, b store.ProcessBatch) error {
 		return err
 	}
 	var rec []byte
-	var r store.Process
+	var r record.Process
 	if b.Record != nil {
 		r = normProcess(*b.Record)
 		var err error
@@ -46,7 +47,7 @@ func (s *Store) AppendProcess(ctx context.Context, b store.ProcessBatch) error {
 // appendProcessTx writes batch b, whose record r is encoded as rec (nil
 // if b has none), in tx. Errors the caller branches on wrap a store
 // sentinel; the others are SQLite's, which AppendProcess wraps.
-func appendProcessTx(tx *wtx, b store.ProcessBatch, r store.Process, rec []byte) error {
+func appendProcessTx(tx *wtx, b store.ProcessBatch, r record.Process, rec []byte) error {
 	var last int64
 	err := tx.queryRow(stProcessLastSeq, []any{b.ProcessID}, &last)
 	exists := err == nil
@@ -86,7 +87,7 @@ func appendProcessTx(tx *wtx, b store.ProcessBatch, r store.Process, rec []byte)
 // ReadProcess returns up to p.Limit (default 1000) events of p.ProcessID
 // with seq > p.After, filtered by p.Types. An unknown process returns an
 // error wrapping [store.ErrNotFound].
-func (s *Store) ReadProcess(ctx context.Context, p store.ReadProcessParams) ([]store.ProcessEvent, error) {
+func (s *Store) ReadProcess(ctx context.Context, p store.ReadProcessParams) ([]record.ProcessEvent, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
@@ -107,7 +108,7 @@ func (s *Store) ReadProcess(ctx context.Context, p store.ReadProcessParams) ([]s
 // ProcessOutput returns up to p.Limit (default 100) output chunks of
 // p.ProcessID that end after p.Offset, in offset order. An unknown process
 // returns an error wrapping [store.ErrNotFound].
-func (s *Store) ProcessOutput(ctx context.Context, p store.ProcessOutputParams) ([]store.ProcessEvent, error) {
+func (s *Store) ProcessOutput(ctx context.Context, p store.ProcessOutputParams) ([]record.ProcessEvent, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
@@ -124,16 +125,16 @@ func (s *Store) ProcessOutput(ctx context.Context, p store.ProcessOutputParams) 
 		ORDER BY out_off LIMIT ?3`, []any{p.ProcessID, max(p.Offset, 0), limit})
 }
 
-func (s *Store) processEvents(ctx context.Context, id, query string, args []any) ([]store.ProcessEvent, error) {
+func (s *Store) processEvents(ctx context.Context, id, query string, args []any) ([]record.ProcessEvent, error) {
 	op := "read process " + id
 	rows, err := s.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, s.errorf(op, err)
 	}
 	defer rows.Close()
-	out := []store.ProcessEvent{}
+	out := []record.ProcessEvent{}
 	for rows.Next() {
-		e := store.ProcessEvent{ProcessID: id}
+		e := record.ProcessEvent{ProcessID: id}
 		var typ string
 		var t int64
 		if err := rows.Scan(&e.Seq, &typ, &t, (*[]byte)(&e.Data), &e.Offset, &e.Size); err != nil {
@@ -163,29 +164,29 @@ func (s *Store) processEvents(ctx context.Context, id, query string, args []any)
 
 // Process returns a process record or an error wrapping
 // [store.ErrNotFound].
-func (s *Store) Process(ctx context.Context, id string) (store.Process, error) {
+func (s *Store) Process(ctx context.Context, id string) (record.Process, error) {
 	if err := s.acquire(); err != nil {
-		return store.Process{}, err
+		return record.Process{}, err
 	}
 	defer s.mu.RUnlock()
 	var rec []byte
 	err := s.r.QueryRowContext(ctx, `SELECT record FROM processes WHERE id = ?`, id).Scan(&rec)
 	if errors.Is(err, sql.ErrNoRows) {
-		return store.Process{}, fmt.Errorf("%w: process %s", store.ErrNotFound, id)
+		return record.Process{}, fmt.Errorf("%w: process %s", store.ErrNotFound, id)
 	}
 	if err != nil {
-		return store.Process{}, s.errorf("read process "+id, err)
+		return record.Process{}, s.errorf("read process "+id, err)
 	}
-	var out store.Process
+	var out record.Process
 	if err := json.Unmarshal(rec, &out); err != nil {
-		return store.Process{}, fmt.Errorf("store %s: process %s: decode record: %w", s.path, id, err)
+		return record.Process{}, fmt.Errorf("store %s: process %s: decode record: %w", s.path, id, err)
 	}
 	return out, nil
 }
 
 // Processes lists the records matching p, oldest first (by StartedAt,
 // then ID), at most p.Limit (default 1000).
-func (s *Store) Processes(ctx context.Context, p store.ListProcessesParams) ([]store.Process, error) {
+func (s *Store) Processes(ctx context.Context, p store.ListProcessesParams) ([]record.Process, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
@@ -218,14 +219,14 @@ func (s *Store) Processes(ctx context.Context, p store.ListProcessesParams) ([]s
 		return nil, s.errorf("list processes", err)
 	}
 	defer rows.Close()
-	var out []store.Process
+	var out []record.Process
 	for rows.Next() {
 		var id string
 		var rec []byte
 		if err := rows.Scan(&id, &rec); err != nil {
 			return nil, s.errorf("list processes", err)
 		}
-		var pr store.Process
+		var pr record.Process
 		if err := json.Unmarshal(rec, &pr); err != nil {
 			return nil, fmt.Errorf("store %s: process %s: decode record: %w", s.path, id, err)
 		}
@@ -237,7 +238,7 @@ func (s *Store) Processes(ctx context.Context, p store.ListProcessesParams) ([]s
 	return out, nil
 }
 
-func normProcess(p store.Process) store.Process {
+func normProcess(p record.Process) record.Process {
 	p.StartedAt = p.StartedAt.UTC()
 	if p.EndedAt != nil {
 		t := p.EndedAt.UTC()

@@ -10,6 +10,7 @@ import (
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // Read returns up to p.Limit (default 1000) events of p.SessionID with
@@ -90,23 +91,23 @@ func (s *Store) lastSeq(ctx context.Context, sessionID string) (int64, error) {
 
 // Session returns the session record, deleted or not, or an error wrapping
 // [store.ErrNotFound].
-func (s *Store) Session(ctx context.Context, id string) (store.Session, error) {
+func (s *Store) Session(ctx context.Context, id string) (record.Session, error) {
 	if err := s.acquire(); err != nil {
-		return store.Session{}, err
+		return record.Session{}, err
 	}
 	defer s.mu.RUnlock()
 	var rec []byte
 	var seq, at sql.NullInt64
 	err := s.r.QueryRowContext(ctx, `SELECT record, `+sessionTail+` FROM sessions WHERE id = ?`, id).Scan(&rec, &seq, &at)
 	if errors.Is(err, sql.ErrNoRows) {
-		return store.Session{}, fmt.Errorf("%w: session %s", store.ErrNotFound, id)
+		return record.Session{}, fmt.Errorf("%w: session %s", store.ErrNotFound, id)
 	}
 	if err != nil {
-		return store.Session{}, s.errorf("read session "+id, err)
+		return record.Session{}, s.errorf("read session "+id, err)
 	}
-	var out store.Session
+	var out record.Session
 	if err := json.Unmarshal(rec, &out); err != nil {
-		return store.Session{}, fmt.Errorf("store %s: session %s: decode record: %w", s.path, id, err)
+		return record.Session{}, fmt.Errorf("store %s: session %s: decode record: %w", s.path, id, err)
 	}
 	setTail(&out, seq, at)
 	return out, nil
@@ -115,7 +116,7 @@ func (s *Store) Session(ctx context.Context, id string) (store.Session, error) {
 // Sessions lists sessions newest first (by CreatedAt, then ID), at most
 // p.Limit (default 100), after the session p.Before. An unknown p.Before
 // returns an error wrapping [store.ErrNotFound].
-func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]store.Session, error) {
+func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]record.Session, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
@@ -149,7 +150,7 @@ func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]sto
 		return nil, s.errorf("list sessions", err)
 	}
 	defer rows.Close()
-	var out []store.Session
+	var out []record.Session
 	for rows.Next() {
 		var id string
 		var rec []byte
@@ -157,7 +158,7 @@ func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]sto
 		if err := rows.Scan(&id, &rec, &seq, &at); err != nil {
 			return nil, s.errorf("list sessions", err)
 		}
-		var sess store.Session
+		var sess record.Session
 		if err := json.Unmarshal(rec, &sess); err != nil {
 			return nil, fmt.Errorf("store %s: session %s: decode record: %w", s.path, id, err)
 		}
@@ -171,23 +172,23 @@ func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]sto
 }
 
 // Run returns the run record or an error wrapping [store.ErrNotFound].
-func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
+func (s *Store) Run(ctx context.Context, id string) (record.Run, error) {
 	if err := s.acquire(); err != nil {
-		return store.Run{}, err
+		return record.Run{}, err
 	}
 	defer s.mu.RUnlock()
 	var rec []byte
 	var last sql.NullInt64
 	err := s.r.QueryRowContext(ctx, `SELECT record, `+runTail+` FROM runs WHERE id = ?`, id).Scan(&rec, &last)
 	if errors.Is(err, sql.ErrNoRows) {
-		return store.Run{}, fmt.Errorf("%w: run %s", store.ErrNotFound, id)
+		return record.Run{}, fmt.Errorf("%w: run %s", store.ErrNotFound, id)
 	}
 	if err != nil {
-		return store.Run{}, s.errorf("read run "+id, err)
+		return record.Run{}, s.errorf("read run "+id, err)
 	}
-	var out store.Run
+	var out record.Run
 	if err := json.Unmarshal(rec, &out); err != nil {
-		return store.Run{}, fmt.Errorf("store %s: run %s: decode record: %w", s.path, id, err)
+		return record.Run{}, fmt.Errorf("store %s: run %s: decode record: %w", s.path, id, err)
 	}
 	out.LastSeq = last.Int64
 	return out, nil
@@ -195,29 +196,29 @@ func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
 
 // Request returns a request record or an error wrapping
 // [store.ErrNotFound].
-func (s *Store) Request(ctx context.Context, id string) (store.Request, error) {
+func (s *Store) Request(ctx context.Context, id string) (record.Request, error) {
 	if err := s.acquire(); err != nil {
-		return store.Request{}, err
+		return record.Request{}, err
 	}
 	defer s.mu.RUnlock()
 	var rec []byte
 	err := s.r.QueryRowContext(ctx, `SELECT record FROM requests WHERE id = ?`, id).Scan(&rec)
 	if errors.Is(err, sql.ErrNoRows) {
-		return store.Request{}, fmt.Errorf("%w: request %s", store.ErrNotFound, id)
+		return record.Request{}, fmt.Errorf("%w: request %s", store.ErrNotFound, id)
 	}
 	if err != nil {
-		return store.Request{}, s.errorf("read request "+id, err)
+		return record.Request{}, s.errorf("read request "+id, err)
 	}
-	var out store.Request
+	var out record.Request
 	if err := json.Unmarshal(rec, &out); err != nil {
-		return store.Request{}, fmt.Errorf("store %s: request %s: decode record: %w", s.path, id, err)
+		return record.Request{}, fmt.Errorf("store %s: request %s: decode record: %w", s.path, id, err)
 	}
 	return out, nil
 }
 
 // Requests lists the requests matching p, oldest first (by session, then
 // seq), at most p.Limit (default 1000).
-func (s *Store) Requests(ctx context.Context, p store.ListRequestsParams) ([]store.Request, error) {
+func (s *Store) Requests(ctx context.Context, p store.ListRequestsParams) ([]record.Request, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
@@ -245,14 +246,14 @@ func (s *Store) Requests(ctx context.Context, p store.ListRequestsParams) ([]sto
 		return nil, s.errorf("list requests", err)
 	}
 	defer rows.Close()
-	var out []store.Request
+	var out []record.Request
 	for rows.Next() {
 		var id string
 		var rec []byte
 		if err := rows.Scan(&id, &rec); err != nil {
 			return nil, s.errorf("list requests", err)
 		}
-		var r store.Request
+		var r record.Request
 		if err := json.Unmarshal(rec, &r); err != nil {
 			return nil, fmt.Errorf("store %s: request %s: decode record: %w", s.path, id, err)
 		}
@@ -268,7 +269,7 @@ func (s *Store) Requests(ctx context.Context, p store.ListRequestsParams) ([]sto
 // status is one of p.Statuses (any if empty), oldest first (by CreatedAt,
 // FirstSeq, ID), at most p.Limit (default 1000). An unknown session lists
 // nothing.
-func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, error) {
+func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]record.Run, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
 	}
@@ -299,7 +300,7 @@ func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, 
 		return nil, s.errorf("list runs", err)
 	}
 	defer rows.Close()
-	var out []store.Run
+	var out []record.Run
 	for rows.Next() {
 		var id string
 		var rec []byte
@@ -307,7 +308,7 @@ func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, 
 		if err := rows.Scan(&id, &rec, &last); err != nil {
 			return nil, s.errorf("list runs", err)
 		}
-		var r store.Run
+		var r record.Run
 		if err := json.Unmarshal(rec, &r); err != nil {
 			return nil, fmt.Errorf("store %s: run %s: decode record: %w", s.path, id, err)
 		}
@@ -322,17 +323,17 @@ func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, 
 
 // Receipt returns the receipt for (key, method) or an error wrapping
 // [store.ErrNotFound].
-func (s *Store) Receipt(ctx context.Context, key, method string) (store.Receipt, error) {
+func (s *Store) Receipt(ctx context.Context, key, method string) (record.Receipt, error) {
 	if err := s.acquire(); err != nil {
-		return store.Receipt{}, err
+		return record.Receipt{}, err
 	}
 	defer s.mu.RUnlock()
 	r, err := receiptFrom(key, method, s.r.QueryRowContext(ctx, receiptSQL, key, method).Scan)
 	if errors.Is(err, sql.ErrNoRows) {
-		return store.Receipt{}, fmt.Errorf("%w: receipt %s %s", store.ErrNotFound, method, key)
+		return record.Receipt{}, fmt.Errorf("%w: receipt %s %s", store.ErrNotFound, method, key)
 	}
 	if err != nil {
-		return store.Receipt{}, s.errorf("read receipt", err)
+		return record.Receipt{}, s.errorf("read receipt", err)
 	}
 	return r, nil
 }
@@ -342,11 +343,11 @@ const receiptSQL = `SELECT fingerprint, result, session_id, created_at FROM rece
 
 // receiptFrom returns the receipt of (key, method) whose row of receiptSQL
 // scan reads.
-func receiptFrom(key, method string, scan func(dst ...any) error) (store.Receipt, error) {
-	r := store.Receipt{Key: key, Method: method}
+func receiptFrom(key, method string, scan func(dst ...any) error) (record.Receipt, error) {
+	r := record.Receipt{Key: key, Method: method}
 	var t int64
 	if err := scan(&r.Fingerprint, (*[]byte)(&r.Result), &r.SessionID, &t); err != nil {
-		return store.Receipt{}, err
+		return record.Receipt{}, err
 	}
 	if len(r.Result) == 0 {
 		r.Result = nil
@@ -366,7 +367,7 @@ const (
 )
 
 // setTail fills a session's LastSeq and UpdatedAt from its last event.
-func setTail(sess *store.Session, seq, at sql.NullInt64) {
+func setTail(sess *record.Session, seq, at sql.NullInt64) {
 	sess.LastSeq = seq.Int64
 	if at.Valid {
 		sess.UpdatedAt = decodeTime(at.Int64)

@@ -48,6 +48,7 @@ import (
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // Config configures [Open]. The zero value of every field but Path selects
@@ -363,7 +364,7 @@ func isStoreError(err error) bool {
 
 // insertReceipts stores the receipts of a batch of a session or process
 // (kind) id in tx.
-func insertReceipts(tx *wtx, kind, id string, rs []store.Receipt) error {
+func insertReceipts(tx *wtx, kind, id string, rs []record.Receipt) error {
 	for _, r := range rs {
 		if _, err := tx.exec(stInsertReceipt, r.Key, r.Method, r.Fingerprint, nilIfEmpty(r.Result), r.SessionID, encodeTime(r.CreatedAt)); err != nil {
 			if isConstraint(err) {
@@ -407,15 +408,15 @@ func insertEventRows(tx *wtx, evs []event.Event) error {
 // PutReceipt stores r unless a receipt for (r.Key, r.Method) exists; either
 // way it returns the stored receipt. An empty key or method is
 // [store.ErrInvalid].
-func (s *Store) PutReceipt(ctx context.Context, r store.Receipt) (store.Receipt, error) {
+func (s *Store) PutReceipt(ctx context.Context, r record.Receipt) (record.Receipt, error) {
 	if err := store.ValidateReceipt(r); err != nil {
-		return store.Receipt{}, err
+		return record.Receipt{}, err
 	}
 	if err := s.acquire(); err != nil {
-		return store.Receipt{}, err
+		return record.Receipt{}, err
 	}
 	defer s.mu.RUnlock()
-	var got store.Receipt
+	var got record.Receipt
 	err := s.w.run(ctx, func(tx *wtx) error {
 		if _, err := tx.exec(stPutReceipt, r.Key, r.Method, r.Fingerprint, nilIfEmpty(r.Result), r.SessionID, encodeTime(r.CreatedAt)); err != nil {
 			return err
@@ -427,7 +428,7 @@ func (s *Store) PutReceipt(ctx context.Context, r store.Receipt) (store.Receipt,
 		return err
 	})
 	if err != nil {
-		return store.Receipt{}, s.errorf("put receipt", err)
+		return record.Receipt{}, s.errorf("put receipt", err)
 	}
 	return got, nil
 }
@@ -454,7 +455,7 @@ func (s *Store) PruneReceipts(ctx context.Context, before time.Time) (int, error
 }
 
 // PutSnapshot implements [store.Store].
-func (s *Store) PutSnapshot(ctx context.Context, snap store.Snapshot) error {
+func (s *Store) PutSnapshot(ctx context.Context, snap record.Snapshot) error {
 	if err := s.acquire(); err != nil {
 		return err
 	}
@@ -487,20 +488,20 @@ func (s *Store) PutSnapshot(ctx context.Context, snap store.Snapshot) error {
 }
 
 // Snapshot implements [store.Store].
-func (s *Store) Snapshot(ctx context.Context, sessionID, kind string) (store.Snapshot, error) {
+func (s *Store) Snapshot(ctx context.Context, sessionID, kind string) (record.Snapshot, error) {
 	if err := s.acquire(); err != nil {
-		return store.Snapshot{}, err
+		return record.Snapshot{}, err
 	}
 	defer s.mu.RUnlock()
-	snap := store.Snapshot{SessionID: sessionID, Kind: kind}
+	snap := record.Snapshot{SessionID: sessionID, Kind: kind}
 	var created int64
 	err := s.r.QueryRowContext(ctx, `SELECT seq, data, created_at FROM snapshots WHERE session_id = ? AND kind = ?`, sessionID, kind).
 		Scan(&snap.Seq, &snap.Data, &created)
 	if errors.Is(err, sql.ErrNoRows) {
-		return store.Snapshot{}, fmt.Errorf("%w: snapshot %s of session %s", store.ErrNotFound, kind, sessionID)
+		return record.Snapshot{}, fmt.Errorf("%w: snapshot %s of session %s", store.ErrNotFound, kind, sessionID)
 	}
 	if err != nil {
-		return store.Snapshot{}, s.errorf("read snapshot of session "+sessionID, err)
+		return record.Snapshot{}, s.errorf("read snapshot of session "+sessionID, err)
 	}
 	snap.CreatedAt = decodeTime(created)
 	return snap, nil
@@ -586,7 +587,7 @@ func nilIfEmpty(b []byte) []byte {
 	return b
 }
 
-func normRun(r *store.Run) {
+func normRun(r *record.Run) {
 	r.CreatedAt = r.CreatedAt.UTC()
 	if r.StartedAt != nil {
 		t := r.StartedAt.UTC()
