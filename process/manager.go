@@ -152,8 +152,9 @@ func DefaultEnvAllowList() []string { return slices.Clone(defaultAllow) }
 
 // Config configures [New]. Zero fields mean the defaults noted.
 type Config struct {
-	// Store keeps the registry and the logs. Required.
-	Store store.Store
+	// Store keeps the registry and the logs: the process log of a store
+	// (every [store.Store] is one). Required.
+	Store store.ProcessLog
 	// Logger receives the Manager's log lines; nil means silent.
 	Logger *slog.Logger
 	// Tools runs tool processes; nil refuses them.
@@ -223,7 +224,7 @@ type Config struct {
 // safe for concurrent use.
 type Manager struct {
 	cfg   Config
-	st    store.Store
+	st    store.ProcessLog
 	log   *slog.Logger
 	allow map[string]bool
 

@@ -38,11 +38,31 @@ var (
 	ErrReceiptExists = errors.New("receipt exists")
 )
 
-// Store is durable storage for sessions. All methods are safe for
-// concurrent use; appends to one session must come from that session's
-// single owner, and the store rejects (ErrSeqConflict) any append that
-// would leave a gap or overwrite an event.
+// Store is durable storage for sessions: the union of the roles its
+// consumers take, which every implementation (a driver) provides. A
+// consumer names the role it uses, or a smaller interface of its own, not
+// Store: the process manager takes a [ProcessLog], a session's journal
+// what it appends and reads. Only what wires the roles together (the host,
+// the CLI that opens the store) holds a Store.
+//
+// All methods are safe for concurrent use; appends to one session must
+// come from that session's single owner, and the store rejects
+// (ErrSeqConflict) any append that would leave a gap or overwrite an
+// event.
 type Store interface {
+	SessionLog
+	Receipts
+	Snapshots
+	ProcessLog
+	// Close releases the store. It is safe to call more than once.
+	Close() error
+}
+
+// SessionLog is the sessions' logs and the records projected from them
+// (see [record.Projection]), written together by [SessionLog.Append]: what
+// a session's owner appends, and what the readers of a session's events,
+// runs and requests read. Its methods are safe for concurrent use.
+type SessionLog interface {
 	// Append writes b atomically: all of its events and records, or nothing.
 	Append(ctx context.Context, b Batch) error
 	// Read returns up to p.Limit events of p.SessionID with seq > p.After,
@@ -64,6 +84,14 @@ type Store interface {
 	Request(ctx context.Context, id string) (record.Request, error)
 	// Requests lists the request records matching p, oldest first.
 	Requests(ctx context.Context, p ListRequestsParams) ([]record.Request, error)
+}
+
+// Receipts keeps idempotency receipts: a mutation's (key, method), the
+// fingerprint of its params and what it answered, so that a retry gets
+// the first answer. A mutation that appends to a log stores its receipt
+// in the same batch ([Batch.Receipts], [ProcessBatch.Receipts]); the
+// others store it here. Its methods are safe for concurrent use.
+type Receipts interface {
 	// Receipt returns the idempotency receipt for (key, method) or ErrNotFound.
 	Receipt(ctx context.Context, key, method string) (record.Receipt, error)
 	// PutReceipt stores a receipt outside any session's batch (for
@@ -73,6 +101,12 @@ type Store interface {
 	PutReceipt(ctx context.Context, r record.Receipt) (record.Receipt, error)
 	// PruneReceipts deletes receipts created before t.
 	PruneReceipts(ctx context.Context, before time.Time) (int, error)
+}
+
+// Snapshots keeps the state an owner derived from a session's log through
+// a seq (see [record.Snapshot]): a cache beside the log, never the truth.
+// Its methods are safe for concurrent use.
+type Snapshots interface {
 	// PutSnapshot stores a snapshot, replacing the session's snapshot of
 	// the same kind unless that one is through a later seq (then it is
 	// kept and PutSnapshot returns nil). A snapshot beyond the session's
@@ -80,10 +114,6 @@ type Store interface {
 	PutSnapshot(ctx context.Context, s record.Snapshot) error
 	// Snapshot returns the session's snapshot of kind, or ErrNotFound.
 	Snapshot(ctx context.Context, sessionID, kind string) (record.Snapshot, error)
-	// Close releases the store. It is safe to call more than once.
-	Close() error
-
-	ProcessStore
 }
 
 // Batch is one atomic append to one session.
@@ -169,7 +199,7 @@ type ListRunsParams struct {
 	Limit int
 }
 
-// ProcessStore is the part of [Store] that keeps durable background
+// ProcessLog is the part of [Store] that keeps durable background
 // processes: one record per process (the registry) and one append-only log
 // per process with its own gap-free seq from 1. It is a separate log rather
 // than events in the session log because a process outlives the run and
@@ -179,7 +209,7 @@ type ListRunsParams struct {
 //
 // The process log uses [record.ProcessEvent], not [event.Event]: its key is a
 // process ID, not a session ID, and output chunks carry the byte range the
-// store indexes for [ProcessStore.ProcessOutput] and trims with
+// store indexes for [ProcessLog.ProcessOutput] and trims with
 // [ProcessBatch.DropOutputBefore]. An event with a range (Size > 0) is an
 // output chunk to the store whatever its type: the writer also marks
 // ranges of output it could not store (process.output_lost) this way, so
@@ -190,7 +220,7 @@ type ListRunsParams struct {
 // All methods are safe for concurrent use; appends to one process must come
 // from that process's single owner (the process manager), and the store
 // rejects (ErrSeqConflict) any append that would leave a gap.
-type ProcessStore interface {
+type ProcessLog interface {
 	// AppendProcess writes b atomically: its events, its record and its
 	// output drop, or nothing. The first batch of a process must start at
 	// seq 1 and carry its record.

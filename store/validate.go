@@ -102,7 +102,7 @@ func ValidateReceipt(r record.Receipt) error {
 // output range, and a record, if any, of that process with a session and a
 // storable start time. It does not check that b continues the stored log or
 // that the first batch of a process carries the record;
-// [ProcessStore.AppendProcess] does that.
+// [ProcessLog.AppendProcess] does that.
 //
 // The error wraps [ErrSeqConflict] for a gap in the batch's seqs and
 // [ErrInvalid] for anything else. It is safe for concurrent use.

@@ -26,10 +26,22 @@ const keepEnded = 16
 // ErrClosed reports use of a closed journal.
 var ErrClosed = errors.New("journal closed")
 
+// Store is what a journal needs of the store: it appends the session's
+// batches, reads the log for subscribers that are behind, and loads the
+// session's records (the session, its unended runs and open requests)
+// when it opens or when a write failed. Every [store.Store] is one.
+type Store interface {
+	Append(ctx context.Context, b store.Batch) error
+	Read(ctx context.Context, p store.ReadParams) ([]event.Event, error)
+	Session(ctx context.Context, id string) (record.Session, error)
+	Runs(ctx context.Context, p store.ListRunsParams) ([]record.Run, error)
+	Requests(ctx context.Context, p store.ListRequestsParams) ([]record.Request, error)
+}
+
 // Config configures a [Journal]. Zero fields take the documented defaults.
 type Config struct {
 	// Store holds the log. Required.
-	Store store.Store
+	Store Store
 	// CoalesceWindow is how long a delta event may collect text before it is
 	// committed. Zero means 50 ms.
 	CoalesceWindow time.Duration
@@ -162,7 +174,7 @@ func Open(ctx context.Context, cfg Config, sessionID string) (*Journal, error) {
 	return newJournal(cfg, sessionID, proj), nil
 }
 
-func load(ctx context.Context, st store.Store, sessionID string) (*record.Projection, error) {
+func load(ctx context.Context, st Store, sessionID string) (*record.Projection, error) {
 	s, err := st.Session(ctx, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("open session %s: %w", sessionID, err)

@@ -31,6 +31,13 @@ type Appender interface {
 	Append(ctx context.Context, events ...event.Event) ([]event.Event, error)
 }
 
+// Reader reads what reconciling a session needs: its unended runs and
+// their events. Every [store.Store] is one.
+type Reader interface {
+	Runs(ctx context.Context, p store.ListRunsParams) ([]record.Run, error)
+	Read(ctx context.Context, p store.ReadParams) ([]event.Event, error)
+}
+
 // InterruptedOutput is the result given to tool calls a crash cut short.
 const InterruptedOutput = "error: interrupted: the host stopped before this tool call finished; its effects, if any, are unknown"
 
@@ -52,7 +59,7 @@ type Options struct {
 
 // Session closes every non-terminal run of sessionID (but those
 // opts.Keep names). It returns the IDs of the runs it closed.
-func Session(ctx context.Context, st store.Store, log Appender, sessionID string, opts Options) ([]string, error) {
+func Session(ctx context.Context, st Reader, log Appender, sessionID string, opts Options) ([]string, error) {
 	runs, err := st.Runs(ctx, store.ListRunsParams{SessionID: sessionID, Statuses: []string{record.RunQueued, record.RunRunning, record.RunWaiting}, Limit: 1 << 20})
 	if err != nil {
 		return nil, fmt.Errorf("reconcile session %s: %w", sessionID, err)
@@ -94,7 +101,7 @@ type runLog struct {
 }
 
 // read reads run r's events that say what it left open.
-func read(ctx context.Context, st store.Store, r record.Run) (*runLog, error) {
+func read(ctx context.Context, st Reader, r record.Run) (*runLog, error) {
 	l := &runLog{known: map[string]bool{}, started: map[string]bool{}, done: map[string]bool{}, closed: map[string]bool{}, ended: map[string]bool{}}
 	call := func(c event.ToolCall) {
 		if !l.known[c.ID] {
@@ -217,7 +224,7 @@ func (l *runLog) apply(e event.Event, call func(event.ToolCall), request func(id
 // every other call of its steps without one (approved or denied but not
 // settled, or asked for and never recorded further), its unconsumed
 // steers dropped, and its terminal event.
-func closing(ctx context.Context, st store.Store, r record.Run, failure *event.Error, waiting bool) ([]event.Event, error) {
+func closing(ctx context.Context, st Reader, r record.Run, failure *event.Error, waiting bool) ([]event.Event, error) {
 	l, err := read(ctx, st, r)
 	if err != nil {
 		return nil, err

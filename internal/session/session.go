@@ -42,11 +42,22 @@ import (
 // deleted) and retries.
 var ErrClosed = fmt.Errorf("session closed: %w", agent.ErrHostStopped)
 
+// Store is what a session needs of the store: what its journal appends
+// and reads (which covers what reconciling it reads), the runs and
+// requests it looks up, and the snapshots of its transcript. Every
+// [store.Store] is one.
+type Store interface {
+	journal.Store
+	Run(ctx context.Context, id string) (record.Run, error)
+	Request(ctx context.Context, id string) (record.Request, error)
+	store.Snapshots
+}
+
 // Config is what the sessions of one host share. The host fills in every
 // field's default; a Session does not copy it.
 type Config struct {
 	// Store holds every session. Required.
-	Store store.Store
+	Store Store
 	// Journal tunes the session writers; its Store is Store and its
 	// Committed hook is the session's own.
 	Journal journal.Config
