@@ -49,11 +49,14 @@ func (r Reads) ProcessOutput(ctx context.Context, p store.ProcessOutputParams) (
 // process without a record, is [store.ErrNotFound].
 func (r Reads) processEvents(ctx context.Context, id string, q *query) ([]record.ProcessEvent, error) {
 	op := "read process " + id
+	// One set of destinations for every row (see Reads.Read).
+	var e record.ProcessEvent
+	var typ string
+	var t int64
+	dest := []any{&e.Seq, &typ, &t, (*[]byte)(&e.Data), &e.Offset, &e.Size}
 	out, err := list(ctx, r, op, q, func(row Row) (record.ProcessEvent, error) {
-		e := record.ProcessEvent{ProcessID: id}
-		var typ string
-		var t int64
-		if err := row.Scan(&e.Seq, &typ, &t, (*[]byte)(&e.Data), &e.Offset, &e.Size); err != nil {
+		e = record.ProcessEvent{ProcessID: id}
+		if err := row.Scan(dest...); err != nil {
 			return record.ProcessEvent{}, err
 		}
 		e.Type, e.Time, e.Data = event.Type(typ), DecodeTime(t), Bytes(e.Data)

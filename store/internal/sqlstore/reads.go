@@ -46,12 +46,16 @@ func (r Reads) Read(ctx context.Context, p store.ReadParams) ([]event.Event, err
 	}
 	defer rows.Close()
 	out := make([]event.Event, 0, min(limitOr(p.Limit, 1000), 256))
+	// One set of destinations for every row: a call of Rows.Scan through
+	// the interface would otherwise allocate its arguments on each.
+	var e event.Event
+	var typ string
+	var t int64
+	dest := []any{&e.Seq, &e.RunID, &typ, &t, (*[]byte)(&e.Data)}
 	size := 0
 	for (p.MaxBytes <= 0 || size < p.MaxBytes) && rows.Next() {
-		e := event.Event{SessionID: p.SessionID}
-		var typ string
-		var t int64
-		if err := rows.Scan(&e.Seq, &e.RunID, &typ, &t, (*[]byte)(&e.Data)); err != nil {
+		e = event.Event{SessionID: p.SessionID}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, r.db.Error(op, err)
 		}
 		e.Type, e.Time, e.Data = event.Type(typ), DecodeTime(t), Bytes(e.Data)
