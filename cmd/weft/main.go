@@ -61,7 +61,6 @@ type cli struct {
 	Migrate   migrateCmd   `cmd:"" help:"Create or upgrade a PostgreSQL store's schema (SQLite migrates when opened)."`
 	Nodes     nodesCmd     `cmd:"" help:"List the hosts holding session leases in a PostgreSQL store, with their sessions and lease ages."`
 	Version   versionCmd   `cmd:"" help:"Print the version."`
-	Bench     benchCmd     `cmd:"" help:"Measure weft's performance figures on this machine (and Codex's, side by side, when installed)."`
 }
 
 // app carries what every command needs: the streams and the environment.

@@ -6,13 +6,13 @@ import (
 )
 
 // The benchmarks below run the suite's in-process figures at full size
-// through the same functions as `weft bench`, one measurement per
+// through the same functions as weft-bench, one measurement per
 // iteration, and report its figures as metrics:
 //
-//	go test ./internal/bench -run '^$' -bench . -benchtime 1x
+//	go test ./cmd/weft-bench/internal/bench -run '^$' -bench . -benchtime 1x
 //
 // The process figures (one-shot run, warm turns, host RSS) need the weft
-// binary: run them with `weft bench --only 'oneshot|warm-turn|host-rss'`.
+// binary: run them with `weft-bench --only 'oneshot|warm-turn|host-rss'`.
 
 func BenchmarkRunStart(b *testing.B) {
 	sz := sizesFor(false)
@@ -92,7 +92,7 @@ func BenchmarkAppend(b *testing.B) {
 func BenchmarkSandboxStart(b *testing.B) {
 	sz := sizesFor(false)
 	for b.Loop() {
-		res, err := measureSandboxStart(context.Background(), b.TempDir(), sz.sandboxStarts)
+		res, err := measureSandboxStart(context.Background(), b.TempDir(), "", sz.sandboxStarts)
 		if err != nil {
 			b.Fatal(err)
 		}

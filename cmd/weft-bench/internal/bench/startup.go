@@ -166,7 +166,7 @@ func runStartup(ctx context.Context, r *runner) error {
 		Result:  fmt.Sprintf("p50 %s (CPU %s, peak RSS %s)", fmtDur(wall.median()), fmtDur(cpu.median()), fmtMB(float64(median64(rss)))),
 		Target:  "—",
 		Verdict: Info,
-		Note: fmt.Sprintf("%d runs, %s–%s; the process start, package initialisation, flag parsing, the config file and the sandbox probe that `weft version` prints",
+		Note: fmt.Sprintf("%d runs, %s–%s; the process start, package initialisation, flag parsing, the config file and the sandbox probe that `weft version` prints; peak RSS counts the pages of the binary's file, which follow how the file sits in the page cache (compare two binaries as copies made the same way, e.g. by cp)",
 			len(wall), fmtDur(wall.quantile(0)), fmtDur(wall.quantile(1))),
 		Values: map[string]float64{"wall_p50_ms": ms(wall.median()), "wall_min_ms": ms(wall.quantile(0)), "cpu_ms": ms(cpu.median()), "peak_rss_bytes": float64(median64(rss))},
 	})

@@ -21,6 +21,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(&head, ", kernel %s", m.Kernel)
 	}
 	fmt.Fprintf(&head, ", %s", m.Go)
+	if m.Weft != "" {
+		fmt.Fprintf(&head, ", %s", m.Weft)
+	}
 	if m.Codex != "" {
 		fmt.Fprintf(&head, ", %s", m.Codex)
 	}

@@ -27,7 +27,7 @@ func (r *runner) codexEnv(dir string) ([]string, error) {
 			return nil, err
 		}
 	}
-	cfg := fmt.Sprintf(`# Written by weft bench: Codex against the bench's mock model, offline.
+	cfg := fmt.Sprintf(`# Written by weft-bench: Codex against the bench's mock model, offline.
 model = "mock-model"
 model_provider = "mock"
 approval_policy = "never"
@@ -162,7 +162,7 @@ func (s *codexServer) handle(line []byte) {
 	}
 	switch {
 	case m.Method != "" && len(m.ID) > 0:
-		_ = s.write(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32601, "message": "weft bench answers no requests"}})
+		_ = s.write(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32601, "message": "weft-bench answers no requests"}})
 	case m.Method == "turn/completed":
 		var p struct {
 			ThreadID string `json:"threadId"`

@@ -78,15 +78,18 @@ type Report struct {
 	// Duration is the time the whole run took.
 	Duration time.Duration `json:"durationNs"`
 
-	plots []plot
+	plots []chart
 }
 
 // Machine describes the machine and the load on it.
 type Machine struct {
-	CPUs      int    `json:"cpus"`
-	CPU       string `json:"cpu,omitempty"`
-	Kernel    string `json:"kernel,omitempty"`
-	Go        string `json:"go"`
+	CPUs   int    `json:"cpus"`
+	CPU    string `json:"cpu,omitempty"`
+	Kernel string `json:"kernel,omitempty"`
+	Go     string `json:"go"`
+	// Weft is the first line of `weft version` of the binary measured
+	// (Config.Weft), Codex that of `codex --version`.
+	Weft      string `json:"weft,omitempty"`
 	Codex     string `json:"codex,omitempty"`
 	LoadStart string `json:"loadStart,omitempty"`
 	LoadEnd   string `json:"loadEnd,omitempty"`
@@ -203,7 +206,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	defer mock.Close()
-	r := &runner{cfg: cfg, sz: sizesFor(cfg.Quick), dir: dir, mock: mock, report: &Report{Quick: cfg.Quick, Machine: machine(ctx, cfg.Codex)}}
+	r := &runner{cfg: cfg, sz: sizesFor(cfg.Quick), dir: dir, mock: mock, report: &Report{Quick: cfg.Quick, Machine: machine(ctx, cfg)}}
 	for _, f := range figures() {
 		if cfg.Only != nil && !cfg.Only.MatchString(f.name) {
 			continue
@@ -271,7 +274,7 @@ func (r *runner) progress(format string, args ...any) {
 // needWeft returns why the process figures cannot run, or "".
 func (r *runner) needWeft() string {
 	if r.cfg.Weft == "" {
-		return "no weft binary to run (Config.Weft)"
+		return "no weft binary to run (weft-bench --weft PATH)"
 	}
 	return ""
 }
@@ -298,8 +301,8 @@ func verdict(ok bool) Verdict {
 	return Missed
 }
 
-// machine describes this machine.
-func machine(ctx context.Context, codex string) Machine {
+// machine describes this machine and the programs cfg measures.
+func machine(ctx context.Context, cfg Config) Machine {
 	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH, LoadStart: loadAvg()}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))
@@ -312,15 +315,25 @@ func machine(ctx context.Context, codex string) Machine {
 			}
 		}
 	}
-	if codex != "" {
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		out, err := command(ctx, os.Environ(), "", codex, "--version").Output()
-		if err == nil {
-			m.Codex = strings.TrimSpace(string(out))
-		}
-	}
+	m.Weft = programVersion(ctx, cfg.Weft, "version")
+	m.Codex = programVersion(ctx, cfg.Codex, "--version")
 	return m
+}
+
+// programVersion returns the first line that the program at path prints
+// when run with arg, or "" when path is empty or it fails within 10 s.
+func programVersion(ctx context.Context, path, arg string) string {
+	if path == "" {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := command(ctx, os.Environ(), "", path, arg).Output()
+	if err != nil {
+		return ""
+	}
+	first, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return first
 }
 
 // loadAvg returns the 1, 5 and 15 minute load averages.
