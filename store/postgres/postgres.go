@@ -95,6 +95,13 @@ type Config struct {
 // [Open]; close it with [Store.Close]. All methods are safe for concurrent
 // use, also by several processes on several machines on one database:
 // appends to one session or process are serialised by the database.
+//
+// Its reads are the contract's, documented there: Read, LastSeq, Session,
+// Sessions, Run, Runs, Request and Requests ([store.SessionLog]), Receipt
+// ([store.Receipts]), Snapshot ([store.Snapshots]), ReadProcess,
+// ProcessOutput, Process and Processes ([store.ProcessLog]). Both SQL
+// stores share them, so the methods do not appear beside the writes
+// below.
 type Store struct {
 	// reads are every read of the store: the SQL stores' shared core,
 	// over the pool.

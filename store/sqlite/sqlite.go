@@ -76,6 +76,13 @@ type Config struct {
 // with [Store.Close]. All methods are safe for concurrent use. Writes are
 // serialised inside the process; several processes may open the same file,
 // each write waiting up to [Config.BusyTimeout] for the others.
+//
+// Its reads are the contract's, documented there: Read, LastSeq, Session,
+// Sessions, Run, Runs, Request and Requests ([store.SessionLog]), Receipt
+// ([store.Receipts]), Snapshot ([store.Snapshots]), ReadProcess,
+// ProcessOutput, Process and Processes ([store.ProcessLog]). Both SQL
+// stores share them, so the methods do not appear beside the writes
+// below.
 type Store struct {
 	// reads are every read of the store: the SQL stores' shared core,
 	// over the read-only pool.
