@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // AwaitResult is the result of process/await: the record when the wait
@@ -13,7 +13,7 @@ import (
 type AwaitResult struct {
 	// Process is the record when Await returned: its status, exit code
 	// and the true size of its output (outputBytes, droppedBytes).
-	Process store.Process `json:"process"`
+	Process record.Process `json:"process"`
 	// TimedOut is set when the process was still running at the timeout.
 	TimedOut bool `json:"timedOut,omitempty"`
 	// Head is the beginning of the output, as text, when the output is
@@ -134,7 +134,7 @@ func (p ProcessStartParams) Validate() error {
 
 // ProcessResult is a process record.
 type ProcessResult struct {
-	store.Process
+	record.Process
 	Handle   Handle `json:"handle"`
 	Replayed bool   `json:"replayed,omitempty"`
 }
@@ -164,7 +164,7 @@ func (p ProcessListParams) Validate() error { return nil }
 
 // ProcessListResult lists processes.
 type ProcessListResult struct {
-	Processes []store.Process `json:"processes"`
+	Processes []record.Process `json:"processes"`
 }
 
 // ProcessAwaitParams are the params of process/await.

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"weft.dev/weft/event"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // DecideParams are the params of approval/decide.
@@ -89,7 +89,7 @@ func (p ToolResultParams) Validate() error {
 // RequestResult is a request record, as answered by approval/decide,
 // input/answer, tool/result and request/get.
 type RequestResult struct {
-	store.Request
+	record.Request
 	Replayed bool `json:"replayed,omitempty"`
 }
 
@@ -124,7 +124,7 @@ func (p ListRequestsParams) Validate() error {
 	return firstError(
 		nonNegative("limit", int64(p.Limit)),
 		oneOf("status", p.Status, "status %q: want open, resolved, expired, cancelled or all",
-			"", "all", store.RequestOpen, store.RequestResolved, store.RequestExpired, store.RequestCancelled),
+			"", "all", record.RequestOpen, record.RequestResolved, record.RequestExpired, record.RequestCancelled),
 		oneOf("kind", p.Kind, "kind %q: want approval, input or tool",
 			"", event.RequestApproval, event.RequestInput, event.RequestTool),
 	)
@@ -132,7 +132,7 @@ func (p ListRequestsParams) Validate() error {
 
 // ListRequestsResult lists requests, oldest first.
 type ListRequestsResult struct {
-	Requests []store.Request `json:"requests"`
+	Requests []record.Request `json:"requests"`
 }
 
 // Request methods.

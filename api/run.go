@@ -1,6 +1,6 @@
 package api
 
-import "weft.dev/weft/store"
+import "weft.dev/weft/store/record"
 
 // Busy policies for a run started while another is active.
 const (
@@ -59,7 +59,7 @@ func (p StartRunParams) Validate() error {
 
 // RunResult is a run, as returned by run/start, run/get and run/cancel.
 type RunResult struct {
-	store.Run
+	record.Run
 	// Steer is set when run/start with busy=steer folded the input into the active run.
 	Steer    *SteerReceipt `json:"steer,omitempty"`
 	Replayed bool          `json:"replayed,omitempty"`
@@ -88,7 +88,7 @@ func (p ListRunsParams) Validate() error {
 
 // ListRunsResult lists runs.
 type ListRunsResult struct {
-	Runs []store.Run `json:"runs"`
+	Runs []record.Run `json:"runs"`
 }
 
 // WaitRunParams are the params of run/wait.
@@ -107,8 +107,8 @@ func (p WaitRunParams) Validate() error {
 
 // WaitRunResult says whether the run ended before the timeout.
 type WaitRunResult struct {
-	Run      store.Run `json:"run"`
-	TimedOut bool      `json:"timedOut"`
+	Run      record.Run `json:"run"`
+	TimedOut bool       `json:"timedOut"`
 }
 
 // SteerParams are the params of run/steer.

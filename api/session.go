@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 
 	"weft.dev/weft/event"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // Input is user input: a string or a list of content parts.
@@ -78,7 +78,7 @@ func (p CreateSessionParams) Validate() error {
 
 // SessionResult is a session, as returned by session/create and session/get.
 type SessionResult struct {
-	store.Session
+	record.Session
 	Replayed bool `json:"replayed,omitempty"`
 }
 
@@ -163,8 +163,8 @@ func (p ListSessionsParams) Validate() error {
 
 // ListSessionsResult is a page of sessions.
 type ListSessionsResult struct {
-	Sessions   []store.Session `json:"sessions"`
-	NextCursor string          `json:"nextCursor,omitempty"`
+	Sessions   []record.Session `json:"sessions"`
+	NextCursor string           `json:"nextCursor,omitempty"`
 }
 
 // DeleteResult acknowledges session/delete.

@@ -19,6 +19,7 @@ import (
 	"weft.dev/weft/internal/session"
 	"weft.dev/weft/process"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // The host's implementation of api.Host, beside processes.go, mounts.go
@@ -194,7 +195,7 @@ func (h *Host) ListSessions(ctx context.Context, p api.ListSessionsParams) (*api
 	if err != nil {
 		return nil, apiError(err)
 	}
-	res := &api.ListSessionsResult{Sessions: []store.Session{}}
+	res := &api.ListSessionsResult{Sessions: []record.Session{}}
 	size := 0
 	for i, s := range ss {
 		b, _ := json.Marshal(s)
@@ -258,7 +259,7 @@ func (h *Host) updateSession(ctx context.Context, p api.UpdateSessionParams, rc 
 			return nil, idem.Ref{}, err
 		}
 	}
-	var rec store.Session
+	var rec record.Session
 	err := h.with(ctx, p.SessionID, func(s *session.Session) (err error) {
 		rec, err = s.Update(ctx, event.SessionUpdatedData{Title: p.Title, Model: p.Model}, rc)
 		return err
@@ -409,7 +410,7 @@ func (h *Host) ListRuns(ctx context.Context, p api.ListRunsParams) (*api.ListRun
 		return nil, apiError(err)
 	}
 	if runs == nil {
-		runs = []store.Run{}
+		runs = []record.Run{}
 	}
 	return &api.ListRunsResult{Runs: runs}, nil
 }
@@ -424,10 +425,10 @@ func (h *Host) WaitRun(ctx context.Context, p api.WaitRunParams) (*api.WaitRunRe
 	if err != nil {
 		return nil, err
 	}
-	if store.IsTerminal(r.Status) {
+	if record.IsTerminal(r.Status) {
 		return &api.WaitRunResult{Run: r.Run}, nil
 	}
-	var cur store.Run
+	var cur record.Run
 	err = h.with(ctx, r.SessionID, func(s *session.Session) (err error) {
 		cur, err = s.Wait(ctx, p.RunID, time.Duration(p.TimeoutMs)*time.Millisecond)
 		return err
@@ -435,7 +436,7 @@ func (h *Host) WaitRun(ctx context.Context, p api.WaitRunParams) (*api.WaitRunRe
 	if err != nil {
 		return nil, err
 	}
-	return &api.WaitRunResult{Run: cur, TimedOut: !store.IsTerminal(cur.Status)}, nil
+	return &api.WaitRunResult{Run: cur, TimedOut: !record.IsTerminal(cur.Status)}, nil
 }
 
 // CancelRun cancels a run and returns once its terminal event is
@@ -451,14 +452,14 @@ func (h *Host) cancelRun(ctx context.Context, p api.CancelParams, rc *idem.Claim
 		return nil, idem.Ref{}, err
 	}
 	ref := idem.Ref{ID: p.RunID}
-	if store.IsTerminal(r.Status) {
+	if record.IsTerminal(r.Status) {
 		return r, ref, nil
 	}
 	reason := p.Reason
 	if reason == "" {
 		reason = "cancelled by a client"
 	}
-	var cur store.Run
+	var cur record.Run
 	err = h.with(ctx, r.SessionID, func(s *session.Session) (err error) {
 		cur, err = s.Cancel(ctx, p.RunID, reason, rc)
 		return err

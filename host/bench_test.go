@@ -21,6 +21,7 @@ import (
 	"weft.dev/weft/llm"
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/sqlite"
 	"weft.dev/weft/tool"
 )
@@ -282,7 +283,7 @@ func benchFanout(b *testing.B, rate, subs int) {
 			b.Fatal(err)
 		}
 		w, err := h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 60_000})
-		if err != nil || w.Run.Status != store.RunCompleted {
+		if err != nil || w.Run.Status != record.RunCompleted {
 			b.Fatalf("run %s: %+v %v", r.ID, w, err)
 		}
 		cpu += cpuTime() - c0
@@ -357,7 +358,7 @@ func baseRate(b *testing.B, h *host.Host, pacer *pace.Pacer, n int) float64 {
 			b.Fatal(err)
 		}
 		w, err := h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 60_000})
-		if err != nil || w.Run.Status != store.RunCompleted {
+		if err != nil || w.Run.Status != record.RunCompleted {
 			b.Fatalf("run %s: %+v %v", r.ID, w, err)
 		}
 		elapsed += time.Since(t0)

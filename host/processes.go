@@ -15,7 +15,7 @@ import (
 	"weft.dev/weft/internal/idem"
 	"weft.dev/weft/internal/session"
 	"weft.dev/weft/process"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 )
 
@@ -40,7 +40,7 @@ func receiptCaller(sessionID, id string, rc *idem.Claim, withSeq bool) (c proces
 		return c, func() {}
 	}
 	var used atomic.Bool
-	c.Receipt = func(seq int64) store.Receipt {
+	c.Receipt = func(seq int64) record.Receipt {
 		used.Store(true)
 		ref := idem.Ref{ID: id}
 		if withSeq {
@@ -62,7 +62,7 @@ func caller(sessionID string) process.Caller {
 	return process.Caller{SessionID: sessionID}
 }
 
-func processResult(p store.Process) *api.ProcessResult {
+func processResult(p record.Process) *api.ProcessResult {
 	return &api.ProcessResult{Process: p, Handle: api.Handle{ID: p.ID}}
 }
 
@@ -112,14 +112,14 @@ func (h *Host) replayStartProcess(ctx context.Context, p api.ProcessStartParams,
 func (h *Host) launch(ctx context.Context, p api.ProcessStartParams, id string) (*api.ProcessResult, error) {
 	disp := p.Disposition
 	if disp == "" {
-		disp = store.OwnerBound
+		disp = record.OwnerBound
 	}
 	sp := process.StartParams{
 		ID: id, MountID: p.MountID, Cwd: p.Cwd, Env: p.Env, Disposition: disp,
 		WakeOnExit: p.WakeOnExit, PTY: p.PTY, CreatedBy: "client",
 	}
 	if p.Command != "" {
-		sp.Kind, sp.Command = store.ProcessShell, p.Command
+		sp.Kind, sp.Command = record.ProcessShell, p.Command
 	} else {
 		if h.cfg.Tools == nil {
 			return nil, invalid("tool", "this host has no tools")
@@ -128,9 +128,9 @@ func (h *Host) launch(ctx context.Context, p api.ProcessStartParams, id string) 
 		if err != nil {
 			return nil, invalid("args", "%v", err)
 		}
-		sp.Kind, sp.Tool, sp.Args = store.ProcessTool, p.Tool, args
+		sp.Kind, sp.Tool, sp.Args = record.ProcessTool, p.Tool, args
 	}
-	var rec store.Process
+	var rec record.Process
 	err := h.with(ctx, p.SessionID, func(s *session.Session) (err error) {
 		rec, err = s.StartProcess(ctx, sp)
 		return err
@@ -176,7 +176,7 @@ func (h *Host) ListProcesses(ctx context.Context, p api.ProcessListParams) (*api
 		return nil, apiError(err)
 	}
 	if ps == nil {
-		ps = []store.Process{}
+		ps = []record.Process{}
 	}
 	return &api.ProcessListResult{Processes: ps}, nil
 }
@@ -411,7 +411,7 @@ func (h *Host) RunTool(ctx context.Context, run process.ToolRun) tool.Result {
 // ProcessEnded records the end of a process in its session's log, tells
 // the session's active run at its next step boundary, or starts a
 // follow-up run for a process started with wakeOnExit (process.Notifier).
-func (h *Host) ProcessEnded(p store.Process) {
+func (h *Host) ProcessEnded(p record.Process) {
 	h.recordProcess(p, event.ProcessExited)
 }
 
@@ -420,7 +420,7 @@ func (h *Host) ProcessEnded(p store.Process) {
 // session. (Starts are not notified: every start goes through its
 // session's owner, which records it under its lock, so an end, which
 // waits for that lock, always comes after its start in the log.)
-func (h *Host) recordProcess(p store.Process, t event.Type) {
+func (h *Host) recordProcess(p record.Process, t event.Type) {
 	h.goBackground(func() {
 		ctx := context.WithoutCancel(h.ctx)
 		tail := ""

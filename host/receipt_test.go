@@ -9,6 +9,7 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/storetest"
 )
 
@@ -28,13 +29,13 @@ func (r *racingStore) hide(key string) {
 	r.hidden[key] = true
 }
 
-func (r *racingStore) Receipt(ctx context.Context, key, method string) (store.Receipt, error) {
+func (r *racingStore) Receipt(ctx context.Context, key, method string) (record.Receipt, error) {
 	r.mu.Lock()
 	hidden := r.hidden[key]
 	delete(r.hidden, key)
 	r.mu.Unlock()
 	if hidden {
-		return store.Receipt{}, store.ErrNotFound
+		return record.Receipt{}, store.ErrNotFound
 	}
 	return r.Store.Receipt(ctx, key, method)
 }
@@ -83,7 +84,7 @@ func TestReceiptExistsAtStoreIsOneRequestsError(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run/start after a refused append: %v; want it admitted (no recovery)", err)
 	}
-	if got := wait(t, h, next.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, next.ID); got.Status != record.RunCompleted {
 		t.Fatalf("next run: %s", got.Status)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"weft.dev/weft/internal/idem"
 	"weft.dev/weft/internal/session"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // by is who sends the request in ctx, for the records of who answered.
@@ -60,7 +61,7 @@ func (h *Host) decide(ctx context.Context, p api.DecideParams, rc *idem.Claim) (
 	if err != nil {
 		return nil, idem.Ref{}, err
 	}
-	var q store.Request
+	var q record.Request
 	err = h.with(ctx, sid, func(s *session.Session) (err error) {
 		q, err = s.Decide(ctx, p, by(ctx), rc)
 		return err
@@ -82,7 +83,7 @@ func (h *Host) answer(ctx context.Context, p api.AnswerParams, rc *idem.Claim) (
 	if err != nil {
 		return nil, idem.Ref{}, err
 	}
-	var q store.Request
+	var q record.Request
 	err = h.with(ctx, sid, func(s *session.Session) (err error) {
 		q, err = s.Answer(ctx, p, by(ctx), rc)
 		return err
@@ -113,7 +114,7 @@ func (h *Host) toolResult(ctx context.Context, p api.ToolResultParams, rc *idem.
 			return nil, idem.Ref{}, err
 		}
 	}
-	var q store.Request
+	var q record.Request
 	err := h.with(ctx, sid, func(s *session.Session) (err error) {
 		q, err = s.ToolResult(ctx, id, p, by(ctx), rc)
 		return err
@@ -127,7 +128,7 @@ func (h *Host) toolResult(ctx context.Context, p api.ToolResultParams, rc *idem.
 // clientToolRequest finds the open request of client tool call callID:
 // in session sessionID, or in any session when exactly one has it.
 func (h *Host) clientToolRequest(ctx context.Context, callID, sessionID string) (id, sid string, err error) {
-	p := store.ListRequestsParams{SessionID: sessionID, Statuses: []string{store.RequestOpen}, Limit: 1 << 20}
+	p := store.ListRequestsParams{SessionID: sessionID, Statuses: []string{record.RequestOpen}, Limit: 1 << 20}
 	open, err := h.cfg.Store.Requests(ctx, p)
 	if err != nil {
 		return "", "", apiError(err)
@@ -174,7 +175,7 @@ func (h *Host) ListRequests(ctx context.Context, p api.ListRequestsParams) (*api
 	lp := store.ListRequestsParams{SessionID: p.SessionID, Limit: 1 << 20}
 	switch p.Status {
 	case "":
-		lp.Statuses = []string{store.RequestOpen}
+		lp.Statuses = []string{record.RequestOpen}
 	case "all":
 	default:
 		lp.Statuses = []string{p.Status}
@@ -183,7 +184,7 @@ func (h *Host) ListRequests(ctx context.Context, p api.ListRequestsParams) (*api
 	if err != nil {
 		return nil, apiError(err)
 	}
-	res := &api.ListRequestsResult{Requests: []store.Request{}}
+	res := &api.ListRequestsResult{Requests: []record.Request{}}
 	for _, q := range qs {
 		if p.Kind != "" && q.Kind != p.Kind {
 			continue

@@ -10,8 +10,8 @@ import (
 	"weft.dev/weft/env"
 	"weft.dev/weft/event"
 	"weft.dev/weft/process"
-	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 )
 
 // A Manager runs a shell command in the background of a session and logs
@@ -39,10 +39,10 @@ func Example() {
 
 	p, err := m.Start(ctx, process.StartParams{
 		SessionID:   "ses_1",
-		Kind:        store.ProcessShell,
+		Kind:        record.ProcessShell,
 		Command:     "echo building; echo done; exit 3",
 		Binding:     b,
-		Disposition: store.OwnerBound,
+		Disposition: record.OwnerBound,
 		CreatedBy:   "example",
 	})
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/rpc"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/sqlite"
 	"weft.dev/weft/tool"
 )
@@ -380,7 +381,7 @@ func BenchmarkWarmTurn(b *testing.B) {
 				if err != nil {
 					return err
 				}
-				if w.Run.Status != store.RunCompleted {
+				if w.Run.Status != record.RunCompleted {
 					return fmt.Errorf("run %s ended %s: %+v", r.ID, w.Run.Status, w.Run.Error)
 				}
 				d := time.Since(t0)

@@ -24,7 +24,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/pace"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // The fan-out benchmarks over the wire: subscribers follow one session,
@@ -344,7 +344,7 @@ func fanoutRuns(b *testing.B, h *host.Host, id string, pacer *pace.Pacer, n int)
 			b.Fatal(err)
 		}
 		w, err := h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 120_000})
-		if err != nil || w.Run.Status != store.RunCompleted {
+		if err != nil || w.Run.Status != record.RunCompleted {
 			b.Fatalf("run %s: %+v %v", r.ID, w, err)
 		}
 		elapsed += time.Since(t0)

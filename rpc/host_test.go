@@ -23,8 +23,8 @@ import (
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/rpc"
 	"weft.dev/weft/rpc/rpctest"
-	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 )
 
 const token = "test-token"
@@ -138,7 +138,7 @@ func TestHostDiscovery(t *testing.T) {
 	}
 }
 
-func waitDone(t *testing.T, c *client.Client, runID string) store.Run {
+func waitDone(t *testing.T, c *client.Client, runID string) record.Run {
 	t.Helper()
 	w, err := c.WaitRun(context.Background(), api.WaitRunParams{RunID: runID, TimeoutMs: 20000})
 	if err != nil || w.TimedOut {

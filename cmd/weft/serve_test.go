@@ -21,7 +21,7 @@ import (
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/testenv"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 func freeAddr(t *testing.T) string {
@@ -576,7 +576,7 @@ func TestSecondHostRefused(t *testing.T) {
 		t.Fatalf("the refused local run wrote to the session: %+v, %v", after, err)
 	}
 	got, err := c.GetProcess(ctx, api.ProcessIDParams{ID: p.ID})
-	if err != nil || got.Status != store.ProcessRunning {
+	if err != nil || got.Status != record.ProcessRunning {
 		t.Fatalf("the first host's process after the refusals: %+v %v", got, err)
 	}
 	if len(markedProcesses(p.ID)) == 0 {

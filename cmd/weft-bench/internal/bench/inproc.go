@@ -14,6 +14,7 @@ import (
 	"weft.dev/weft/llm"
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/sqlite"
 	"weft.dev/weft/tool"
 )
@@ -138,9 +139,9 @@ func (ih *inprocHost) runToEnd(ctx context.Context, id, input string) error {
 			return err
 		}
 		switch w.Run.Status {
-		case store.RunCompleted:
+		case record.RunCompleted:
 			return nil
-		case store.RunFailed, store.RunCancelled, store.RunInterrupted:
+		case record.RunFailed, record.RunCancelled, record.RunInterrupted:
 			return fmt.Errorf("run %s ended %s: %+v", r.ID, w.Run.Status, w.Run.Error)
 		}
 	}

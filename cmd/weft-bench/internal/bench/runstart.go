@@ -8,7 +8,7 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // runStartResult is what measureRunStart measured.
@@ -61,7 +61,7 @@ func measureRunStart(ctx context.Context, dir string, n, runs int) (*runStartRes
 		if err != nil {
 			return 0, err
 		}
-		if w.Run.Status != store.RunCompleted {
+		if w.Run.Status != record.RunCompleted {
 			return 0, fmt.Errorf("run %s ended %s", r.ID, w.Run.Status)
 		}
 		return d, nil

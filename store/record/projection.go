@@ -1,4 +1,4 @@
-package store
+package record
 
 import (
 	"cmp"
@@ -9,10 +9,10 @@ import (
 )
 
 // Projection derives a session's records from its events. It is the one
-// place that says what each event means for the session and run records;
-// the session owner applies every event it appends and hands the changed
-// records to [Store.Append] in the same batch, and tests rebuild it from
-// the log to check the stored records.
+// place that says what each event means for the session, run and request
+// records; the session owner applies every event it appends and hands the
+// records [Projection.Flush] returns to the store in the same batch as the
+// events, and tests rebuild it from the log to check the stored records.
 //
 // A Projection is not safe for concurrent use.
 type Projection struct {
@@ -136,7 +136,7 @@ func (p *Projection) Run(id string) (Run, bool) {
 // Apply folds one sequenced event into the projection.
 func (p *Projection) Apply(e event.Event) error {
 	if e.Seq != p.Session.LastSeq+1 {
-		return fmt.Errorf("%w: session %s: apply seq %d after %d", ErrSeqConflict, e.SessionID, e.Seq, p.Session.LastSeq)
+		return fmt.Errorf("session %s: apply seq %d after %d: not the next event", e.SessionID, e.Seq, p.Session.LastSeq)
 	}
 	s := &p.Session
 	s.LastSeq = e.Seq
@@ -328,30 +328,42 @@ func (p *Projection) nextQueued() string {
 	return next.ID
 }
 
-// Flush puts the records changed since the last Flush into b (Session,
-// Runs, Requests) and forgets them. An event that changes nothing but the
-// seq and time of the last event (a delta, a tool call) changes no record:
-// a session's LastSeq and UpdatedAt and a run's LastSeq are read from the
-// log by the store, so a stream of such events writes only events.
-func (p *Projection) Flush(b *Batch) {
-	b.Session, b.Runs, b.Requests = nil, nil, nil
+// Changes are the records a [Projection] changed since its last Flush:
+// what the batch that appends the events beside them writes.
+type Changes struct {
+	// Session is the session record, if it changed.
+	Session *Session
+	// Runs and Requests are the run and request records that changed, in
+	// no particular order.
+	Runs     []Run
+	Requests []Request
+}
+
+// Flush returns the records changed since the last Flush and forgets
+// them. An event that changes nothing but the seq and time of the last
+// event (a delta, a tool call) changes no record: a session's LastSeq and
+// UpdatedAt and a run's LastSeq are read from the log by the store, so a
+// stream of such events writes only events.
+func (p *Projection) Flush() Changes {
+	var c Changes
 	if p.touched {
 		s := p.Session
-		b.Session = &s
+		c.Session = &s
 	}
 	for id := range p.dirty {
 		r := *p.runs[id]
 		r.Requests = slices.Clone(r.Requests)
-		b.Runs = append(b.Runs, r)
+		c.Runs = append(c.Runs, r)
 	}
 	for _, q := range p.changed {
-		c := *q
-		c.Choices, c.Options = slices.Clone(c.Choices), slices.Clone(c.Options)
-		b.Requests = append(b.Requests, c)
+		r := *q
+		r.Choices, r.Options = slices.Clone(r.Choices), slices.Clone(r.Options)
+		c.Requests = append(c.Requests, r)
 	}
 	clear(p.dirty)
 	clear(p.changed)
 	p.touched = false
+	return c
 }
 
 // Trim forgets the records of the runs that ended, but for the keep that

@@ -1,4 +1,4 @@
-package store_test
+package record_test
 
 import (
 	"fmt"
@@ -6,14 +6,14 @@ import (
 	"time"
 
 	"weft.dev/weft/event"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // TestProjectionTrim checks that Trim forgets ended runs beyond the kept
 // ones, never a run that has not ended nor one changed since Flush, and
 // that the projection goes on applying events after it.
 func TestProjectionTrim(t *testing.T) {
-	p := store.NewProjection(store.Session{}, nil)
+	p := record.NewProjection(record.Session{}, nil)
 	var seq int64
 	apply := func(runID string, typ event.Type, v any) {
 		t.Helper()
@@ -42,8 +42,7 @@ func TestProjectionTrim(t *testing.T) {
 	if _, ok := p.Run("r0"); !ok {
 		t.Fatal("Trim forgot a run changed since Flush")
 	}
-	var b store.Batch
-	p.Flush(&b)
+	p.Flush()
 	p.Trim(2)
 	for i := range 10 {
 		_, ok := p.Run(fmt.Sprint("r", i))
@@ -61,7 +60,7 @@ func TestProjectionTrim(t *testing.T) {
 	if p.Session.ActiveRunID != "q2" {
 		t.Fatalf("active run %q, want q2", p.Session.ActiveRunID)
 	}
-	p.Flush(&b)
+	p.Flush()
 	p.Trim(0)
 	if _, ok := p.Run("q1"); ok {
 		t.Fatal("Trim(0) kept an ended run")
