@@ -153,7 +153,6 @@ type Config struct {
 type Host struct {
 	cfg  Config
 	scfg session.Config
-	m    methods         // the mutating methods, each made idempotent
 	ctx  context.Context // cancelled by Close
 	stop context.CancelFunc
 	// bg counts the host's own goroutines (the housekeeping loop and the
@@ -245,7 +244,6 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.scfg.MCP = cfg.MCP
 		h.scfg.Journal.Redactor = cfg.Redactor.With(cfg.MCP.Secrets()...)
 	}
-	h.m = h.methodTable()
 	if m := cfg.Processes; m != nil {
 		m.Attach(h, h)
 	}

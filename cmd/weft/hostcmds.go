@@ -115,7 +115,7 @@ func (c *attachCmd) Run(ctx context.Context, a *app) error {
 	w.sessionID, w.runID = sessionID, runID
 	// Requests open now are asked even when they come in the replay;
 	// others in the replay were answered long ago.
-	s, err := conn.h.GetSession(ctx, sessionID)
+	s, err := conn.h.GetSession(ctx, api.SessionGetParams{SessionID: sessionID})
 	if err != nil {
 		return err
 	}
@@ -184,7 +184,7 @@ func attachTarget(ctx context.Context, conn *conn, target string) (sessionID, ru
 	if !strings.HasPrefix(target, "run_") {
 		return target, "", nil
 	}
-	r, err := conn.cl.GetRun(ctx, target)
+	r, err := conn.cl.GetRun(ctx, api.RunIDParams{RunID: target})
 	if err != nil {
 		return "", "", err
 	}
@@ -246,7 +246,7 @@ func (c *statusCmd) Run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer cl.Close()
-	r, err := cl.GetRun(ctx, c.RunID)
+	r, err := cl.GetRun(ctx, api.RunIDParams{RunID: c.RunID})
 	if err != nil {
 		return err
 	}

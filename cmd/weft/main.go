@@ -61,8 +61,8 @@ type cli struct {
 	MCP       mcpCmd       `cmd:"" name:"mcp" help:"List the MCP servers of the config file, or one's tools."`
 	Migrate   migrateCmd   `cmd:"" help:"Create or upgrade a PostgreSQL store's schema (SQLite migrates when opened)."`
 	Nodes     nodesCmd     `cmd:"" help:"List the hosts holding session leases in a PostgreSQL store, with their sessions and lease ages."`
+	Schema    schemaCmd    `cmd:"" help:"Print the protocol as an OpenRPC document: methods, params and results as JSON Schema, notifications, event types, error codes."`
 	Version   versionCmd   `cmd:"" help:"Print the version."`
-	Bench     benchCmd     `cmd:"" help:"Measure weft's performance figures on this machine (and Codex's, side by side, when installed)."`
 }
 
 // app carries what every command needs: the streams and the environment.

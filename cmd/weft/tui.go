@@ -14,7 +14,7 @@ import (
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // tuiOptions say what the terminal UI shows and does.
@@ -174,7 +174,7 @@ type (
 		err error
 	}
 	sessionsMsg struct {
-		list []store.Session
+		list []record.Session
 		err  error
 	}
 	infoMsg struct {
@@ -383,7 +383,7 @@ func (o *owned) close() {
 
 // host is the host to call: over the wire, a connection that is still
 // up (dialed again after the host restarted); in process, the host.
-func (t *tui) host(ctx context.Context) (hostAPI, error) {
+func (t *tui) host(ctx context.Context) (api.Host, error) {
 	t.dialMu.Lock()
 	defer t.dialMu.Unlock()
 	c := t.conn
@@ -406,7 +406,7 @@ func (t *tui) host(ctx context.Context) (hostAPI, error) {
 }
 
 // call runs fn on the host as an owned command.
-func (t *tui) call(fn func(ctx context.Context, h hostAPI) tea.Msg, fail func(error) tea.Msg) tea.Cmd {
+func (t *tui) call(fn func(ctx context.Context, h api.Host) tea.Msg, fail func(error) tea.Msg) tea.Cmd {
 	return t.do(func(ctx context.Context) tea.Msg {
 		h, err := t.host(ctx)
 		if err != nil {
@@ -420,8 +420,8 @@ func (t *tui) call(fn func(ctx context.Context, h hostAPI) tea.Msg, fail func(er
 // from after.
 func (t *tui) loadSession(id string, after int64, announce bool) tea.Cmd {
 	fail := func(err error) tea.Msg { return sessionMsg{err: sessionErr(id, err)} }
-	return t.call(func(ctx context.Context, h hostAPI) tea.Msg {
-		s, err := h.GetSession(ctx, id)
+	return t.call(func(ctx context.Context, h api.Host) tea.Msg {
+		s, err := h.GetSession(ctx, api.SessionGetParams{SessionID: id})
 		if err != nil {
 			return fail(err)
 		}

@@ -10,7 +10,7 @@ import (
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/env"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 const chatHelp = `a line that does not start with / is a prompt: the agent answers it in this session
@@ -53,7 +53,7 @@ func (t *tui) command(line string) tea.Cmd {
 		t.info("a new session starts with your next prompt")
 	case "/sessions":
 		fail := func(err error) tea.Msg { return sessionsMsg{err: err} }
-		return t.call(func(ctx context.Context, h hostAPI) tea.Msg {
+		return t.call(func(ctx context.Context, h api.Host) tea.Msg {
 			res, err := h.ListSessions(ctx, api.ListSessionsParams{Limit: 50})
 			if err != nil {
 				return fail(err)
@@ -120,7 +120,7 @@ func (t *tui) mount(spec string) tea.Cmd {
 	m := mounts[len(mounts)-1] // after the working directory
 	sid := t.sessionID
 	fail := func(err error) tea.Msg { return infoMsg{err: withFlags("mount", err)} }
-	return t.call(func(ctx context.Context, h hostAPI) tea.Msg {
+	return t.call(func(ctx context.Context, h api.Host) tea.Msg {
 		r, err := h.Mount(ctx, api.MountParams{SessionID: sid, Mount: m})
 		if err != nil {
 			return fail(err)
@@ -143,7 +143,7 @@ func (t *tui) rename(title string) tea.Cmd {
 	}
 	sid := t.sessionID
 	fail := func(err error) tea.Msg { return infoMsg{err: sessionErr(sid, err)} }
-	return t.call(func(ctx context.Context, h hostAPI) tea.Msg {
+	return t.call(func(ctx context.Context, h api.Host) tea.Msg {
 		s, err := h.UpdateSession(ctx, api.UpdateSessionParams{SessionID: sid, Title: &title})
 		if err != nil {
 			return fail(err)
@@ -154,7 +154,7 @@ func (t *tui) rename(title string) tea.Cmd {
 
 // picker lists sessions to continue one.
 type picker struct {
-	list []store.Session
+	list []record.Session
 	at   int
 }
 

@@ -259,7 +259,7 @@ func (t *tui) answer(p *pending, ans answer) tea.Cmd {
 	}
 	sid := t.sessionID
 	fail := func(err error) tea.Msg { return answeredMsg{p: p, ans: ans, err: err} }
-	return t.call(func(ctx context.Context, h hostAPI) tea.Msg {
+	return t.call(func(ctx context.Context, h api.Host) tea.Msg {
 		var err error
 		if p.kind == event.RequestApproval {
 			_, err = h.DecideApproval(ctx, api.DecideParams{ApprovalID: p.id, SessionID: sid, Decision: ans.decision, Message: ans.message})

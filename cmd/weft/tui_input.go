@@ -122,7 +122,7 @@ func (t *tui) interrupt() tea.Cmd {
 		t.ask = nil
 		t.notice("weft: cancelling the run…", false)
 		id := t.run.id
-		return t.call(func(ctx context.Context, h hostAPI) tea.Msg {
+		return t.call(func(ctx context.Context, h api.Host) tea.Msg {
 			_, err := h.CancelRun(ctx, api.CancelParams{RunID: id, Reason: "interrupted by the user"})
 			if err != nil {
 				return infoMsg{err: fmt.Errorf("cancel: %w", err)}
@@ -199,7 +199,7 @@ func (t *tui) createSession(in *sentInput) tea.Cmd {
 		p.Network = t.opt.chat.Network
 	}
 	fail := func(err error) tea.Msg { return createdMsg{err: err} }
-	return t.call(func(ctx context.Context, h hostAPI) tea.Msg {
+	return t.call(func(ctx context.Context, h api.Host) tea.Msg {
 		s, err := h.CreateSession(ctx, p)
 		return createdMsg{s: s, err: err}
 	}, fail)
@@ -258,7 +258,7 @@ func (t *tui) start(in *sentInput) tea.Cmd {
 		p.MaxSteps = t.opt.chat.MaxSteps
 	}
 	fail := func(err error) tea.Msg { return startedMsg{in: in, err: err} }
-	return t.call(func(ctx context.Context, h hostAPI) tea.Msg {
+	return t.call(func(ctx context.Context, h api.Host) tea.Msg {
 		r, err := h.StartRun(ctx, p)
 		return startedMsg{in: in, r: r, err: err}
 	}, fail)
@@ -315,7 +315,7 @@ func (t *tui) discardFresh() tea.Cmd {
 	t.sessionID, t.title = "", ""
 	t.mounts, t.newTitle = f.mounts, f.newTitle
 	t.restoreSent()
-	return t.call(func(ctx context.Context, h hostAPI) tea.Msg {
+	return t.call(func(ctx context.Context, h api.Host) tea.Msg {
 		discardSession(ctx, h, f.id)
 		return nil
 	}, func(error) tea.Msg { return nil })
