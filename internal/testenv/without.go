@@ -22,9 +22,10 @@ const (
 	// probes again).
 	NoLandlock Lack = 1 << iota
 	// NoNamespaces makes clone and unshare fail with EPERM when asked for
-	// a new user or PID namespace (and clone3 with ENOSYS, so that
-	// callers use clone), as a container's seccomp policy does:
-	// [sandbox.Containment] falls back to the subreaper.
+	// a new user, PID or network namespace, and setns with EPERM (and
+	// clone3 with ENOSYS, so that callers use clone), as a container's
+	// seccomp policy does: [sandbox.Containment] falls back to the
+	// subreaper, and a denied network to Landlock and a seccomp filter.
 	NoNamespaces
 	// NoDACOverride takes CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from
 	// the process, so that file permissions bind it even as root, who
