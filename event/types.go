@@ -95,12 +95,30 @@ type Error struct {
 	Retryable bool `json:"retryable,omitempty"`
 }
 
+// Limits bound the resources of each command a session runs (a shell
+// call, a background shell, an MCP server started for it): zero fields
+// leave the host's defaults. docs/sandbox.md says what enforces each.
+type Limits struct {
+	// Processes caps the processes and threads alive at once in the
+	// command's tree.
+	Processes int `json:"processes,omitempty"`
+	// MemoryBytes caps the tree's memory.
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	// CPUTimeMs caps the CPU time of the whole tree, in milliseconds.
+	CPUTimeMs int64 `json:"cpuTimeMs,omitempty"`
+	// FileSizeBytes caps the size any one file may be written to.
+	FileSizeBytes int64 `json:"fileSizeBytes,omitempty"`
+}
+
 // SessionCreatedData is the data of [SessionCreated].
 type SessionCreatedData struct {
 	Mounts []Mount `json:"mounts,omitempty"`
 	// Network is the shells' network policy ("allow" or "deny"); empty
 	// means the host's default.
-	Network  string            `json:"network,omitempty"`
+	Network string `json:"network,omitempty"`
+	// Limits are the session's own limits of each command, within the
+	// host's ceiling; nil means the host's defaults.
+	Limits   *Limits           `json:"limits,omitempty"`
 	Title    string            `json:"title,omitempty"`
 	Model    string            `json:"model,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
@@ -334,6 +352,9 @@ type Binding struct {
 	// Network is the shells' network policy, "allow" or "deny"; empty
 	// means the host's default.
 	Network string `json:"network,omitempty"`
+	// Limits are the session's own limits of each command; nil means
+	// the host's defaults.
+	Limits *Limits `json:"limits,omitempty"`
 }
 
 // MountInfoData is the data of [MountInfo]: the binding, and the project
