@@ -110,6 +110,21 @@ type Limits struct {
 	FileSizeBytes int64 `json:"fileSizeBytes,omitempty"`
 }
 
+// ToolFailure is the typed reason of a failed tool call.
+type ToolFailure struct {
+	// Kind is the class of failure: [FailureResourceLimit].
+	Kind string `json:"kind"`
+	// Limit names the limit reached ("processes", "memory", "cpuTime",
+	// "fileSize"), for FailureResourceLimit.
+	Limit string `json:"limit,omitempty"`
+	// Scope is whose limit it was: "command", "session" or "host".
+	Scope string `json:"scope,omitempty"`
+}
+
+// FailureResourceLimit is the [ToolFailure] kind of a command that ran
+// into one of its resource limits.
+const FailureResourceLimit = "resource_limit"
+
 // SessionCreatedData is the data of [SessionCreated].
 type SessionCreatedData struct {
 	Mounts []Mount `json:"mounts,omitempty"`
@@ -258,6 +273,13 @@ type ToolCallCompletedData struct {
 	// Truncated reports whether Output was cut to the result budget.
 	Truncated  bool  `json:"truncated,omitempty"`
 	DurationMs int64 `json:"durationMs"`
+	// Failure is the typed reason of a failed call, where the tool gives
+	// one (a command that ran into a resource limit).
+	Failure *ToolFailure `json:"failure,omitempty"`
+	// Confinement says, for a command the call ran, what held it: the
+	// network (and what took it away) and each limit with what enforced
+	// it (docs/sandbox.md).
+	Confinement string `json:"confinement,omitempty"`
 	// By, for the call of a tool a client executes, says which client
 	// answered (or, with Policy set, that the run's cancel closed it).
 	By *By `json:"by,omitempty"`

@@ -190,6 +190,9 @@ func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc 
 	if p.Network != "" && p.Network != "allow" && p.Network != "deny" {
 		return nil, idem.Ref{}, invalid("network", "network %q: want allow or deny", p.Network)
 	}
+	if err := checkLimits("limits", p.Limits, h.cfg.MaxCommandLimits); err != nil {
+		return nil, idem.Ref{}, err
+	}
 	if err := h.checkModel("model", p.Model); err != nil {
 		return nil, idem.Ref{}, err
 	}
@@ -220,7 +223,7 @@ func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc 
 		tools = append(tools, event.ClientTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
 	}
 	s, err := session.Create(ctx, &h.scfg, id, event.SessionCreatedData{Title: p.Title, Model: p.Model, Metadata: p.Metadata,
-		Mounts: mounts, Network: p.Network, Policy: pol, Tools: tools, MCPServers: p.MCPServers}, rc)
+		Mounts: mounts, Network: p.Network, Limits: p.Limits, Policy: pol, Tools: tools, MCPServers: p.MCPServers}, rc)
 	if err != nil {
 		return nil, idem.Ref{}, err
 	}

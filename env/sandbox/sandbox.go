@@ -366,6 +366,16 @@ func (s Status) String() string {
 	return fmt.Sprintf("Landlock ABI %d; %s%s%s", s.ABI, s.NetworkString(), contained, s.limitsString())
 }
 
+// Confinement describes in one line what holds a command, for its
+// result: its network and its limits, each with what enforces it
+// ([Status.NetworkString], [Status.LimitsString]).
+func (s Status) Confinement() string {
+	if s.Unsandboxed {
+		return "unsandboxed; " + s.LimitsString()
+	}
+	return s.NetworkString() + "; " + s.LimitsString()
+}
+
 // NetworkString describes the network a command gets, for its result:
 // "network denied (network namespace, loopback only)".
 func (s Status) NetworkString() string {
