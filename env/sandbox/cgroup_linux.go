@@ -410,3 +410,59 @@ func (n *cgroupNode) counters() counters {
 	}
 	return c
 }
+
+// removeStaleCgroups removes the cgroups that weft processes which are
+// gone left beneath this process's own: the groups of a [Sessions]
+// (weft-PID-START) and of commands without one (named as their
+// temporary directories), each with the groups beneath it, killing what
+// they still hold.
+func removeStaleCgroups() error {
+	r := cgroups()
+	var errs []error
+	for _, own := range r.rootNode().dirs() {
+		ents, err := os.ReadDir(own)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if !e.IsDir() || !staleGroupName(e.Name()) {
+				continue
+			}
+			errs = append(errs, removeGroupTree(filepath.Join(own, e.Name())))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// staleGroupName reports whether name is a group weft makes whose owner
+// is gone.
+func staleGroupName(name string) bool {
+	if pid, start, ok := parseTempName(name); ok {
+		return !ownerAlive(pid, start)
+	}
+	rest, ok := strings.CutPrefix(name, "weft-")
+	if !ok {
+		return false
+	}
+	p, s, ok := strings.Cut(rest, "-")
+	if !ok {
+		return false
+	}
+	pid, err1 := strconv.Atoi(p)
+	start, err2 := strconv.ParseUint(s, 10, 64)
+	return err1 == nil && err2 == nil && pid > 0 && !ownerAlive(pid, start)
+}
+
+// removeGroupTree removes the group d and every group beneath it,
+// deepest first.
+func removeGroupTree(d string) error {
+	ents, _ := os.ReadDir(d)
+	var errs []error
+	for _, e := range ents {
+		if e.IsDir() {
+			errs = append(errs, removeGroupTree(filepath.Join(d, e.Name())))
+		}
+	}
+	errs = append(errs, (&cgroupNode{dir: map[string]string{"": d}}).remove())
+	return errors.Join(errs...)
+}

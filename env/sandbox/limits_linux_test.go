@@ -73,7 +73,7 @@ func TestProcessLimit(t *testing.T) {
 func TestForkBomb(t *testing.T) {
 	testenv.Cgroups(t)
 	eachLimited(t, sandbox.Limits{Processes: 64}, func(t *testing.T, p sandbox.Policy, _ layout) {
-		out, code, lim, d := runLimited(t, p, `bomb() { bomb | bomb & }; bomb; wait`)
+		out, code, lim, d := runLimited(t, p, `bomb() { bomb | bomb & }; bomb; sleep 30`)
 		if lim == nil || lim.Limit != sandbox.LimitProcesses || !lim.Killed {
 			t.Fatalf("exit %d after %v, exceeded %+v, output:\n%s", code, d, lim, out)
 		}

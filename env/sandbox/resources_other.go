@@ -44,3 +44,5 @@ func (c *Cmd) rlimits() []wireRlimit { return nil }
 func dupFile(int, string) (*os.File, error) {
 	return nil, errors.New("no network namespaces on " + runtime.GOOS)
 }
+
+func removeStaleCgroups() error { return nil }

@@ -3,12 +3,17 @@
 package builtin_test
 
 import (
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"weft.dev/weft/env"
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/testenv"
+	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
 )
 
@@ -24,7 +29,7 @@ func TestShellResourceLimits(t *testing.T) {
 	for _, c := range []struct {
 		name, command, limit, says string
 	}{
-		{"fork bomb", `bomb() { bomb | bomb & }; bomb; wait`, sandbox.LimitProcesses, "the processes limit of the command's (64, cgroup v1) was reached"},
+		{"fork bomb", `bomb() { bomb | bomb & }; bomb; sleep 30`, sandbox.LimitProcesses, "the processes limit of the command's (64, cgroup v1) was reached"},
 		{"memory hog", `awk 'BEGIN { s = "x"; while (1) s = s s }'`, sandbox.LimitMemory, "the memory limit of the command's (64 MiB, cgroup v1) was reached"},
 		{"disk filler", `head -c 2000000 /dev/zero > big`, sandbox.LimitFileSize, "the file size limit of the command's (1 MiB per file, rlimit) was reached"},
 	} {
@@ -41,4 +46,77 @@ func TestShellResourceLimits(t *testing.T) {
 	if res.Failure != nil || !strings.Contains(res.Confinement, "processes 64 (cgroup v1)") || !strings.Contains(res.Confinement, "network denied") {
 		t.Errorf("failure %+v, confinement %q", res.Failure, res.Confinement)
 	}
+}
+
+// TestForkBombOtherSessionsCarryOn: while one session's command is a
+// fork bomb, another session's shell calls go on; the bomb ends as a
+// resource_limit failure. It logs the other session's p50 and p99
+// before and during the bomb (BENCHMARKS.md, section 20).
+func TestForkBombOtherSessionsCarryOn(t *testing.T) {
+	needLandlock(t)
+	testenv.Cgroups(t)
+	cmd, ses, host := sandbox.DefaultLimits(sandbox.MachineMemory())
+	cmd.Processes, ses.Processes = 1024, 2048 // polite on a shared machine
+	s, err := sandbox.NewSessions(sandbox.SessionsConfig{Session: ses, Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	f := newFixture(t, builtin.Options{Sandbox: &sandbox.Config{Limits: cmd, Sessions: s}})
+	binding := func(id string) *env.Binding {
+		b, err := env.OpenSession(id, event.Binding{BindingVersion: 1, Mounts: []event.Mount{
+			{ID: "work", Kind: event.KindLocal, Path: t.TempDir(), Mode: event.ModeReadWrite, Default: true}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+	a, b := binding("ses_a"), binding("ses_b")
+	call := func(b *env.Binding, command string) tool.Result {
+		raw, _ := json.Marshal(m{"command": command})
+		return f.r.Call(t.Context(), "shell", &tool.Call{ID: "c", Arguments: raw, Env: b}, tool.CallOptions{ResultBudget: 1 << 20})
+	}
+	measure := func(stop <-chan struct{}, n int) []time.Duration {
+		var d []time.Duration
+		for i := 0; i < n || stop != nil; i++ {
+			if stop != nil {
+				select {
+				case <-stop:
+					return d
+				default:
+				}
+			}
+			t0 := time.Now()
+			if res := call(b, "echo ok"); res.IsError || !strings.Contains(res.Output, "ok") {
+				t.Errorf("the other session's call: %s", res.Output)
+			}
+			d = append(d, time.Since(t0))
+		}
+		return d
+	}
+	before := measure(nil, 30)
+	stop := make(chan struct{})
+	var bomb tool.Result
+	var took time.Duration
+	go func() {
+		defer close(stop)
+		t0 := time.Now()
+		bomb = call(a, `bomb() { bomb | bomb & }; bomb; sleep 30`)
+		took = time.Since(t0)
+	}()
+	during := measure(stop, 0)
+	if bomb.Failure == nil || bomb.Failure.Kind != event.FailureResourceLimit || bomb.Failure.Limit != sandbox.LimitProcesses {
+		t.Fatalf("the bomb: failure %+v:\n%s", bomb.Failure, bomb.Output)
+	}
+	q := func(d []time.Duration, p float64) time.Duration {
+		if len(d) == 0 {
+			return 0
+		}
+		d = slices.Clone(d)
+		slices.Sort(d)
+		return d[min(len(d)-1, int(float64(len(d))*p))]
+	}
+	t.Logf("fork bomb killed after %v; the other session's shell calls: before p50 %v p99 %v (%d); during p50 %v p99 %v (%d)",
+		took, q(before, 0.5), q(before, 0.99), len(before), q(during, 0.5), q(during, 0.99), len(during))
 }
