@@ -78,7 +78,7 @@ func (c *Cmd) prepareResources() error {
 		c.state = st
 	}
 	if r := cgroups(); len(r.own) > 0 {
-		parent, cpu := r.rootNode(), true
+		parent := r.rootNode()
 		if c.sessions != nil {
 			var g *cgroupNode
 			var err error
@@ -91,7 +91,7 @@ func (c *Cmd) prepareResources() error {
 				return err
 			}
 			if g != nil {
-				parent, cpu = g, false
+				parent = g
 				c.parent, c.before = g, g.counters()
 			}
 		}
@@ -102,9 +102,9 @@ func (c *Cmd) prepareResources() error {
 		if c.Status.Limits.CPUTime > 0 {
 			ctrls = append(ctrls, ctrlCPUAcct)
 		}
-		if cpu {
-			ctrls = append(ctrls, ctrlCPU) // one scheduling entity, beside the host's threads
-		}
+		// The CPU controller is the session's: a group of it per command
+		// made and removed costs milliseconds once tasks have run in it
+		// (its removal waits on RCU), and a command alone needs no share.
 		tree, err := parent.child(r, filepath.Base(c.tempDir), ctrls, c.Status.Limits)
 		if err != nil {
 			return err
