@@ -73,39 +73,44 @@ func TestForkBombOtherSessionsCarryOn(t *testing.T) {
 		return b
 	}
 	a, b := binding("ses_a"), binding("ses_b")
-	call := func(b *env.Binding, command string) tool.Result {
-		raw, _ := json.Marshal(m{"command": command})
-		return f.r.Call(t.Context(), "shell", &tool.Call{ID: "c", Arguments: raw, Env: b}, tool.CallOptions{ResultBudget: 1 << 20})
+	call := func(b *env.Binding, name string, args m) tool.Result {
+		raw, _ := json.Marshal(args)
+		return f.r.Call(t.Context(), name, &tool.Call{ID: "c", Arguments: raw, Env: b}, tool.CallOptions{ResultBudget: 1 << 20})
 	}
-	measure := func(stop <-chan struct{}, n int) []time.Duration {
-		var d []time.Duration
+	// measure makes the other session's calls, a shell command and a
+	// call that starts no process, until stop closes or n of each.
+	measure := func(stop <-chan struct{}, n int) (shell, list []time.Duration) {
 		for i := 0; i < n || stop != nil; i++ {
 			if stop != nil {
 				select {
 				case <-stop:
-					return d
+					return shell, list
 				default:
 				}
 			}
 			t0 := time.Now()
-			if res := call(b, "echo ok"); res.IsError || !strings.Contains(res.Output, "ok") {
-				t.Errorf("the other session's call: %s", res.Output)
+			if res := call(b, "shell", m{"command": "echo ok"}); res.IsError || !strings.Contains(res.Output, "ok") {
+				t.Errorf("the other session's shell call: %s", res.Output)
 			}
-			d = append(d, time.Since(t0))
+			t1 := time.Now()
+			if res := call(b, "list_dir", m{"path": "."}); res.IsError {
+				t.Errorf("the other session's list_dir: %s", res.Output)
+			}
+			shell, list = append(shell, t1.Sub(t0)), append(list, time.Since(t1))
 		}
-		return d
+		return shell, list
 	}
-	before := measure(nil, 30)
+	beforeShell, beforeList := measure(nil, 30)
 	stop := make(chan struct{})
 	var bomb tool.Result
 	var took time.Duration
 	go func() {
 		defer close(stop)
 		t0 := time.Now()
-		bomb = call(a, `bomb() { bomb | bomb & }; bomb; sleep 30`)
+		bomb = call(a, "shell", m{"command": `bomb() { bomb | bomb & }; bomb; sleep 30`})
 		took = time.Since(t0)
 	}()
-	during := measure(stop, 0)
+	duringShell, duringList := measure(stop, 0)
 	if bomb.Failure == nil || bomb.Failure.Kind != event.FailureResourceLimit || bomb.Failure.Limit != sandbox.LimitProcesses {
 		t.Fatalf("the bomb: failure %+v:\n%s", bomb.Failure, bomb.Output)
 	}
@@ -117,6 +122,8 @@ func TestForkBombOtherSessionsCarryOn(t *testing.T) {
 		slices.Sort(d)
 		return d[min(len(d)-1, int(float64(len(d))*p))]
 	}
-	t.Logf("fork bomb killed after %v; the other session's shell calls: before p50 %v p99 %v (%d); during p50 %v p99 %v (%d)",
-		took, q(before, 0.5), q(before, 0.99), len(before), q(during, 0.5), q(during, 0.99), len(during))
+	t.Logf("fork bomb killed after %v; the other session's shell calls: before p50 %v p99 %v (%d); during p50 %v p99 %v (%d); "+
+		"its list_dir calls: before p50 %v p99 %v; during p50 %v p99 %v",
+		took, q(beforeShell, 0.5), q(beforeShell, 0.99), len(beforeShell), q(duringShell, 0.5), q(duringShell, 0.99), len(duringShell),
+		q(beforeList, 0.5), q(beforeList, 0.99), q(duringList, 0.5), q(duringList, 0.99))
 }
