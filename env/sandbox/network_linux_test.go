@@ -116,6 +116,7 @@ func runNet(t *testing.T, p sandbox.Policy, args ...string) (string, int, sandbo
 // all of them work.
 func TestNetworkDenyIsTotal(t *testing.T) {
 	testenv.Landlock(t, 1)
+	testenv.NetNamespace(t)
 	l := newLayout(t)
 	udp := newUDPServer(t)
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
@@ -131,9 +132,9 @@ func TestNetworkDenyIsTotal(t *testing.T) {
 		{"dns", udp.addr(), "weft.test"},
 		{"tcp", tcp.Addr().String()},
 	} {
-		out, code, _ := runNet(t, deny, op...)
-		if code == 0 {
-			t.Errorf("deny: %s reached the host:\n%s", op[0], out)
+		out, code, st := runNet(t, deny, op...)
+		if code == 0 || st.NetworkDeniedBy != sandbox.DeniedByNamespace {
+			t.Errorf("deny (by %q): %s reached the host:\n%s", st.NetworkDeniedBy, op[0], out)
 		}
 	}
 	if n := udp.got.Load(); n != 0 {
