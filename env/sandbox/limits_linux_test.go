@@ -140,12 +140,14 @@ func TestFileSizeLimit(t *testing.T) {
 	})
 }
 
-// TestCPUTimeLimit: a tree that uses up its CPU time is killed whole.
+// TestCPUTimeLimit: a tree that uses up its CPU time is killed whole
+// (with the cpuacct controller; else RLIMIT_CPU kills the process that
+// used up its own).
 func TestCPUTimeLimit(t *testing.T) {
-	testenv.Cgroups(t)
+	by := testenv.Cgroups(t)
 	eachLimited(t, sandbox.Limits{CPUTime: 500 * time.Millisecond}, func(t *testing.T, p sandbox.Policy, _ layout) {
 		out, code, lim, d := runLimited(t, p, `while :; do :; done & while :; do :; done`)
-		if lim == nil || lim.Limit != sandbox.LimitCPUTime || !lim.Killed || lim.By != sandbox.ByCgroupV1 || code == 0 {
+		if lim == nil || lim.Limit != sandbox.LimitCPUTime || !lim.Killed || lim.By != by || code == 0 {
 			t.Fatalf("exit %d after %v, exceeded %+v, output:\n%s", code, d, lim, out)
 		}
 		if d > 10*time.Second {
@@ -156,10 +158,13 @@ func TestCPUTimeLimit(t *testing.T) {
 
 // TestLimitsStatus: the status names each limit and what enforces it.
 func TestLimitsStatus(t *testing.T) {
-	testenv.Cgroups(t)
+	cpu := testenv.Cgroups(t)
+	if cpu == sandbox.ByRlimit {
+		cpu += ", per process"
+	}
 	l := sandbox.Limits{Processes: 100, Memory: 1 << 30, CPUTime: time.Minute, FileSize: 1 << 30}
 	st := (sandbox.Config{Unsandboxed: true, Limits: l}).Status()
-	want := "limits: processes 100 (cgroup v1), memory 1 GiB (cgroup v1), CPU time 1m0s (cgroup v1), file size 1 GiB per file (rlimit)"
+	want := "limits: processes 100 (cgroup v1), memory 1 GiB (cgroup v1), CPU time 1m0s (" + cpu + "), file size 1 GiB per file (rlimit)"
 	if st.LimitsString() != want {
 		t.Errorf("LimitsString() = %q, want %q", st.LimitsString(), want)
 	}
