@@ -172,3 +172,37 @@ func TestLimitsStatus(t *testing.T) {
 		t.Error("a negative limit was accepted")
 	}
 }
+
+// TestLimitsWithoutCgroups: where weft may make no cgroups, the limits
+// fall back to rlimits of each process and the status says so: the
+// processes limit is not enforced (RLIMIT_NPROC counts the user's
+// processes and binds no root), memory is RLIMIT_DATA per process, CPU
+// time RLIMIT_CPU per process, which kills the process that used its
+// own up and is reported.
+func TestLimitsWithoutCgroups(t *testing.T) {
+	if testenv.Without(t, testenv.NoCgroups) {
+		return
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := sandbox.Limits{Processes: 32, Memory: 256 << 20, CPUTime: time.Second, FileSize: 1 << 20}
+	st := (sandbox.Config{Unsandboxed: true, Limits: l}).Status()
+	want := sandbox.LimitMechanisms{Memory: sandbox.ByRlimit, CPUTime: sandbox.ByRlimit, FileSize: sandbox.ByRlimit}
+	if st.LimitsBy != want || !strings.Contains(st.LimitsString(), "processes 32 (not enforced here)") {
+		t.Fatalf("limits by %+v: %s", st.LimitsBy, st.LimitsString())
+	}
+	eachLimited(t, l, func(t *testing.T, p sandbox.Policy, _ layout) {
+		out, code, lim, _ := runLimited(t, p, `while :; do :; done`)
+		if lim == nil || lim.Limit != sandbox.LimitCPUTime || lim.By != sandbox.ByRlimit || code == 0 {
+			t.Errorf("CPU: exit %d, exceeded %+v:\n%s", code, lim, out)
+		}
+		// Go's runtime reserves address space without RLIMIT_DATA's
+		// charge; a big allocation it backs with its heap fails.
+		out, code, _, _ = runLimited(t, p, fmt.Sprintf(`%s %s mem %d`, self, netArg, 512<<20))
+		if code == 0 {
+			t.Errorf("memory: allocated past RLIMIT_DATA:\n%s", out)
+		}
+	})
+}

@@ -14,7 +14,7 @@ import (
 )
 
 func supported(lack Lack) error {
-	if lack == 0 || lack&^(NoLandlock|NoNamespaces|NoDACOverride) != 0 {
+	if lack == 0 || lack&^(NoLandlock|NoNamespaces|NoDACOverride|NoCgroups) != 0 {
 		return fmt.Errorf("unknown features %v", lack)
 	}
 	if lack&(NoLandlock|NoNamespaces) != 0 && seccomp.Arch() == 0 {
@@ -34,6 +34,11 @@ func startWithout(cmd *exec.Cmd, lack Lack) error {
 	go func() {
 		runtime.LockOSThread()
 		errc <- func() error {
+			if lack&NoCgroups != 0 {
+				if err := unmountCgroups(); err != nil {
+					return &lackError{err}
+				}
+			}
 			if lack&NoDACOverride != 0 {
 				if err := dropDAC(); err != nil {
 					return &lackError{err}
@@ -49,6 +54,22 @@ func startWithout(cmd *exec.Cmd, lack Lack) error {
 		}()
 	}()
 	return <-errc
+}
+
+// unmountCgroups moves the calling thread into a mount namespace of its
+// own (private, so nothing propagates back) and unmounts the cgroup file
+// systems there.
+func unmountCgroups() error {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("unshare(CLONE_NEWNS): %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("mount --make-rprivate /: %w", err)
+	}
+	if err := unix.Unmount("/sys/fs/cgroup", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("umount /sys/fs/cgroup: %w", err)
+	}
+	return nil
 }
 
 // dacCaps are the capabilities that let a process ignore file permissions.
@@ -137,6 +158,15 @@ func check(lack Lack) error {
 	if lack&NoLandlock != 0 {
 		if abi, _ := sandbox.Probe(); abi != 0 {
 			return fmt.Errorf("Landlock ABI %d", abi)
+		}
+	}
+	if lack&NoCgroups != 0 {
+		mi, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(mi), " - cgroup ") || strings.Contains(string(mi), " - cgroup2 ") {
+			return errors.New("a cgroup file system is mounted")
 		}
 	}
 	if lack&NoDACOverride != 0 {
