@@ -53,8 +53,14 @@ func (t *tools) sandboxDesc() string {
 	default:
 		net = "the network is not restricted"
 	}
+	limits := ""
+	if !st.Limits.IsZero() {
+		// What a runaway command runs into: the model can tell a limit
+		// from a bug when a result says resource_limit.
+		limits = " Each command's limits: " + st.Limits.String() + "."
+	}
 	return " Commands run in a sandbox: they may write only in read-write mounts and $TMPDIR (private, deleted after the call), " +
-		"and read read-only mounts and system directories (/usr, /bin, /lib, /etc); everything else, /tmp and /proc included, is refused; " + net + "."
+		"and read read-only mounts and system directories (/usr, /bin, /lib, /etc); everything else, /tmp and /proc included, is refused; " + net + "." + limits
 }
 
 type shellArgs struct {
