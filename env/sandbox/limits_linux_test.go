@@ -206,3 +206,53 @@ func TestLimitsWithoutCgroups(t *testing.T) {
 		}
 	})
 }
+
+// TestSessionProcessLimit: the commands of one session together are
+// bounded by the session's limit: a second command that would pass it
+// is killed and reported as the session's limit, while another
+// session's command runs.
+func TestSessionProcessLimit(t *testing.T) {
+	testenv.Landlock(t, 1)
+	testenv.Cgroups(t)
+	s, err := sandbox.NewSessions(sandbox.SessionsConfig{Session: sandbox.Limits{Processes: 40}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	lay := newLayout(t)
+	testenv.PIDNamespace(t)
+	p := netPolicy(t, lay, sandbox.Config{Containment: sandbox.ContainmentPIDNamespace, Limits: sandbox.Limits{Processes: 32}, Sessions: s})
+	p.Session = "ses_1"
+	// The first command holds 25 processes until the second has ended.
+	hold, err := sandbox.Command(t.Context(), p, "/bin/sh", "-c", `for i in $(seq 25); do sleep 300 & done; echo ready; wait`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold.Dir = lay.work
+	out, err := hold.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		hold.Kill()
+		hold.Wait()
+	}()
+	if _, err := out.Read(make([]byte, 6)); err != nil {
+		t.Fatal(err)
+	}
+	o, code, lim, _ := runLimited(t, p, `for i in $(seq 25); do sleep 300 & done; wait`)
+	if lim == nil || lim.Limit != sandbox.LimitProcesses || lim.Scope != "session" || !lim.Killed || code == 0 {
+		t.Fatalf("exit %d, exceeded %+v:\n%s", code, lim, o)
+	}
+	if !strings.Contains(lim.Error(), "processes limit of the session's commands together (40, cgroup v1)") {
+		t.Errorf("error %q", lim)
+	}
+	other := p
+	other.Session = "ses_2"
+	if o, code, lim, _ := runLimited(t, other, `for i in $(seq 25); do sleep 0.01 & done; wait`); code != 0 || lim != nil {
+		t.Errorf("another session: exit %d, exceeded %v:\n%s", code, lim, o)
+	}
+}
