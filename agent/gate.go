@@ -277,7 +277,7 @@ func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, 
 			// run's transcript agree.
 			output, err := l.emitResult(wctx, event.ToolCallCompletedData{
 				ID: c.ID, Name: c.Name, Output: res.Output, IsError: res.IsError, Truncated: res.Truncated,
-				DurationMs: time.Since(t0).Milliseconds(),
+				DurationMs: time.Since(t0).Milliseconds(), Failure: res.Failure, Confinement: res.Confinement,
 			})
 			results[i] = llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: output, IsError: res.IsError}
 			errs[i] = err

@@ -42,6 +42,11 @@ type CreateSessionParams struct {
 	// Network is the shells' network policy, "allow" or "deny"; empty
 	// means the host's default (deny unless configured).
 	Network string `json:"network,omitempty"`
+	// Limits are the limits of each command the session runs (shell
+	// calls, background processes, its MCP servers), field by field over
+	// the host's defaults, each at most the host's ceiling
+	// (docs/sandbox.md); nil means the host's defaults.
+	Limits *event.Limits `json:"limits,omitempty"`
 	// Policy is the session's approval policy, layered over the host's
 	// (see docs/policy.md); nil means the host's alone.
 	Policy *Policy `json:"policy,omitempty"`

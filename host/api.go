@@ -35,8 +35,12 @@ func (h *Host) CreateSession(ctx context.Context, p api.CreateSessionParams) (*a
 }
 
 func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc *idem.Claim) (*api.SessionResult, idem.Ref, error) {
-	// The host's checks: the model, the policy over the host's, the MCP
-	// servers, the mounts (each against what the client may reach).
+	// The host's checks: the session's limits against the operator's
+	// ceiling, the model, the policy over the host's, the MCP servers, the
+	// mounts (each against what the client may reach).
+	if err := checkLimits("limits", p.Limits, h.cfg.MaxCommandLimits); err != nil {
+		return nil, idem.Ref{}, err
+	}
 	if err := h.checkModel("model", p.Model); err != nil {
 		return nil, idem.Ref{}, err
 	}
@@ -64,7 +68,7 @@ func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc 
 		tools = append(tools, event.ClientTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
 	}
 	s, err := session.Create(ctx, &h.scfg, id, event.SessionCreatedData{Title: p.Title, Model: p.Model, Metadata: p.Metadata,
-		Mounts: mounts, Network: p.Network, Policy: pol, Tools: tools, MCPServers: p.MCPServers}, rc)
+		Mounts: mounts, Network: p.Network, Limits: p.Limits, Policy: pol, Tools: tools, MCPServers: p.MCPServers}, rc)
 	if err != nil {
 		return nil, idem.Ref{}, err
 	}

@@ -62,12 +62,18 @@ var scripts = map[string]string{
 
 func newHost(t *testing.T) (*host.Host, store.Store) {
 	t.Helper()
+	return newHostWith(t, nil)
+}
+
+// newHostWith is newHost with its configuration changed by mod.
+func newHostWith(t *testing.T, mod func(*host.Config)) (*host.Host, store.Store) {
+	t.Helper()
 	st := memory.New()
 	reg := tool.NewRegistry()
 	if err := builtin.Register(reg, builtin.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := host.New(context.Background(), host.Config{
+	cfg := host.Config{
 		Store: st, Tools: reg, DefaultModel: "scripted:fast",
 		CoalesceWindow: 2 * time.Millisecond,
 		ResolveModel: func(name string) (*host.Model, error) {
@@ -82,7 +88,11 @@ func newHost(t *testing.T) (*host.Host, store.Store) {
 			}
 			return &host.Model{Name: name, Provider: p, Model: key}, nil
 		},
-	})
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	h, err := host.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -641,5 +651,35 @@ func TestSessionNetworkPolicy(t *testing.T) {
 	}
 	if _, err := h.CreateSession(ctx, api.CreateSessionParams{Network: "sometimes"}); !errors.Is(err, api.ErrInvalidParams) {
 		t.Fatalf("bad network: %v", err)
+	}
+}
+
+// TestSessionLimits: a session's own limits of each command are kept
+// through mount changes, and refused over the host's ceiling or negative.
+func TestSessionLimits(t *testing.T) {
+	h, _ := newHostWith(t, func(c *host.Config) {
+		c.MaxCommandLimits = event.Limits{Processes: 100, MemoryBytes: 1 << 30}
+	})
+	ctx := context.Background()
+	l := &event.Limits{Processes: 50, CPUTimeMs: 60000, FileSizeBytes: 1 << 20}
+	s, err := h.CreateSession(ctx, api.CreateSessionParams{Limits: l, Mounts: []event.Mount{{ID: "work", Path: t.TempDir()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Binding.Limits == nil || *s.Binding.Limits != *l {
+		t.Fatalf("binding %+v", s.Binding)
+	}
+	if _, err := h.Mount(ctx, api.MountParams{SessionID: s.ID, Mount: event.Mount{ID: "more", Path: t.TempDir()}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID}); got.Binding.Limits == nil || *got.Binding.Limits != *l {
+		t.Fatalf("after mount: %+v", got.Binding)
+	}
+	for _, bad := range []event.Limits{{Processes: 101}, {MemoryBytes: 2 << 30}, {Processes: -1}, {FileSizeBytes: 100}} {
+		_, err := h.CreateSession(ctx, api.CreateSessionParams{Limits: &bad})
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.Kind != api.KindInvalidParams || !strings.Contains(ae.Message, "limits.") {
+			t.Errorf("limits %+v: %v", bad, err)
+		}
 	}
 }

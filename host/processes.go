@@ -394,7 +394,7 @@ func (h *Host) RunTool(ctx context.Context, run process.ToolRun) tool.Result {
 	)
 	err := h.with(ctx, run.Process.SessionID, func(s *session.Session) error {
 		var err error
-		b, err = env.Open(s.Record().Binding)
+		b, err = env.OpenSession(run.Process.SessionID, s.Record().Binding)
 		bg = s.Background()
 		g = s.ToolGuard(run.Process.RunID, run.Process.Spec.Tool, run.Process.Spec.Args)
 		return err

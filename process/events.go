@@ -197,6 +197,11 @@ type EndedData struct {
 	// Evidence says why an abandoned process is considered dead: what was
 	// observed and what was done.
 	Evidence *Evidence `json:"evidence,omitempty"`
+	// Failure is the typed reason a shell failed where one is known: a
+	// resource limit its tree ran into (kind resource_limit), which
+	// LimitMessage describes.
+	Failure      *event.ToolFailure `json:"failure,omitempty"`
+	LimitMessage string             `json:"limitMessage,omitempty"`
 }
 
 // Evidence is the reason a process was abandoned.

@@ -20,6 +20,7 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/env"
 	"weft.dev/weft/env/sandbox"
+	"weft.dev/weft/event"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
@@ -447,6 +448,14 @@ func (p *proc) superviseShell(readers []streamReader) {
 		d.Error = werr.Error()
 	}
 	d.ExitCode = exit
+	var limited bool
+	if p.sandbox != nil {
+		if l := p.sandbox.Exceeded(); l != nil {
+			limited = true
+			d.Failure = &event.ToolFailure{Kind: event.FailureResourceLimit, Limit: l.Limit, Scope: l.Scope}
+			d.LimitMessage = l.Error()
+		}
+	}
 	status := record.ProcessCompleted
 	switch {
 	case cancelq != nil:
@@ -454,7 +463,7 @@ func (p *proc) superviseShell(readers []streamReader) {
 	case closing:
 		status = record.ProcessAbandoned
 		d.Evidence = &Evidence{Writer: "close", Reason: "the host shut down and killed the process tree", Pgid: p.cmd.Process.Pid}
-	case exit == nil || *exit != 0:
+	case exit == nil || *exit != 0 || limited:
 		status = record.ProcessFailed
 	}
 	_, ok := p.end(status, d, exit)

@@ -800,3 +800,23 @@ func TestRecoverDispositions(t *testing.T) {
 		t.Errorf("bound = %s", rec.Status)
 	}
 }
+
+// TestSandboxedShellResourceLimit: a background shell that runs into its
+// processes limit fails, its end naming the limit (resource_limit).
+func TestSandboxedShellResourceLimit(t *testing.T) {
+	testenv.Landlock(t, 1)
+	testenv.Cgroups(t)
+	exe, _ := os.Executable()
+	f := setup(t, process.Config{Sandbox: &sandbox.Config{Executable: exe, Limits: sandbox.Limits{Processes: 32}}})
+	p := f.shell(t, `for i in $(seq 100); do sleep 300 & done; wait`)
+	res := f.await(t, p.ID)
+	if res.Process.Status != record.ProcessFailed {
+		t.Fatalf("status %s", res.Process.Status)
+	}
+	evs, _ := f.st.ReadProcess(context.Background(), store.ReadProcessParams{ProcessID: p.ID})
+	var d process.EndedData
+	json.Unmarshal(evs[len(evs)-1].Data, &d)
+	if d.Failure == nil || d.Failure.Kind != event.FailureResourceLimit || d.Failure.Limit != sandbox.LimitProcesses || !strings.Contains(d.LimitMessage, "processes limit") {
+		t.Errorf("end %s", evs[len(evs)-1].Data)
+	}
+}

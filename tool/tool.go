@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 
 	"weft.dev/weft/env"
+	"weft.dev/weft/event"
 	"weft.dev/weft/store/record"
 )
 
@@ -84,6 +85,12 @@ type Result struct {
 	// Truncated reports that [Registry.Call] cut Output to its result
 	// budget; Output then ends with a note saying how to read the rest.
 	Truncated bool `json:"truncated,omitempty"`
+	// Failure is the typed reason of a failed call, for clients (the
+	// model reads Output); nil when the tool gives none.
+	Failure *event.ToolFailure `json:"failure,omitempty"`
+	// Confinement says what held a command the call ran (see
+	// [event.ToolCallCompletedData]); empty for other tools.
+	Confinement string `json:"confinement,omitempty"`
 }
 
 // Tool is a capability offered to the model. Call must honour ctx: when it

@@ -194,6 +194,13 @@ func (versionCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "weft %s (%s %s/%s)\nshell sandbox: %s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH, cfg.Sandbox().Status())
+	st := cfg.Sandbox().Status()
+	fmt.Fprintf(a.stdout, "weft %s (%s %s/%s)\nshell sandbox: %s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH, st)
+	_, ses, host := cfg.EffectiveLimits()
+	by := "cgroup v1"
+	if st.LimitsBy.Processes != sandbox.ByCgroupV1 {
+		by = "not enforced: weft can make no cgroups here"
+	}
+	fmt.Fprintf(a.stdout, "commands together (%s): each session's %s; the host's %s\n", by, ses, host)
 	return nil
 }

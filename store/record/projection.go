@@ -157,7 +157,7 @@ func (p *Projection) Apply(e event.Event) error {
 		s.ID = e.SessionID
 		s.Title, s.Model, s.Metadata, s.Policy, s.Tools, s.MCPServers = d.Title, d.Model, d.Metadata, d.Policy, d.Tools, d.MCPServers
 		s.CreatedAt = e.Time
-		s.Binding = event.Binding{BindingVersion: 1, Mounts: d.Mounts, Network: d.Network}
+		s.Binding = event.Binding{BindingVersion: 1, Mounts: d.Mounts, Network: d.Network, Limits: d.Limits}
 	case event.SessionUpdated:
 		var d event.SessionUpdatedData
 		if err := e.Decode(&d); err != nil {
@@ -179,7 +179,7 @@ func (p *Projection) Apply(e event.Event) error {
 			return err
 		}
 		p.touched = true
-		s.Binding = event.Binding{BindingVersion: d.BindingVersion, Mounts: d.Mounts, Network: s.Binding.Network}
+		s.Binding = event.Binding{BindingVersion: d.BindingVersion, Mounts: d.Mounts, Network: s.Binding.Network, Limits: s.Binding.Limits}
 	case event.RunQueued:
 		var d event.RunQueuedData
 		if err := e.Decode(&d); err != nil {
