@@ -23,6 +23,7 @@ import (
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
 )
@@ -178,7 +179,7 @@ func TestTextAndToolRun(t *testing.T) {
 		t.Fatalf("usage not accounted: %+v", out.Usage)
 	}
 	r, _ := f.j.Run(evs[0].RunID)
-	if r.Status != store.RunCompleted || r.Usage != out.Usage || r.Steps != 2 {
+	if r.Status != record.RunCompleted || r.Usage != out.Usage || r.Steps != 2 {
 		t.Fatalf("run record %+v", r)
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/llm"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 )
 
@@ -277,7 +277,7 @@ func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, 
 			// run's transcript agree.
 			output, err := l.emitResult(wctx, event.ToolCallCompletedData{
 				ID: c.ID, Name: c.Name, Output: res.Output, IsError: res.IsError, Truncated: res.Truncated,
-				DurationMs: time.Since(t0).Milliseconds(),
+				DurationMs: time.Since(t0).Milliseconds(), Failure: res.Failure, Confinement: res.Confinement,
 			})
 			results[i] = llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: output, IsError: res.IsError}
 			errs[i] = err
@@ -347,10 +347,10 @@ func (l *loop) settle(ctx context.Context, pending []Pending) ([]llm.Message, er
 
 // gatedRequests returns the requests the current step opened, and
 // forgets them.
-func (l *loop) gatedRequests() []store.Request {
-	reqs := make([]store.Request, len(l.gated))
+func (l *loop) gatedRequests() []record.Request {
+	reqs := make([]record.Request, len(l.gated))
 	for i, g := range l.gated {
-		reqs[i] = store.Request{ID: g.requestID, RunID: l.run.ID, Kind: g.kind, ToolCall: g.call}
+		reqs[i] = record.Request{ID: g.requestID, RunID: l.run.ID, Kind: g.kind, ToolCall: g.call}
 	}
 	l.gated = nil
 	return reqs
@@ -372,7 +372,7 @@ type EndLog interface {
 	// returns the batch as stored. The decision and the commit must be
 	// atomic with respect to the answers: no answer may commit between
 	// them.
-	AppendEnd(ctx context.Context, runID string, gated []store.Request, reason string, last ...event.Event) ([]event.Event, error)
+	AppendEnd(ctx context.Context, runID string, gated []record.Request, reason string, last ...event.Event) ([]event.Event, error)
 }
 
 // CloseGated returns the events that close the gated calls of a step
@@ -384,8 +384,8 @@ type EndLog interface {
 // gets an error result. A question or a client tool call already
 // answered has its result, and gets nothing more. A nil open means all
 // are open.
-func CloseGated(runID string, gated []store.Request, open func(requestID string) bool, reason string) ([]event.Event, error) {
-	var still []store.Request
+func CloseGated(runID string, gated []record.Request, open func(requestID string) bool, reason string) ([]event.Event, error) {
+	var still []record.Request
 	var evs []event.Event
 	for _, q := range gated {
 		if open == nil || open(q.ID) {
@@ -413,7 +413,7 @@ func CloseGated(runID string, gated []store.Request, open func(requestID string)
 // the run ends without their answers (cancelled, failed): each request is
 // resolved as cancelled (policy "cancel") and its tool call gets an error
 // result, so that no call is left open.
-func CloseRequests(runID string, open []store.Request, reason string) ([]event.Event, error) {
+func CloseRequests(runID string, open []record.Request, reason string) ([]event.Event, error) {
 	by := event.By{Policy: "cancel"}
 	out := "error: " + reason + " before this call was answered"
 	var evs []event.Event

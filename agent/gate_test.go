@@ -13,6 +13,7 @@ import (
 	"weft.dev/weft/env"
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 )
 
@@ -78,7 +79,7 @@ func TestGatedCallParksAndResumes(t *testing.T) {
 	if !out.Waiting || out.Type != "" {
 		t.Fatalf("outcome %+v; want the run to wait", out)
 	}
-	if r, _ := f.j.Run("run_1"); r.Status != store.RunWaiting || len(r.Requests) != 1 {
+	if r, _ := f.j.Run("run_1"); r.Status != record.RunWaiting || len(r.Requests) != 1 {
 		t.Fatalf("run %+v; want waiting on one request", r)
 	}
 	if _, err := os.Stat(filepath.Join(f.dir, "a.txt")); err == nil {
@@ -208,7 +209,7 @@ func TestCancelBeforeParkingClosesRequests(t *testing.T) {
 		t.Fatalf("outcome %+v, %v; want cancelled", out, err)
 	}
 	r, _ := f.j.Run("run_1")
-	if len(r.Requests) != 0 || r.Status != store.RunCancelled {
+	if len(r.Requests) != 0 || r.Status != record.RunCancelled {
 		t.Fatalf("run %+v; want cancelled with no request open", r)
 	}
 	results := map[string]bool{}
@@ -230,10 +231,10 @@ func TestCancelBeforeParkingClosesRequests(t *testing.T) {
 // ran), and records what it was given.
 type answeredLog struct {
 	agent.Log
-	gated []store.Request
+	gated []record.Request
 }
 
-func (l *answeredLog) AppendEnd(ctx context.Context, runID string, gated []store.Request, reason string, last ...event.Event) ([]event.Event, error) {
+func (l *answeredLog) AppendEnd(ctx context.Context, runID string, gated []record.Request, reason string, last ...event.Event) ([]event.Event, error) {
 	l.gated = gated
 	evs, err := agent.CloseGated(runID, gated, func(string) bool { return false }, reason)
 	if err != nil {
@@ -297,7 +298,7 @@ func TestEndLogClosesOnlyWhatIsOpen(t *testing.T) {
 // or a client tool call already answered (their answer is their result).
 func TestCloseGated(t *testing.T) {
 	call := func(id string) event.ToolCall { return event.ToolCall{ID: id, Name: "t"} }
-	gated := []store.Request{
+	gated := []record.Request{
 		{ID: "apr_open", Kind: event.RequestApproval, ToolCall: call("c1")},
 		{ID: "apr_done", Kind: event.RequestApproval, ToolCall: call("c2")},
 		{ID: "inp_done", Kind: event.RequestInput, ToolCall: call("c3")},

@@ -1,18 +1,24 @@
-// Package api holds weft's wire types: the params and results of every
-// JSON-RPC method, the notifications, and the error table. It depends on
+// Package api is weft's protocol: the method table (one descriptor per
+// JSON-RPC method, [Methods]), the [Host] interface it describes, the
+// params and results of every method with their validation, the
+// notifications, the event types, and the error table. It depends on
 // nothing of the engine (no host, agent loop, process manager or
 // sandbox), so that a client of weft links only this package, the event
 // envelope and the store's record types.
 //
-// The host implements these methods in process (package host) and over
-// the wire (package rpc); package client calls them. Errors that callers
-// branch on are the sentinels of this package ([ErrNotFound],
-// [ErrRunConflict], …), matched with errors.Is on either side of the wire.
+// The host implements [Host] in process (package host); package rpc
+// serves any Host over the wire, and package client is a Host that
+// calls one there. Both are checked against the table: rpc registers
+// from it, and the OpenRPC document (rpc.discover, `weft schema`) is
+// generated from it. Errors that callers branch on are the sentinels of
+// this package ([ErrNotFound], [ErrRunConflict], …), matched with
+// errors.Is on either side of the wire.
 package api
 
 // Method names. Mutating methods take an optional idempotencyKey.
 const (
 	MethodInitialize = "initialize"
+	MethodDiscover   = "rpc.discover"
 
 	MethodSessionCreate = "session/create"
 	MethodSessionGet    = "session/get"

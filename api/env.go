@@ -29,6 +29,11 @@ type ListEnvParams struct {
 	SessionID string `json:"sessionId"`
 }
 
+// Validate checks that the session is named.
+func (p ListEnvParams) Validate() error {
+	return required("sessionId", p.SessionID)
+}
+
 // ListEnvResult is a session's current binding.
 type ListEnvResult struct {
 	Environment
@@ -55,6 +60,17 @@ type MountParams struct {
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
+// Validate checks that the session and the mount's ID are given, and
+// the idempotency key; the host checks the mount against the binding's
+// rules and its file system.
+func (p MountParams) Validate() error {
+	return firstError(
+		checkKey(p.IdempotencyKey),
+		required("sessionId", p.SessionID),
+		required("mount.id", p.Mount.ID),
+	)
+}
+
 // UnmountParams are the params of env/unmount.
 type UnmountParams struct {
 	SessionID string `json:"sessionId"`
@@ -69,6 +85,16 @@ type UnmountParams struct {
 	ExpectedBindingVersion *int64 `json:"expectedBindingVersion,omitempty"`
 	InjectContext          bool   `json:"injectContext,omitempty"`
 	IdempotencyKey         string `json:"idempotencyKey,omitempty"`
+}
+
+// Validate checks that the session and the mount are named, and the
+// idempotency key.
+func (p UnmountParams) Validate() error {
+	return firstError(
+		checkKey(p.IdempotencyKey),
+		required("sessionId", p.SessionID),
+		required("mountId", p.MountID),
+	)
 }
 
 // Warning is a part of a mount change that did not happen, such as the

@@ -17,6 +17,15 @@ type ReadEventsParams struct {
 	RunID string `json:"runId,omitempty"`
 }
 
+// Validate checks that the session is named and the limit is not
+// negative; the cursor is checked against the log by the host.
+func (p ReadEventsParams) Validate() error {
+	return firstError(
+		nonNegative("limit", int64(p.Limit)),
+		required("sessionId", p.SessionID),
+	)
+}
+
 // ReadEventsResult is a page of events.
 type ReadEventsResult struct {
 	Events     []event.Event `json:"events"`
@@ -33,6 +42,12 @@ type SubscribeParams struct {
 	RunID string `json:"runId,omitempty"`
 }
 
+// Validate checks that the session is named; the cursor is checked
+// against the log by the host.
+func (p SubscribeParams) Validate() error {
+	return required("sessionId", p.SessionID)
+}
+
 // SubscribeResult names a subscription.
 type SubscribeResult struct {
 	SubscriptionID string `json:"subscriptionId"`
@@ -41,6 +56,11 @@ type SubscribeResult struct {
 // UnsubscribeParams are the params of events/unsubscribe.
 type UnsubscribeParams struct {
 	SubscriptionID string `json:"subscriptionId"`
+}
+
+// Validate checks that the subscription is named.
+func (p UnsubscribeParams) Validate() error {
+	return required("subscriptionId", p.SubscriptionID)
 }
 
 // UnsubscribeResult acknowledges events/unsubscribe.
@@ -81,6 +101,9 @@ type ClosedNotification struct {
 // ToolsListParams are the params of tools/list.
 type ToolsListParams struct{}
 
+// Validate checks nothing.
+func (p ToolsListParams) Validate() error { return nil }
+
 // ToolSpec describes a tool as the model sees it.
 type ToolSpec struct {
 	Name        string          `json:"name"`
@@ -103,4 +126,58 @@ type Info struct {
 	// model's script, say) and is where the key of a missing API key must
 	// be set. Empty from clients, and from a server that does not say.
 	Cwd string `json:"cwd,omitempty"`
+}
+
+// InitializeParams are the params of initialize.
+type InitializeParams struct {
+	ClientInfo      Info   `json:"clientInfo" jsonschema:"the connecting program"`
+	ProtocolVersion string `json:"protocolVersion" jsonschema:"the protocol version the client speaks"`
+}
+
+// Validate checks nothing: every initialize is served.
+func (p InitializeParams) Validate() error { return nil }
+
+// Capabilities tells a client what the connection supports.
+type Capabilities struct {
+	// Notifications is true when the server can push notifications on
+	// this connection (WebSocket, stdio), false on HTTP POST.
+	Notifications bool `json:"notifications"`
+	// Batch is true: JSON-RPC batches are accepted.
+	Batch bool `json:"batch"`
+	// Discover is true: rpc.discover serves an OpenRPC document.
+	Discover bool `json:"discover"`
+}
+
+// InitializeResult is the result of initialize. The server answers with
+// its own protocolVersion; a client that cannot speak it should
+// disconnect.
+type InitializeResult struct {
+	ServerInfo      Info         `json:"serverInfo"`
+	ProtocolVersion string       `json:"protocolVersion"`
+	Capabilities    Capabilities `json:"capabilities"`
+}
+
+// DiscoverParams are the (empty) params of rpc.discover.
+type DiscoverParams struct{}
+
+// Validate checks nothing.
+func (p DiscoverParams) Validate() error { return nil }
+
+// DiscoverResult is the result of rpc.discover: an OpenRPC 1.3 document
+// describing every method, notification, event type and error code, as
+// JSON. It encodes as the document itself.
+type DiscoverResult json.RawMessage
+
+// MarshalJSON returns the document.
+func (d DiscoverResult) MarshalJSON() ([]byte, error) {
+	if d == nil {
+		return []byte("null"), nil
+	}
+	return d, nil
+}
+
+// UnmarshalJSON keeps a copy of the document.
+func (d *DiscoverResult) UnmarshalJSON(b []byte) error {
+	*d = append((*d)[:0], b...)
+	return nil
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // AwaitResult is the result of process/await: the record when the wait
@@ -13,7 +13,7 @@ import (
 type AwaitResult struct {
 	// Process is the record when Await returned: its status, exit code
 	// and the true size of its output (outputBytes, droppedBytes).
-	Process store.Process `json:"process"`
+	Process record.Process `json:"process"`
 	// TimedOut is set when the process was still running at the timeout.
 	TimedOut bool `json:"timedOut,omitempty"`
 	// Head is the beginning of the output, as text, when the output is
@@ -121,9 +121,20 @@ type ProcessStartParams struct {
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
+// Validate checks that either a command or a tool is given, and the
+// idempotency key; the host checks the tool's arguments, the mount and
+// the command's size.
+func (p ProcessStartParams) Validate() error {
+	err := checkKey(p.IdempotencyKey)
+	if err == nil && (p.Command == "") == (p.Tool == "") {
+		err = InvalidParam("command", "give either command or tool")
+	}
+	return firstError(err, required("sessionId", p.SessionID))
+}
+
 // ProcessResult is a process record.
 type ProcessResult struct {
-	store.Process
+	record.Process
 	Handle   Handle `json:"handle"`
 	Replayed bool   `json:"replayed,omitempty"`
 }
@@ -136,6 +147,11 @@ type ProcessIDParams struct {
 	SessionID string `json:"sessionId,omitempty"`
 }
 
+// Validate checks that the process is named.
+func (p ProcessIDParams) Validate() error {
+	return required("id", p.ID)
+}
+
 // ProcessListParams are the params of process/list. Without SessionID an
 // operator lists every session's processes.
 type ProcessListParams struct {
@@ -143,9 +159,12 @@ type ProcessListParams struct {
 	Status    string `json:"status,omitempty"`
 }
 
+// Validate checks nothing: every list is served (visibility applies).
+func (p ProcessListParams) Validate() error { return nil }
+
 // ProcessListResult lists processes.
 type ProcessListResult struct {
-	Processes []store.Process `json:"processes"`
+	Processes []record.Process `json:"processes"`
 }
 
 // ProcessAwaitParams are the params of process/await.
@@ -155,12 +174,29 @@ type ProcessAwaitParams struct {
 	TimeoutMs int64  `json:"timeoutMs"`
 }
 
+// Validate checks the timeout and that the process is named.
+func (p ProcessAwaitParams) Validate() error {
+	return firstError(
+		nonNegative("timeoutMs", p.TimeoutMs),
+		required("id", p.ID),
+	)
+}
+
 // ProcessOutputParams are the params of process/output.
 type ProcessOutputParams struct {
 	ID        string `json:"id"`
 	SessionID string `json:"sessionId,omitempty"`
 	Offset    int64  `json:"offset,omitempty"`
 	Limit     int    `json:"limit,omitempty"`
+}
+
+// Validate checks the offset and the limit, and that the process is
+// named.
+func (p ProcessOutputParams) Validate() error {
+	if p.Offset < 0 || p.Limit < 0 {
+		return InvalidParam("offset", "offset and limit must not be negative")
+	}
+	return required("id", p.ID)
 }
 
 // ProcessWriteParams are the params of process/write (stdin).
@@ -173,6 +209,11 @@ type ProcessWriteParams struct {
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
+// Validate checks that the process is named, and the idempotency key.
+func (p ProcessWriteParams) Validate() error {
+	return firstError(checkKey(p.IdempotencyKey), required("id", p.ID))
+}
+
 // ProcessSignalParams are the params of process/signal.
 type ProcessSignalParams struct {
 	ID             string          `json:"id"`
@@ -180,6 +221,12 @@ type ProcessSignalParams struct {
 	Name           string          `json:"name"`
 	Payload        json.RawMessage `json:"payload,omitempty"`
 	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
+}
+
+// Validate checks that the process and the signal are named, and the
+// idempotency key.
+func (p ProcessSignalParams) Validate() error {
+	return firstError(checkKey(p.IdempotencyKey), required("id", p.ID), required("name", p.Name))
 }
 
 // ProcessSignalResult acknowledges a signal.
@@ -197,6 +244,16 @@ type ProcessCancelParams struct {
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
+// Validate checks the reason's size, that the process is named, and the
+// idempotency key.
+func (p ProcessCancelParams) Validate() error {
+	return firstError(
+		checkKey(p.IdempotencyKey),
+		checkSize("reason", len(p.Reason), MaxReasonBytes),
+		required("id", p.ID),
+	)
+}
+
 // ProcessGrantParams are the params of process/grant and process/revoke.
 type ProcessGrantParams struct {
 	ID             string `json:"id"`
@@ -205,11 +262,22 @@ type ProcessGrantParams struct {
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
+// Validate checks that the process and the other session are named, and
+// the idempotency key.
+func (p ProcessGrantParams) Validate() error {
+	return firstError(checkKey(p.IdempotencyKey), required("id", p.ID), required("toSessionId", p.ToSessionID))
+}
+
 // ProcessFollowParams are the params of process/follow.
 type ProcessFollowParams struct {
 	ID        string `json:"id"`
 	SessionID string `json:"sessionId,omitempty"`
 	Offset    int64  `json:"offset,omitempty"`
+}
+
+// Validate checks the offset and that the process is named.
+func (p ProcessFollowParams) Validate() error {
+	return firstError(nonNegative("offset", p.Offset), required("id", p.ID))
 }
 
 // ProcessOutputNotification is the params of the process/output

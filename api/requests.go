@@ -3,7 +3,8 @@ package api
 import (
 	"context"
 
-	"weft.dev/weft/store"
+	"weft.dev/weft/event"
+	"weft.dev/weft/store/record"
 )
 
 // DecideParams are the params of approval/decide.
@@ -21,6 +22,18 @@ type DecideParams struct {
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
+// Validate checks the decision, the message's size, that the approval is
+// named, and the idempotency key.
+func (p DecideParams) Validate() error {
+	return firstError(
+		checkKey(p.IdempotencyKey),
+		checkSize("message", len(p.Message), MaxReasonBytes),
+		oneOf("decision", p.Decision, "decision %q: want allow_once, allow_session or deny",
+			event.DecisionAllowOnce, event.DecisionAllowSession, event.DecisionDeny),
+		required("approvalId", p.ApprovalID),
+	)
+}
+
 // AnswerParams are the params of input/answer: the answer to a question
 // the model asked with ask_user. Give Text, or Choice (an index into the
 // question's choices).
@@ -31,6 +44,19 @@ type AnswerParams struct {
 	// SessionID, if set, must be the session the question belongs to.
 	SessionID      string `json:"sessionId,omitempty"`
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+}
+
+// Validate checks that the answer is a text or a choice (not both), its
+// size, that the question is named, and the idempotency key.
+func (p AnswerParams) Validate() error {
+	err := firstError(
+		checkKey(p.IdempotencyKey),
+		checkSize("text", len(p.Text), MaxInputBytes),
+	)
+	if err == nil && (p.Text == "") == (p.Choice == nil) {
+		err = InvalidParam("text", "give the answer's text or a choice")
+	}
+	return firstError(err, required("requestId", p.RequestID))
 }
 
 // ToolResultParams are the params of tool/result: the result of a call of
@@ -47,16 +73,37 @@ type ToolResultParams struct {
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
+// Validate checks that the call is named (by its request, or its call
+// ID), the output's size, and the idempotency key.
+func (p ToolResultParams) Validate() error {
+	err := firstError(
+		checkKey(p.IdempotencyKey),
+		checkSize("output", len(p.Output), MaxInputBytes),
+	)
+	if err == nil && p.RequestID == "" && p.CallID == "" {
+		err = InvalidParam("requestId", "name the call: requestId, or callId (and sessionId)")
+	}
+	return err
+}
+
 // RequestResult is a request record, as answered by approval/decide,
 // input/answer, tool/result and request/get.
 type RequestResult struct {
-	store.Request
+	record.Request
 	Replayed bool `json:"replayed,omitempty"`
 }
 
 // RequestIDParams name a request.
 type RequestIDParams struct {
 	RequestID string `json:"requestId"`
+}
+
+// Validate checks that the request is named.
+func (p RequestIDParams) Validate() error {
+	if p.RequestID == "" {
+		return InvalidParam("requestId", "the request's ID is required")
+	}
+	return nil
 }
 
 // ListRequestsParams are the params of request/list (and approval/list,
@@ -72,9 +119,20 @@ type ListRequestsParams struct {
 	Limit int `json:"limit,omitempty"`
 }
 
+// Validate checks the limit, the status and the kind.
+func (p ListRequestsParams) Validate() error {
+	return firstError(
+		nonNegative("limit", int64(p.Limit)),
+		oneOf("status", p.Status, "status %q: want open, resolved, expired, cancelled or all",
+			"", "all", record.RequestOpen, record.RequestResolved, record.RequestExpired, record.RequestCancelled),
+		oneOf("kind", p.Kind, "kind %q: want approval, input or tool",
+			"", event.RequestApproval, event.RequestInput, event.RequestTool),
+	)
+}
+
 // ListRequestsResult lists requests, oldest first.
 type ListRequestsResult struct {
-	Requests []store.Request `json:"requests"`
+	Requests []record.Request `json:"requests"`
 }
 
 // Request methods.

@@ -1,6 +1,6 @@
 package api
 
-import "weft.dev/weft/store"
+import "weft.dev/weft/store/record"
 
 // Busy policies for a run started while another is active.
 const (
@@ -40,9 +40,26 @@ type StartRunParams struct {
 	IdempotencyKey string     `json:"idempotencyKey,omitempty"`
 }
 
+// Validate checks a run's params: the session, the input (not empty, at
+// most MaxInputBytes), busy, maxSteps, the model's length, the client's
+// tools, the idempotency key. The host checks the rest: that it can use
+// the model (the run's, or the one it would use), the policy over its
+// own, the default preset.
+func (p StartRunParams) Validate() error {
+	return firstError(
+		checkKey(p.IdempotencyKey),
+		required("sessionId", p.SessionID),
+		checkInput(p.Input),
+		oneOf("busy", p.Busy, "busy %q: want reject, queue, interrupt or steer", "", BusyReject, BusyQueue, BusyInterrupt, BusySteer),
+		nonNegative("maxSteps", int64(p.MaxSteps)),
+		checkSize("model", len(p.Model), MaxModelBytes),
+		checkTools("tools", p.Tools),
+	)
+}
+
 // RunResult is a run, as returned by run/start, run/get and run/cancel.
 type RunResult struct {
-	store.Run
+	record.Run
 	// Steer is set when run/start with busy=steer folded the input into the active run.
 	Steer    *SteerReceipt `json:"steer,omitempty"`
 	Replayed bool          `json:"replayed,omitempty"`
@@ -53,15 +70,25 @@ type RunIDParams struct {
 	RunID string `json:"runId"`
 }
 
+// Validate checks that the run is named.
+func (p RunIDParams) Validate() error {
+	return required("runId", p.RunID)
+}
+
 // ListRunsParams are the params of run/list.
 type ListRunsParams struct {
 	SessionID string `json:"sessionId"`
 	Status    string `json:"status,omitempty"`
 }
 
+// Validate checks that the session is named.
+func (p ListRunsParams) Validate() error {
+	return required("sessionId", p.SessionID)
+}
+
 // ListRunsResult lists runs.
 type ListRunsResult struct {
-	Runs []store.Run `json:"runs"`
+	Runs []record.Run `json:"runs"`
 }
 
 // WaitRunParams are the params of run/wait.
@@ -70,10 +97,18 @@ type WaitRunParams struct {
 	TimeoutMs int64  `json:"timeoutMs"`
 }
 
+// Validate checks the timeout and that the run is named.
+func (p WaitRunParams) Validate() error {
+	return firstError(
+		nonNegative("timeoutMs", p.TimeoutMs),
+		required("runId", p.RunID),
+	)
+}
+
 // WaitRunResult says whether the run ended before the timeout.
 type WaitRunResult struct {
-	Run      store.Run `json:"run"`
-	TimedOut bool      `json:"timedOut"`
+	Run      record.Run `json:"run"`
+	TimedOut bool       `json:"timedOut"`
 }
 
 // SteerParams are the params of run/steer.
@@ -84,6 +119,16 @@ type SteerParams struct {
 	// Input is at most MaxInputBytes.
 	Input          Input  `json:"input"`
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+}
+
+// Validate checks the input (not empty, at most MaxInputBytes), that the
+// run is named, and the idempotency key.
+func (p SteerParams) Validate() error {
+	return firstError(
+		checkKey(p.IdempotencyKey),
+		checkInput(p.Input),
+		required("runId", p.RunID),
+	)
 }
 
 // SteerReceipt acknowledges a steer.
@@ -102,4 +147,14 @@ type CancelParams struct {
 	// Reason is at most MaxReasonBytes.
 	Reason         string `json:"reason,omitempty"`
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+}
+
+// Validate checks the reason's size, that the run is named, and the
+// idempotency key.
+func (p CancelParams) Validate() error {
+	return firstError(
+		checkKey(p.IdempotencyKey),
+		checkSize("reason", len(p.Reason), MaxReasonBytes),
+		required("runId", p.RunID),
+	)
 }

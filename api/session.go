@@ -4,14 +4,19 @@ import (
 	"encoding/json"
 
 	"weft.dev/weft/event"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // Input is user input: a string or a list of content parts.
 type Input []event.Part
 
-// UnmarshalJSON accepts "text" or [{"type":"text","text":"…"}].
+// UnmarshalJSON accepts "text" or [{"type":"text","text":"…"}]; null is
+// no input, as a nil Input encodes.
 func (in *Input) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*in = nil
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err == nil {
 		*in = event.TextParts(s)
@@ -37,6 +42,11 @@ type CreateSessionParams struct {
 	// Network is the shells' network policy, "allow" or "deny"; empty
 	// means the host's default (deny unless configured).
 	Network string `json:"network,omitempty"`
+	// Limits are the limits of each command the session runs (shell
+	// calls, background processes, its MCP servers), field by field over
+	// the host's defaults, each at most the host's ceiling
+	// (docs/sandbox.md); nil means the host's defaults.
+	Limits *event.Limits `json:"limits,omitempty"`
 	// Policy is the session's approval policy, layered over the host's
 	// (see docs/policy.md); nil means the host's alone.
 	Policy *Policy `json:"policy,omitempty"`
@@ -54,9 +64,26 @@ type CreateSessionParams struct {
 	IdempotencyKey string                     `json:"idempotencyKey,omitempty"`
 }
 
+// Validate checks the sizes and shapes of a session's params: title,
+// metadata, network, the model's length, the client's tools, the MCP
+// servers' number and size, the idempotency key. The host checks the
+// rest: that it can use the model, the policy over its own, the MCP
+// servers' configuration and the mounts against its file system.
+func (p CreateSessionParams) Validate() error {
+	return firstError(
+		checkKey(p.IdempotencyKey),
+		checkSize("title", len(p.Title), MaxTitleBytes),
+		checkMetadata(p.Metadata),
+		oneOf("network", p.Network, "network %q: want allow or deny", "", "allow", "deny"),
+		checkSize("model", len(p.Model), MaxModelBytes),
+		checkTools("tools", p.Tools),
+		checkMCPServers(p.MCPServers),
+	)
+}
+
 // SessionResult is a session, as returned by session/create and session/get.
 type SessionResult struct {
-	store.Session
+	record.Session
 	Replayed bool `json:"replayed,omitempty"`
 }
 
@@ -65,10 +92,21 @@ type SessionGetParams struct {
 	SessionID string `json:"sessionId"`
 }
 
+// Validate checks that the session is named.
+func (p SessionGetParams) Validate() error {
+	return required("sessionId", p.SessionID)
+}
+
 // SessionIDParams name a session for a mutation (session/delete).
 type SessionIDParams struct {
 	SessionID      string `json:"sessionId"`
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+}
+
+// Validate checks the idempotency key. (An unknown or empty session is
+// the host's ErrNotFound.)
+func (p SessionIDParams) Validate() error {
+	return checkKey(p.IdempotencyKey)
 }
 
 // UpdateSessionParams are the params of session/update: the fields to
@@ -86,6 +124,26 @@ type UpdateSessionParams struct {
 	IdempotencyKey string  `json:"idempotencyKey,omitempty"`
 }
 
+// Validate checks that the session is named and something changes, and
+// the sizes of what does; the host checks that it can use the model.
+func (p UpdateSessionParams) Validate() error {
+	err := firstError(
+		checkKey(p.IdempotencyKey),
+		required("sessionId", p.SessionID),
+	)
+	switch {
+	case err != nil:
+		return err
+	case p.Title == nil && p.Model == nil:
+		return InvalidParam("title", "nothing to change: give title, model or both")
+	case p.Title != nil && len(*p.Title) > MaxTitleBytes:
+		return checkSize("title", len(*p.Title), MaxTitleBytes)
+	case p.Model != nil:
+		return checkSize("model", len(*p.Model), MaxModelBytes)
+	}
+	return nil
+}
+
 // ListSessionsParams are the params of session/list.
 type ListSessionsParams struct {
 	// Cursor is the nextCursor of the previous page.
@@ -95,10 +153,23 @@ type ListSessionsParams struct {
 	Limit int `json:"limit,omitempty"`
 }
 
+// Validate checks the limit and the cursor's form; the host checks that
+// the cursor names a session.
+func (p ListSessionsParams) Validate() error {
+	if err := nonNegative("limit", int64(p.Limit)); err != nil {
+		return err
+	}
+	if len(p.Cursor) > MaxIDBytes {
+		return Errorf(KindCursorInvalid, "cursor %q is not a session/list cursor (pass the nextCursor of the previous page)", clip(p.Cursor, 64)).
+			With("cursor", clip(p.Cursor, 64))
+	}
+	return nil
+}
+
 // ListSessionsResult is a page of sessions.
 type ListSessionsResult struct {
-	Sessions   []store.Session `json:"sessions"`
-	NextCursor string          `json:"nextCursor,omitempty"`
+	Sessions   []record.Session `json:"sessions"`
+	NextCursor string           `json:"nextCursor,omitempty"`
 }
 
 // DeleteResult acknowledges session/delete.

@@ -1,6 +1,9 @@
-// Package client is the Go client of a weft host: typed calls for every
-// host method over WebSocket, HTTP or stdio, subscriptions as iterators,
-// and a follower that reconnects by itself and resumes from its cursor.
+// Package client is the Go client of a weft host: a [Client] is an
+// [api.Host] whose calls go to a host over WebSocket or stdio, one typed
+// method per method of the table (api.Methods), with the table's params
+// and results; subscriptions come as iterators, and [Follow] reconnects
+// by itself and resumes from its cursor. It links the protocol's types
+// (package api) and no part of the engine.
 package client
 
 import (
@@ -190,87 +193,112 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 	return c.c.Call(ctx, method, params, result)
 }
 
-func call[R any](ctx context.Context, c *Client, method string, params any) (*R, error) {
+// call calls method m with p: the wire name and the types come from its
+// descriptor.
+func call[P api.Params, R any](ctx context.Context, c *Client, m api.Method[P, R], p P) (*R, error) {
 	var r R
-	if err := c.c.Call(ctx, method, params, &r); err != nil {
+	if err := c.c.Call(ctx, m.Name, p, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
 }
 
+var _ api.Host = (*Client)(nil)
+
+// Initialize calls initialize: it names this client to the host (the
+// records of who answered a request show p.ClientInfo.Name) and returns
+// what the host says of itself and of the connection.
+func (c *Client) Initialize(ctx context.Context, p api.InitializeParams) (*api.InitializeResult, error) {
+	return call(ctx, c, api.Initialize, p)
+}
+
+// Discover calls rpc.discover: the host's OpenRPC document.
+func (c *Client) Discover(ctx context.Context) (api.DiscoverResult, error) {
+	r, err := call(ctx, c, api.Discover, api.DiscoverParams{})
+	if err != nil {
+		return nil, err
+	}
+	return *r, nil
+}
+
 // CreateSession calls session/create.
 func (c *Client) CreateSession(ctx context.Context, p api.CreateSessionParams) (*api.SessionResult, error) {
-	return call[api.SessionResult](ctx, c, "session/create", p)
+	return call(ctx, c, api.SessionCreate, p)
 }
 
 // GetSession calls session/get.
-func (c *Client) GetSession(ctx context.Context, id string) (*api.SessionResult, error) {
-	return call[api.SessionResult](ctx, c, "session/get", api.SessionGetParams{SessionID: id})
+func (c *Client) GetSession(ctx context.Context, p api.SessionGetParams) (*api.SessionResult, error) {
+	return call(ctx, c, api.SessionGet, p)
 }
 
 // ListSessions calls session/list.
 func (c *Client) ListSessions(ctx context.Context, p api.ListSessionsParams) (*api.ListSessionsResult, error) {
-	return call[api.ListSessionsResult](ctx, c, "session/list", p)
-}
-
-// DeleteSession calls session/delete.
-func (c *Client) DeleteSession(ctx context.Context, p api.SessionIDParams) (*api.DeleteResult, error) {
-	return call[api.DeleteResult](ctx, c, "session/delete", p)
+	return call(ctx, c, api.SessionList, p)
 }
 
 // UpdateSession calls session/update.
 func (c *Client) UpdateSession(ctx context.Context, p api.UpdateSessionParams) (*api.SessionResult, error) {
-	return call[api.SessionResult](ctx, c, api.MethodSessionUpdate, p)
+	return call(ctx, c, api.SessionUpdate, p)
+}
+
+// DeleteSession calls session/delete.
+func (c *Client) DeleteSession(ctx context.Context, p api.SessionIDParams) (*api.DeleteResult, error) {
+	return call(ctx, c, api.SessionDelete, p)
 }
 
 // StartRun calls run/start.
 func (c *Client) StartRun(ctx context.Context, p api.StartRunParams) (*api.RunResult, error) {
-	return call[api.RunResult](ctx, c, "run/start", p)
+	return call(ctx, c, api.RunStart, p)
 }
 
 // GetRun calls run/get.
-func (c *Client) GetRun(ctx context.Context, runID string) (*api.RunResult, error) {
-	return call[api.RunResult](ctx, c, "run/get", api.RunIDParams{RunID: runID})
+func (c *Client) GetRun(ctx context.Context, p api.RunIDParams) (*api.RunResult, error) {
+	return call(ctx, c, api.RunGet, p)
 }
 
 // ListRuns calls run/list.
 func (c *Client) ListRuns(ctx context.Context, p api.ListRunsParams) (*api.ListRunsResult, error) {
-	return call[api.ListRunsResult](ctx, c, "run/list", p)
+	return call(ctx, c, api.RunList, p)
 }
 
 // WaitRun calls run/wait.
 func (c *Client) WaitRun(ctx context.Context, p api.WaitRunParams) (*api.WaitRunResult, error) {
-	return call[api.WaitRunResult](ctx, c, "run/wait", p)
+	return call(ctx, c, api.RunWait, p)
 }
 
 // SteerRun calls run/steer.
 func (c *Client) SteerRun(ctx context.Context, p api.SteerParams) (*api.SteerReceipt, error) {
-	return call[api.SteerReceipt](ctx, c, "run/steer", p)
+	return call(ctx, c, api.RunSteer, p)
 }
 
 // CancelRun calls run/cancel.
 func (c *Client) CancelRun(ctx context.Context, p api.CancelParams) (*api.RunResult, error) {
-	return call[api.RunResult](ctx, c, "run/cancel", p)
+	return call(ctx, c, api.RunCancel, p)
 }
 
-// Mounts calls env/list.
-func (c *Client) Mounts(ctx context.Context, sessionID string) (*api.ListEnvResult, error) {
-	return call[api.ListEnvResult](ctx, c, api.MethodEnvList, api.ListEnvParams{SessionID: sessionID})
+// ListTools calls tools/list.
+func (c *Client) ListTools(ctx context.Context, p api.ToolsListParams) (*api.ToolsListResult, error) {
+	return call(ctx, c, api.ToolsList, p)
+}
+
+// ListEnv calls env/list.
+func (c *Client) ListEnv(ctx context.Context, p api.ListEnvParams) (*api.ListEnvResult, error) {
+	return call(ctx, c, api.EnvList, p)
 }
 
 // Mount calls env/mount.
 func (c *Client) Mount(ctx context.Context, p api.MountParams) (*api.MountResult, error) {
-	return call[api.MountResult](ctx, c, api.MethodEnvMount, p)
+	return call(ctx, c, api.EnvMount, p)
 }
 
 // Unmount calls env/unmount.
 func (c *Client) Unmount(ctx context.Context, p api.UnmountParams) (*api.MountResult, error) {
-	return call[api.MountResult](ctx, c, api.MethodEnvUnmount, p)
+	return call(ctx, c, api.EnvUnmount, p)
 }
 
 // ReadEvents calls events/read.
 func (c *Client) ReadEvents(ctx context.Context, p api.ReadEventsParams) (*api.ReadEventsResult, error) {
-	return call[api.ReadEventsResult](ctx, c, "events/read", p)
+	return call(ctx, c, api.EventsRead, p)
 }
 
 // Subscribe calls events/subscribe and returns the events as a
@@ -280,10 +308,10 @@ func (c *Client) ReadEvents(ctx context.Context, p api.ReadEventsParams) (*api.R
 // breaking out of the loop unsubscribes.
 func (c *Client) Subscribe(ctx context.Context, p api.SubscribeParams) (iter.Seq2[event.Event, error], error) {
 	var res api.SubscribeResult
-	if err := c.c.Call(ctx, "events/subscribe", p, &res); err != nil {
+	if err := c.c.Call(ctx, api.EventsSubscribe.Name, p, &res); err != nil {
 		return nil, err
 	}
-	return stream[event.Event](ctx, c, res.SubscriptionID, api.NotifyEvent, api.NotifyClosed,
+	return stream[event.Event](ctx, c, res.SubscriptionID, api.EventsSubscribe.Item, api.EventsSubscribe.End,
 		func(v any) error {
 			cn := v.(api.ClosedNotification)
 			if cn.Reason == api.ReasonOverflow {
@@ -351,37 +379,52 @@ func (e *ClosedError) Error() string {
 
 // StartProcess calls process/start.
 func (c *Client) StartProcess(ctx context.Context, p api.ProcessStartParams) (*api.ProcessResult, error) {
-	return call[api.ProcessResult](ctx, c, "process/start", p)
+	return call(ctx, c, api.ProcessStart, p)
 }
 
 // GetProcess calls process/get.
 func (c *Client) GetProcess(ctx context.Context, p api.ProcessIDParams) (*api.ProcessResult, error) {
-	return call[api.ProcessResult](ctx, c, "process/get", p)
+	return call(ctx, c, api.ProcessGet, p)
 }
 
 // ListProcesses calls process/list.
 func (c *Client) ListProcesses(ctx context.Context, p api.ProcessListParams) (*api.ProcessListResult, error) {
-	return call[api.ProcessListResult](ctx, c, "process/list", p)
+	return call(ctx, c, api.ProcessList, p)
 }
 
 // AwaitProcess calls process/await.
 func (c *Client) AwaitProcess(ctx context.Context, p api.ProcessAwaitParams) (*api.AwaitResult, error) {
-	return call[api.AwaitResult](ctx, c, "process/await", p)
+	return call(ctx, c, api.ProcessAwait, p)
 }
 
 // ProcessOutput calls process/output.
 func (c *Client) ProcessOutput(ctx context.Context, p api.ProcessOutputParams) (*api.Output, error) {
-	return call[api.Output](ctx, c, "process/output", p)
+	return call(ctx, c, api.ProcessOutput, p)
+}
+
+// WriteProcess calls process/write.
+func (c *Client) WriteProcess(ctx context.Context, p api.ProcessWriteParams) (*api.ProcessResult, error) {
+	return call(ctx, c, api.ProcessWrite, p)
 }
 
 // SignalProcess calls process/signal.
 func (c *Client) SignalProcess(ctx context.Context, p api.ProcessSignalParams) (*api.ProcessSignalResult, error) {
-	return call[api.ProcessSignalResult](ctx, c, "process/signal", p)
+	return call(ctx, c, api.ProcessSignal, p)
 }
 
 // CancelProcess calls process/cancel.
 func (c *Client) CancelProcess(ctx context.Context, p api.ProcessCancelParams) (*api.ProcessResult, error) {
-	return call[api.ProcessResult](ctx, c, "process/cancel", p)
+	return call(ctx, c, api.ProcessCancel, p)
+}
+
+// GrantProcess calls process/grant.
+func (c *Client) GrantProcess(ctx context.Context, p api.ProcessGrantParams) (*api.ProcessResult, error) {
+	return call(ctx, c, api.ProcessGrant, p)
+}
+
+// RevokeProcess calls process/revoke.
+func (c *Client) RevokeProcess(ctx context.Context, p api.ProcessGrantParams) (*api.ProcessResult, error) {
+	return call(ctx, c, api.ProcessRevoke, p)
 }
 
 // FollowProcess calls process/follow and returns the output chunks from
@@ -389,10 +432,10 @@ func (c *Client) CancelProcess(ctx context.Context, p api.ProcessCancelParams) (
 // chunk of an ended process.
 func (c *Client) FollowProcess(ctx context.Context, p api.ProcessFollowParams) (iter.Seq2[api.Chunk, error], error) {
 	var res api.SubscribeResult
-	if err := c.c.Call(ctx, "process/follow", p, &res); err != nil {
+	if err := c.c.Call(ctx, api.ProcessFollow.Name, p, &res); err != nil {
 		return nil, err
 	}
-	return stream[api.Chunk](ctx, c, res.SubscriptionID, api.NotifyProcessOutput, api.NotifyProcessClosed,
+	return stream[api.Chunk](ctx, c, res.SubscriptionID, api.ProcessFollow.Item, api.ProcessFollow.End,
 		func(v any) error {
 			cn := v.(api.ProcessClosedNotification)
 			if cn.Reason == api.ReasonEnded {
@@ -432,7 +475,7 @@ func (c *Client) unsubscribe(ctx context.Context, id string) {
 	c.mu.Unlock()
 	if live {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		c.c.Call(uctx, "events/unsubscribe", api.UnsubscribeParams{SubscriptionID: id}, nil)
+		c.c.Call(uctx, api.EventsUnsubscribe.Name, api.UnsubscribeParams{SubscriptionID: id}, nil)
 		cancel()
 	}
 }
@@ -450,25 +493,30 @@ func (c *Client) endErr(s *sub) error {
 
 // DecideApproval calls approval/decide.
 func (c *Client) DecideApproval(ctx context.Context, p api.DecideParams) (*api.RequestResult, error) {
-	return call[api.RequestResult](ctx, c, api.MethodApprovalDecide, p)
+	return call(ctx, c, api.ApprovalDecide, p)
 }
 
 // AnswerInput calls input/answer.
 func (c *Client) AnswerInput(ctx context.Context, p api.AnswerParams) (*api.RequestResult, error) {
-	return call[api.RequestResult](ctx, c, api.MethodInputAnswer, p)
+	return call(ctx, c, api.InputAnswer, p)
 }
 
 // ToolResult calls tool/result.
 func (c *Client) ToolResult(ctx context.Context, p api.ToolResultParams) (*api.RequestResult, error) {
-	return call[api.RequestResult](ctx, c, api.MethodToolResult, p)
+	return call(ctx, c, api.ToolResult, p)
 }
 
 // ListRequests calls request/list.
 func (c *Client) ListRequests(ctx context.Context, p api.ListRequestsParams) (*api.ListRequestsResult, error) {
-	return call[api.ListRequestsResult](ctx, c, api.MethodRequestList, p)
+	return call(ctx, c, api.RequestList, p)
+}
+
+// ListApprovals calls approval/list.
+func (c *Client) ListApprovals(ctx context.Context, p api.ListRequestsParams) (*api.ListRequestsResult, error) {
+	return call(ctx, c, api.ApprovalList, p)
 }
 
 // GetRequest calls request/get.
-func (c *Client) GetRequest(ctx context.Context, id string) (*api.RequestResult, error) {
-	return call[api.RequestResult](ctx, c, api.MethodRequestGet, api.RequestIDParams{RequestID: id})
+func (c *Client) GetRequest(ctx context.Context, p api.RequestIDParams) (*api.RequestResult, error) {
+	return call(ctx, c, api.RequestGet, p)
 }

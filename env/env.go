@@ -95,18 +95,51 @@ type Binding struct {
 	shell    *mount // nil when no rw mount is the shell default
 	snapshot []event.Mount
 	network  string
+	limits   *event.Limits
+	session  string
 	narrowed bool // made by OnlyWritable
 }
 
 // Open opens the binding b describes: its mounts at its version, with its
-// network policy. See [NewBinding] for the rules mounts must follow.
+// network policy and limits. See [NewBinding] for the rules mounts must
+// follow.
 func Open(b event.Binding) (*Binding, error) {
+	return OpenSession("", b)
+}
+
+// OpenSession is [Open] for a binding of session id, which
+// [Binding.Session] reports: the sandbox gives the commands of one
+// session what they share (a network namespace, a cgroup).
+func OpenSession(id string, b event.Binding) (*Binding, error) {
 	nb, err := NewBinding(b.BindingVersion, b.Mounts)
 	if err != nil {
 		return nil, err
 	}
 	nb.network = b.Network
+	if b.Limits != nil {
+		l := *b.Limits
+		nb.limits = &l
+	}
+	nb.session = id
 	return nb, nil
+}
+
+// Session returns the session the binding is of (see [OpenSession]), or
+// "".
+func (b *Binding) Session() string {
+	if b == nil {
+		return ""
+	}
+	return b.session
+}
+
+// Limits returns the session's own limits of each command, or nil for the
+// host's defaults. The caller must not modify them.
+func (b *Binding) Limits() *event.Limits {
+	if b == nil {
+		return nil
+	}
+	return b.limits
 }
 
 // Network returns the shells' network policy ("allow" or "deny"), or ""

@@ -24,7 +24,7 @@ func (b *Binding) OnlyWritable(id string) (*Binding, error) {
 	if m.m.Mode != event.ModeReadWrite {
 		return nil, fmt.Errorf("%w: mount %q", ErrReadOnly, id)
 	}
-	v := &Binding{guard: b.guard, view: true, narrowed: true, version: b.version, byID: make(map[string]*mount, len(b.mounts)), network: b.network}
+	v := &Binding{guard: b.guard, view: true, narrowed: true, version: b.version, byID: make(map[string]*mount, len(b.mounts)), network: b.network, limits: b.limits, session: b.session}
 	for _, x := range b.mounts {
 		c := *x
 		c.m = cloneMount(x.m)

@@ -95,12 +95,45 @@ type Error struct {
 	Retryable bool `json:"retryable,omitempty"`
 }
 
+// Limits bound the resources of each command a session runs (a shell
+// call, a background shell, an MCP server started for it): zero fields
+// leave the host's defaults. docs/sandbox.md says what enforces each.
+type Limits struct {
+	// Processes caps the processes and threads alive at once in the
+	// command's tree.
+	Processes int `json:"processes,omitempty"`
+	// MemoryBytes caps the tree's memory.
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	// CPUTimeMs caps the CPU time of the whole tree, in milliseconds.
+	CPUTimeMs int64 `json:"cpuTimeMs,omitempty"`
+	// FileSizeBytes caps the size any one file may be written to.
+	FileSizeBytes int64 `json:"fileSizeBytes,omitempty"`
+}
+
+// ToolFailure is the typed reason of a failed tool call.
+type ToolFailure struct {
+	// Kind is the class of failure: [FailureResourceLimit].
+	Kind string `json:"kind"`
+	// Limit names the limit reached ("processes", "memory", "cpuTime",
+	// "fileSize"), for FailureResourceLimit.
+	Limit string `json:"limit,omitempty"`
+	// Scope is whose limit it was: "command", "session" or "host".
+	Scope string `json:"scope,omitempty"`
+}
+
+// FailureResourceLimit is the [ToolFailure] kind of a command that ran
+// into one of its resource limits.
+const FailureResourceLimit = "resource_limit"
+
 // SessionCreatedData is the data of [SessionCreated].
 type SessionCreatedData struct {
 	Mounts []Mount `json:"mounts,omitempty"`
 	// Network is the shells' network policy ("allow" or "deny"); empty
 	// means the host's default.
-	Network  string            `json:"network,omitempty"`
+	Network string `json:"network,omitempty"`
+	// Limits are the session's own limits of each command, within the
+	// host's ceiling; nil means the host's defaults.
+	Limits   *Limits           `json:"limits,omitempty"`
 	Title    string            `json:"title,omitempty"`
 	Model    string            `json:"model,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
@@ -240,6 +273,13 @@ type ToolCallCompletedData struct {
 	// Truncated reports whether Output was cut to the result budget.
 	Truncated  bool  `json:"truncated,omitempty"`
 	DurationMs int64 `json:"durationMs"`
+	// Failure is the typed reason of a failed call, where the tool gives
+	// one (a command that ran into a resource limit).
+	Failure *ToolFailure `json:"failure,omitempty"`
+	// Confinement says, for a command the call ran, what held it: the
+	// network (and what took it away) and each limit with what enforced
+	// it (docs/sandbox.md).
+	Confinement string `json:"confinement,omitempty"`
 	// By, for the call of a tool a client executes, says which client
 	// answered (or, with Policy set, that the run's cancel closed it).
 	By *By `json:"by,omitempty"`
@@ -334,6 +374,9 @@ type Binding struct {
 	// Network is the shells' network policy, "allow" or "deny"; empty
 	// means the host's default.
 	Network string `json:"network,omitempty"`
+	// Limits are the session's own limits of each command; nil means
+	// the host's defaults.
+	Limits *Limits `json:"limits,omitempty"`
 }
 
 // MountInfoData is the data of [MountInfo]: the binding, and the project

@@ -15,189 +15,37 @@ import (
 	"weft.dev/weft/env"
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/idem"
+	"weft.dev/weft/internal/journal"
 	"weft.dev/weft/internal/session"
-	"weft.dev/weft/policy"
+	"weft.dev/weft/process"
 	"weft.dev/weft/store"
-	"weft.dev/weft/tool/mcp"
+	"weft.dev/weft/store/record"
 )
 
-// methods is the host's table of mutating methods, each wrapped once by
-// [idempotent] when the host is made.
-type methods struct {
-	createSession func(context.Context, api.CreateSessionParams) (*api.SessionResult, error)
-	deleteSession func(context.Context, api.SessionIDParams) (*api.DeleteResult, error)
-	updateSession func(context.Context, api.UpdateSessionParams) (*api.SessionResult, error)
-	startRun      func(context.Context, api.StartRunParams) (*api.RunResult, error)
-	steerRun      func(context.Context, api.SteerParams) (*api.SteerReceipt, error)
-	cancelRun     func(context.Context, api.CancelParams) (*api.RunResult, error)
-	mount         func(context.Context, api.MountParams) (*api.MountResult, error)
-	unmount       func(context.Context, api.UnmountParams) (*api.MountResult, error)
-	startProcess  func(context.Context, api.ProcessStartParams) (*api.ProcessResult, error)
-	writeProcess  func(context.Context, api.ProcessWriteParams) (*api.ProcessResult, error)
-	signalProcess func(context.Context, api.ProcessSignalParams) (*api.ProcessSignalResult, error)
-	cancelProcess func(context.Context, api.ProcessCancelParams) (*api.ProcessResult, error)
-	grantProcess  func(context.Context, api.ProcessGrantParams) (*api.ProcessResult, error)
-	revokeProcess func(context.Context, api.ProcessGrantParams) (*api.ProcessResult, error)
-	decide        func(context.Context, api.DecideParams) (*api.RequestResult, error)
-	answer        func(context.Context, api.AnswerParams) (*api.RequestResult, error)
-	toolResult    func(context.Context, api.ToolResultParams) (*api.RequestResult, error)
-}
+// The host's implementation of api.Host, beside processes.go, mounts.go
+// and requests.go. Each method checks its params first (their Validate,
+// through mutate for a mutating method), then what needs the host
+// (admit.go), then acts; every mutating method is one call of mutate.
 
-func (h *Host) methodTable() methods {
-	return methods{
-		createSession: idempotent(h, api.MethodSessionCreate, h.createSession, replaySession[api.CreateSessionParams](h)),
-		deleteSession: idempotent(h, api.MethodSessionDelete, h.deleteSession, h.replayDelete),
-		updateSession: idempotent(h, api.MethodSessionUpdate, h.updateSession, replaySession[api.UpdateSessionParams](h)),
-		startRun:      idempotent(h, api.MethodRunStart, h.startRun, h.replayRun),
-		steerRun:      idempotent(h, api.MethodRunSteer, h.steerRun, h.replaySteer),
-		cancelRun:     idempotent(h, api.MethodRunCancel, h.cancelRun, h.replayCancel),
-		mount: idempotent(h, api.MethodEnvMount, h.mount, func(ctx context.Context, p api.MountParams, ref idem.Ref) (*api.MountResult, error) {
-			return h.replayMount(ctx, p.SessionID, ref)
-		}),
-		unmount: idempotent(h, api.MethodEnvUnmount, h.unmount, func(ctx context.Context, p api.UnmountParams, ref idem.Ref) (*api.MountResult, error) {
-			return h.replayMount(ctx, p.SessionID, ref)
-		}),
-		startProcess:  idempotent(h, api.MethodProcessStart, h.startProcess, h.replayStartProcess),
-		writeProcess:  idempotent(h, api.MethodProcessWrite, h.writeProcess, replayProcess[api.ProcessWriteParams](h)),
-		signalProcess: idempotent(h, api.MethodProcessSignal, h.signalProcess, h.replaySignal),
-		cancelProcess: idempotent(h, api.MethodProcessCancel, h.cancelProcess, replayProcess[api.ProcessCancelParams](h)),
-		grantProcess:  idempotent(h, api.MethodProcessGrant, h.grantProcess, replayProcess[api.ProcessGrantParams](h)),
-		revokeProcess: idempotent(h, api.MethodProcessRevoke, h.revokeProcess, replayProcess[api.ProcessGrantParams](h)),
-		decide:        idempotent(h, api.MethodApprovalDecide, h.decide, replayRequest[api.DecideParams](h)),
-		answer:        idempotent(h, api.MethodInputAnswer, h.answer, replayRequest[api.AnswerParams](h)),
-		toolResult:    idempotent(h, api.MethodToolResult, h.toolResult, replayRequest[api.ToolResultParams](h)),
-	}
-}
+var _ api.Host = (*Host)(nil)
 
-func invalid(field string, format string, args ...any) *api.Error {
-	return api.Errorf(api.KindInvalidParams, format, args...).With("field", field)
-}
-
-// checkMCPServers validates a session's MCP servers: this host must have
-// an MCP client, and each must pass mcp.Manager.CheckSession.
-func (h *Host) checkMCPServers(servers map[string]event.MCPServer) error {
-	if len(servers) == 0 {
-		return nil
-	}
-	if h.cfg.MCP == nil {
-		return invalid("mcpServers", "this host has no MCP client")
-	}
-	if len(servers) > api.MaxMCPServers {
-		return invalid("mcpServers", "%d MCP servers; the limit is %d", len(servers), api.MaxMCPServers).With("limit", api.MaxMCPServers)
-	}
-	b, err := json.Marshal(servers)
-	if err != nil {
-		return invalid("mcpServers", "mcpServers: %v", err)
-	}
-	if err := checkSize("mcpServers", len(b), api.MaxMCPServersBytes); err != nil {
-		return err
-	}
-	if err := h.cfg.MCP.CheckSession(servers); err != nil {
-		var fe *mcp.FieldError
-		if errors.As(err, &fe) {
-			field := "mcpServers." + fe.Server
-			if fe.Field != "" {
-				field += "." + fe.Field
-			}
-			return invalid(field, "%s", err)
-		}
-		return invalid("mcpServers", "%s", err)
-	}
-	return nil
-}
-
-// checkSize refuses a field longer than limit bytes.
-func checkSize(field string, n, limit int) error {
-	if n > limit {
-		return invalid(field, "%s is %d bytes; the limit is %d", field, n, limit).With("limit", limit)
-	}
-	return nil
-}
-
-// checkModel refuses a model name over the limit or one the host cannot
-// use; "" (the default) passes. An *api.Error of ResolveModel keeps its
-// kind and data (such as env, the variable a missing API key is read
-// from) and gains field.
-func (h *Host) checkModel(field, name string) error {
-	if name == "" {
-		return nil
-	}
-	if err := checkSize(field, len(name), api.MaxModelBytes); err != nil {
-		return err
-	}
-	_, err := h.cfg.ResolveModel(name)
-	if err == nil {
-		return nil
-	}
-	var ae *api.Error
-	if errors.As(err, &ae) {
-		e := ae.With("field", field)
-		e.Message = field + ": " + ae.Message
-		return e
-	}
-	return api.Wrap(api.KindInvalidParams, err, "%s: %v", field, err).With("field", field)
-}
-
-// checkImplicitModel refuses a run that names no model when the model it
-// would use, the session's (sessionModel) or else the host's default, is
-// one the host cannot use, so that the client hears why (a missing API
-// key with its variable in data.env) instead of a run that fails at its
-// start. The error names the field "model", which the client can set.
-func (h *Host) checkImplicitModel(sessionModel string) error {
-	name, whose := sessionModel, "the session's model"
-	if name == "" {
-		name, whose = h.cfg.DefaultModel, "the host's default model"
-	}
-	_, err := h.cfg.ResolveModel(name)
-	if err == nil {
-		return nil
-	}
-	var ae *api.Error
-	if errors.As(err, &ae) {
-		return ae.With("field", "model")
-	}
-	return api.Wrap(api.KindInvalidParams, err, "%s %q: %v", whose, name, err).With("field", "model")
-}
-
-// checkInput refuses empty or oversized input.
-func checkInput(in api.Input) error {
-	if strings.TrimSpace(event.Text(in)) == "" {
-		return invalid("input", "input is empty")
-	}
-	b, _ := json.Marshal(in)
-	return checkSize("input", len(b), api.MaxInputBytes)
-}
-
-// CreateSession creates a session with its mounts.
+// CreateSession creates a session with its mounts ([api.SessionCreate]).
 func (h *Host) CreateSession(ctx context.Context, p api.CreateSessionParams) (*api.SessionResult, error) {
-	return h.m.createSession(ctx, p)
+	return mutate(ctx, h, api.SessionCreate, p, h.createSession, replaySession[api.CreateSessionParams](h))
 }
 
 func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc *idem.Claim) (*api.SessionResult, idem.Ref, error) {
-	if err := checkSize("title", len(p.Title), api.MaxTitleBytes); err != nil {
+	// The host's checks: the session's limits against the operator's
+	// ceiling, the model, the policy over the host's, the MCP servers, the
+	// mounts (each against what the client may reach).
+	if err := checkLimits("limits", p.Limits, h.cfg.MaxCommandLimits); err != nil {
 		return nil, idem.Ref{}, err
-	}
-	if len(p.Metadata) > api.MaxMetadataKeys {
-		return nil, idem.Ref{}, invalid("metadata", "metadata has %d entries; the limit is %d", len(p.Metadata), api.MaxMetadataKeys).With("limit", api.MaxMetadataKeys)
-	}
-	n := 0
-	for k, v := range p.Metadata {
-		n += len(k) + len(v)
-	}
-	if err := checkSize("metadata", n, api.MaxMetadataBytes); err != nil {
-		return nil, idem.Ref{}, err
-	}
-	if p.Network != "" && p.Network != "allow" && p.Network != "deny" {
-		return nil, idem.Ref{}, invalid("network", "network %q: want allow or deny", p.Network)
 	}
 	if err := h.checkModel("model", p.Model); err != nil {
 		return nil, idem.Ref{}, err
 	}
 	pol, err := h.checkPolicy("policy", p.Policy)
 	if err != nil {
-		return nil, idem.Ref{}, err
-	}
-	if err := checkClientTools("tools", p.Tools); err != nil {
 		return nil, idem.Ref{}, err
 	}
 	if err := h.checkMCPServers(p.MCPServers); err != nil {
@@ -220,7 +68,7 @@ func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc 
 		tools = append(tools, event.ClientTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
 	}
 	s, err := session.Create(ctx, &h.scfg, id, event.SessionCreatedData{Title: p.Title, Model: p.Model, Metadata: p.Metadata,
-		Mounts: mounts, Network: p.Network, Policy: pol, Tools: tools, MCPServers: p.MCPServers}, rc)
+		Mounts: mounts, Network: p.Network, Limits: p.Limits, Policy: pol, Tools: tools, MCPServers: p.MCPServers}, rc)
 	if err != nil {
 		return nil, idem.Ref{}, err
 	}
@@ -234,7 +82,7 @@ func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc 
 // or update) with the session as it is now.
 func replaySession[P any](h *Host) replayer[P, api.SessionResult] {
 	return func(ctx context.Context, _ P, ref idem.Ref) (*api.SessionResult, error) {
-		s, err := h.GetSession(ctx, ref.ID)
+		s, err := h.sessionRecord(ctx, ref.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -287,8 +135,17 @@ func (h *Host) normalizeMount(sessionID string, m *event.Mount) error {
 	return nil
 }
 
-// GetSession returns a session.
-func (h *Host) GetSession(ctx context.Context, id string) (*api.SessionResult, error) {
+// GetSession returns a session ([api.SessionGet]).
+func (h *Host) GetSession(ctx context.Context, p api.SessionGetParams) (*api.SessionResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return h.sessionRecord(ctx, p.SessionID)
+}
+
+// sessionRecord returns session id's record, loaded or not; an unknown or
+// deleted session is api.ErrNotFound.
+func (h *Host) sessionRecord(ctx context.Context, id string) (*api.SessionResult, error) {
 	if s := h.loaded(id); s != nil {
 		return &api.SessionResult{Session: s.Record()}, nil
 	}
@@ -321,20 +178,16 @@ func (h *Host) loaded(id string) *session.Session {
 // least one item).
 const listPageBytes = 1 << 20
 
-// ListSessions pages through sessions, newest first. A page holds at
-// most p.Limit sessions and about a MiB of them.
+// ListSessions pages through sessions, newest first ([api.SessionList]).
+// A page holds at most p.Limit sessions and about a MiB of them.
 func (h *Host) ListSessions(ctx context.Context, p api.ListSessionsParams) (*api.ListSessionsResult, error) {
-	if p.Limit < 0 {
-		return nil, invalid("limit", "limit must not be negative")
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	if p.Limit == 0 || p.Limit > 1000 {
 		p.Limit = min(max(p.Limit, 100), 1000)
 	}
 	if p.Cursor != "" {
-		if len(p.Cursor) > api.MaxIDBytes {
-			return nil, api.Errorf(api.KindCursorInvalid, "cursor %q is not a session/list cursor (pass the nextCursor of the previous page)", clip(p.Cursor, 64)).
-				With("cursor", clip(p.Cursor, 64))
-		}
 		if _, err := h.cfg.Store.Session(ctx, p.Cursor); errors.Is(err, store.ErrNotFound) {
 			return nil, api.Errorf(api.KindCursorInvalid, "cursor %q names no session (pass the nextCursor of the previous page)", p.Cursor).
 				With("cursor", p.Cursor)
@@ -346,7 +199,7 @@ func (h *Host) ListSessions(ctx context.Context, p api.ListSessionsParams) (*api
 	if err != nil {
 		return nil, apiError(err)
 	}
-	res := &api.ListSessionsResult{Sessions: []store.Session{}}
+	res := &api.ListSessionsResult{Sessions: []record.Session{}}
 	size := 0
 	for i, s := range ss {
 		b, _ := json.Marshal(s)
@@ -371,9 +224,9 @@ func clip(s string, n int) string {
 }
 
 // DeleteSession deletes a session that has no active or queued run; its
-// owner-bound processes are cancelled.
+// owner-bound processes are cancelled ([api.SessionDelete]).
 func (h *Host) DeleteSession(ctx context.Context, p api.SessionIDParams) (*api.DeleteResult, error) {
-	return h.m.deleteSession(ctx, p)
+	return mutate(ctx, h, api.SessionDelete, p, h.deleteSession, h.replayDelete)
 }
 
 func (h *Host) deleteSession(ctx context.Context, p api.SessionIDParams, rc *idem.Claim) (*api.DeleteResult, idem.Ref, error) {
@@ -399,29 +252,18 @@ func (h *Host) replayDelete(_ context.Context, p api.SessionIDParams, _ idem.Ref
 
 // UpdateSession changes a session's title or model (see
 // [api.UpdateSessionParams]) and returns the session. An unknown or
-// deleted session is api.ErrNotFound.
+// deleted session is api.ErrNotFound ([api.SessionUpdate]).
 func (h *Host) UpdateSession(ctx context.Context, p api.UpdateSessionParams) (*api.SessionResult, error) {
-	return h.m.updateSession(ctx, p)
+	return mutate(ctx, h, api.SessionUpdate, p, h.updateSession, replaySession[api.UpdateSessionParams](h))
 }
 
 func (h *Host) updateSession(ctx context.Context, p api.UpdateSessionParams, rc *idem.Claim) (*api.SessionResult, idem.Ref, error) {
-	if p.SessionID == "" {
-		return nil, idem.Ref{}, invalid("sessionId", "sessionId is required")
-	}
-	if p.Title == nil && p.Model == nil {
-		return nil, idem.Ref{}, invalid("title", "nothing to change: give title, model or both")
-	}
-	if p.Title != nil {
-		if err := checkSize("title", len(*p.Title), api.MaxTitleBytes); err != nil {
-			return nil, idem.Ref{}, err
-		}
-	}
 	if p.Model != nil {
 		if err := h.checkModel("model", *p.Model); err != nil {
 			return nil, idem.Ref{}, err
 		}
 	}
-	var rec store.Session
+	var rec record.Session
 	err := h.with(ctx, p.SessionID, func(s *session.Session) (err error) {
 		rec, err = s.Update(ctx, event.SessionUpdatedData{Title: p.Title, Model: p.Model}, rc)
 		return err
@@ -432,39 +274,25 @@ func (h *Host) updateSession(ctx context.Context, p api.UpdateSessionParams, rc 
 	return &api.SessionResult{Session: rec}, idem.Ref{ID: p.SessionID}, nil
 }
 
-// StartRun admits a run under p.Busy.
+// StartRun admits a run under p.Busy ([api.RunStart]).
 func (h *Host) StartRun(ctx context.Context, p api.StartRunParams) (*api.RunResult, error) {
-	return h.m.startRun(ctx, p)
+	return mutate(ctx, h, api.RunStart, p, h.startRun, h.replayRun)
 }
 
 func (h *Host) startRun(ctx context.Context, p api.StartRunParams, rc *idem.Claim) (*api.RunResult, idem.Ref, error) {
-	if p.SessionID == "" {
-		return nil, idem.Ref{}, invalid("sessionId", "sessionId is required")
-	}
-	if err := checkInput(p.Input); err != nil {
-		return nil, idem.Ref{}, err
-	}
-	switch p.Busy {
-	case "":
+	if p.Busy == "" {
 		p.Busy = api.BusyReject
-	case api.BusyReject, api.BusyQueue, api.BusyInterrupt, api.BusySteer:
-	default:
-		return nil, idem.Ref{}, invalid("busy", "busy %q: want reject, queue, interrupt or steer", p.Busy)
 	}
-	if p.MaxSteps < 0 {
-		return nil, idem.Ref{}, invalid("maxSteps", "maxSteps must not be negative")
-	}
+	// The host's checks: the model, the policy over the host's, the
+	// default preset; the model the run would use, under the session's
+	// lock below.
 	if err := h.checkModel("model", p.Model); err != nil {
 		return nil, idem.Ref{}, err
 	}
 	if _, err := h.checkPolicy("policy", p.Policy); err != nil {
 		return nil, idem.Ref{}, err
 	}
-	if _, ok := policy.PresetRules(p.DefaultPreset); p.DefaultPreset != "" && !ok {
-		return nil, idem.Ref{}, invalid("defaultPreset", "defaultPreset %q: unknown preset; one of %s", clip(p.DefaultPreset, 64),
-			strings.Join(policy.Presets(), ", "))
-	}
-	if err := checkClientTools("tools", p.Tools); err != nil {
+	if err := checkPreset("defaultPreset", p.DefaultPreset); err != nil {
 		return nil, idem.Ref{}, err
 	}
 	var res *api.RunResult
@@ -485,7 +313,7 @@ func (h *Host) startRun(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 }
 
 func (h *Host) replayRun(ctx context.Context, _ api.StartRunParams, ref idem.Ref) (*api.RunResult, error) {
-	r, err := h.GetRun(ctx, api.RunIDParams{RunID: ref.ID})
+	r, err := h.run(ctx, ref.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -515,16 +343,13 @@ func (h *Host) steerCursor(ctx context.Context, sessionID, runID, steerID string
 	}
 }
 
-// SteerRun injects input into an active run.
+// SteerRun injects input into an active run ([api.RunSteer]).
 func (h *Host) SteerRun(ctx context.Context, p api.SteerParams) (*api.SteerReceipt, error) {
-	return h.m.steerRun(ctx, p)
+	return mutate(ctx, h, api.RunSteer, p, h.steerRun, h.replaySteer)
 }
 
 func (h *Host) steerRun(ctx context.Context, p api.SteerParams, rc *idem.Claim) (*api.SteerReceipt, idem.Ref, error) {
-	if err := checkInput(p.Input); err != nil {
-		return nil, idem.Ref{}, err
-	}
-	run, err := h.GetRun(ctx, api.RunIDParams{RunID: p.RunID})
+	run, err := h.run(ctx, p.RunID)
 	if err != nil {
 		return nil, idem.Ref{}, err
 	}
@@ -546,20 +371,25 @@ func (h *Host) replaySteer(ctx context.Context, _ api.SteerParams, ref idem.Ref)
 	}
 	r := *ref.Steer
 	r.Replayed = true
-	if run, err := h.GetRun(ctx, api.RunIDParams{RunID: r.RunID}); err == nil {
+	if run, err := h.run(ctx, r.RunID); err == nil {
 		r.EventCursor = h.steerCursor(ctx, run.SessionID, r.RunID, r.SteerID)
 	}
 	return &r, nil
 }
 
-// GetRun returns a run.
+// GetRun returns a run ([api.RunGet]).
 func (h *Host) GetRun(ctx context.Context, p api.RunIDParams) (*api.RunResult, error) {
-	if p.RunID == "" {
-		return nil, invalid("runId", "runId is required")
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
-	r, err := h.cfg.Store.Run(ctx, p.RunID)
+	return h.run(ctx, p.RunID)
+}
+
+// run returns run id; an unknown one is api.ErrNotFound.
+func (h *Host) run(ctx context.Context, id string) (*api.RunResult, error) {
+	r, err := h.cfg.Store.Run(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, api.Errorf(api.KindNotFound, "run %s not found", p.RunID).With("runId", p.RunID)
+		return nil, api.Errorf(api.KindNotFound, "run %s not found", id).With("runId", id)
 	}
 	if err != nil {
 		return nil, apiError(err)
@@ -567,9 +397,12 @@ func (h *Host) GetRun(ctx context.Context, p api.RunIDParams) (*api.RunResult, e
 	return &api.RunResult{Run: r}, nil
 }
 
-// ListRuns lists a session's runs, oldest first.
+// ListRuns lists a session's runs, oldest first ([api.RunList]).
 func (h *Host) ListRuns(ctx context.Context, p api.ListRunsParams) (*api.ListRunsResult, error) {
-	if _, err := h.GetSession(ctx, p.SessionID); err != nil {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := h.sessionRecord(ctx, p.SessionID); err != nil {
 		return nil, err
 	}
 	lp := store.ListRunsParams{SessionID: p.SessionID}
@@ -581,24 +414,25 @@ func (h *Host) ListRuns(ctx context.Context, p api.ListRunsParams) (*api.ListRun
 		return nil, apiError(err)
 	}
 	if runs == nil {
-		runs = []store.Run{}
+		runs = []record.Run{}
 	}
 	return &api.ListRunsResult{Runs: runs}, nil
 }
 
-// WaitRun waits until the run is terminal or the timeout passes.
+// WaitRun waits until the run is terminal or the timeout passes
+// ([api.RunWait]).
 func (h *Host) WaitRun(ctx context.Context, p api.WaitRunParams) (*api.WaitRunResult, error) {
-	if p.TimeoutMs < 0 {
-		return nil, invalid("timeoutMs", "timeoutMs must not be negative")
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
-	r, err := h.GetRun(ctx, api.RunIDParams{RunID: p.RunID})
+	r, err := h.run(ctx, p.RunID)
 	if err != nil {
 		return nil, err
 	}
-	if store.IsTerminal(r.Status) {
+	if record.IsTerminal(r.Status) {
 		return &api.WaitRunResult{Run: r.Run}, nil
 	}
-	var cur store.Run
+	var cur record.Run
 	err = h.with(ctx, r.SessionID, func(s *session.Session) (err error) {
 		cur, err = s.Wait(ctx, p.RunID, time.Duration(p.TimeoutMs)*time.Millisecond)
 		return err
@@ -606,32 +440,30 @@ func (h *Host) WaitRun(ctx context.Context, p api.WaitRunParams) (*api.WaitRunRe
 	if err != nil {
 		return nil, err
 	}
-	return &api.WaitRunResult{Run: cur, TimedOut: !store.IsTerminal(cur.Status)}, nil
+	return &api.WaitRunResult{Run: cur, TimedOut: !record.IsTerminal(cur.Status)}, nil
 }
 
 // CancelRun cancels a run and returns once its terminal event is
-// committed. Cancelling a terminal run returns it as it is.
+// committed. Cancelling a terminal run returns it as it is
+// ([api.RunCancel]).
 func (h *Host) CancelRun(ctx context.Context, p api.CancelParams) (*api.RunResult, error) {
-	return h.m.cancelRun(ctx, p)
+	return mutate(ctx, h, api.RunCancel, p, h.cancelRun, h.replayCancel)
 }
 
 func (h *Host) cancelRun(ctx context.Context, p api.CancelParams, rc *idem.Claim) (*api.RunResult, idem.Ref, error) {
-	if err := checkSize("reason", len(p.Reason), api.MaxReasonBytes); err != nil {
-		return nil, idem.Ref{}, err
-	}
-	r, err := h.GetRun(ctx, api.RunIDParams{RunID: p.RunID})
+	r, err := h.run(ctx, p.RunID)
 	if err != nil {
 		return nil, idem.Ref{}, err
 	}
 	ref := idem.Ref{ID: p.RunID}
-	if store.IsTerminal(r.Status) {
+	if record.IsTerminal(r.Status) {
 		return r, ref, nil
 	}
 	reason := p.Reason
 	if reason == "" {
 		reason = "cancelled by a client"
 	}
-	var cur store.Run
+	var cur record.Run
 	err = h.with(ctx, r.SessionID, func(s *session.Session) (err error) {
 		cur, err = s.Cancel(ctx, p.RunID, reason, rc)
 		return err
@@ -643,7 +475,7 @@ func (h *Host) cancelRun(ctx context.Context, p api.CancelParams, rc *idem.Claim
 }
 
 func (h *Host) replayCancel(ctx context.Context, _ api.CancelParams, ref idem.Ref) (*api.RunResult, error) {
-	r, err := h.GetRun(ctx, api.RunIDParams{RunID: ref.ID})
+	r, err := h.run(ctx, ref.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -652,10 +484,10 @@ func (h *Host) replayCancel(ctx context.Context, _ api.CancelParams, ref idem.Re
 }
 
 // ReadEvents returns a page of a session's events after a cursor: at
-// most p.Limit events and about a MiB of them.
+// most p.Limit events and about a MiB of them ([api.EventsRead]).
 func (h *Host) ReadEvents(ctx context.Context, p api.ReadEventsParams) (*api.ReadEventsResult, error) {
-	if p.Limit < 0 {
-		return nil, invalid("limit", "limit must not be negative")
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	if p.Limit == 0 {
 		p.Limit = 200
@@ -682,9 +514,6 @@ func (h *Host) ReadEvents(ctx context.Context, p api.ReadEventsParams) (*api.Rea
 
 // lastSeq checks a cursor against a session's log.
 func (h *Host) lastSeq(ctx context.Context, sessionID string, after int64) (int64, error) {
-	if sessionID == "" {
-		return 0, invalid("sessionId", "sessionId is required")
-	}
 	last, err := h.cfg.Store.LastSeq(ctx, sessionID)
 	if errors.Is(err, store.ErrNotFound) {
 		return 0, notFound(sessionID)
@@ -700,21 +529,25 @@ func (h *Host) lastSeq(ctx context.Context, sessionID string, after int64) (int6
 }
 
 // Subscribe returns the session's events after the cursor: the replay,
-// then the live tail, with no gap and no duplicate. The iterator ends
-// with an error: api.ErrLagged when the consumer falls behind (by count
-// or bytes), the store's failure when the session stops taking writes
-// (resume after it recovers), an error when the host or the session
-// closes, or ctx's error.
-func (h *Host) Subscribe(ctx context.Context, sessionID string, after int64, runID string) (iter.Seq2[event.Event, error], error) {
-	if _, err := h.lastSeq(ctx, sessionID, after); err != nil {
+// then the live tail, with no gap and no duplicate ([api.EventsSubscribe]).
+// The iterator ends with an error: api.ErrLagged when the consumer falls
+// behind (by count or bytes), the store's failure when the session stops
+// taking writes (resume after it recovers), an error of kind overloaded
+// when the host or the session closes, or ctx's error. The replay's
+// pages are read through ctx's api.PageGate, if any.
+func (h *Host) Subscribe(ctx context.Context, p api.SubscribeParams) (iter.Seq2[event.Event, error], error) {
+	if err := h.checkSubscribe(ctx, p); err != nil {
 		return nil, err
 	}
 	var seq iter.Seq2[event.Event, error]
-	err := h.with(ctx, sessionID, func(s *session.Session) (err error) {
-		seq, err = s.Events(ctx, after, runID)
+	err := h.with(ctx, p.SessionID, func(s *session.Session) (err error) {
+		seq, err = s.Events(gated(ctx), p.After, p.RunID)
 		return err
 	})
-	return seq, err
+	if err != nil {
+		return nil, err
+	}
+	return streamErrors(seq), nil
 }
 
 // SubscribeEncoded is [Host.Subscribe] for transports that write JSON:
@@ -724,15 +557,71 @@ func (h *Host) Subscribe(ctx context.Context, sessionID string, after int64, run
 // in slices, each what the subscription read at once (a replay page, or
 // everything committed since it last looked), so that a transport can
 // write a slice and flush once; a slice is valid until the next
-// iteration, and the encodings are read-only.
-func (h *Host) SubscribeEncoded(ctx context.Context, sessionID string, after int64, runID string) (iter.Seq2[[]event.Encoded, error], error) {
-	if _, err := h.lastSeq(ctx, sessionID, after); err != nil {
+// iteration, and the encodings are read-only. A replayed event comes
+// without its encoding (Encoded.JSON is nil), in a page ctx's
+// api.PageGate admitted. Package rpc finds it by type assertion.
+func (h *Host) SubscribeEncoded(ctx context.Context, p api.SubscribeParams) (iter.Seq2[[]event.Encoded, error], error) {
+	if err := h.checkSubscribe(ctx, p); err != nil {
 		return nil, err
 	}
 	var seq iter.Seq2[[]event.Encoded, error]
-	err := h.with(ctx, sessionID, func(s *session.Session) (err error) {
-		seq, err = s.EncodedEvents(ctx, after, runID)
+	err := h.with(ctx, p.SessionID, func(s *session.Session) (err error) {
+		seq, err = s.EncodedEvents(gated(ctx), p.After, p.RunID)
 		return err
 	})
-	return seq, err
+	if err != nil {
+		return nil, err
+	}
+	return streamErrors(seq), nil
+}
+
+// checkSubscribe checks a subscription's params and its cursor.
+func (h *Host) checkSubscribe(ctx context.Context, p api.SubscribeParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	_, err := h.lastSeq(ctx, p.SessionID, p.After)
+	return err
+}
+
+// gated returns ctx with its api.PageGate, if any, where the journal's
+// subscriptions look for their replay gate.
+func gated(ctx context.Context) context.Context {
+	if g := api.PageGateFrom(ctx); g != nil {
+		return journal.WithReplayGate(ctx, g)
+	}
+	return ctx
+}
+
+// streamErrors ends seq with an api error of kind overloaded where the
+// engine ends it because it is closing (the journal, the session, the
+// process manager), so that a consumer of any api.Host tells a shutdown
+// from a failure; the cause is kept. Other errors pass as they are.
+func streamErrors[T any](seq iter.Seq2[T, error]) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		for v, err := range seq {
+			if err != nil && (errors.Is(err, journal.ErrClosed) || errors.Is(err, session.ErrClosed) || errors.Is(err, process.ErrClosed)) {
+				err = api.Wrap(api.KindOverloaded, err, "the host is shutting down")
+			}
+			if !yield(v, err) {
+				return
+			}
+		}
+	}
+}
+
+// ListTools lists the tools runs are offered, Config.Tools
+// ([api.ToolsList]); the MCP servers' tools are offered per step and not
+// listed here.
+func (h *Host) ListTools(ctx context.Context, p api.ToolsListParams) (*api.ToolsListResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	res := &api.ToolsListResult{Tools: []api.ToolSpec{}}
+	if h.cfg.Tools != nil {
+		for _, t := range h.cfg.Tools.Specs() {
+			res.Tools = append(res.Tools, api.ToolSpec{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
+		}
+	}
+	return res, nil
 }

@@ -127,7 +127,7 @@ func createOrPrefill(b *testing.B, h *host.Host, st store.Store, n int64) string
 func startRun(b *testing.B, h *host.Host, id string) time.Duration {
 	b.Helper()
 	ctx := context.Background()
-	cur, err := h.GetSession(ctx, id)
+	cur, err := h.GetSession(ctx, api.SessionGetParams{SessionID: id})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func startRun(b *testing.B, h *host.Host, id string) time.Duration {
 	if err != nil {
 		b.Fatal(err)
 	}
-	seq, err := h.Subscribe(ctx, id, cur.LastSeq, r.ID)
+	seq, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: id, After: cur.LastSeq, RunID: r.ID})
 	if err != nil {
 		b.Fatal(err)
 	}

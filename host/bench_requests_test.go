@@ -26,7 +26,7 @@ func BenchmarkApprovalRoundTrip(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	seq, err := h.Subscribe(ctx, s.ID, 0, "")
+	seq, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: s.ID})
 	if err != nil {
 		b.Fatal(err)
 	}

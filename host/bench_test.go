@@ -21,6 +21,7 @@ import (
 	"weft.dev/weft/llm"
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/sqlite"
 	"weft.dev/weft/tool"
 )
@@ -230,7 +231,7 @@ func benchFanout(b *testing.B, rate, subs int) {
 		b.Fatal(err)
 	}
 	lastSeq := func() int64 {
-		r, _ := h.GetSession(ctx, s.ID)
+		r, _ := h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID})
 		return r.LastSeq
 	}
 	var base float64
@@ -251,7 +252,7 @@ func benchFanout(b *testing.B, rate, subs int) {
 	for i := range fs {
 		f := &follower{}
 		fs[i] = f
-		seq, err := h.Subscribe(sctx, s.ID, s.LastSeq, "")
+		seq, err := h.Subscribe(sctx, api.SubscribeParams{SessionID: s.ID, After: s.LastSeq})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -272,7 +273,7 @@ func benchFanout(b *testing.B, rate, subs int) {
 	)
 	b.ReportAllocs()
 	for b.Loop() {
-		before, _ := h.GetSession(ctx, s.ID)
+		before, _ := h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID})
 		if pacer != nil {
 			pacer.Reset(lastSeq)
 		}
@@ -282,16 +283,16 @@ func benchFanout(b *testing.B, rate, subs int) {
 			b.Fatal(err)
 		}
 		w, err := h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 60_000})
-		if err != nil || w.Run.Status != store.RunCompleted {
+		if err != nil || w.Run.Status != record.RunCompleted {
 			b.Fatalf("run %s: %+v %v", r.ID, w, err)
 		}
 		cpu += cpuTime() - c0
-		after, _ := h.GetSession(ctx, s.ID)
+		after, _ := h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID})
 		events += after.LastSeq - before.LastSeq
 	}
 	elapsed := b.Elapsed()
 	// Let the subscribers drain before the histograms are read.
-	last, _ := h.GetSession(ctx, s.ID)
+	last, _ := h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID})
 	deadline := time.Now().Add(10 * time.Second)
 	for _, f := range fs {
 		for f.last.Load() < last.LastSeq && time.Now().Before(deadline) {
@@ -339,7 +340,7 @@ func baseRate(b *testing.B, h *host.Host, pacer *pace.Pacer, n int) float64 {
 		b.Fatal(err)
 	}
 	lastSeq := func() int64 {
-		r, _ := h.GetSession(ctx, s.ID)
+		r, _ := h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID})
 		return r.LastSeq
 	}
 	var (
@@ -357,7 +358,7 @@ func baseRate(b *testing.B, h *host.Host, pacer *pace.Pacer, n int) float64 {
 			b.Fatal(err)
 		}
 		w, err := h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 60_000})
-		if err != nil || w.Run.Status != store.RunCompleted {
+		if err != nil || w.Run.Status != record.RunCompleted {
 			b.Fatalf("run %s: %+v %v", r.ID, w, err)
 		}
 		elapsed += time.Since(t0)
@@ -444,7 +445,7 @@ func BenchmarkResume(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		t0 := time.Now()
-		seq, err := h.Subscribe(ctx, "ses_resume", cursor, "")
+		seq, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: "ses_resume", After: cursor})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -500,12 +501,12 @@ func BenchmarkSteer(b *testing.B) {
 	var ack, beyond, raw []time.Duration
 	b.ReportAllocs()
 	for b.Loop() {
-		cur, _ := h.GetSession(ctx, s.ID)
+		cur, _ := h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID})
 		r, err := h.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: input("go")})
 		if err != nil {
 			b.Fatal(err)
 		}
-		seq, err := h.Subscribe(ctx, s.ID, cur.LastSeq, r.ID)
+		seq, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: s.ID, After: cur.LastSeq, RunID: r.ID})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -562,12 +563,12 @@ func BenchmarkCancel(b *testing.B) {
 	var commit, ret []time.Duration
 	b.ReportAllocs()
 	for b.Loop() {
-		cur, _ := h.GetSession(ctx, s.ID)
+		cur, _ := h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID})
 		r, err := h.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: input("go")})
 		if err != nil {
 			b.Fatal(err)
 		}
-		seq, err := h.Subscribe(ctx, s.ID, cur.LastSeq, r.ID)
+		seq, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: s.ID, After: cur.LastSeq, RunID: r.ID})
 		if err != nil {
 			b.Fatal(err)
 		}

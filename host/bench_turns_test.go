@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkManyTurns runs 10,000 turns on one host, a new session every
-// 100 (the shape of weft bench's host-RSS figure), and reports the live
+// 100 (the shape of weft-bench's host-RSS figure), and reports the live
 // heap after 100 turns and after all of them: what the host keeps grows
 // with the sessions it keeps loaded (their projections and transcripts,
 // bounded by MaxLoadedSessions and TranscriptBytes), not with turns.

@@ -15,7 +15,7 @@ import (
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/testenv"
 	"weft.dev/weft/llm/scripted"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/sqlite"
 )
 
@@ -83,7 +83,7 @@ func TestRealDiskFull(t *testing.T) {
 	t.Logf("on a full disk: %v", refused)
 	os.Remove(filler)
 	w, err := h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 20_000})
-	if err != nil || w.Run.Status != store.RunFailed || w.Run.Error == nil || w.Run.Error.Kind != "storage" {
+	if err != nil || w.Run.Status != record.RunFailed || w.Run.Error == nil || w.Run.Error.Kind != "storage" {
 		t.Fatalf("run after the disk was freed: %+v, %v", w, err)
 	}
 	var next *api.RunResult
@@ -93,7 +93,7 @@ func TestRealDiskFull(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := wait(t, h, next.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, next.ID); got.Status != record.RunCompleted {
 		t.Fatalf("the next run: %s", got.Status)
 	}
 	page, err := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, Limit: 1000})

@@ -25,6 +25,7 @@ import (
 	"weft.dev/weft/agent"
 	"weft.dev/weft/api"
 	"weft.dev/weft/env"
+	"weft.dev/weft/event"
 	"weft.dev/weft/internal/ids"
 	"weft.dev/weft/internal/journal"
 	"weft.dev/weft/internal/lease"
@@ -77,6 +78,11 @@ type Config struct {
 	// which is only safe when no other host uses the store, and runs the
 	// queues it finds.
 	Shared bool
+	// MaxCommandLimits is the most a session may ask for each of its
+	// commands (session/create limits); a zero field sets no ceiling.
+	// The limits themselves are the sandbox's (process.Config.Sandbox,
+	// builtin.Options.Sandbox).
+	MaxCommandLimits event.Limits
 	// MaxSteps caps a run's steps unless the run says otherwise; zero means 50.
 	MaxSteps int
 	// ReceiptTTL is how long idempotency receipts are kept; zero means 24 h.
@@ -153,7 +159,6 @@ type Config struct {
 type Host struct {
 	cfg  Config
 	scfg session.Config
-	m    methods         // the mutating methods, each made idempotent
 	ctx  context.Context // cancelled by Close
 	stop context.CancelFunc
 	// bg counts the host's own goroutines (the housekeeping loop and the
@@ -245,7 +250,6 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.scfg.MCP = cfg.MCP
 		h.scfg.Journal.Redactor = cfg.Redactor.With(cfg.MCP.Secrets()...)
 	}
-	h.m = h.methodTable()
 	if m := cfg.Processes; m != nil {
 		m.Attach(h, h)
 	}

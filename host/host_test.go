@@ -21,6 +21,7 @@ import (
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
 )
@@ -61,12 +62,18 @@ var scripts = map[string]string{
 
 func newHost(t *testing.T) (*host.Host, store.Store) {
 	t.Helper()
+	return newHostWith(t, nil)
+}
+
+// newHostWith is newHost with its configuration changed by mod.
+func newHostWith(t *testing.T, mod func(*host.Config)) (*host.Host, store.Store) {
+	t.Helper()
 	st := memory.New()
 	reg := tool.NewRegistry()
 	if err := builtin.Register(reg, builtin.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := host.New(context.Background(), host.Config{
+	cfg := host.Config{
 		Store: st, Tools: reg, DefaultModel: "scripted:fast",
 		CoalesceWindow: 2 * time.Millisecond,
 		ResolveModel: func(name string) (*host.Model, error) {
@@ -81,7 +88,11 @@ func newHost(t *testing.T) (*host.Host, store.Store) {
 			}
 			return &host.Model{Name: name, Provider: p, Model: key}, nil
 		},
-	})
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	h, err := host.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +118,7 @@ func start(t *testing.T, h *host.Host, p api.StartRunParams) *api.RunResult {
 	return r
 }
 
-func wait(t *testing.T, h *host.Host, runID string) store.Run {
+func wait(t *testing.T, h *host.Host, runID string) record.Run {
 	t.Helper()
 	w, err := h.WaitRun(context.Background(), api.WaitRunParams{RunID: runID, TimeoutMs: 20000})
 	if err != nil {
@@ -127,7 +138,7 @@ func waitFor(t *testing.T, h *host.Host, sid, runID string, match func(event.Eve
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	seq, err := h.Subscribe(ctx, sid, 0, runID)
+	seq, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: sid, RunID: runID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +164,7 @@ func TestRunCompletes(t *testing.T) {
 	h, _ := newHost(t)
 	sid := session(t, h, "scripted:fast")
 	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("hi")})
-	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 		t.Fatalf("status %s", got.Status)
 	}
 	evs, err := h.ReadEvents(context.Background(), api.ReadEventsParams{SessionID: sid})
@@ -179,27 +190,27 @@ func TestBusyPolicies(t *testing.T) {
 		}
 
 		queued := start(t, h, api.StartRunParams{SessionID: sid, Input: input("three"), Busy: api.BusyQueue})
-		if queued.Status != store.RunQueued {
+		if queued.Status != record.RunQueued {
 			t.Fatalf("queued run is %s", queued.Status)
 		}
 		steered := start(t, h, api.StartRunParams{SessionID: sid, Input: input("four"), Busy: api.BusySteer})
 		if steered.Steer == nil || steered.ID != first.ID || steered.Steer.Status != "accepted" {
 			t.Fatalf("steer: %+v", steered)
 		}
-		if got := wait(t, h, first.ID); got.Status != store.RunCompleted {
+		if got := wait(t, h, first.ID); got.Status != record.RunCompleted {
 			t.Fatalf("first: %s", got.Status)
 		}
-		if got := wait(t, h, queued.ID); got.Status != store.RunCompleted || got.StartedAt == nil {
+		if got := wait(t, h, queued.ID); got.Status != record.RunCompleted || got.StartedAt == nil {
 			t.Fatalf("queued: %+v", got)
 		}
 
 		// interrupt cancels the active run and starts the new one.
 		a := start(t, h, api.StartRunParams{SessionID: sid, Input: input("five")})
 		b := start(t, h, api.StartRunParams{SessionID: sid, Input: input("six"), Busy: api.BusyInterrupt})
-		if got := wait(t, h, a.ID); got.Status != store.RunCancelled {
+		if got := wait(t, h, a.ID); got.Status != record.RunCancelled {
 			t.Fatalf("interrupted run: %s %+v", got.Status, got.Error)
 		}
-		if got := wait(t, h, b.ID); got.Status != store.RunCompleted {
+		if got := wait(t, h, b.ID); got.Status != record.RunCompleted {
 			t.Fatalf("interrupting run: %s", got.Status)
 		}
 		// Queued runs start in order.
@@ -235,7 +246,7 @@ func TestSteerConsumedAndErrors(t *testing.T) {
 		wait(t, h, r.ID)
 		_, err = h.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: input("late")})
 		var he *api.Error
-		if !errors.As(err, &he) || !errors.Is(err, api.ErrRunConflict) || he.Data["status"] != store.RunCompleted {
+		if !errors.As(err, &he) || !errors.Is(err, api.ErrRunConflict) || he.Data["status"] != record.RunCompleted {
 			t.Fatalf("steer after end: %v", err)
 		}
 		evs, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: sid, Limit: 1000})
@@ -305,14 +316,14 @@ func TestCancel(t *testing.T) {
 	waitFor(t, h, sid, r.ID, ofType(event.ToolCallStarted))
 	t0 := time.Now()
 	c, err := h.CancelRun(ctx, api.CancelParams{RunID: r.ID, Reason: "stop"})
-	if err != nil || c.Status != store.RunCancelled {
+	if err != nil || c.Status != record.RunCancelled {
 		t.Fatalf("cancel: %+v %v", c, err)
 	}
 	if d := time.Since(t0); d > 5*time.Second {
 		t.Fatalf("cancel took %v", d)
 	}
 	again, err := h.CancelRun(ctx, api.CancelParams{RunID: r.ID})
-	if err != nil || again.Status != store.RunCancelled {
+	if err != nil || again.Status != record.RunCancelled {
 		t.Fatalf("cancel of a terminal run: %+v %v", again, err)
 	}
 	evs, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: sid, RunID: r.ID, Limit: 1000})
@@ -322,7 +333,7 @@ func TestCancel(t *testing.T) {
 	}
 	// The next run is valid (scripted:fast answers text).
 	r2 := start(t, h, api.StartRunParams{SessionID: sid, Input: input("next"), Model: "scripted:fast"})
-	if got := wait(t, h, r2.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, r2.ID); got.Status != record.RunCompleted {
 		t.Fatalf("next run: %+v", got)
 	}
 }
@@ -335,10 +346,10 @@ func TestCancelQueuedRun(t *testing.T) {
 		a := start(t, h, api.StartRunParams{SessionID: sid, Input: input("a")})
 		b := start(t, h, api.StartRunParams{SessionID: sid, Input: input("b"), Busy: api.BusyQueue})
 		c, err := h.CancelRun(ctx, api.CancelParams{RunID: b.ID})
-		if err != nil || c.Status != store.RunCancelled {
+		if err != nil || c.Status != record.RunCancelled {
 			t.Fatalf("%+v %v", c, err)
 		}
-		if got := wait(t, h, a.ID); got.Status != store.RunCompleted {
+		if got := wait(t, h, a.ID); got.Status != record.RunCompleted {
 			t.Fatal(got.Status)
 		}
 	})
@@ -425,7 +436,7 @@ func TestBadInput(t *testing.T) {
 			return err
 		}},
 		{"subscribe ahead", api.ErrCursorInvalid, func() error {
-			_, err := h.Subscribe(ctx, sid, 999, "")
+			_, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: sid, After: 999})
 			return err
 		}},
 		{"bad mount", api.ErrInvalidParams, func() error {
@@ -453,7 +464,7 @@ func TestDeleteSession(t *testing.T) {
 		if _, err := h.DeleteSession(ctx, api.SessionIDParams{SessionID: sid}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.GetSession(ctx, sid); !errors.Is(err, api.ErrNotFound) {
+		if _, err := h.GetSession(ctx, api.SessionGetParams{SessionID: sid}); !errors.Is(err, api.ErrNotFound) {
 			t.Fatalf("get after delete: %v", err)
 		}
 	})
@@ -474,7 +485,7 @@ func TestSubscribeSeesTheLog(t *testing.T) {
 			wg.Go(func() {
 				time.Sleep(time.Duration(i) * 15 * time.Millisecond)
 				after := int64(i % 3)
-				seq, err := h.Subscribe(ctx, sid, after, "")
+				seq, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: sid, After: after})
 				if err != nil {
 					t.Error(err)
 					return
@@ -552,7 +563,7 @@ func TestIdleSessionsUnload(t *testing.T) {
 		}
 		l.Release()
 		r = start(t, h, api.StartRunParams{SessionID: a, Input: input("two")})
-		if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+		if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 			t.Fatalf("run after reload: %+v", got)
 		}
 		if evs, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: a, Limit: 1000}); evs.Events[len(evs.Events)-1].Type != event.RunCompleted {
@@ -614,7 +625,7 @@ func TestCrowdedHostUnloadsLeastRecentlyUsed(t *testing.T) {
 			t.Fatal(err)
 		}
 		// An unloaded session loads again on its next request.
-		if got := wait(t, h, start(t, h, api.StartRunParams{SessionID: ids[0], Input: input("again")}).ID); got.Status != store.RunCompleted {
+		if got := wait(t, h, start(t, h, api.StartRunParams{SessionID: ids[0], Input: input("again")}).ID); got.Status != record.RunCompleted {
 			t.Fatalf("run after reload: %+v", got)
 		}
 	})
@@ -634,11 +645,41 @@ func TestSessionNetworkPolicy(t *testing.T) {
 	if _, err := h.Mount(ctx, api.MountParams{SessionID: s.ID, Mount: event.Mount{ID: "more", Path: t.TempDir()}}); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := h.GetSession(ctx, s.ID)
+	got, _ := h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID})
 	if got.Binding.Network != "allow" || got.Binding.BindingVersion != 2 {
 		t.Fatalf("after mount: %+v", got.Binding)
 	}
 	if _, err := h.CreateSession(ctx, api.CreateSessionParams{Network: "sometimes"}); !errors.Is(err, api.ErrInvalidParams) {
 		t.Fatalf("bad network: %v", err)
+	}
+}
+
+// TestSessionLimits: a session's own limits of each command are kept
+// through mount changes, and refused over the host's ceiling or negative.
+func TestSessionLimits(t *testing.T) {
+	h, _ := newHostWith(t, func(c *host.Config) {
+		c.MaxCommandLimits = event.Limits{Processes: 100, MemoryBytes: 1 << 30}
+	})
+	ctx := context.Background()
+	l := &event.Limits{Processes: 50, CPUTimeMs: 60000, FileSizeBytes: 1 << 20}
+	s, err := h.CreateSession(ctx, api.CreateSessionParams{Limits: l, Mounts: []event.Mount{{ID: "work", Path: t.TempDir()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Binding.Limits == nil || *s.Binding.Limits != *l {
+		t.Fatalf("binding %+v", s.Binding)
+	}
+	if _, err := h.Mount(ctx, api.MountParams{SessionID: s.ID, Mount: event.Mount{ID: "more", Path: t.TempDir()}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID}); got.Binding.Limits == nil || *got.Binding.Limits != *l {
+		t.Fatalf("after mount: %+v", got.Binding)
+	}
+	for _, bad := range []event.Limits{{Processes: 101}, {MemoryBytes: 2 << 30}, {Processes: -1}, {FileSizeBytes: 100}} {
+		_, err := h.CreateSession(ctx, api.CreateSessionParams{Limits: &bad})
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.Kind != api.KindInvalidParams || !strings.Contains(ae.Message, "limits.") {
+			t.Errorf("limits %+v: %v", bad, err)
+		}
 	}
 }

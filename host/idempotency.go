@@ -24,67 +24,66 @@ type mutation[P, R any] func(ctx context.Context, p P, rc *idem.Claim) (res *R, 
 // replayer answers an exact retry from the receipt's ref.
 type replayer[P, R any] func(ctx context.Context, p P, ref idem.Ref) (*R, error)
 
-// idempotent wraps a mutating method with weft's idempotency: requests
-// with the same key are serialised; an exact retry (same method, same
-// params) is answered by replay; the same key with other params is
-// api.ErrIdempotencyConflict; the first request's receipt is stored with
-// its mutation (a mutation the store refuses because another writer
-// stored the key meanwhile, store.ErrReceiptExists, is answered as a
-// retry of that writer's). P must be a struct with a string field IdempotencyKey,
-// which does not count in the params' fingerprint. Every mutating method
-// of the Host is built by this one function, in New's method table.
-func idempotent[P, R any](h *Host, method string, do mutation[P, R], replay replayer[P, R]) func(context.Context, P) (*R, error) {
-	keyField, ok := reflect.TypeFor[P]().FieldByName("IdempotencyKey")
-	if !ok || keyField.Type.Kind() != reflect.String {
-		panic(fmt.Sprintf("host: %s: params %s have no IdempotencyKey", method, reflect.TypeFor[P]()))
+// mutate serves one call of the mutating method m: p's own checks
+// (p.Validate), then weft's idempotency. Requests with the same key are
+// serialised; an exact retry (same method, same params) is answered by
+// replay; the same key with other params is api.ErrIdempotencyConflict;
+// the first request's receipt is stored with its mutation (a mutation the
+// store refuses because another writer stored the key meanwhile,
+// store.ErrReceiptExists, is answered as a retry of that writer's). The
+// receipt is keyed by m.Name. P has a string field IdempotencyKey (the
+// table's test holds every mutating method to it), which does not count
+// in the params' fingerprint. Every mutating method of the Host is this
+// call and nothing else, so none can miss the wrapper.
+func mutate[P api.Params, R any](ctx context.Context, h *Host, m api.Method[P, R], p P, do mutation[P, R], replay replayer[P, R]) (*R, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
-	return func(ctx context.Context, p P) (*R, error) {
-		v := reflect.ValueOf(&p).Elem()
-		key := v.FieldByIndex(keyField.Index).String()
-		if len(key) > api.MaxIDBytes {
-			return nil, api.Errorf(api.KindInvalidParams, "idempotencyKey is longer than %d bytes", api.MaxIDBytes).
-				With("field", "idempotencyKey").With("limit", api.MaxIDBytes)
-		}
-		v.FieldByIndex(keyField.Index).SetString("")
-		fp := fingerprint(p)
-		rc := idem.NewClaim(key, method, fp)
-		if rc == nil {
-			res, _, err := do(ctx, p, nil)
-			return res, err
-		}
-		l := h.keyLock(key)
-		l.Lock()
-		defer l.Unlock()
-		ref, found, err := h.lookupReceipt(ctx, key, method, fp)
-		if err != nil {
-			return nil, err
-		}
-		if found {
+	v := reflect.ValueOf(&p).Elem()
+	keyField := v.FieldByName("IdempotencyKey")
+	if !m.Mutating || !keyField.IsValid() || keyField.Kind() != reflect.String {
+		panic(fmt.Sprintf("host: %s is not a mutating method with an IdempotencyKey", m.Name))
+	}
+	key := keyField.String()
+	keyField.SetString("")
+	fp := fingerprint(p)
+	rc := idem.NewClaim(key, m.Name, fp)
+	if rc == nil {
+		res, _, err := do(ctx, p, nil)
+		return res, err
+	}
+	l := h.keyLock(key)
+	l.Lock()
+	defer l.Unlock()
+	ref, found, err := h.lookupReceipt(ctx, key, m.Name, fp)
+	if err != nil {
+		return nil, err
+	}
+	if found {
+		return replay(ctx, p, ref)
+	}
+	res, ref, err := do(ctx, p, rc)
+	if errors.Is(err, store.ErrReceiptExists) {
+		// Another writer (a host that shares the store) committed the
+		// key after the lookup, and the store refused this mutation
+		// whole: it is a retry of that one.
+		ref, found, lerr := h.lookupReceipt(ctx, key, m.Name, fp)
+		switch {
+		case lerr != nil:
+			return nil, lerr
+		case found:
 			return replay(ctx, p, ref)
 		}
-		res, ref, err := do(ctx, p, rc)
-		if errors.Is(err, store.ErrReceiptExists) {
-			// Another writer (a host that shares the store) committed the
-			// key after the lookup, and the store refused this mutation
-			// whole: it is a retry of that one.
-			ref, found, lerr := h.lookupReceipt(ctx, key, method, fp)
-			switch {
-			case lerr != nil:
-				return nil, lerr
-			case found:
-				return replay(ctx, p, ref)
-			}
-			return nil, apiError(err)
-		}
-		if err != nil || rc.IsStored() {
-			return res, err
-		}
-		if _, perr := h.cfg.Store.PutReceipt(ctx, rc.Receipt(sessionOf(v), ref)); perr != nil {
-			// The mutation happened; only a retry's replay is lost.
-			h.cfg.Logger.Warn("store an idempotency receipt", "method", method, "err", perr)
-		}
-		return res, nil
+		return nil, apiError(err)
 	}
+	if err != nil || rc.IsStored() {
+		return res, err
+	}
+	if _, perr := h.cfg.Store.PutReceipt(ctx, rc.Receipt(sessionOf(v), ref)); perr != nil {
+		// The mutation happened; only a retry's replay is lost.
+		h.cfg.Logger.Warn("store an idempotency receipt", "method", m.Name, "err", perr)
+	}
+	return res, nil
 }
 
 // sessionOf returns the SessionID field of params, if any.

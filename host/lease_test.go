@@ -17,6 +17,7 @@ import (
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/postgres"
+	"weft.dev/weft/store/record"
 )
 
 // pg is the test binary's PostgreSQL cluster, started by the first test
@@ -130,11 +131,11 @@ func TestLeaseTakeOverFencesOldOwner(t *testing.T) {
 	}
 	// B's first command for the session loads it: the take-over.
 	next := start(t, b.h, api.StartRunParams{SessionID: sid, Input: input("three")})
-	if got := wait(t, b.h, next.ID); got.Status != store.RunCompleted {
+	if got := wait(t, b.h, next.ID); got.Status != record.RunCompleted {
 		t.Fatalf("B's run: %s", got.Status)
 	}
 	r, err := b.h.GetRun(ctx, api.RunIDParams{RunID: long.ID})
-	if err != nil || r.Status != store.RunInterrupted {
+	if err != nil || r.Status != record.RunInterrupted {
 		t.Fatalf("A's run after B took over: %+v, %v; want interrupted", r, err)
 	}
 	eventually(t, 10*time.Second, "A still has the session loaded", func() bool { return !host.Loaded(a.h, sid) })
@@ -206,7 +207,7 @@ func TestLeaseSurvivesDatabaseRestart(t *testing.T) {
 			r, err = a.h.StartRun(ctx, api.StartRunParams{SessionID: sid, Input: input(text)})
 			return err == nil
 		})
-		if got := wait(t, a.h, r.ID); got.Status != store.RunCompleted {
+		if got := wait(t, a.h, r.ID); got.Status != record.RunCompleted {
 			t.Fatalf("run after the restart: %s", got.Status)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/mcp"
 )
@@ -81,7 +82,7 @@ func TestSessionMCPServers(t *testing.T) {
 	run := func(h *host.Host, text string) {
 		t.Helper()
 		r := start(t, h, api.StartRunParams{SessionID: s.ID, Input: input(text)})
-		if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+		if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 			t.Fatalf("status %s", got.Status)
 		}
 		evs, err := h.ReadEvents(context.Background(), api.ReadEventsParams{SessionID: s.ID, RunID: r.ID})
@@ -136,7 +137,7 @@ func TestMCPToolApproval(t *testing.T) {
 	if _, err := h.DecideApproval(context.Background(), api.DecideParams{ApprovalID: d.ApprovalID, Decision: event.DecisionAllowOnce}); err != nil {
 		t.Fatal(err)
 	}
-	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 		t.Fatalf("status %s", got.Status)
 	}
 	e = waitFor(t, h, s.ID, r.ID, ofType(event.ToolCallCompleted))

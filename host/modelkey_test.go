@@ -12,8 +12,8 @@ import (
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/config"
 	"weft.dev/weft/llm/scripted"
-	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 )
 
 // keylessHost resolves models as the CLI does, in an environment with no
@@ -70,7 +70,7 @@ func TestMissingAPIKey(t *testing.T) {
 	missingKey(t, "session/update", err, "ANTHROPIC_API_KEY")
 	_, err = h.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: input("hi"), Model: "openai:gpt-x"})
 	missingKey(t, "run/start naming the model", err, "OPENAI_API_KEY")
-	if got := wait(t, h, start(t, h, api.StartRunParams{SessionID: s.ID, Input: input("hi")}).ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, start(t, h, api.StartRunParams{SessionID: s.ID, Input: input("hi")}).ID); got.Status != record.RunCompleted {
 		t.Fatalf("a run of the session's model: %+v", got)
 	}
 
@@ -88,7 +88,7 @@ func TestMissingAPIKey(t *testing.T) {
 		t.Fatalf("a refused run/start wrote %d events and %d runs", len(after.Events)-len(before.Events), len(runs.Runs))
 	}
 	// Naming a model the host can use runs.
-	if got := wait(t, h, start(t, h, api.StartRunParams{SessionID: s2.ID, Input: input("hi"), Model: "fast", IdempotencyKey: "k"}).ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, start(t, h, api.StartRunParams{SessionID: s2.ID, Input: input("hi"), Model: "fast", IdempotencyKey: "k"}).ID); got.Status != record.RunCompleted {
 		t.Fatalf("run: %+v", got)
 	}
 }

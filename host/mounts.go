@@ -14,12 +14,12 @@ import (
 
 // ListEnv returns a session's current binding. The binding belongs to the
 // session: it is what the next run (and the active run's next tool call)
-// sees.
+// sees ([api.EnvList]).
 func (h *Host) ListEnv(ctx context.Context, p api.ListEnvParams) (*api.ListEnvResult, error) {
-	if p.SessionID == "" {
-		return nil, invalid("sessionId", "sessionId is required")
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
-	s, err := h.GetSession(ctx, p.SessionID)
+	s, err := h.sessionRecord(ctx, p.SessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -100,18 +100,17 @@ func (h *Host) replayMount(ctx context.Context, sessionID string, ref idem.Ref) 
 // with. Errors: InvalidParams for a mount that breaks a rule (see
 // [env.NewBinding]; DefaultForShell needs a read-write mount),
 // AlreadyExists for a taken ID without Replace, RunConflict when
-// p.ExpectedBindingVersion is stale, IdempotencyConflict for a reused key.
+// p.ExpectedBindingVersion is stale, IdempotencyConflict for a reused key
+// ([api.EnvMount]).
 func (h *Host) Mount(ctx context.Context, p api.MountParams) (*api.MountResult, error) {
-	return h.m.mount(ctx, p)
+	return mutate(ctx, h, api.EnvMount, p, h.mount, func(ctx context.Context, p api.MountParams, ref idem.Ref) (*api.MountResult, error) {
+		return h.replayMount(ctx, p.SessionID, ref)
+	})
 }
 
 func (h *Host) mount(ctx context.Context, p api.MountParams, rc *idem.Claim) (*api.MountResult, idem.Ref, error) {
-	if p.SessionID == "" {
-		return nil, idem.Ref{}, invalid("sessionId", "sessionId is required")
-	}
-	if p.Mount.ID == "" {
-		return nil, idem.Ref{}, invalid("mount.id", "mount.id is required")
-	}
+	// The host's checks: the mount's defaults and scratch directory,
+	// and, for a remote client, where its path leads.
 	if err := h.normalizeMount(p.SessionID, &p.Mount); err != nil {
 		return nil, idem.Ref{}, err
 	}
@@ -135,18 +134,15 @@ func (h *Host) mount(ctx context.Context, p api.MountParams, rc *idem.Claim) (*a
 // mount; unmounting the default needs p.NewDefaultMountID. A mount that
 // owns a running process is refused with RunConflict naming
 // "<mountId>:<processId>", and the binding is left as it was. Other
-// errors are as for [Host.Mount]; an unknown mount is InvalidParams.
+// errors are as for [Host.Mount]; an unknown mount is InvalidParams
+// ([api.EnvUnmount]).
 func (h *Host) Unmount(ctx context.Context, p api.UnmountParams) (*api.MountResult, error) {
-	return h.m.unmount(ctx, p)
+	return mutate(ctx, h, api.EnvUnmount, p, h.unmount, func(ctx context.Context, p api.UnmountParams, ref idem.Ref) (*api.MountResult, error) {
+		return h.replayMount(ctx, p.SessionID, ref)
+	})
 }
 
 func (h *Host) unmount(ctx context.Context, p api.UnmountParams, rc *idem.Claim) (*api.MountResult, idem.Ref, error) {
-	if p.SessionID == "" {
-		return nil, idem.Ref{}, invalid("sessionId", "sessionId is required")
-	}
-	if p.MountID == "" {
-		return nil, idem.Ref{}, invalid("mountId", "mountId is required")
-	}
 	var res *api.MountResult
 	err := h.with(ctx, p.SessionID, func(s *session.Session) (err error) {
 		res, err = s.Unmount(ctx, p, rc)

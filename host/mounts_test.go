@@ -17,8 +17,8 @@ import (
 	"weft.dev/weft/host"
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/process"
-	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 )
 
@@ -212,7 +212,7 @@ func TestMountScratchBesideLocal(t *testing.T) {
 	}
 	sub, cancel := context.WithCancel(ctx)
 	defer cancel()
-	events, err := e.h.Subscribe(sub, sid, l.LatestEnvironmentCursor, "")
+	events, err := e.h.Subscribe(sub, api.SubscribeParams{SessionID: sid, After: l.LatestEnvironmentCursor})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestMountScratchBesideLocal(t *testing.T) {
 	wantErr(t, err, api.ErrIdempotencyConflict)
 
 	close(e.gate.release)
-	if got := wait(t, e.h, r.ID); got.Status != store.RunCompleted {
+	if got := wait(t, e.h, r.ID); got.Status != record.RunCompleted {
 		t.Fatalf("run %s: %+v", got.Status, got.Error)
 	}
 	if c := e.events(t, sid, event.SteerConsumed); len(c) != 1 {
@@ -590,7 +590,7 @@ func TestLiveSwitch(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(e.gate.release)
-	if got := wait(t, e.h, r.ID); got.Status != store.RunCompleted {
+	if got := wait(t, e.h, r.ID); got.Status != record.RunCompleted {
 		t.Fatalf("run %s: %+v", got.Status, got.Error)
 	}
 	var outs []string
@@ -628,7 +628,7 @@ func TestMountBetweenRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = start(t, e.h, api.StartRunParams{SessionID: sid, Input: input("two")})
-	if got := wait(t, e.h, r.ID); got.Status != store.RunCompleted {
+	if got := wait(t, e.h, r.ID); got.Status != record.RunCompleted {
 		t.Fatalf("run %s: %+v", got.Status, got.Error)
 	}
 	infos := e.events(t, sid, event.MountInfo)

@@ -17,6 +17,7 @@ import (
 	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
 )
@@ -79,7 +80,7 @@ func runCalls(t *testing.T, h *host.Host, mounts []event.Mount) []event.ToolCall
 		t.Fatal(err)
 	}
 	r := start(t, h, api.StartRunParams{SessionID: s.ID, Input: input("go")})
-	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 		t.Fatalf("run %s: %+v", r.ID, got)
 	}
 	evs, err := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, Limit: 1000})
@@ -335,8 +336,8 @@ func TestBackgroundToolFollowsPathRules(t *testing.T) {
 	}
 	for _, args := range []string{`{"path":"notes.txt"}`, `{"path":"readme.txt"}`} {
 		res := h.RunTool(context.Background(), process.ToolRun{
-			Process: store.Process{ID: "proc_1", SessionID: s.ID, RunID: "run_gone", Kind: store.ProcessTool,
-				Spec: store.ProcessSpec{Tool: api.ToolReadFile, Args: json.RawMessage(args)}},
+			Process: record.Process{ID: "proc_1", SessionID: s.ID, RunID: "run_gone", Kind: record.ProcessTool,
+				Spec: record.ProcessSpec{Tool: api.ToolReadFile, Args: json.RawMessage(args)}},
 			Call: &tool.Call{ID: "proc_1", SessionID: s.ID, RunID: "run_gone", Arguments: json.RawMessage(args)},
 		})
 		switch {

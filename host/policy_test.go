@@ -16,8 +16,8 @@ import (
 	"weft.dev/weft/host"
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/process"
-	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
 )
@@ -133,7 +133,7 @@ func TestPolicyAttacksEndToEnd(t *testing.T) {
 	// are final.
 	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("go"),
 		Policy: &api.Policy{Rules: []api.Rule{{Tool: api.ToolShell, Action: api.ActionAllow}, {Tool: "*", Action: api.ActionAllow}}}})
-	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 		t.Fatalf("run: %+v", got)
 	}
 	if b, err := os.ReadFile(important); err != nil || string(b) != "keep" {
@@ -198,7 +198,7 @@ func TestAllowSessionIsExact(t *testing.T) {
 	if _, err := h.DecideApproval(context.Background(), api.DecideParams{ApprovalID: q2.ApprovalID, Decision: event.DecisionDeny}); err != nil {
 		t.Fatal(err)
 	}
-	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 		t.Fatalf("run: %+v", got)
 	}
 	res := results(t, h, sid, r.ID)
@@ -224,7 +224,7 @@ func TestFinalAskOffersNoAllowSession(t *testing.T) {
 	if _, err := h.DecideApproval(context.Background(), api.DecideParams{ApprovalID: q.ID, Decision: event.DecisionAllowOnce}); err != nil {
 		t.Fatal(err)
 	}
-	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 		t.Fatalf("run: %+v", got)
 	}
 }
@@ -263,7 +263,7 @@ func TestMountBoundShellAllow(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := start(t, h, api.StartRunParams{SessionID: s.ID, Input: input("go")})
-	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 		t.Fatalf("run: %+v", got)
 	}
 	if b, err := os.ReadFile(important); err != nil || string(b) != "keep" {

@@ -12,8 +12,8 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
 	"weft.dev/weft/policy"
-	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/sqlite"
 )
 
@@ -61,7 +61,7 @@ func TestDefaultPreset(t *testing.T) {
 		t.Fatal(err)
 	}
 	// After the restart the default preset still asks about b.txt.
-	var q2 store.Request
+	var q2 record.Request
 	waitFor(t, h, sid, r.ID, func(e event.Event) bool {
 		var d event.ApprovalRequestedData
 		if e.Type != event.ApprovalRequested || e.Decode(&d) != nil || d.ApprovalID == q.ID {
@@ -76,7 +76,7 @@ func TestDefaultPreset(t *testing.T) {
 	if _, err := h.DecideApproval(ctx, api.DecideParams{ApprovalID: q2.ID, Decision: event.DecisionDeny}); err != nil {
 		t.Fatal(err)
 	}
-	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 		t.Fatalf("run: %+v", got)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "b.txt")); !os.IsNotExist(err) {
@@ -97,7 +97,7 @@ func TestDefaultPresetYields(t *testing.T) {
 	dir := t.TempDir()
 	sid := mountedSession(t, h, dir, &api.Policy{Preset: api.PresetNeverAsk})
 	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("go"), DefaultPreset: api.PresetAskAll})
-	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 		t.Fatalf("run: %+v", got)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "b.txt")); err != nil {
@@ -154,11 +154,11 @@ func TestDefaultPresetUnderSessionRules(t *testing.T) {
 	if _, err := h.DecideApproval(ctx, api.DecideParams{ApprovalID: q.ID, Decision: event.DecisionAllowSession}); err != nil {
 		t.Fatal(err)
 	}
-	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 		t.Fatalf("run: %+v", got)
 	}
 	r2 := start(t, h, api.StartRunParams{SessionID: sid, Input: input("again"), DefaultPreset: api.PresetAskAll})
-	if got := wait(t, h, r2.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, r2.ID); got.Status != record.RunCompleted {
 		t.Fatalf("second run: %+v", got)
 	}
 	for _, f := range []string{"a.txt", "b.txt", "c.txt"} {

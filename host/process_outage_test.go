@@ -18,6 +18,7 @@ import (
 	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/storetest"
 )
 
@@ -64,7 +65,7 @@ func TestProcessEndDuringOutageReachesSessionLog(t *testing.T) {
 	})
 	fst.Fail(nil)
 	r, err := h.AwaitProcess(ctx, api.ProcessAwaitParams{ID: p.ID, TimeoutMs: 10000})
-	if err != nil || r.TimedOut || r.Process.Status != store.ProcessFailed || *r.Process.ExitCode != 3 || r.Tail != "one\ntwo\n" {
+	if err != nil || r.TimedOut || r.Process.Status != record.ProcessFailed || *r.Process.ExitCode != 3 || r.Tail != "one\ntwo\n" {
 		t.Fatalf("await after the outage: %+v, %v", r, err)
 	}
 	proctest.Eventually(t, 10*time.Second, func() string { return "process.exited never reached the session log" }, func() bool {
@@ -72,7 +73,7 @@ func TestProcessEndDuringOutageReachesSessionLog(t *testing.T) {
 	})
 	var d event.ProcessData
 	sessionEvents(t, h, s.ID, event.ProcessExited)[0].Decode(&d)
-	if d.ProcessID != p.ID || d.Status != store.ProcessFailed || !strings.Contains(d.Tail, "two") {
+	if d.ProcessID != p.ID || d.Status != record.ProcessFailed || !strings.Contains(d.Tail, "two") {
 		t.Errorf("process.exited = %+v", d)
 	}
 }
@@ -151,7 +152,7 @@ func TestProcessExitedSurvivesSessionOutage(t *testing.T) {
 	})
 	var d event.ProcessData
 	sessionEvents(t, h, s.ID, event.ProcessExited)[0].Decode(&d)
-	if d.ProcessID != p.ID || d.Status != store.ProcessFailed || d.ExitCode == nil || *d.ExitCode != 3 {
+	if d.ProcessID != p.ID || d.Status != record.ProcessFailed || d.ExitCode == nil || *d.ExitCode != 3 {
 		t.Errorf("process.exited = %+v", d)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"sync/atomic"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 	"weft.dev/weft/internal/idem"
 	"weft.dev/weft/internal/session"
 	"weft.dev/weft/process"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 )
 
@@ -39,7 +40,7 @@ func receiptCaller(sessionID, id string, rc *idem.Claim, withSeq bool) (c proces
 		return c, func() {}
 	}
 	var used atomic.Bool
-	c.Receipt = func(seq int64) store.Receipt {
+	c.Receipt = func(seq int64) record.Receipt {
 		used.Store(true)
 		ref := idem.Ref{ID: id}
 		if withSeq {
@@ -61,24 +62,21 @@ func caller(sessionID string) process.Caller {
 	return process.Caller{SessionID: sessionID}
 }
 
-func processResult(p store.Process) *api.ProcessResult {
+func processResult(p record.Process) *api.ProcessResult {
 	return &api.ProcessResult{Process: p, Handle: api.Handle{ID: p.ID}}
 }
 
 // StartProcess starts a shell command or a tool in the background,
 // through the session's owner. With an idempotency key, the receipt names
 // the process before it starts, so a retry after a crash finds it, or
-// starts it if it never started.
+// starts it if it never started ([api.ProcessStart]).
 func (h *Host) StartProcess(ctx context.Context, p api.ProcessStartParams) (*api.ProcessResult, error) {
-	return h.m.startProcess(ctx, p)
+	return mutate(ctx, h, api.ProcessStart, p, h.startProcess, h.replayStartProcess)
 }
 
 func (h *Host) startProcess(ctx context.Context, p api.ProcessStartParams, rc *idem.Claim) (*api.ProcessResult, idem.Ref, error) {
 	if _, err := h.procs(); err != nil {
 		return nil, idem.Ref{}, err
-	}
-	if (p.Command == "") == (p.Tool == "") {
-		return nil, idem.Ref{}, invalid("command", "give either command or tool")
 	}
 	id := h.cfg.NewID("proc")
 	ref := idem.Ref{ID: id}
@@ -114,14 +112,14 @@ func (h *Host) replayStartProcess(ctx context.Context, p api.ProcessStartParams,
 func (h *Host) launch(ctx context.Context, p api.ProcessStartParams, id string) (*api.ProcessResult, error) {
 	disp := p.Disposition
 	if disp == "" {
-		disp = store.OwnerBound
+		disp = record.OwnerBound
 	}
 	sp := process.StartParams{
 		ID: id, MountID: p.MountID, Cwd: p.Cwd, Env: p.Env, Disposition: disp,
 		WakeOnExit: p.WakeOnExit, PTY: p.PTY, CreatedBy: "client",
 	}
 	if p.Command != "" {
-		sp.Kind, sp.Command = store.ProcessShell, p.Command
+		sp.Kind, sp.Command = record.ProcessShell, p.Command
 	} else {
 		if h.cfg.Tools == nil {
 			return nil, invalid("tool", "this host has no tools")
@@ -130,9 +128,9 @@ func (h *Host) launch(ctx context.Context, p api.ProcessStartParams, id string) 
 		if err != nil {
 			return nil, invalid("args", "%v", err)
 		}
-		sp.Kind, sp.Tool, sp.Args = store.ProcessTool, p.Tool, args
+		sp.Kind, sp.Tool, sp.Args = record.ProcessTool, p.Tool, args
 	}
-	var rec store.Process
+	var rec record.Process
 	err := h.with(ctx, p.SessionID, func(s *session.Session) (err error) {
 		rec, err = s.StartProcess(ctx, sp)
 		return err
@@ -143,8 +141,11 @@ func (h *Host) launch(ctx context.Context, p api.ProcessStartParams, id string) 
 	return processResult(rec), nil
 }
 
-// GetProcess returns a process.
+// GetProcess returns a process ([api.ProcessGet]).
 func (h *Host) GetProcess(ctx context.Context, p api.ProcessIDParams) (*api.ProcessResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	m, err := h.procs()
 	if err != nil {
 		return nil, err
@@ -157,8 +158,11 @@ func (h *Host) GetProcess(ctx context.Context, p api.ProcessIDParams) (*api.Proc
 }
 
 // ListProcesses lists the processes a session owns or was granted, or,
-// without a session, all of them.
+// without a session, all of them ([api.ProcessList]).
 func (h *Host) ListProcesses(ctx context.Context, p api.ProcessListParams) (*api.ProcessListResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	m, err := h.procs()
 	if err != nil {
 		return nil, err
@@ -172,19 +176,20 @@ func (h *Host) ListProcesses(ctx context.Context, p api.ProcessListParams) (*api
 		return nil, apiError(err)
 	}
 	if ps == nil {
-		ps = []store.Process{}
+		ps = []record.Process{}
 	}
 	return &api.ProcessListResult{Processes: ps}, nil
 }
 
-// AwaitProcess waits for a process to end or the timeout.
+// AwaitProcess waits for a process to end or the timeout
+// ([api.ProcessAwait]).
 func (h *Host) AwaitProcess(ctx context.Context, p api.ProcessAwaitParams) (*api.AwaitResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	m, err := h.procs()
 	if err != nil {
 		return nil, err
-	}
-	if p.TimeoutMs < 0 {
-		return nil, invalid("timeoutMs", "timeoutMs must not be negative")
 	}
 	r, err := m.Await(ctx, p.ID, time.Duration(p.TimeoutMs)*time.Millisecond, caller(p.SessionID))
 	if err != nil {
@@ -193,14 +198,15 @@ func (h *Host) AwaitProcess(ctx context.Context, p api.ProcessAwaitParams) (*api
 	return &r, nil
 }
 
-// ProcessOutput reads a process's output from an offset.
+// ProcessOutput reads a process's output from an offset
+// ([api.ProcessOutput]).
 func (h *Host) ProcessOutput(ctx context.Context, p api.ProcessOutputParams) (*api.Output, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	m, err := h.procs()
 	if err != nil {
 		return nil, err
-	}
-	if p.Offset < 0 || p.Limit < 0 {
-		return nil, invalid("offset", "offset and limit must not be negative")
 	}
 	if p.Limit == 0 {
 		p.Limit = 64 << 10
@@ -230,9 +236,9 @@ func replayProcess[P any](h *Host) replayer[P, api.ProcessResult] {
 	}
 }
 
-// WriteProcess writes to a process's stdin.
+// WriteProcess writes to a process's stdin ([api.ProcessWrite]).
 func (h *Host) WriteProcess(ctx context.Context, p api.ProcessWriteParams) (*api.ProcessResult, error) {
-	return h.m.writeProcess(ctx, p)
+	return mutate(ctx, h, api.ProcessWrite, p, h.writeProcess, replayProcess[api.ProcessWriteParams](h))
 }
 
 func (h *Host) writeProcess(ctx context.Context, p api.ProcessWriteParams, rc *idem.Claim) (*api.ProcessResult, idem.Ref, error) {
@@ -253,14 +259,17 @@ func (h *Host) writeProcess(ctx context.Context, p api.ProcessWriteParams, rc *i
 			return nil, idem.Ref{}, apiError(err)
 		}
 	}
-	r, err := h.GetProcess(ctx, api.ProcessIDParams{ID: p.ID, SessionID: p.SessionID})
-	return r, idem.Ref{ID: p.ID}, err
+	rec, err := m.Get(ctx, p.ID, c)
+	if err != nil {
+		return nil, idem.Ref{}, apiError(err)
+	}
+	return processResult(rec), idem.Ref{ID: p.ID}, nil
 }
 
 // SignalProcess appends signal.<name> to the process log; for shells the
-// POSIX names also reach the process group.
+// POSIX names also reach the process group ([api.ProcessSignal]).
 func (h *Host) SignalProcess(ctx context.Context, p api.ProcessSignalParams) (*api.ProcessSignalResult, error) {
-	return h.m.signalProcess(ctx, p)
+	return mutate(ctx, h, api.ProcessSignal, p, h.signalProcess, h.replaySignal)
 }
 
 func (h *Host) signalProcess(ctx context.Context, p api.ProcessSignalParams, rc *idem.Claim) (*api.ProcessSignalResult, idem.Ref, error) {
@@ -288,17 +297,15 @@ func (h *Host) replaySignal(_ context.Context, _ api.ProcessSignalParams, ref id
 	return &res, nil
 }
 
-// CancelProcess cancels a process through the cancel policy.
+// CancelProcess cancels a process through the cancel policy
+// ([api.ProcessCancel]).
 func (h *Host) CancelProcess(ctx context.Context, p api.ProcessCancelParams) (*api.ProcessResult, error) {
-	return h.m.cancelProcess(ctx, p)
+	return mutate(ctx, h, api.ProcessCancel, p, h.cancelProcess, replayProcess[api.ProcessCancelParams](h))
 }
 
 func (h *Host) cancelProcess(ctx context.Context, p api.ProcessCancelParams, rc *idem.Claim) (*api.ProcessResult, idem.Ref, error) {
 	m, err := h.procs()
 	if err != nil {
-		return nil, idem.Ref{}, err
-	}
-	if err := checkSize("reason", len(p.Reason), api.MaxReasonBytes); err != nil {
 		return nil, idem.Ref{}, err
 	}
 	c, stored := receiptCaller(p.SessionID, p.ID, rc, false)
@@ -310,9 +317,10 @@ func (h *Host) cancelProcess(ctx context.Context, p api.ProcessCancelParams, rc 
 	return processResult(rec), idem.Ref{ID: p.ID}, nil
 }
 
-// GrantProcess lets another session address a process.
+// GrantProcess lets another session address a process
+// ([api.ProcessGrant]).
 func (h *Host) GrantProcess(ctx context.Context, p api.ProcessGrantParams) (*api.ProcessResult, error) {
-	return h.m.grantProcess(ctx, p)
+	return mutate(ctx, h, api.ProcessGrant, p, h.grantProcess, replayProcess[api.ProcessGrantParams](h))
 }
 
 func (h *Host) grantProcess(ctx context.Context, p api.ProcessGrantParams, rc *idem.Claim) (*api.ProcessResult, idem.Ref, error) {
@@ -329,9 +337,33 @@ func (h *Host) grantProcess(ctx context.Context, p api.ProcessGrantParams, rc *i
 	return processResult(rec), idem.Ref{ID: p.ID}, nil
 }
 
-// RevokeProcess withdraws a grant.
+// RevokeProcess withdraws a grant ([api.ProcessRevoke]).
 func (h *Host) RevokeProcess(ctx context.Context, p api.ProcessGrantParams) (*api.ProcessResult, error) {
-	return h.m.revokeProcess(ctx, p)
+	return mutate(ctx, h, api.ProcessRevoke, p, h.revokeProcess, replayProcess[api.ProcessGrantParams](h))
+}
+
+// FollowProcess yields a process's output from p.Offset, then live as it
+// is written, until the process ends and everything is yielded (the
+// iterator then ends with nil), or an error ([api.ProcessFollow]).
+// Visibility and grants apply as for GetProcess, checked before it
+// returns. The output's pages are read through ctx's api.PageGate, if
+// any.
+func (h *Host) FollowProcess(ctx context.Context, p api.ProcessFollowParams) (iter.Seq2[api.Chunk, error], error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := h.procs()
+	if err != nil {
+		return nil, err
+	}
+	c := caller(p.SessionID)
+	if _, err := m.Get(ctx, p.ID, c); err != nil {
+		return nil, apiError(err)
+	}
+	if g := api.PageGateFrom(ctx); g != nil {
+		ctx = process.WithPageGate(ctx, g)
+	}
+	return streamErrors(m.Follow(ctx, p.ID, p.Offset, c)), nil
 }
 
 func (h *Host) revokeProcess(ctx context.Context, p api.ProcessGrantParams, rc *idem.Claim) (*api.ProcessResult, idem.Ref, error) {
@@ -362,7 +394,7 @@ func (h *Host) RunTool(ctx context.Context, run process.ToolRun) tool.Result {
 	)
 	err := h.with(ctx, run.Process.SessionID, func(s *session.Session) error {
 		var err error
-		b, err = env.Open(s.Record().Binding)
+		b, err = env.OpenSession(run.Process.SessionID, s.Record().Binding)
 		bg = s.Background()
 		g = s.ToolGuard(run.Process.RunID, run.Process.Spec.Tool, run.Process.Spec.Args)
 		return err
@@ -379,7 +411,7 @@ func (h *Host) RunTool(ctx context.Context, run process.ToolRun) tool.Result {
 // ProcessEnded records the end of a process in its session's log, tells
 // the session's active run at its next step boundary, or starts a
 // follow-up run for a process started with wakeOnExit (process.Notifier).
-func (h *Host) ProcessEnded(p store.Process) {
+func (h *Host) ProcessEnded(p record.Process) {
 	h.recordProcess(p, event.ProcessExited)
 }
 
@@ -388,7 +420,7 @@ func (h *Host) ProcessEnded(p store.Process) {
 // session. (Starts are not notified: every start goes through its
 // session's owner, which records it under its lock, so an end, which
 // waits for that lock, always comes after its start in the log.)
-func (h *Host) recordProcess(p store.Process, t event.Type) {
+func (h *Host) recordProcess(p record.Process, t event.Type) {
 	h.goBackground(func() {
 		ctx := context.WithoutCancel(h.ctx)
 		tail := ""

@@ -13,8 +13,8 @@ import (
 	"weft.dev/weft/host"
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/process"
-	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
 )
@@ -88,7 +88,7 @@ func TestProcessLifecycleInSessionLog(t *testing.T) {
 		t.Fatalf("handle %+v", p.Handle)
 	}
 	r, err := h.AwaitProcess(ctx, api.ProcessAwaitParams{ID: p.ID, TimeoutMs: 5000})
-	if err != nil || r.TimedOut || r.Process.Status != store.ProcessFailed || *r.Process.ExitCode != 3 || !strings.Contains(r.Tail, "hello") {
+	if err != nil || r.TimedOut || r.Process.Status != record.ProcessFailed || *r.Process.ExitCode != 3 || !strings.Contains(r.Tail, "hello") {
 		t.Fatalf("await: %+v %v", r, err)
 	}
 	waitFor(t, h, sid, "", ofType(event.ProcessExited))
@@ -98,7 +98,7 @@ func TestProcessLifecycleInSessionLog(t *testing.T) {
 	}
 	var d event.ProcessData
 	evs[1].Decode(&d)
-	if evs[0].Type != event.ProcessStarted || d.ProcessID != p.ID || d.Status != store.ProcessFailed || !strings.Contains(d.Tail, "hello") {
+	if evs[0].Type != event.ProcessStarted || d.ProcessID != p.ID || d.Status != record.ProcessFailed || !strings.Contains(d.Tail, "hello") {
 		t.Fatalf("session log: %+v %+v", evs, d)
 	}
 	out, err := h.ProcessOutput(ctx, api.ProcessOutputParams{ID: p.ID})
@@ -164,7 +164,7 @@ func TestProcessEndTellsActiveRun(t *testing.T) {
 	})
 	sid := session(t, h, "scripted:bg")
 	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("go")})
-	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 		t.Fatalf("run: %+v", got)
 	}
 	c := sessionEvents(t, h, sid, event.SteerConsumed)
@@ -188,7 +188,7 @@ func TestWakeOnExitStartsFollowUpRun(t *testing.T) {
 	}
 	waitFor(t, h, sid, "", func(e event.Event) bool { return event.IsTerminalRun(e.Type) })
 	runs, err := h.ListRuns(ctx, api.ListRunsParams{SessionID: sid})
-	if err != nil || len(runs.Runs) != 1 || runs.Runs[0].Status != store.RunCompleted {
+	if err != nil || len(runs.Runs) != 1 || runs.Runs[0].Status != record.RunCompleted {
 		t.Fatalf("follow-up runs: %+v, %v; want one, completed", runs, err)
 	}
 	msgs := sessionEvents(t, h, sid, event.MessageUser)
@@ -207,7 +207,7 @@ func TestDeleteSessionCancelsOwnerBoundProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ext, err := h.StartProcess(ctx, api.ProcessStartParams{SessionID: sid, Tool: "list_dir", Args: []byte(`{"path":"."}`), Disposition: store.ExternallyOwned})
+	ext, err := h.StartProcess(ctx, api.ProcessStartParams{SessionID: sid, Tool: "list_dir", Args: []byte(`{"path":"."}`), Disposition: record.ExternallyOwned})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestDeleteSessionCancelsOwnerBoundProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := h.GetProcess(ctx, api.ProcessIDParams{ID: p.ID})
-	if err != nil || got.Status != store.ProcessCancelled {
+	if err != nil || got.Status != record.ProcessCancelled {
 		t.Fatalf("owner-bound process after delete: %+v %v", got, err)
 	}
 	if _, err := h.GetProcess(ctx, api.ProcessIDParams{ID: ext.ID}); err != nil {
@@ -258,7 +258,7 @@ func TestAwaitedProcessNeedsNoNotice(t *testing.T) {
 	})
 	sid := session(t, h, "scripted:await")
 	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("go")})
-	if got := wait(t, h, r.ID); got.Status != store.RunCompleted || got.Steps != 3 {
+	if got := wait(t, h, r.ID); got.Status != record.RunCompleted || got.Steps != 3 {
 		t.Fatalf("run: %+v", got)
 	}
 	if c := sessionEvents(t, h, sid, event.SteerConsumed, event.SteerAccepted); len(c) != 0 {

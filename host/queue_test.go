@@ -17,6 +17,7 @@ import (
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
 	"weft.dev/weft/store/postgres"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/sqlite"
 	"weft.dev/weft/store/storetest"
 	"weft.dev/weft/tool"
@@ -160,7 +161,7 @@ func startedOrder(t *testing.T, h *host.Host, sid string) []string {
 }
 
 // openRequest waits until run runID has an open request and returns it.
-func openRequest(t *testing.T, h *host.Host, sid, runID string) store.Request {
+func openRequest(t *testing.T, h *host.Host, sid, runID string) record.Request {
 	t.Helper()
 	ctx := context.Background()
 	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
@@ -175,7 +176,7 @@ func openRequest(t *testing.T, h *host.Host, sid, runID string) store.Request {
 		}
 	}
 	t.Fatalf("run %s opened no request", runID)
-	return store.Request{}
+	return record.Request{}
 }
 
 // Runs queued behind a running one are acknowledged work: when the host
@@ -232,7 +233,7 @@ func TestQueuedRunsSurviveRestart(t *testing.T) {
 			status[r.ID] = r.Status
 		}
 		for _, id := range ids[1:] {
-			if status[id] != store.RunQueued {
+			if status[id] != record.RunQueued {
 				t.Fatalf("run %s after the restart: %s; want queued (runs: %v)", id, status[id], status)
 			}
 		}
@@ -242,7 +243,7 @@ func TestQueuedRunsSurviveRestart(t *testing.T) {
 				t.Fatalf("retry %d of run/start after the restart: %+v, %v; want a replay of %s", i, again, err, ids[k])
 			}
 		}
-		if c, err := h.CancelRun(ctx, api.CancelParams{RunID: ids[4], Reason: "not needed"}); err != nil || c.Status != store.RunCancelled {
+		if c, err := h.CancelRun(ctx, api.CancelParams{RunID: ids[4], Reason: "not needed"}); err != nil || c.Status != record.RunCancelled {
 			t.Fatalf("cancel a queued run after the restart: %+v, %v", c, err)
 		}
 		if _, err := h.ToolResult(ctx, api.ToolResultParams{RequestID: q.ID, Output: "7"}); err != nil {
@@ -257,7 +258,7 @@ func TestQueuedRunsSurviveRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		want := map[int]string{0: store.RunCompleted, 1: store.RunCompleted, 2: store.RunFailed, 3: store.RunCompleted, 4: store.RunCancelled, 5: store.RunCompleted}
+		want := map[int]string{0: record.RunCompleted, 1: record.RunCompleted, 2: record.RunFailed, 3: record.RunCompleted, 4: record.RunCancelled, 5: record.RunCompleted}
 		for k, id := range ids {
 			got := wait(t, h, id)
 			if got.Status != want[k] {
@@ -316,7 +317,7 @@ func TestQueuedBehindWaitingRunSurvivesRestart(t *testing.T) {
 		defer h.Close()
 		q := openRequest(t, h, sid, a.ID)
 		for _, id := range []string{b.ID, c.ID} {
-			if r, err := h.GetRun(ctx, api.RunIDParams{RunID: id}); err != nil || r.Status != store.RunQueued {
+			if r, err := h.GetRun(ctx, api.RunIDParams{RunID: id}); err != nil || r.Status != record.RunQueued {
 				t.Fatalf("run %s behind the waiting run after the restart: %+v, %v; want queued", id, r, err)
 			}
 		}
@@ -324,7 +325,7 @@ func TestQueuedBehindWaitingRunSurvivesRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, id := range []string{a.ID, b.ID, c.ID} {
-			if got := wait(t, h, id); got.Status != store.RunCompleted {
+			if got := wait(t, h, id); got.Status != record.RunCompleted {
 				t.Fatalf("run %s: %s", id, got.Status)
 			}
 		}
@@ -363,7 +364,7 @@ func TestQueuedRunsRecoveredWhenDeadHostsLeaseExpires(t *testing.T) {
 	defer h.Close()
 	eventually(t, 20*time.Second, "the queued run did not run once the dead host's lease expired", func() bool {
 		r, err := h.GetRun(ctx, api.RunIDParams{RunID: b.ID})
-		return err == nil && r.Status == store.RunCompleted
+		return err == nil && r.Status == record.RunCompleted
 	})
 }
 
@@ -395,7 +396,7 @@ func TestSharedHostHoldsTheQueueItFinds(t *testing.T) {
 		t.Fatalf("run/start busy reject on a held queue: %v; want run_conflict naming %s", err, b.ID)
 	}
 	for _, id := range []string{b.ID, c.ID} {
-		if r, err := h.GetRun(ctx, api.RunIDParams{RunID: id}); err != nil || r.Status != store.RunQueued {
+		if r, err := h.GetRun(ctx, api.RunIDParams{RunID: id}); err != nil || r.Status != record.RunQueued {
 			t.Fatalf("run %s on the shared host: %+v, %v; want it held, queued", id, r, err)
 		}
 	}
@@ -405,7 +406,7 @@ func TestSharedHostHoldsTheQueueItFinds(t *testing.T) {
 	}
 	mine := start(t, h, api.StartRunParams{SessionID: sid, Input: input("mine"), Busy: api.BusyQueue})
 	for _, id := range []string{b.ID, c.ID, mine.ID} {
-		if got := wait(t, h, id); got.Status != store.RunCompleted {
+		if got := wait(t, h, id); got.Status != record.RunCompleted {
 			t.Fatalf("run %s: %s", id, got.Status)
 		}
 	}
@@ -456,7 +457,7 @@ func TestStorageFailureKeepsWaitingRunAndItsQueue(t *testing.T) {
 		return !errors.Is(err, api.ErrStorageUnavailable)
 	})
 	for _, id := range []string{a.ID, b.ID} {
-		if got := wait(t, h, id); got.Status != store.RunCompleted {
+		if got := wait(t, h, id); got.Status != record.RunCompleted {
 			t.Fatalf("run %s after the store came back: %s (%+v)", id, got.Status, got.Error)
 		}
 	}

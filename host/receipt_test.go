@@ -9,6 +9,7 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/storetest"
 )
 
@@ -28,13 +29,13 @@ func (r *racingStore) hide(key string) {
 	r.hidden[key] = true
 }
 
-func (r *racingStore) Receipt(ctx context.Context, key, method string) (store.Receipt, error) {
+func (r *racingStore) Receipt(ctx context.Context, key, method string) (record.Receipt, error) {
 	r.mu.Lock()
 	hidden := r.hidden[key]
 	delete(r.hidden, key)
 	r.mu.Unlock()
 	if hidden {
-		return store.Receipt{}, store.ErrNotFound
+		return record.Receipt{}, store.ErrNotFound
 	}
 	return r.Store.Receipt(ctx, key, method)
 }
@@ -56,7 +57,7 @@ func TestReceiptExistsAtStoreIsOneRequestsError(t *testing.T) {
 	p := api.StartRunParams{SessionID: s.ID, Input: input("one"), IdempotencyKey: "k"}
 	first := start(t, h, p)
 	wait(t, h, first.ID)
-	before, err := h.GetSession(ctx, s.ID)
+	before, err := h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestReceiptExistsAtStoreIsOneRequestsError(t *testing.T) {
 		t.Fatalf("run/start with other params whose key the store already holds: %v; want an idempotency conflict", err)
 	}
 	// Nothing was written, and the session takes the next run at once.
-	after, err := h.GetSession(ctx, s.ID)
+	after, err := h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID})
 	if err != nil || after.LastSeq != before.LastSeq {
 		t.Fatalf("session after the refused appends: %+v, %v; want last seq %d", after, err, before.LastSeq)
 	}
@@ -83,7 +84,7 @@ func TestReceiptExistsAtStoreIsOneRequestsError(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run/start after a refused append: %v; want it admitted (no recovery)", err)
 	}
-	if got := wait(t, h, next.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, next.ID); got.Status != record.RunCompleted {
 		t.Fatalf("next run: %s", got.Status)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/storetest"
 	"weft.dev/weft/tool"
 )
@@ -269,7 +270,7 @@ func TestCancelBeforeParkingSkipsAnsweredRequests(t *testing.T) {
 		<-ht.entered // the step's requests are committed; hold runs
 		answerAll(t, h, sid)
 		got, err := h.CancelRun(context.Background(), api.CancelParams{RunID: r.Run.ID, Reason: "stop"})
-		if err != nil || got.Run.Status != store.RunCancelled {
+		if err != nil || got.Run.Status != record.RunCancelled {
 			t.Fatalf("run/cancel = %+v, %v", got, err)
 		}
 		runEnd(t, h, sid, r.Run.ID, event.RunCancelled)
@@ -296,7 +297,7 @@ func TestStorageFailureClosesTheRequestsOfTheRunItEnds(t *testing.T) {
 			t.Fatalf("run/steer on a full disk: %v", err)
 		}
 		fst.Fail(nil)
-		if got := wait(t, h, r.Run.ID); got.Status != store.RunFailed || got.Error == nil || got.Error.Kind != "storage" {
+		if got := wait(t, h, r.Run.ID); got.Status != record.RunFailed || got.Error == nil || got.Error.Kind != "storage" {
 			t.Fatalf("run after recovery: %+v", got)
 		}
 		runEnd(t, h, sid, r.Run.ID, event.RunFailed)
@@ -317,8 +318,8 @@ func TestCancelReturnsThoughTheAnswerOfItsEndWasLost(t *testing.T) {
 		lost event.Type // the terminal event whose answer is lost
 		want string
 	}{
-		{"run's end", false, event.RunCancelled, store.RunCancelled},
-		{"recovery's end", true, event.RunFailed, store.RunFailed},
+		{"run's end", false, event.RunCancelled, record.RunCancelled},
+		{"recovery's end", true, event.RunFailed, record.RunFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -352,7 +353,7 @@ func TestCancelReturnsThoughTheAnswerOfItsEndWasLost(t *testing.T) {
 				if err != nil || w.TimedOut || w.Run.Status != tc.want {
 					t.Fatalf("run/wait = %+v, %v", w, err)
 				}
-				runEnd(t, h, sid, r.Run.ID, map[string]event.Type{store.RunCancelled: event.RunCancelled, store.RunFailed: event.RunFailed}[tc.want])
+				runEnd(t, h, sid, r.Run.ID, map[string]event.Type{record.RunCancelled: event.RunCancelled, record.RunFailed: event.RunFailed}[tc.want])
 			})
 		})
 	}
@@ -379,10 +380,10 @@ func TestCancelOfWaitingRunWhoseAnswerWasLostFreesTheQueue(t *testing.T) {
 		if _, err := h.CancelRun(ctx, api.CancelParams{RunID: a.Run.ID, Reason: "stop"}); !errors.Is(err, api.ErrStorageUnavailable) {
 			t.Fatalf("run/cancel whose answer was lost: %v", err)
 		}
-		if got := wait(t, h, b.Run.ID); got.Status != store.RunCompleted {
+		if got := wait(t, h, b.Run.ID); got.Status != record.RunCompleted {
 			t.Fatalf("run b, queued behind the cancelled run: %s", got.Status)
 		}
-		if got := wait(t, h, a.Run.ID); got.Status != store.RunCancelled {
+		if got := wait(t, h, a.Run.ID); got.Status != record.RunCancelled {
 			t.Fatalf("run a: %s", got.Status)
 		}
 		runEnd(t, h, sid, a.Run.ID, event.RunCancelled)
@@ -473,7 +474,7 @@ func TestQueuedRunWhoseAnswerWasLostRuns(t *testing.T) {
 		if _, err := h.StartRun(ctx, p); !errors.Is(err, api.ErrStorageUnavailable) {
 			t.Fatalf("run/start whose answer was lost: %v", err)
 		}
-		if got := wait(t, h, a.Run.ID); got.Status != store.RunFailed || got.Error == nil || got.Error.Kind != "storage" {
+		if got := wait(t, h, a.Run.ID); got.Status != record.RunFailed || got.Error == nil || got.Error.Kind != "storage" {
 			t.Fatalf("run a, cut short by the failure: %+v", got)
 		}
 		recovered(t, h, sid)
@@ -481,7 +482,7 @@ func TestQueuedRunWhoseAnswerWasLostRuns(t *testing.T) {
 		if err != nil || !b.Replayed {
 			t.Fatalf("retry of run/start: %+v, %v; want the run it admitted", b, err)
 		}
-		if got := wait(t, h, b.Run.ID); got.Status != store.RunCompleted {
+		if got := wait(t, h, b.Run.ID); got.Status != record.RunCompleted {
 			t.Fatalf("run b: %s (%+v)", got.Status, got.Error)
 		}
 	})
@@ -507,6 +508,6 @@ func recovered(t *testing.T, h *host.Host, sid string) {
 
 // terminalStatus is the run status a terminal event records.
 func terminalStatus(t event.Type) string {
-	return map[event.Type]string{event.RunCompleted: store.RunCompleted, event.RunFailed: store.RunFailed,
-		event.RunCancelled: store.RunCancelled, event.RunInterrupted: store.RunInterrupted}[t]
+	return map[event.Type]string{event.RunCompleted: record.RunCompleted, event.RunFailed: record.RunFailed,
+		event.RunCancelled: record.RunCancelled, event.RunInterrupted: record.RunInterrupted}[t]
 }

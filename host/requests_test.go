@@ -20,6 +20,7 @@ import (
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/sqlite"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
@@ -58,11 +59,11 @@ func newRequestHost(t *testing.T, st store.Store, scriptSrc string) *host.Host {
 }
 
 // waitingOn waits until run runID waits on n open requests and returns them.
-func waitingOn(t *testing.T, h *host.Host, sid, runID string, n int) []store.Request {
+func waitingOn(t *testing.T, h *host.Host, sid, runID string, n int) []record.Request {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	seq, err := h.Subscribe(ctx, sid, 0, runID)
+	seq, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: sid, RunID: runID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,14 +88,14 @@ func waitingOn(t *testing.T, h *host.Host, sid, runID string, n int) []store.Req
 		t.Fatalf("open requests: %+v, %v", l, err)
 	}
 	r, _ := h.GetRun(ctx, api.RunIDParams{RunID: runID})
-	if r.Status != store.RunWaiting {
+	if r.Status != record.RunWaiting {
 		t.Fatalf("run is %s while requests are open", r.Status)
 	}
 	return l.Requests
 }
 
-func byKind(qs []store.Request) map[string]store.Request {
-	m := map[string]store.Request{}
+func byKind(qs []record.Request) map[string]record.Request {
+	m := map[string]record.Request{}
 	for _, q := range qs {
 		m[q.Kind] = q
 	}
@@ -152,7 +153,7 @@ func TestRequestsAnsweredResumeTheRun(t *testing.T) {
 	}
 
 	ans, err := h.DecideApproval(ctx, api.DecideParams{ApprovalID: apr.ID, Decision: event.DecisionAllowOnce, IdempotencyKey: "k1"})
-	if err != nil || ans.Status != store.RequestResolved || ans.Decision != event.DecisionAllowOnce {
+	if err != nil || ans.Status != record.RequestResolved || ans.Decision != event.DecisionAllowOnce {
 		t.Fatalf("decide: %+v, %v", ans, err)
 	}
 	// An exact retry replays; another answer is already resolved.
@@ -164,7 +165,7 @@ func TestRequestsAnsweredResumeTheRun(t *testing.T) {
 	if !errors.Is(err, api.ErrAlreadyResolved) || !errors.As(err, &ae) || ae.Data["decision"] != event.DecisionAllowOnce {
 		t.Fatalf("a second answer: %v", err)
 	}
-	if w, _ := h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 50}); w.Run.Status != store.RunWaiting {
+	if w, _ := h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 50}); w.Run.Status != record.RunWaiting {
 		t.Fatalf("run with two open requests is %s", w.Run.Status)
 	}
 	if _, err := h.AnswerInput(ctx, api.AnswerParams{RequestID: inp.ID, Choice: ptr(1)}); err != nil {
@@ -173,7 +174,7 @@ func TestRequestsAnsweredResumeTheRun(t *testing.T) {
 	if _, err := h.ToolResult(ctx, api.ToolResultParams{CallID: tcr.ToolCall.ID, SessionID: sid, Output: "7"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 		t.Fatalf("run after its answers: %+v", got)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "a.txt")); err != nil || string(b) != "A" {
@@ -221,12 +222,12 @@ func TestDenyAndCancelWaitingRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := h.CancelRun(ctx, api.CancelParams{RunID: r.ID, Reason: "enough"})
-	if err != nil || c.Status != store.RunCancelled {
+	if err != nil || c.Status != record.RunCancelled {
 		t.Fatalf("cancel a waiting run: %+v, %v", c, err)
 	}
-	for _, q := range []store.Request{qs[event.RequestInput], qs[event.RequestTool]} {
+	for _, q := range []record.Request{qs[event.RequestInput], qs[event.RequestTool]} {
 		got, _ := h.GetRequest(ctx, api.RequestIDParams{RequestID: q.ID})
-		if got.Status != store.RequestCancelled {
+		if got.Status != record.RequestCancelled {
 			t.Fatalf("request %s after the cancel: %s", q.ID, got.Status)
 		}
 	}
@@ -271,11 +272,11 @@ func TestApprovalDeadline(t *testing.T) {
 		}
 		time.Sleep(time.Minute)
 		got := wait(t, h, r.ID)
-		if got.Status != store.RunCompleted {
+		if got.Status != record.RunCompleted {
 			t.Fatalf("run after the deadline: %+v", got)
 		}
 		q, _ := h.GetRequest(ctx, api.RequestIDParams{RequestID: l.Requests[0].ID})
-		if q.Status != store.RequestExpired || q.Decision != event.DecisionDeny {
+		if q.Status != record.RequestExpired || q.Decision != event.DecisionDeny {
 			t.Fatalf("request after its deadline: %+v", q)
 		}
 		if _, err := os.Stat(filepath.Join(dir, "b.txt")); err == nil {
@@ -297,11 +298,11 @@ func TestAllowSession(t *testing.T) {
 	if _, err := h.DecideApproval(ctx, api.DecideParams{ApprovalID: q.ID, Decision: event.DecisionAllowSession}); err != nil {
 		t.Fatal(err)
 	}
-	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 		t.Fatalf("first run: %+v", got)
 	}
 	r2 := start(t, h, api.StartRunParams{SessionID: sid, Input: input("two")})
-	if got := wait(t, h, r2.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, r2.ID); got.Status != record.RunCompleted {
 		t.Fatalf("second run: %+v", got)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "two.txt")); err != nil {
@@ -337,7 +338,7 @@ func TestWaitingRunSurvivesRestart(t *testing.T) {
 	defer st.Close()
 	defer h.Close()
 	got, err := h.GetRun(ctx, api.RunIDParams{RunID: r.ID})
-	if err != nil || got.Status != store.RunWaiting || len(got.Requests) != 2 {
+	if err != nil || got.Status != record.RunWaiting || len(got.Requests) != 2 {
 		t.Fatalf("run after the restart: %+v, %v; want still waiting on two requests", got, err)
 	}
 	if _, err := h.DecideApproval(ctx, api.DecideParams{ApprovalID: qs[event.RequestApproval].ID, Decision: event.DecisionAllowOnce}); err != nil {
@@ -346,7 +347,7 @@ func TestWaitingRunSurvivesRestart(t *testing.T) {
 	if _, err := h.ToolResult(ctx, api.ToolResultParams{RequestID: qs[event.RequestTool].ID, Output: "3"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 		t.Fatalf("run after its answers: %+v", got)
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "a.txt")); err != nil || string(b) != "A" {
@@ -403,7 +404,7 @@ func TestProjectInstructions(t *testing.T) {
 	defer h.Close()
 	sid := mountedSession(t, h, dir, nil)
 	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("hi")})
-	if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+	if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 		t.Fatalf("run: %+v", got)
 	}
 	rec.mu.Lock()
@@ -440,7 +441,7 @@ func TestCancelAsTheRunParks(t *testing.T) {
 	for i := range 100 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("go")})
-		seq, err := h.Subscribe(ctx, sid, 0, r.ID)
+		seq, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: sid, RunID: r.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -454,7 +455,7 @@ func TestCancelAsTheRunParks(t *testing.T) {
 		}
 		got, err := h.CancelRun(ctx, api.CancelParams{RunID: r.ID, Reason: "stop"})
 		cancel()
-		if err != nil || got.Status != store.RunCancelled {
+		if err != nil || got.Status != record.RunCancelled {
 			t.Fatalf("cancel %d: %+v, %v", i, got, err)
 		}
 	}

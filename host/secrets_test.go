@@ -19,8 +19,8 @@ import (
 	"weft.dev/weft/llm"
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/redact"
-	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/mcp"
 )
@@ -161,7 +161,7 @@ func TestSecretsNeverReachTheLogOrTheModel(t *testing.T) {
 			t.Errorf("a request to the model holds a secret: %s", seen)
 		}
 	}
-	if got, _ := h.GetRun(context.Background(), api.RunIDParams{RunID: r.ID}); got.Run.Status != store.RunCompleted {
+	if got, _ := h.GetRun(context.Background(), api.RunIDParams{RunID: r.ID}); got.Run.Status != record.RunCompleted {
 		t.Errorf("run: %+v", got.Run)
 	}
 }

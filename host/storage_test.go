@@ -15,8 +15,8 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
 	"weft.dev/weft/llm/scripted"
-	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/storetest"
 )
 
@@ -88,7 +88,7 @@ func TestStorageFailureEndsRunAndSessionRecovers(t *testing.T) {
 
 		fst.Fail(nil) // the operator frees the disk
 		w, err = h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 10_000})
-		if err != nil || w.Run.Status != store.RunFailed || w.Run.Error == nil || w.Run.Error.Kind != "storage" {
+		if err != nil || w.Run.Status != record.RunFailed || w.Run.Error == nil || w.Run.Error.Kind != "storage" {
 			t.Fatalf("run after recovery = %+v, %v; want failed with kind storage", w.Run, err)
 		}
 		// The run's end is written before the session takes commands again:
@@ -101,7 +101,7 @@ func TestStorageFailureEndsRunAndSessionRecovers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := wait(t, h, next.ID); got.Status != store.RunCompleted {
+		if got := wait(t, h, next.ID); got.Status != record.RunCompleted {
 			t.Fatalf("next run: %s", got.Status)
 		}
 		after, err := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, Limit: 1000})

@@ -20,6 +20,7 @@ import (
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/storetest"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
@@ -124,7 +125,7 @@ func TestTranscriptKeptMatchesLog(t *testing.T) {
 			run := func(model string) {
 				t.Helper()
 				r := start(t, h, api.StartRunParams{SessionID: sid, Model: model, Input: input("go " + model)})
-				if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+				if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 					t.Fatalf("run %s: %s", r.ID, got.Status)
 				}
 			}
@@ -206,7 +207,7 @@ func TestTranscriptAfterAmbiguousWrite(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := wait(t, h, r.ID); !store.IsTerminal(got.Status) {
+			if got := wait(t, h, r.ID); !record.IsTerminal(got.Status) {
 				t.Fatalf("run %s: %s", r.ID, got.Status)
 			}
 		}
@@ -239,7 +240,7 @@ func plantSnapshot(t *testing.T, st store.Store, sid string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.PutSnapshot(ctx, store.Snapshot{SessionID: sid, Kind: store.SnapshotTranscript, Seq: evs[cut].Seq, Data: data}); err != nil {
+	if err := st.PutSnapshot(ctx, record.Snapshot{SessionID: sid, Kind: record.SnapshotTranscript, Seq: evs[cut].Seq, Data: data}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -303,12 +304,12 @@ func TestTranscriptSnapshot(t *testing.T) {
 		// due.
 		for i := range 70 {
 			r := start(t, h, api.StartRunParams{SessionID: sid, Input: input(fmt.Sprint("turn ", i))})
-			if got := wait(t, h, r.ID); got.Status != store.RunCompleted {
+			if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 				t.Fatalf("run %s: %s", r.ID, got.Status)
 			}
 		}
 		synctest.Wait()
-		snap, err := st.Snapshot(ctx, sid, store.SnapshotTranscript)
+		snap, err := st.Snapshot(ctx, sid, record.SnapshotTranscript)
 		if err != nil {
 			t.Fatalf("no snapshot after 70 runs: %v", err)
 		}
@@ -348,7 +349,7 @@ func TestTranscriptSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 		data, _ := marked.MarshalBinary()
-		if err := st.PutSnapshot(ctx, store.Snapshot{SessionID: sid, Kind: store.SnapshotTranscript, Seq: last, Data: data}); err != nil {
+		if err := st.PutSnapshot(ctx, record.Snapshot{SessionID: sid, Kind: record.SnapshotTranscript, Seq: last, Data: data}); err != nil {
 			t.Fatal(err)
 		}
 		if h, err = host.New(ctx, cfg); err != nil {
@@ -365,7 +366,7 @@ func TestTranscriptSnapshot(t *testing.T) {
 		if last, err = st.LastSeq(ctx, sid); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.PutSnapshot(ctx, store.Snapshot{SessionID: sid, Kind: store.SnapshotTranscript, Seq: last, Data: []byte("WTX1\xff\xff")}); err != nil {
+		if err := st.PutSnapshot(ctx, record.Snapshot{SessionID: sid, Kind: record.SnapshotTranscript, Seq: last, Data: []byte("WTX1\xff\xff")}); err != nil {
 			t.Fatal(err)
 		}
 		if h, err = host.New(ctx, cfg); err != nil {

@@ -23,7 +23,7 @@ func TestUpdateSession(t *testing.T) {
 	if err != nil || s.Title != "renamed" || s.Model != "scripted:fast" || s.Replayed {
 		t.Fatalf("rename: %+v, %v", s, err)
 	}
-	if got, _ := h.GetSession(ctx, sid); got.Title != "renamed" {
+	if got, _ := h.GetSession(ctx, api.SessionGetParams{SessionID: sid}); got.Title != "renamed" {
 		t.Fatalf("session/get after the rename: %q", got.Title)
 	}
 	again, err := h.UpdateSession(ctx, api.UpdateSessionParams{SessionID: sid, Title: ptr("renamed"), IdempotencyKey: "u1"})
@@ -50,11 +50,11 @@ func TestUpdateSession(t *testing.T) {
 	}
 
 	// A change to nothing appends nothing.
-	before, _ := h.GetSession(ctx, sid)
+	before, _ := h.GetSession(ctx, api.SessionGetParams{SessionID: sid})
 	if _, err := h.UpdateSession(ctx, api.UpdateSessionParams{SessionID: sid, Title: ptr("renamed"), Model: ptr("scripted:ticks")}); err != nil {
 		t.Fatal(err)
 	}
-	if after, _ := h.GetSession(ctx, sid); after.LastSeq != before.LastSeq {
+	if after, _ := h.GetSession(ctx, api.SessionGetParams{SessionID: sid}); after.LastSeq != before.LastSeq {
 		t.Fatalf("an update that changes nothing appended %d events", after.LastSeq-before.LastSeq)
 	}
 
@@ -113,7 +113,7 @@ func TestUpdateSessionBadInput(t *testing.T) {
 			t.Errorf("%s: limit %v", c.name, ae.Data["limit"])
 		}
 	}
-	if s, _ := h.GetSession(ctx, sid); s.Title != "" || s.Model != "scripted:fast" {
+	if s, _ := h.GetSession(ctx, api.SessionGetParams{SessionID: sid}); s.Title != "" || s.Model != "scripted:fast" {
 		t.Fatalf("a refused update changed the session: %+v", s)
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 )
 
 // BenchmarkOutputAppend measures the hot path of output capture without a
@@ -20,9 +20,9 @@ func BenchmarkOutputAppend(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	rec := store.Process{ID: "p", SessionID: "s", Kind: store.ProcessTool, Status: store.ProcessRunning, Disposition: store.OwnerBound, StartedAt: time.Now()}
+	rec := record.Process{ID: "p", SessionID: "s", Kind: record.ProcessTool, Status: record.ProcessRunning, Disposition: record.OwnerBound, StartedAt: time.Now()}
 	p := newBenchProc(m, rec)
-	if err := p.append(b.Context(), []store.ProcessEvent{newEvent(EventStarted, StartedData{})}, nil); err != nil {
+	if err := p.append(b.Context(), []record.ProcessEvent{newEvent(EventStarted, StartedData{})}, nil); err != nil {
 		b.Fatal(err)
 	}
 	data := bytes.Repeat([]byte("0123456789abcde\n"), 1<<10)
@@ -36,4 +36,4 @@ func BenchmarkOutputAppend(b *testing.B) {
 	}
 }
 
-func newBenchProc(m *Manager, rec store.Process) *proc { return m.newProc(rec) }
+func newBenchProc(m *Manager, rec record.Process) *proc { return m.newProc(rec) }

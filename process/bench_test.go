@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"weft.dev/weft/process"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/sqlite"
 )
 
@@ -27,8 +27,8 @@ func BenchmarkStart(b *testing.B) {
 	var ids []string
 	b.ReportAllocs()
 	for b.Loop() {
-		p, err := f.m.Start(context.Background(), process.StartParams{SessionID: "s1", Kind: store.ProcessShell,
-			Command: "exit 0", Binding: f.b, Disposition: store.OwnerBound})
+		p, err := f.m.Start(context.Background(), process.StartParams{SessionID: "s1", Kind: record.ProcessShell,
+			Command: "exit 0", Binding: f.b, Disposition: record.OwnerBound})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -53,8 +53,8 @@ func benchOutput(b *testing.B, command string) {
 	const n = 64 << 20
 	b.SetBytes(n)
 	for b.Loop() {
-		p, err := f.m.Start(context.Background(), process.StartParams{SessionID: "s1", Kind: store.ProcessShell,
-			Command: command, Binding: f.b, Disposition: store.OwnerBound})
+		p, err := f.m.Start(context.Background(), process.StartParams{SessionID: "s1", Kind: record.ProcessShell,
+			Command: command, Binding: f.b, Disposition: record.OwnerBound})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -78,8 +78,8 @@ func BenchmarkConcurrent100(b *testing.B) {
 		t0 := time.Now()
 		ids := make([]string, 100)
 		for i := range ids {
-			p, err := f.m.Start(context.Background(), process.StartParams{SessionID: "s1", Kind: store.ProcessShell,
-				Command: "sleep 1", Binding: f.b, Disposition: store.OwnerBound})
+			p, err := f.m.Start(context.Background(), process.StartParams{SessionID: "s1", Kind: record.ProcessShell,
+				Command: "sleep 1", Binding: f.b, Disposition: record.OwnerBound})
 			if err != nil {
 				b.Fatal(err)
 			}

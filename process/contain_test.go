@@ -18,12 +18,12 @@ import (
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/internal/proctest"
 	"weft.dev/weft/process"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/sqlite"
 )
 
 // marked starts a shell process running cmd with a fresh marker.
-func (f *fixture) marked(t *testing.T, cmd string, mod ...func(*process.StartParams)) (store.Process, string) {
+func (f *fixture) marked(t *testing.T, cmd string, mod ...func(*process.StartParams)) (record.Process, string) {
 	t.Helper()
 	mark := proctest.NewMarker()
 	p := f.shell(t, cmd, append([]func(*process.StartParams){func(sp *process.StartParams) {
@@ -43,7 +43,7 @@ func TestContainment(t *testing.T) {
 			p, mark := f.marked(t, proctest.Tree, onPTY)
 			proctest.WaitTree(t, mark, "300", "301", "302")
 			rec, err := f.m.Cancel(context.Background(), p.ID, "enough", owner)
-			if err != nil || rec.Status != store.ProcessCancelled {
+			if err != nil || rec.Status != record.ProcessCancelled {
 				t.Fatalf("pty=%v: cancel = %+v, %v", pty, rec, err)
 			}
 			proctest.WaitGone(t, mark)
@@ -58,7 +58,7 @@ func TestContainment(t *testing.T) {
 
 			p, mark = f.marked(t, `setsid sleep 300 & (sleep 301 &) ; sleep 302 & exit 0`, onPTY)
 			res := f.await(t, p.ID)
-			if res.Process.Status != store.ProcessCompleted || *res.Process.ExitCode != 0 {
+			if res.Process.Status != record.ProcessCompleted || *res.Process.ExitCode != 0 {
 				t.Errorf("pty=%v: exit = %+v", pty, res.Process)
 			}
 			proctest.WaitGone(t, mark)
@@ -80,7 +80,7 @@ func TestContainedSignalAndPTY(t *testing.T) {
 				t.Fatal(err)
 			}
 			res := f.await(t, p.ID)
-			if res.Process.Status != store.ProcessFailed || *res.Process.ExitCode != 3 || !strings.Contains(res.Tail, "got-int") {
+			if res.Process.Status != record.ProcessFailed || *res.Process.ExitCode != 3 || !strings.Contains(res.Tail, "got-int") {
 				t.Errorf("pty=%v: after interrupt: %+v", pty, res)
 			}
 		}
@@ -100,12 +100,12 @@ func TestContainedSignalAndPTY(t *testing.T) {
 			t.Fatal(err)
 		}
 		res := f.await(t, p.ID)
-		if res.Process.Status != store.ProcessCompleted || !strings.Contains(res.Tail, "/dev/pts/") || !strings.Contains(res.Tail, "got:hello") {
+		if res.Process.Status != record.ProcessCompleted || !strings.Contains(res.Tail, "/dev/pts/") || !strings.Contains(res.Tail, "got:hello") {
 			t.Errorf("pty: %+v", res)
 		}
 
 		p = f.shell(t, `exit 5`)
-		if res := f.await(t, p.ID); res.Process.Status != store.ProcessFailed || *res.Process.ExitCode != 5 {
+		if res := f.await(t, p.ID); res.Process.Status != record.ProcessFailed || *res.Process.ExitCode != 5 {
 			t.Errorf("exit 5: %+v", res.Process)
 		}
 	})
@@ -176,8 +176,8 @@ func TestStartFailureCleansUp(t *testing.T) {
 	root := t.TempDir()
 	f := setup(t, process.Config{Sandbox: &sandbox.Config{Unsandboxed: true, Executable: "/nonexistent/weft", TempRoot: root, Containment: sandbox.ContainmentSubreaper}})
 	for _, pty := range []bool{false, true} {
-		_, err := f.m.Start(context.Background(), process.StartParams{SessionID: "s1", Kind: store.ProcessShell, Command: "true",
-			Binding: f.b, Disposition: store.OwnerBound, PTY: pty})
+		_, err := f.m.Start(context.Background(), process.StartParams{SessionID: "s1", Kind: record.ProcessShell, Command: "true",
+			Binding: f.b, Disposition: record.OwnerBound, PTY: pty})
 		if err == nil {
 			t.Fatalf("pty=%v: Start succeeded", pty)
 		}

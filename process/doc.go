@@ -3,8 +3,8 @@
 // connection that started them, addressed by a [Handle]
 // {"__handle__":"process","id":…}.
 //
-// A [Manager] keeps one record per process (store.Process, the registry)
-// and one log per process (store.ProcessEvent, its own gap-free seq):
+// A [Manager] keeps one record per process (record.Process, the registry)
+// and one log per process (record.ProcessEvent, its own gap-free seq):
 // process.started, process.output chunks, signal.<name>,
 // process.cancel_requested, process.access_denied, grants, and exactly one
 // terminal event (process.completed|failed|cancelled|abandoned) with its

@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 
 	"weft.dev/weft/event"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // Types of the events of a process's log.
@@ -15,14 +15,14 @@ const (
 	// EventStarted opens the log: [StartedData].
 	EventStarted event.Type = "process.started"
 	// EventOutput is one chunk of output: [OutputData]. Its
-	// [store.ProcessEvent] carries the byte range.
+	// [record.ProcessEvent] carries the byte range.
 	EventOutput event.Type = "process.output"
 	// EventOutputDropped marks that output before an offset was dropped to
 	// keep the log under its cap: [OutputDroppedData].
 	EventOutputDropped event.Type = "process.output_dropped"
 	// EventOutputLost marks a range of output that was never stored (the
 	// store refused writes for longer than the Manager could hold the
-	// output): [OutputLostData]. Its [store.ProcessEvent] carries the
+	// output): [OutputLostData]. Its [record.ProcessEvent] carries the
 	// range, so that readers meet it in offset order where the output was
 	// lost.
 	EventOutputLost event.Type = "process.output_lost"
@@ -53,12 +53,12 @@ const SignalPrefix = "signal."
 
 // StartedData is the data of [EventStarted].
 type StartedData struct {
-	Kind        string            `json:"kind"`
-	Spec        store.ProcessSpec `json:"spec"`
-	Disposition string            `json:"disposition"`
-	CreatedBy   string            `json:"createdBy,omitempty"`
-	SessionID   string            `json:"sessionId"`
-	RunID       string            `json:"runId,omitempty"`
+	Kind        string             `json:"kind"`
+	Spec        record.ProcessSpec `json:"spec"`
+	Disposition string             `json:"disposition"`
+	CreatedBy   string             `json:"createdBy,omitempty"`
+	SessionID   string             `json:"sessionId"`
+	RunID       string             `json:"runId,omitempty"`
 	// Pid and Pgid are the OS process and group of a shell process.
 	Pid  int `json:"pid,omitempty"`
 	Pgid int `json:"pgid,omitempty"`
@@ -197,6 +197,11 @@ type EndedData struct {
 	// Evidence says why an abandoned process is considered dead: what was
 	// observed and what was done.
 	Evidence *Evidence `json:"evidence,omitempty"`
+	// Failure is the typed reason a shell failed where one is known: a
+	// resource limit its tree ran into (kind resource_limit), which
+	// LimitMessage describes.
+	Failure      *event.ToolFailure `json:"failure,omitempty"`
+	LimitMessage string             `json:"limitMessage,omitempty"`
 }
 
 // Evidence is the reason a process was abandoned.
@@ -213,11 +218,11 @@ type Evidence struct {
 
 func terminalType(status string) event.Type {
 	switch status {
-	case store.ProcessCompleted:
+	case record.ProcessCompleted:
 		return EventCompleted
-	case store.ProcessFailed:
+	case record.ProcessFailed:
 		return EventFailed
-	case store.ProcessCancelled:
+	case record.ProcessCancelled:
 		return EventCancelled
 	}
 	return EventAbandoned

@@ -20,7 +20,9 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/env"
 	"weft.dev/weft/env/sandbox"
+	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 )
 
@@ -31,7 +33,7 @@ type StartParams struct {
 	// RunID is the run that starts it, if any; that run may always
 	// address it.
 	RunID string
-	// Kind is store.ProcessShell or store.ProcessTool. Required.
+	// Kind is record.ProcessShell or record.ProcessTool. Required.
 	Kind string
 	// Command is the shell command line (shell processes).
 	Command string
@@ -50,8 +52,8 @@ type StartParams struct {
 	Cwd string
 	// Env holds explicit variables, added after the allow-list.
 	Env map[string]string
-	// Disposition is store.Rerunnable, store.OwnerBound or
-	// store.ExternallyOwned. Required; shells must be owner_bound
+	// Disposition is record.Rerunnable, record.OwnerBound or
+	// record.ExternallyOwned. Required; shells must be owner_bound
 	// (rerunnable shells are accepted and abandoned at recovery like
 	// owner_bound ones).
 	Disposition string
@@ -76,7 +78,7 @@ type StartParams struct {
 // env error (wrapping env.ErrOutside, env.ErrNoMount, env.ErrReadOnly …)
 // for a working directory the binding refuses, [ErrClosed] after Close, or
 // a store error. On error nothing keeps running.
-func (m *Manager) Start(ctx context.Context, sp StartParams) (store.Process, error) {
+func (m *Manager) Start(ctx context.Context, sp StartParams) (record.Process, error) {
 	p, err := m.start(ctx, sp)
 	if err == nil {
 		if n, ok := m.hooks.Load().notify.(StartNotifier); ok {
@@ -90,53 +92,53 @@ func (m *Manager) Start(ctx context.Context, sp StartParams) (store.Process, err
 // is called after a process's process.started event is committed, so a
 // host can record the process in its session's log.
 type StartNotifier interface {
-	ProcessStarted(p store.Process)
+	ProcessStarted(p record.Process)
 }
 
-func (m *Manager) start(ctx context.Context, sp StartParams) (store.Process, error) {
+func (m *Manager) start(ctx context.Context, sp StartParams) (record.Process, error) {
 	if sp.SessionID == "" {
-		return store.Process{}, fmt.Errorf("%w: no session", ErrInvalid)
+		return record.Process{}, fmt.Errorf("%w: no session", ErrInvalid)
 	}
 	switch sp.Disposition {
-	case store.Rerunnable, store.OwnerBound, store.ExternallyOwned:
+	case record.Rerunnable, record.OwnerBound, record.ExternallyOwned:
 	default:
-		return store.Process{}, fmt.Errorf("%w: disposition %q: want %s, %s or %s", ErrInvalid, sp.Disposition, store.Rerunnable, store.OwnerBound, store.ExternallyOwned)
+		return record.Process{}, fmt.Errorf("%w: disposition %q: want %s, %s or %s", ErrInvalid, sp.Disposition, record.Rerunnable, record.OwnerBound, record.ExternallyOwned)
 	}
 	id := sp.ID
 	if id == "" {
 		id = newID()
 	}
 	if _, err := m.st.Process(ctx, id); err == nil {
-		return store.Process{}, fmt.Errorf("%w: %s", ErrExists, id)
+		return record.Process{}, fmt.Errorf("%w: %s", ErrExists, id)
 	} else if !errors.Is(err, store.ErrNotFound) {
-		return store.Process{}, fmt.Errorf("process %s: %w", id, err)
+		return record.Process{}, fmt.Errorf("process %s: %w", id, err)
 	}
-	rec := store.Process{
-		ID: id, SessionID: sp.SessionID, RunID: sp.RunID, Kind: sp.Kind, Status: store.ProcessRunning,
+	rec := record.Process{
+		ID: id, SessionID: sp.SessionID, RunID: sp.RunID, Kind: sp.Kind, Status: record.ProcessRunning,
 		Disposition: sp.Disposition, CreatedBy: sp.CreatedBy, StartedAt: time.Now().UTC(), WakeOnExit: sp.WakeOnExit,
 		ToolCallID: sp.ToolCallID,
 	}
 	switch sp.Kind {
-	case store.ProcessShell:
+	case record.ProcessShell:
 		return m.startShell(ctx, rec, sp)
-	case store.ProcessTool:
+	case record.ProcessTool:
 		if m.hooks.Load().tools == nil {
-			return store.Process{}, fmt.Errorf("%w: tool processes are not configured", ErrInvalid)
+			return record.Process{}, fmt.Errorf("%w: tool processes are not configured", ErrInvalid)
 		}
 		if sp.Tool == "" {
-			return store.Process{}, fmt.Errorf("%w: no tool name", ErrInvalid)
+			return record.Process{}, fmt.Errorf("%w: no tool name", ErrInvalid)
 		}
 		args := sp.Args
 		if len(args) == 0 {
 			args = json.RawMessage(`{}`)
 		}
 		if !json.Valid(args) {
-			return store.Process{}, fmt.Errorf("%w: tool arguments are not valid JSON", ErrInvalid)
+			return record.Process{}, fmt.Errorf("%w: tool arguments are not valid JSON", ErrInvalid)
 		}
-		rec.Spec = store.ProcessSpec{Tool: sp.Tool, Args: args}
+		rec.Spec = record.ProcessSpec{Tool: sp.Tool, Args: args}
 		return m.startTool(ctx, rec, "")
 	}
-	return store.Process{}, fmt.Errorf("%w: kind %q: want %s or %s", ErrInvalid, sp.Kind, store.ProcessShell, store.ProcessTool)
+	return record.Process{}, fmt.Errorf("%w: kind %q: want %s or %s", ErrInvalid, sp.Kind, record.ProcessShell, record.ProcessTool)
 }
 
 // workDir resolves the working directory of a shell through the binding.
@@ -189,40 +191,40 @@ func (m *Manager) shellEnv(id, dir string, extra map[string]string) []string {
 // group that carry the marker, so a reused group ID never hits a stranger.
 const MarkerEnv = "WEFT_PROCESS_ID"
 
-func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartParams) (store.Process, error) {
+func (m *Manager) startShell(ctx context.Context, rec record.Process, sp StartParams) (record.Process, error) {
 	if strings.TrimSpace(sp.Command) == "" {
-		return store.Process{}, fmt.Errorf("%w: empty command", ErrInvalid)
+		return record.Process{}, fmt.Errorf("%w: empty command", ErrInvalid)
 	}
 	if len(sp.Command) > api.MaxShellCommandBytes {
-		return store.Process{}, fmt.Errorf("%w: command: %d bytes, more than %d", ErrInvalid, len(sp.Command), api.MaxShellCommandBytes)
+		return record.Process{}, fmt.Errorf("%w: command: %d bytes, more than %d", ErrInvalid, len(sp.Command), api.MaxShellCommandBytes)
 	}
-	if sp.Disposition == store.ExternallyOwned {
-		return store.Process{}, fmt.Errorf("%w: a shell started by the host cannot be externally owned", ErrInvalid)
+	if sp.Disposition == record.ExternallyOwned {
+		return record.Process{}, fmt.Errorf("%w: a shell started by the host cannot be externally owned", ErrInvalid)
 	}
 	for k := range sp.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return store.Process{}, fmt.Errorf("%w: environment variable name %q", ErrInvalid, k)
+			return record.Process{}, fmt.Errorf("%w: environment variable name %q", ErrInvalid, k)
 		}
 	}
 	if sp.Binding == nil {
-		return store.Process{}, fmt.Errorf("%w: shell process without a binding", ErrInvalid)
+		return record.Process{}, fmt.Errorf("%w: shell process without a binding", ErrInvalid)
 	}
 	dir, err := workDir(sp)
 	if err != nil {
-		return store.Process{}, err
+		return record.Process{}, err
 	}
 	hostDir, err := dir.HostDir()
 	if err != nil {
-		return store.Process{}, err
+		return record.Process{}, err
 	}
 	rec.MountID = dir.MountID()
-	rec.Spec = store.ProcessSpec{Command: sp.Command, Mount: rec.MountID, Cwd: dir.String(), Env: sp.Env, PTY: sp.PTY}
+	rec.Spec = record.ProcessSpec{Command: sp.Command, Mount: rec.MountID, Cwd: dir.String(), Env: sp.Env, PTY: sp.PTY}
 
 	p := m.newProc(rec)
 	if err := m.register(p); err != nil {
-		return store.Process{}, err
+		return record.Process{}, err
 	}
-	fail := func(err error) (store.Process, error) {
+	fail := func(err error) (record.Process, error) {
 		if p.sandbox != nil {
 			p.sandbox.Close() // the TMPDIR and the helper's pipe, when the start failed
 		}
@@ -230,7 +232,7 @@ func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartPar
 		delete(m.live, p.id)
 		m.mu.Unlock()
 		m.wg.Done()
-		return store.Process{}, err
+		return record.Process{}, err
 	}
 	cmd := &exec.Cmd{
 		Path: m.cfg.Shell,
@@ -309,10 +311,10 @@ func (m *Manager) startShell(ctx context.Context, rec store.Process, sp StartPar
 	}
 	p.cmd = cmd
 	pid := cmd.Process.Pid
-	err = p.append(ctx, []store.ProcessEvent{newEvent(EventStarted, StartedData{
+	err = p.append(ctx, []record.ProcessEvent{newEvent(EventStarted, StartedData{
 		Kind: rec.Kind, Spec: rec.Spec, Disposition: rec.Disposition, CreatedBy: rec.CreatedBy,
 		SessionID: rec.SessionID, RunID: rec.RunID, Pid: pid, Pgid: pid,
-	})}, func(r *store.Process) { r.Pgid = pid })
+	})}, func(r *record.Process) { r.Pgid = pid })
 	if err != nil {
 		p.kill()
 		p.wait()
@@ -446,15 +448,23 @@ func (p *proc) superviseShell(readers []streamReader) {
 		d.Error = werr.Error()
 	}
 	d.ExitCode = exit
-	status := store.ProcessCompleted
+	var limited bool
+	if p.sandbox != nil {
+		if l := p.sandbox.Exceeded(); l != nil {
+			limited = true
+			d.Failure = &event.ToolFailure{Kind: event.FailureResourceLimit, Limit: l.Limit, Scope: l.Scope}
+			d.LimitMessage = l.Error()
+		}
+	}
+	status := record.ProcessCompleted
 	switch {
 	case cancelq != nil:
-		status, d.Cancel = store.ProcessCancelled, cancelq
+		status, d.Cancel = record.ProcessCancelled, cancelq
 	case closing:
-		status = store.ProcessAbandoned
+		status = record.ProcessAbandoned
 		d.Evidence = &Evidence{Writer: "close", Reason: "the host shut down and killed the process tree", Pgid: p.cmd.Process.Pid}
-	case exit == nil || *exit != 0:
-		status = store.ProcessFailed
+	case exit == nil || *exit != 0 || limited:
+		status = record.ProcessFailed
 	}
 	_, ok := p.end(status, d, exit)
 	m.finish(p, ok)
@@ -567,24 +577,24 @@ func completeUTF8(b []byte) int {
 
 // startTool registers a tool process (or, with reason set, restarts one
 // found by Recover) and runs it on a goroutine.
-func (m *Manager) startTool(ctx context.Context, rec store.Process, reason string) (store.Process, error) {
+func (m *Manager) startTool(ctx context.Context, rec record.Process, reason string) (record.Process, error) {
 	p := m.newProc(rec)
 	if err := m.register(p); err != nil {
-		return store.Process{}, err
+		return record.Process{}, err
 	}
-	var ev store.ProcessEvent
+	var ev record.ProcessEvent
 	if reason == "" {
 		ev = newEvent(EventStarted, StartedData{Kind: rec.Kind, Spec: rec.Spec, Disposition: rec.Disposition,
 			CreatedBy: rec.CreatedBy, SessionID: rec.SessionID, RunID: rec.RunID})
 	} else {
 		ev = newEvent(EventRestarted, RestartedData{Reason: reason})
 	}
-	if err := p.append(ctx, []store.ProcessEvent{ev}, nil); err != nil {
+	if err := p.append(ctx, []record.ProcessEvent{ev}, nil); err != nil {
 		m.mu.Lock()
 		delete(m.live, p.id)
 		m.mu.Unlock()
 		m.wg.Done()
-		return store.Process{}, err
+		return record.Process{}, err
 	}
 	tctx, stop := context.WithCancel(m.ctx)
 	p.mu.Lock()
@@ -605,7 +615,7 @@ func (p *proc) superviseTool(ctx context.Context, stop context.CancelFunc) {
 	p.mu.Lock()
 	closing, cancelq := p.closing, p.cancelq
 	p.mu.Unlock()
-	if closing && cancelq == nil && rec.Disposition != store.OwnerBound {
+	if closing && cancelq == nil && rec.Disposition != record.OwnerBound {
 		// Left running for the next host's Recover.
 		m.finish(p, false)
 		return
@@ -614,15 +624,15 @@ func (p *proc) superviseTool(ctx context.Context, stop context.CancelFunc) {
 		p.writeOutput(ResultStream, []byte(res.Output))
 	}
 	d := EndedData{Output: res.Output, IsError: res.IsError}
-	status := store.ProcessCompleted
+	status := record.ProcessCompleted
 	switch {
 	case cancelq != nil:
-		status, d.Cancel = store.ProcessCancelled, cancelq
+		status, d.Cancel = record.ProcessCancelled, cancelq
 	case closing:
-		status = store.ProcessAbandoned
+		status = record.ProcessAbandoned
 		d.Evidence = &Evidence{Writer: "close", Reason: "the host shut down and cancelled the tool call"}
 	case res.IsError:
-		status = store.ProcessFailed
+		status = record.ProcessFailed
 	}
 	_, ok := p.end(status, d, nil)
 	m.finish(p, ok)
@@ -641,7 +651,7 @@ func runTool(ctx context.Context, r ToolRunner, run ToolRun) (res tool.Result) {
 // bytes: all of it when it fits, else its first quarter (head) and its
 // last three quarters (tail) with the count of the bytes between them,
 // which are read from tailOffset-omitted with [Manager.Output].
-func (m *Manager) excerpt(ctx context.Context, rec store.Process, n int) (res api.AwaitResult, err error) {
+func (m *Manager) excerpt(ctx context.Context, rec record.Process, n int) (res api.AwaitResult, err error) {
 	start := max(rec.OutputBytes-int64(n), 0)
 	var head api.Output
 	if start > 0 {

@@ -19,6 +19,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/redact"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 )
 
@@ -65,18 +66,18 @@ type Caller struct {
 
 // Receipt makes an idempotency receipt for the event at seq; see
 // [Caller.Receipt].
-type Receipt func(seq int64) store.Receipt
+type Receipt func(seq int64) record.Receipt
 
 // receipts returns the receipt for the last of evs, or none.
-func (c Caller) receipts(evs []store.ProcessEvent) []store.Receipt {
+func (c Caller) receipts(evs []record.ProcessEvent) []record.Receipt {
 	if c.Receipt == nil || len(evs) == 0 {
 		return nil
 	}
-	return []store.Receipt{c.Receipt(evs[len(evs)-1].Seq)}
+	return []record.Receipt{c.Receipt(evs[len(evs)-1].Seq)}
 }
 
 // CanSee reports whether c may address the process p.
-func (c Caller) CanSee(p store.Process) bool {
+func (c Caller) CanSee(p record.Process) bool {
 	switch {
 	case c.Host:
 		return true
@@ -96,7 +97,7 @@ func (c Caller) CanSee(p store.Process) bool {
 // error wrapping [ErrDenied] and this error. It is called without the
 // Manager's locks held and must be safe for concurrent use.
 type CancelPolicy interface {
-	AllowCancel(ctx context.Context, p store.Process, by Caller) error
+	AllowCancel(ctx context.Context, p record.Process, by Caller) error
 }
 
 // DefaultPolicy is the default [CancelPolicy]: whoever can address a
@@ -104,7 +105,7 @@ type CancelPolicy interface {
 type DefaultPolicy struct{}
 
 // AllowCancel allows every caller that can see p.
-func (DefaultPolicy) AllowCancel(_ context.Context, p store.Process, by Caller) error {
+func (DefaultPolicy) AllowCancel(_ context.Context, p record.Process, by Caller) error {
 	if !by.CanSee(p) {
 		return errors.New("not visible to the caller")
 	}
@@ -118,13 +119,13 @@ func (DefaultPolicy) AllowCancel(_ context.Context, p store.Process, by Caller) 
 // process.exited into the session log, tells the agent at the next step
 // boundary and, for WakeOnExit, starts a follow-up run.
 type Notifier interface {
-	ProcessEnded(p store.Process)
+	ProcessEnded(p record.Process)
 }
 
 // ToolRun is one execution of a tool process.
 type ToolRun struct {
 	// Process is the process record.
-	Process store.Process
+	Process record.Process
 	// Call is the prepared call: ID is the process ID (the tool call ID),
 	// SessionID and RunID the owner, Arguments the validated arguments.
 	// Env is nil: the runner supplies the session's binding for the
@@ -151,8 +152,9 @@ func DefaultEnvAllowList() []string { return slices.Clone(defaultAllow) }
 
 // Config configures [New]. Zero fields mean the defaults noted.
 type Config struct {
-	// Store keeps the registry and the logs. Required.
-	Store store.Store
+	// Store keeps the registry and the logs: the process log of a store
+	// (every [store.Store] is one). Required.
+	Store store.ProcessLog
 	// Logger receives the Manager's log lines; nil means silent.
 	Logger *slog.Logger
 	// Tools runs tool processes; nil refuses them.
@@ -222,7 +224,7 @@ type Config struct {
 // safe for concurrent use.
 type Manager struct {
 	cfg   Config
-	st    store.Store
+	st    store.ProcessLog
 	log   *slog.Logger
 	allow map[string]bool
 
@@ -318,7 +320,7 @@ type proc struct {
 	id string
 
 	mu      sync.Mutex // guards rec, box, changed, cancel, closing and appends
-	rec     store.Process
+	rec     record.Process
 	box     outbox        // output reserved, held or lost, not yet committed
 	changed chan struct{} // closed and replaced on every append
 	cancelq *CancelRequestedData
@@ -337,7 +339,7 @@ type proc struct {
 }
 
 // newProc returns the live state of the process rec.
-func (m *Manager) newProc(rec store.Process) *proc {
+func (m *Manager) newProc(rec record.Process) *proc {
 	if rec.TrimmedBefore == 0 && rec.LostBytes == 0 {
 		rec.TrimmedBefore = rec.DroppedBytes // a record written before lost ranges were counted
 	}
@@ -353,7 +355,7 @@ func (m *Manager) newProc(rec store.Process) *proc {
 
 // append commits evs (sequenced after the log, after any held output)
 // and the record as changed by mutate, under p.mu. mutate may be nil.
-func (p *proc) append(ctx context.Context, evs []store.ProcessEvent, mutate func(*store.Process)) error {
+func (p *proc) append(ctx context.Context, evs []record.ProcessEvent, mutate func(*record.Process)) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.appendLocked(ctx, evs, mutate, Caller{})
@@ -361,11 +363,11 @@ func (p *proc) append(ctx context.Context, evs []store.ProcessEvent, mutate func
 
 // appendLocked is append with p.mu held; by's receipt, if any, joins the
 // transaction.
-func (p *proc) appendLocked(ctx context.Context, evs []store.ProcessEvent, mutate func(*store.Process), by Caller) error {
+func (p *proc) appendLocked(ctx context.Context, evs []record.ProcessEvent, mutate func(*record.Process), by Caller) error {
 	return p.commitLocked(ctx, nil, evs, mutate, by)
 }
 
-func (p *proc) snapshot() (store.Process, <-chan struct{}) {
+func (p *proc) snapshot() (record.Process, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	r := p.rec
@@ -374,19 +376,19 @@ func (p *proc) snapshot() (store.Process, <-chan struct{}) {
 }
 
 // newEvent builds an unsequenced event.
-func newEvent(typ event.Type, v any) store.ProcessEvent {
+func newEvent(typ event.Type, v any) record.ProcessEvent {
 	raw, err := json.Marshal(v)
 	if err != nil {
 		raw = []byte(`{}`)
 	}
-	return store.ProcessEvent{Type: typ, Data: raw}
+	return record.ProcessEvent{Type: typ, Data: raw}
 }
 
 // update appends to process id whether it is live or not: mutate sees the
 // current record and returns the events to append (none: nothing is
 // written) or an error. by's receipt, if any, joins the transaction. It
 // returns the record after the append.
-func (m *Manager) update(ctx context.Context, id string, by Caller, mutate func(rec *store.Process) ([]store.ProcessEvent, error)) (store.Process, error) {
+func (m *Manager) update(ctx context.Context, id string, by Caller, mutate func(rec *record.Process) ([]record.ProcessEvent, error)) (record.Process, error) {
 	if p := m.liveProc(id); p != nil {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -395,7 +397,7 @@ func (m *Manager) update(ctx context.Context, id string, by Caller, mutate func(
 		if err != nil || len(evs) == 0 {
 			return p.rec, err
 		}
-		if err := p.appendLocked(ctx, evs, func(r *store.Process) { *r = rec; r.LastSeq = p.rec.LastSeq }, by); err != nil {
+		if err := p.appendLocked(ctx, evs, func(r *record.Process) { *r = rec; r.LastSeq = p.rec.LastSeq }, by); err != nil {
 			return p.rec, err
 		}
 		return p.rec, nil
@@ -404,7 +406,7 @@ func (m *Manager) update(ctx context.Context, id string, by Caller, mutate func(
 	defer m.dormant.Unlock()
 	rec, err := m.st.Process(ctx, id)
 	if err != nil {
-		return store.Process{}, m.notFound(id, err)
+		return record.Process{}, m.notFound(id, err)
 	}
 	evs, err := mutate(&rec)
 	if err != nil || len(evs) == 0 {
@@ -436,50 +438,50 @@ func (m *Manager) liveProc(id string) *proc {
 
 // get returns the current record of id: the live copy if any, else the
 // stored one.
-func (m *Manager) get(ctx context.Context, id string) (store.Process, *proc, error) {
+func (m *Manager) get(ctx context.Context, id string) (record.Process, *proc, error) {
 	if p := m.liveProc(id); p != nil {
 		r, _ := p.snapshot()
 		return r, p, nil
 	}
 	r, err := m.st.Process(ctx, id)
 	if err != nil {
-		return store.Process{}, nil, m.notFound(id, err)
+		return record.Process{}, nil, m.notFound(id, err)
 	}
 	return r, nil, nil
 }
 
 // access returns the record of id if caller can see it. Otherwise it
 // records the attempt (op) when audit is set and returns ErrNotFound.
-func (m *Manager) access(ctx context.Context, id string, caller Caller, op string, audit bool) (store.Process, *proc, error) {
+func (m *Manager) access(ctx context.Context, id string, caller Caller, op string, audit bool) (record.Process, *proc, error) {
 	if id == "" {
-		return store.Process{}, nil, fmt.Errorf("%w: empty process id", ErrNotFound)
+		return record.Process{}, nil, fmt.Errorf("%w: empty process id", ErrNotFound)
 	}
 	rec, p, err := m.get(ctx, id)
 	if err != nil {
-		return store.Process{}, nil, err
+		return record.Process{}, nil, err
 	}
 	if caller.CanSee(rec) {
 		return rec, p, nil
 	}
 	if audit {
-		var ev store.ProcessEvent
+		var ev record.ProcessEvent
 		if op == "cancel" {
 			ev = newEvent(EventCancelRequested, CancelRequestedData{By: caller, Denied: true, DenyReason: "not visible to the caller"})
 		} else {
 			ev = newEvent(EventAccessDenied, AccessDeniedData{Op: op, By: caller})
 		}
-		if _, err := m.update(context.WithoutCancel(ctx), id, Caller{}, func(*store.Process) ([]store.ProcessEvent, error) {
-			return []store.ProcessEvent{ev}, nil
+		if _, err := m.update(context.WithoutCancel(ctx), id, Caller{}, func(*record.Process) ([]record.ProcessEvent, error) {
+			return []record.ProcessEvent{ev}, nil
 		}); err != nil {
 			m.log.Warn("record denied access", "process", id, "op", op, "err", err)
 		}
 	}
-	return store.Process{}, nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	return record.Process{}, nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 }
 
 // Get returns the record of process id if caller can address it, else an
 // error wrapping [ErrNotFound].
-func (m *Manager) Get(ctx context.Context, id string, caller Caller) (store.Process, error) {
+func (m *Manager) Get(ctx context.Context, id string, caller Caller) (record.Process, error) {
 	rec, _, err := m.access(ctx, id, caller, "get", false)
 	return rec, err
 }
@@ -495,7 +497,7 @@ type ListParams struct {
 // List returns the processes caller can address through its session: the
 // session's own and those granted to it (a Host caller lists all),
 // oldest first.
-func (m *Manager) List(ctx context.Context, p ListParams, caller Caller) ([]store.Process, error) {
+func (m *Manager) List(ctx context.Context, p ListParams, caller Caller) ([]record.Process, error) {
 	if !caller.Host && caller.SessionID == "" {
 		return nil, nil
 	}
@@ -515,7 +517,7 @@ func (m *Manager) List(ctx context.Context, p ListParams, caller Caller) ([]stor
 // live process is not unmounted. Records left running by a dead host
 // count until [Manager.Recover] settles them.
 func (m *Manager) LiveByMount(ctx context.Context, sessionID, mountID string) ([]string, error) {
-	ps, err := m.st.Processes(ctx, store.ListProcessesParams{SessionID: sessionID, MountID: mountID, Statuses: []string{store.ProcessRunning}})
+	ps, err := m.st.Processes(ctx, store.ListProcessesParams{SessionID: sessionID, MountID: mountID, Statuses: []string{record.ProcessRunning}})
 	if err != nil {
 		return nil, fmt.Errorf("session %s mount %s: list processes: %w", sessionID, mountID, err)
 	}
@@ -530,27 +532,27 @@ func (m *Manager) LiveByMount(ctx context.Context, sessionID, mountID string) ([
 // (or the host) may grant; another caller that can see the process gets
 // [ErrDenied], one that cannot gets [ErrNotFound]. Granting twice is a
 // no-op.
-func (m *Manager) Grant(ctx context.Context, id, toSession string, caller Caller) (store.Process, error) {
+func (m *Manager) Grant(ctx context.Context, id, toSession string, caller Caller) (record.Process, error) {
 	return m.changeGrant(ctx, id, toSession, caller, true)
 }
 
 // Revoke withdraws a grant made by [Manager.Grant], with the same rules.
-func (m *Manager) Revoke(ctx context.Context, id, fromSession string, caller Caller) (store.Process, error) {
+func (m *Manager) Revoke(ctx context.Context, id, fromSession string, caller Caller) (record.Process, error) {
 	return m.changeGrant(ctx, id, fromSession, caller, false)
 }
 
-func (m *Manager) changeGrant(ctx context.Context, id, session string, caller Caller, grant bool) (store.Process, error) {
+func (m *Manager) changeGrant(ctx context.Context, id, session string, caller Caller, grant bool) (record.Process, error) {
 	op := "revoke"
 	if grant {
 		op = "grant"
 	}
 	if session == "" {
-		return store.Process{}, fmt.Errorf("%w: %s of process %s: empty session", ErrInvalid, op, id)
+		return record.Process{}, fmt.Errorf("%w: %s of process %s: empty session", ErrInvalid, op, id)
 	}
 	if _, _, err := m.access(ctx, id, caller, op, true); err != nil {
-		return store.Process{}, err
+		return record.Process{}, err
 	}
-	return m.update(ctx, id, caller, func(rec *store.Process) ([]store.ProcessEvent, error) {
+	return m.update(ctx, id, caller, func(rec *record.Process) ([]record.ProcessEvent, error) {
 		if !caller.Host && caller.SessionID != rec.SessionID {
 			return nil, fmt.Errorf("%w: %s of process %s: only the owning session may %s", ErrDenied, op, id, op)
 		}
@@ -565,7 +567,7 @@ func (m *Manager) changeGrant(ctx context.Context, id, session string, caller Ca
 		} else {
 			rec.Grants = slices.DeleteFunc(rec.Grants, func(s string) bool { return s == session })
 		}
-		return []store.ProcessEvent{newEvent(typ, GrantData{SessionID: session, By: caller})}, nil
+		return []record.ProcessEvent{newEvent(typ, GrantData{SessionID: session, By: caller})}, nil
 	})
 }
 
@@ -614,24 +616,24 @@ func (m *Manager) finish(p *proc, notify bool) {
 // outage; it gives up only when the store is closed, or when the Manager
 // is closing and one more try failed (the next host's Recover then settles
 // the process). It reports whether the end was committed.
-func (p *proc) end(status string, d EndedData, exit *int) (store.Process, bool) {
+func (p *proc) end(status string, d EndedData, exit *int) (record.Process, bool) {
 	m := p.m
 	d.Status = status
 	now := time.Now().UTC()
 	ev := newEvent(terminalType(status), d)
 	ev.Time = now
-	mutate := func(r *store.Process) { r.Status, r.EndedAt, r.ExitCode = status, &now, exit }
+	mutate := func(r *record.Process) { r.Status, r.EndedAt, r.ExitCode = status, &now, exit }
 	for closing := false; ; {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		p.mu.Lock()
-		if store.IsProcessTerminal(p.rec.Status) {
+		if record.IsProcessTerminal(p.rec.Status) {
 			// A try reported failed was committed (see catchUpLocked).
 			p.mu.Unlock()
 			cancel()
 			rec, _ := p.snapshot()
 			return rec, true
 		}
-		err := p.commitLocked(ctx, nil, []store.ProcessEvent{ev}, mutate, Caller{})
+		err := p.commitLocked(ctx, nil, []record.ProcessEvent{ev}, mutate, Caller{})
 		var wait time.Duration
 		if err != nil {
 			wait = p.refusedLocked(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"weft.dev/weft/api"
+	"weft.dev/weft/store/record"
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
@@ -35,7 +36,7 @@ func (m *Manager) Await(ctx context.Context, id string, timeout time.Duration, c
 	defer timer.Stop()
 	timedOut := false
 wait:
-	for !store.IsProcessTerminal(rec.Status) {
+	for !record.IsProcessTerminal(rec.Status) {
 		var tick <-chan time.Time
 		var done <-chan struct{}
 		if p != nil {
@@ -67,7 +68,7 @@ wait:
 	if err != nil {
 		return api.AwaitResult{}, err
 	}
-	res.Process, res.TimedOut = rec, !store.IsProcessTerminal(rec.Status)
+	res.Process, res.TimedOut = rec, !record.IsProcessTerminal(rec.Status)
 	return res, nil
 }
 
@@ -86,7 +87,7 @@ func (m *Manager) Output(ctx context.Context, id string, offset int64, limit int
 	return m.output(ctx, rec, max(offset, 0), limit)
 }
 
-func (m *Manager) output(ctx context.Context, rec store.Process, offset int64, limit int) (api.Output, error) {
+func (m *Manager) output(ctx context.Context, rec record.Process, offset int64, limit int) (api.Output, error) {
 	out := api.Output{Offset: offset, Next: offset, Total: rec.OutputBytes}
 	first := true
 	for len(out.Data) < limit {
@@ -140,7 +141,7 @@ func (m *Manager) output(ctx context.Context, rec store.Process, offset int64, l
 	if out.Data == nil {
 		out.Data = []byte{}
 	}
-	out.Ended = store.IsProcessTerminal(rec.Status) && out.Next >= rec.OutputBytes
+	out.Ended = record.IsProcessTerminal(rec.Status) && out.Next >= rec.OutputBytes
 	return out, nil
 }
 
@@ -211,7 +212,7 @@ func (m *Manager) Follow(ctx context.Context, id string, offset int64, caller Ca
 			if len(out.Chunks) > 0 {
 				continue
 			}
-			if store.IsProcessTerminal(rec.Status) && next >= rec.OutputBytes {
+			if record.IsProcessTerminal(rec.Status) && next >= rec.OutputBytes {
 				return
 			}
 			var tick <-chan time.Time
@@ -261,10 +262,10 @@ func WithPageGate(ctx context.Context, g PageGate) context.Context {
 
 // ChunkCost is what a chunk that Follow yields counts against a
 // [PageGate]: its data as base64 in JSON, and the fields around it.
-func ChunkCost(c api.Chunk) int { return (len(c.Data)+2)/3*4 + 128 }
+func ChunkCost(c api.Chunk) int { return c.Cost() }
 
 // readPage reads one page of output from next through gate, if not nil.
-func (m *Manager) readPage(ctx context.Context, gate PageGate, rec store.Process, next int64) (api.Output, error) {
+func (m *Manager) readPage(ctx context.Context, gate PageGate, rec record.Process, next int64) (api.Output, error) {
 	if gate == nil {
 		return m.output(ctx, rec, next, followPageBytes)
 	}
@@ -299,7 +300,7 @@ func (m *Manager) Write(ctx context.Context, id string, data []byte, caller Call
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.appendLocked(ctx, []store.ProcessEvent{newEvent(EventInput, InputData{Bytes: len(data), By: caller})}, nil, caller)
+	return p.appendLocked(ctx, []record.ProcessEvent{newEvent(EventInput, InputData{Bytes: len(data), By: caller})}, nil, caller)
 }
 
 // CloseInput closes the stdin of a running shell process (not of a pty),
@@ -346,18 +347,18 @@ func (m *Manager) Signal(ctx context.Context, id, name string, payload json.RawM
 	}
 	var sig syscall.Signal
 	var target *proc
-	rec, err := m.update(ctx, id, caller, func(rec *store.Process) ([]store.ProcessEvent, error) {
-		if store.IsProcessTerminal(rec.Status) {
+	rec, err := m.update(ctx, id, caller, func(rec *record.Process) ([]record.ProcessEvent, error) {
+		if record.IsProcessTerminal(rec.Status) {
 			return nil, fmt.Errorf("%w: %s is %s", ErrEnded, id, rec.Status)
 		}
 		d := SignalData{Payload: payload, By: caller}
 		// A recorded group means the shell has started.
-		if s, ok := posixSignals[name]; ok && rec.Kind == store.ProcessShell && rec.Pgid > 0 {
+		if s, ok := posixSignals[name]; ok && rec.Kind == record.ProcessShell && rec.Pgid > 0 {
 			if p := m.liveProc(id); p != nil {
 				sig, target, d.Posix = s, p, signalName(s)
 			}
 		}
-		return []store.ProcessEvent{newEvent(event.Type(SignalPrefix+name), d)}, nil
+		return []record.ProcessEvent{newEvent(event.Type(SignalPrefix+name), d)}, nil
 	})
 	if err != nil {
 		return 0, err
@@ -378,30 +379,30 @@ func (m *Manager) Signal(ctx context.Context, id, name string, payload json.RawM
 // process that is running in the store but not under this Manager (left by
 // an earlier host) is marked cancelled at once, after its recorded group
 // is swept. Cancelling an ended process returns its record unchanged.
-func (m *Manager) Cancel(ctx context.Context, id, reason string, caller Caller) (store.Process, error) {
+func (m *Manager) Cancel(ctx context.Context, id, reason string, caller Caller) (record.Process, error) {
 	rec, _, err := m.access(ctx, id, caller, "cancel", true)
 	if err != nil {
-		return store.Process{}, err
+		return record.Process{}, err
 	}
-	if store.IsProcessTerminal(rec.Status) {
+	if record.IsProcessTerminal(rec.Status) {
 		return rec, nil
 	}
 	if perr := m.cfg.Policy.AllowCancel(ctx, rec, caller); perr != nil {
 		ev := newEvent(EventCancelRequested, CancelRequestedData{By: caller, Reason: reason, Denied: true, DenyReason: perr.Error()})
-		if _, err := m.update(context.WithoutCancel(ctx), id, Caller{}, func(*store.Process) ([]store.ProcessEvent, error) {
-			return []store.ProcessEvent{ev}, nil
+		if _, err := m.update(context.WithoutCancel(ctx), id, Caller{}, func(*record.Process) ([]record.ProcessEvent, error) {
+			return []record.ProcessEvent{ev}, nil
 		}); err != nil {
 			m.log.Warn("record denied cancel", "process", id, "err", err)
 		}
-		return store.Process{}, fmt.Errorf("%w: cancel of process %s: %w", ErrDenied, id, perr)
+		return record.Process{}, fmt.Errorf("%w: cancel of process %s: %w", ErrDenied, id, perr)
 	}
 	req := &CancelRequestedData{By: caller, Reason: reason}
 	if p := m.liveProc(id); p != nil {
 		p.mu.Lock()
 		already := p.cancelq != nil
 		var aerr error
-		if !already && !store.IsProcessTerminal(p.rec.Status) {
-			aerr = p.appendLocked(ctx, []store.ProcessEvent{newEvent(EventCancelRequested, req)}, nil, caller)
+		if !already && !record.IsProcessTerminal(p.rec.Status) {
+			aerr = p.appendLocked(ctx, []record.ProcessEvent{newEvent(EventCancelRequested, req)}, nil, caller)
 			if aerr == nil {
 				p.cancelq = req
 			}
@@ -409,7 +410,7 @@ func (m *Manager) Cancel(ctx context.Context, id, reason string, caller Caller) 
 		stop := p.stopTool
 		p.mu.Unlock()
 		if aerr != nil {
-			return store.Process{}, aerr
+			return record.Process{}, aerr
 		}
 		if p.cmd != nil {
 			p.signal(syscall.SIGTERM)
@@ -427,7 +428,7 @@ func (m *Manager) Cancel(ctx context.Context, id, reason string, caller Caller) 
 		select {
 		case <-p.done:
 		case <-ctx.Done():
-			return store.Process{}, ctx.Err()
+			return record.Process{}, ctx.Err()
 		}
 		rec, _, err := m.get(ctx, id)
 		return rec, err
@@ -438,21 +439,21 @@ func (m *Manager) Cancel(ctx context.Context, id, reason string, caller Caller) 
 		killed = sweep(rec.Pgid, rec.ID)
 	}
 	var ended bool
-	rec, err = m.update(ctx, id, caller, func(r *store.Process) ([]store.ProcessEvent, error) {
-		if store.IsProcessTerminal(r.Status) {
+	rec, err = m.update(ctx, id, caller, func(r *record.Process) ([]record.ProcessEvent, error) {
+		if record.IsProcessTerminal(r.Status) {
 			return nil, nil
 		}
 		ended = true
 		now := time.Now().UTC()
-		r.Status, r.EndedAt = store.ProcessCancelled, &now
-		return []store.ProcessEvent{
+		r.Status, r.EndedAt = record.ProcessCancelled, &now
+		return []record.ProcessEvent{
 			newEvent(EventCancelRequested, req),
-			newEvent(EventCancelled, EndedData{Status: store.ProcessCancelled, Cancel: req,
+			newEvent(EventCancelled, EndedData{Status: record.ProcessCancelled, Cancel: req,
 				Evidence: &Evidence{Writer: "cancel", Reason: "not running under this host", Pgid: r.Pgid, Killed: killed}}),
 		}, nil
 	})
 	if err != nil {
-		return store.Process{}, err
+		return record.Process{}, err
 	}
 	if ended && m.hooks.Load().notify != nil {
 		m.hooks.Load().notify.ProcessEnded(rec)

@@ -19,6 +19,7 @@ import (
 	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/storetest"
 )
 
@@ -77,7 +78,7 @@ func TestOutputThroughStoreOutage(t *testing.T) {
 	fst.Fail(nil)
 	f.open(t, "go2")
 	res := f.await(t, p.ID)
-	if res.Process.Status != store.ProcessFailed || res.Process.ExitCode == nil || *res.Process.ExitCode != 3 {
+	if res.Process.Status != record.ProcessFailed || res.Process.ExitCode == nil || *res.Process.ExitCode != 3 {
 		t.Fatalf("record = %+v", res.Process)
 	}
 	want := lineEnd(60) + int64(len("FAILED-BUILD\n"))
@@ -106,20 +107,20 @@ func TestOutputThroughStoreOutage(t *testing.T) {
 type ended struct {
 	st store.Store
 	mu sync.Mutex
-	ps []store.Process
+	ps []record.Process
 }
 
-func (e *ended) ProcessEnded(p store.Process) {
+func (e *ended) ProcessEnded(p record.Process) {
 	rec, err := e.st.Process(context.Background(), p.ID)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err != nil || !store.IsProcessTerminal(rec.Status) {
+	if err != nil || !record.IsProcessTerminal(rec.Status) {
 		p.Status = "notified before its end was committed"
 	}
 	e.ps = append(e.ps, p)
 }
 
-func (e *ended) list() []store.Process {
+func (e *ended) list() []record.Process {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return slices.Clone(e.ps)
@@ -147,7 +148,7 @@ func TestEndWrittenAfterOutage(t *testing.T) {
 	}
 	fst.Fail(nil)
 	res := f.await(t, p.ID)
-	if res.Process.Status != store.ProcessFailed || res.Process.ExitCode == nil || *res.Process.ExitCode != 3 || !strings.Contains(res.Tail, "n5\n") || !strings.Contains(res.Tail, "FAILED-BUILD\n") {
+	if res.Process.Status != record.ProcessFailed || res.Process.ExitCode == nil || *res.Process.ExitCode != 3 || !strings.Contains(res.Tail, "n5\n") || !strings.Contains(res.Tail, "FAILED-BUILD\n") {
 		t.Fatalf("after the outage: %+v, tail %q", res.Process, res.Tail)
 	}
 	evs := f.log(t, p.ID)
@@ -155,7 +156,7 @@ func TestEndWrittenAfterOutage(t *testing.T) {
 		t.Errorf("log ends with %s", last.Type)
 	}
 	proctest.Eventually(t, 5*time.Second, func() string { return fmt.Sprintf("notified %+v", notes.list()) }, func() bool { return len(notes.list()) == 1 })
-	if got := notes.list(); got[0].Status != store.ProcessFailed {
+	if got := notes.list(); got[0].Status != record.ProcessFailed {
 		t.Errorf("notified %+v", got[0])
 	}
 }
@@ -268,8 +269,8 @@ func TestToolEndWrittenAfterOutage(t *testing.T) {
 		f := setup(t, process.Config{Store: fst, Notify: notes, ChunkBytes: 64, OutageBuffer: 1024})
 		ctx := context.Background()
 		text := strings.Repeat("0123456789", 100) // 1,000 bytes: "echo:" + text is 1,005
-		p, err := f.m.Start(ctx, process.StartParams{SessionID: "s1", RunID: "r1", Kind: store.ProcessTool, Tool: "echo",
-			Args: []byte(fmt.Sprintf(`{"text":%q,"sleepMs":100}`, text)), Disposition: store.OwnerBound})
+		p, err := f.m.Start(ctx, process.StartParams{SessionID: "s1", RunID: "r1", Kind: record.ProcessTool, Tool: "echo",
+			Args: []byte(fmt.Sprintf(`{"text":%q,"sleepMs":100}`, text)), Disposition: record.OwnerBound})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,7 +287,7 @@ func TestToolEndWrittenAfterOutage(t *testing.T) {
 		time.Sleep(2 * time.Second) // the longest backoff
 		synctest.Wait()
 		rec, err := f.st.Process(ctx, p.ID)
-		if err != nil || rec.Status != store.ProcessCompleted || rec.OutputBytes != 1005 {
+		if err != nil || rec.Status != record.ProcessCompleted || rec.OutputBytes != 1005 {
 			t.Fatalf("after the outage: %+v, %v", rec, err)
 		}
 		out, err := f.m.Output(ctx, p.ID, 0, 1<<20, owner)
@@ -300,7 +301,7 @@ func TestToolEndWrittenAfterOutage(t *testing.T) {
 		if lost := out.Chunks[0].Lost; string(out.Data) != full[lost:] || rec.LostBytes != lost || rec.DroppedBytes != lost || out.Next != 1005 {
 			t.Errorf("lost %d; data %q; record %+v", lost, out.Data, rec)
 		}
-		if got := notes.list(); len(got) != 1 || got[0].Status != store.ProcessCompleted {
+		if got := notes.list(); len(got) != 1 || got[0].Status != record.ProcessCompleted {
 			t.Errorf("notified %+v", got)
 		}
 	})
@@ -315,8 +316,8 @@ func TestCloseDuringOutage(t *testing.T) {
 		notes := &ended{st: fst}
 		f := setup(t, process.Config{Store: fst, Notify: notes})
 		ctx := context.Background()
-		p, err := f.m.Start(ctx, process.StartParams{SessionID: "s1", RunID: "r1", Kind: store.ProcessTool, Tool: "echo",
-			Args: []byte(`{"text":"x","sleepMs":10}`), Disposition: store.OwnerBound})
+		p, err := f.m.Start(ctx, process.StartParams{SessionID: "s1", RunID: "r1", Kind: record.ProcessTool, Tool: "echo",
+			Args: []byte(`{"text":"x","sleepMs":10}`), Disposition: record.OwnerBound})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -324,7 +325,7 @@ func TestCloseDuringOutage(t *testing.T) {
 		time.Sleep(time.Second)
 		synctest.Wait()
 		f.m.Close()
-		if rec, err := f.st.Process(ctx, p.ID); err != nil || rec.Status != store.ProcessRunning {
+		if rec, err := f.st.Process(ctx, p.ID); err != nil || rec.Status != record.ProcessRunning {
 			t.Errorf("after Close: %+v, %v", rec, err)
 		}
 		if got := notes.list(); len(got) != 0 {
@@ -379,8 +380,8 @@ func TestEndCommittedButReportedFailed(t *testing.T) {
 		notes := &ended{st: fst}
 		f := setup(t, process.Config{Store: fst, Notify: notes})
 		ctx := context.Background()
-		p, err := f.m.Start(ctx, process.StartParams{SessionID: "s1", RunID: "r1", Kind: store.ProcessTool, Tool: "echo",
-			Args: []byte(`{"text":"x","sleepMs":100}`), Disposition: store.OwnerBound})
+		p, err := f.m.Start(ctx, process.StartParams{SessionID: "s1", RunID: "r1", Kind: record.ProcessTool, Tool: "echo",
+			Args: []byte(`{"text":"x","sleepMs":100}`), Disposition: record.OwnerBound})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -390,7 +391,7 @@ func TestEndCommittedButReportedFailed(t *testing.T) {
 		if got := types(f.log(t, p.ID)); !slices.Equal(got, []string{"process.started", "process.output", "process.completed"}) {
 			t.Errorf("log = %v", got)
 		}
-		if got := notes.list(); len(got) != 1 || got[0].Status != store.ProcessCompleted {
+		if got := notes.list(); len(got) != 1 || got[0].Status != record.ProcessCompleted {
 			t.Errorf("notified %+v", got)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // storeTimeout bounds one write to the store, so that a store that hangs
@@ -34,11 +35,11 @@ type span struct{ start, end int64 }
 // output stay reserved: later output continues after them. The outbox is
 // owned by its proc and guarded by proc.mu.
 type outbox struct {
-	next   int64                // the next output offset to reserve
-	lostAt int64                // the lost range [lostAt, lostAt+lost)
-	lost   int64                //
-	held   []store.ProcessEvent // unsequenced output chunks after the lost range
-	bytes  int64                // the encoded size of held, counted in Manager.held
+	next   int64                 // the next output offset to reserve
+	lostAt int64                 // the lost range [lostAt, lostAt+lost)
+	lost   int64                 //
+	held   []record.ProcessEvent // unsequenced output chunks after the lost range
+	bytes  int64                 // the encoded size of held, counted in Manager.held
 
 	// gaps are the committed lost ranges that end after the record's trim
 	// point, so that DroppedBytes stays exact when the cap trims.
@@ -55,11 +56,11 @@ func (b *outbox) pending() bool { return b.lost > 0 || len(b.held) > 0 }
 
 // reserve cuts data into output chunks of at most size bytes at the next
 // offsets, read at now.
-func (b *outbox) reserve(stream string, data []byte, size int, now time.Time) []store.ProcessEvent {
-	evs := make([]store.ProcessEvent, 0, (len(data)+size-1)/size)
+func (b *outbox) reserve(stream string, data []byte, size int, now time.Time) []record.ProcessEvent {
+	evs := make([]record.ProcessEvent, 0, (len(data)+size-1)/size)
 	for len(data) > 0 {
 		n := min(len(data), size)
-		evs = append(evs, store.ProcessEvent{Type: EventOutput, Time: now, Data: encodeOutput(stream, b.next, data[:n]), Offset: b.next, Size: int64(n)})
+		evs = append(evs, record.ProcessEvent{Type: EventOutput, Time: now, Data: encodeOutput(stream, b.next, data[:n]), Offset: b.next, Size: int64(n)})
 		b.next += int64(n)
 		data = data[n:]
 	}
@@ -70,7 +71,7 @@ func (b *outbox) reserve(stream string, data []byte, size int, now time.Time) []
 // process's oldest held chunks make room first, and a chunk that still
 // does not fit is lost. Chunks before committed (taken by a write that
 // reported failure) are not kept. It reports whether output was lost.
-func (b *outbox) hold(m *Manager, evs []store.ProcessEvent, committed int64) bool {
+func (b *outbox) hold(m *Manager, evs []record.ProcessEvent, committed int64) bool {
 	lost := false
 	for _, e := range evs {
 		if e.Offset+e.Size <= committed {
@@ -111,7 +112,7 @@ func (b *outbox) take(m *Manager, n int64) bool {
 // loseOldest drops the oldest held chunk into the lost range.
 func (b *outbox) loseOldest(m *Manager) {
 	e := b.held[0]
-	b.held[0] = store.ProcessEvent{} // let the data go
+	b.held[0] = record.ProcessEvent{} // let the data go
 	b.held = b.held[1:]
 	n := int64(len(e.Data))
 	b.bytes -= n
@@ -121,7 +122,7 @@ func (b *outbox) loseOldest(m *Manager) {
 
 // lose adds chunk e, which follows the lost range or starts it, to the
 // lost range.
-func (b *outbox) lose(e store.ProcessEvent) {
+func (b *outbox) lose(e record.ProcessEvent) {
 	if b.lost == 0 {
 		b.lostAt = e.Offset
 	}
@@ -149,7 +150,7 @@ func (b *outbox) refusedAt(err error, now time.Time) (wait time.Duration, first 
 // evs are held: when its backoff has passed, or when holding evs would
 // lose output and the last try is at least minBackoff old (losing output
 // is worse than one more refused write).
-func (b *outbox) due(m *Manager, evs []store.ProcessEvent, now time.Time) bool {
+func (b *outbox) due(m *Manager, evs []record.ProcessEvent, now time.Time) bool {
 	if !now.Before(b.retryAt) {
 		return true
 	}
@@ -189,7 +190,7 @@ func lostAfter(gaps []span, at int64) int64 {
 // changed, and out is not held (the caller decides). A conflict of seqs
 // (a write reported failed that was committed) makes the outbox catch up
 // with the stored record.
-func (p *proc) commitLocked(ctx context.Context, out, evs []store.ProcessEvent, mutate func(*store.Process), by Caller) error {
+func (p *proc) commitLocked(ctx context.Context, out, evs []record.ProcessEvent, mutate func(*record.Process), by Caller) error {
 	m, b := p.m, &p.box
 	now := time.Now().UTC()
 	rec := p.rec
@@ -200,7 +201,7 @@ func (p *proc) commitLocked(ctx context.Context, out, evs []store.ProcessEvent, 
 	batch := out // the common case: new output, nothing held, nothing else
 	gaps := b.gaps
 	if b.pending() || len(evs) > 0 {
-		batch = make([]store.ProcessEvent, 0, 2+len(b.held)+len(out)+len(evs))
+		batch = make([]record.ProcessEvent, 0, 2+len(b.held)+len(out)+len(evs))
 		if b.lost > 0 {
 			e := newEvent(EventOutputLost, OutputLostData{Offset: b.lostAt, Bytes: b.lost, Reason: api.LostStoreUnavailable})
 			e.Offset, e.Size = b.lostAt, b.lost
@@ -237,7 +238,7 @@ func (p *proc) commitLocked(ctx context.Context, out, evs []store.ProcessEvent, 
 		}
 	}
 	copy(evs, batch[first:])
-	var receipts []store.Receipt
+	var receipts []record.Receipt
 	if len(evs) > 0 {
 		receipts = by.receipts(evs)
 	}
@@ -274,7 +275,7 @@ func (p *proc) catchUpLocked(ctx context.Context) {
 		b.gaps = append(b.gaps, span{b.lostAt, b.lostAt + b.lost})
 		b.lostAt, b.lost = 0, 0
 	}
-	var keep []store.ProcessEvent
+	var keep []record.ProcessEvent
 	for _, e := range b.held {
 		if e.Offset >= stored.OutputBytes {
 			keep = append(keep, e)
@@ -317,7 +318,7 @@ func (p *proc) writeOutput(stream string, data []byte) {
 
 // tryLocked writes what the outbox holds and out; what the store refuses
 // is held. With p.mu held.
-func (p *proc) tryLocked(out []store.ProcessEvent) {
+func (p *proc) tryLocked(out []record.ProcessEvent) {
 	// No timeout of its own: the stores bound their writes (SQLite's busy
 	// timeout, PostgreSQL's statement timeout), and a store that blocks
 	// slows the process down through its pipe, as it always has.
@@ -327,7 +328,7 @@ func (p *proc) tryLocked(out []store.ProcessEvent) {
 	}
 }
 
-func (p *proc) holdLocked(out []store.ProcessEvent) {
+func (p *proc) holdLocked(out []record.ProcessEvent) {
 	wasLost := p.box.lost > 0
 	if p.box.hold(p.m, out, p.rec.OutputBytes) && !wasLost {
 		p.m.log.Warn("process output lost: the store refused writes for longer than it could be held",

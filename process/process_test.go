@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/sqlite"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
@@ -61,7 +63,7 @@ func childHost(db string) {
 		os.Exit(1)
 	}
 	cfg := process.Config{Store: st}
-	sp := process.StartParams{SessionID: "s1", Kind: store.ProcessShell, Command: "sleep 300 & sleep 300", Disposition: store.OwnerBound}
+	sp := process.StartParams{SessionID: "s1", Kind: record.ProcessShell, Command: "sleep 300 & sleep 300", Disposition: record.OwnerBound}
 	if spec := os.Getenv(containEnv); spec != "" {
 		f := strings.SplitN(spec, ":", 3)
 		cfg.Sandbox = &sandbox.Config{Unsandboxed: true, Containment: f[0], TempRoot: f[2]}
@@ -120,7 +122,7 @@ func newRegistry(t testing.TB) *tool.Registry {
 
 type fixture struct {
 	m   *process.Manager
-	st  store.Store
+	st  store.ProcessLog
 	reg *tool.Registry
 	b   *env.Binding
 	dir string
@@ -132,7 +134,9 @@ func setupTB(t testing.TB, cfg process.Config) *fixture {
 	t.Helper()
 	f := &fixture{dir: t.TempDir(), reg: newRegistry(t)}
 	if cfg.Store == nil {
-		cfg.Store = memory.New()
+		// No more of a store than its process log: the manager needs no
+		// more.
+		cfg.Store = struct{ store.ProcessLog }{memory.New()}
 	}
 	f.st = cfg.Store
 	cfg.Tools = runner{f.reg}
@@ -152,16 +156,18 @@ func setupTB(t testing.TB, cfg process.Config) *fixture {
 	t.Cleanup(func() {
 		m.Close()
 		f.b.Close()
-		f.st.Close()
+		if c, ok := f.st.(io.Closer); ok {
+			c.Close()
+		}
 	})
 	return f
 }
 
 var owner = process.Caller{SessionID: "s1", RunID: "r1"}
 
-func (f *fixture) shell(t *testing.T, cmd string, mod ...func(*process.StartParams)) store.Process {
+func (f *fixture) shell(t *testing.T, cmd string, mod ...func(*process.StartParams)) record.Process {
 	t.Helper()
-	sp := process.StartParams{SessionID: "s1", RunID: "r1", Kind: store.ProcessShell, Command: cmd, Binding: f.b, Disposition: store.OwnerBound}
+	sp := process.StartParams{SessionID: "s1", RunID: "r1", Kind: record.ProcessShell, Command: cmd, Binding: f.b, Disposition: record.OwnerBound}
 	for _, fn := range mod {
 		fn(&sp)
 	}
@@ -184,7 +190,7 @@ func (f *fixture) await(t *testing.T, id string) api.AwaitResult {
 	return res
 }
 
-func (f *fixture) log(t *testing.T, id string) []store.ProcessEvent {
+func (f *fixture) log(t *testing.T, id string) []record.ProcessEvent {
 	t.Helper()
 	evs, err := f.st.ReadProcess(context.Background(), store.ReadProcessParams{ProcessID: id})
 	if err != nil {
@@ -193,7 +199,7 @@ func (f *fixture) log(t *testing.T, id string) []store.ProcessEvent {
 	return evs
 }
 
-func types(evs []store.ProcessEvent) []string {
+func types(evs []record.ProcessEvent) []string {
 	var out []string
 	for _, e := range evs {
 		out = append(out, string(e.Type))
@@ -279,7 +285,7 @@ func TestStartToolInBackground(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Kind != store.ProcessTool || rec.Spec.Tool != "echo" || !strings.Contains(string(rec.Spec.Args), `"hi"`) || rec.ToolCallID != "call_7" {
+	if rec.Kind != record.ProcessTool || rec.Spec.Tool != "echo" || !strings.Contains(string(rec.Spec.Args), `"hi"`) || rec.ToolCallID != "call_7" {
 		t.Errorf("record = %+v", rec)
 	}
 	res = callTool(t, f, "process_await", "c2", map[string]any{"handle": h, "timeoutMs": 10000}, owner)
@@ -315,11 +321,11 @@ func TestSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := f.await(t, p.ID)
-	if res.Process.Status != store.ProcessFailed || *res.Process.ExitCode != 3 || !strings.Contains(res.Tail, "got-int") {
+	if res.Process.Status != record.ProcessFailed || *res.Process.ExitCode != 3 || !strings.Contains(res.Tail, "got-int") {
 		t.Fatalf("after interrupt: %+v", res)
 	}
 	evs := f.log(t, p.ID)
-	i := slices.IndexFunc(evs, func(e store.ProcessEvent) bool { return e.Seq == seq })
+	i := slices.IndexFunc(evs, func(e record.ProcessEvent) bool { return e.Seq == seq })
 	if i < 0 || evs[i].Type != "signal.interrupt" {
 		t.Fatalf("signal event seq %d not in %v", seq, types(evs))
 	}
@@ -387,7 +393,7 @@ func TestVisibility(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, err := f.m.Cancel(ctx, p.ID, "done", other)
-	if err != nil || rec.Status != store.ProcessCancelled {
+	if err != nil || rec.Status != record.ProcessCancelled {
 		t.Fatalf("cancel with grant = %+v, %v", rec, err)
 	}
 }
@@ -396,7 +402,7 @@ type denyAll struct{}
 
 var errPolicy = errors.New("cancels are frozen")
 
-func (denyAll) AllowCancel(context.Context, store.Process, process.Caller) error { return errPolicy }
+func (denyAll) AllowCancel(context.Context, record.Process, process.Caller) error { return errPolicy }
 
 func TestDenyingPolicy(t *testing.T) {
 	f := setup(t, process.Config{Policy: denyAll{}})
@@ -414,7 +420,7 @@ func TestDenyingPolicy(t *testing.T) {
 	// Close kills it (owner_bound) and records abandoned.
 	f.m.Close()
 	rec, _ := f.st.Process(context.Background(), p.ID)
-	if rec.Status != store.ProcessAbandoned {
+	if rec.Status != record.ProcessAbandoned {
 		t.Errorf("after Close: %s", rec.Status)
 	}
 }
@@ -530,7 +536,7 @@ func TestCancelKillsGroup(t *testing.T) {
 	// Both sleeps run, whether or not the shell execs the last one.
 	waitSleeps(t, p.Pgid, 2, "100")
 	rec, err := f.m.Cancel(context.Background(), p.ID, "enough", owner)
-	if err != nil || rec.Status != store.ProcessCancelled {
+	if err != nil || rec.Status != record.ProcessCancelled {
 		t.Fatalf("cancel = %+v, %v", rec, err)
 	}
 	waitGone(t, p.Pgid)
@@ -547,7 +553,7 @@ func TestStdin(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := f.await(t, p.ID)
-	if res.Process.Status != store.ProcessCompleted || !strings.Contains(res.Tail, "got:hello") {
+	if res.Process.Status != record.ProcessCompleted || !strings.Contains(res.Tail, "got:hello") {
 		t.Fatalf("await = %+v", res)
 	}
 	if err := f.m.Write(context.Background(), p.ID, []byte("x"), owner); !errors.Is(err, process.ErrEnded) {
@@ -585,7 +591,7 @@ func TestSandboxedShellWithoutLandlock(t *testing.T) {
 	}
 	exe, _ := os.Executable()
 	f := setup(t, process.Config{Sandbox: &sandbox.Config{Executable: exe}})
-	sp := process.StartParams{SessionID: "s1", RunID: "r1", Kind: store.ProcessShell, Command: "echo ran > ran.txt", Binding: f.b, Disposition: store.OwnerBound}
+	sp := process.StartParams{SessionID: "s1", RunID: "r1", Kind: record.ProcessShell, Command: "echo ran > ran.txt", Binding: f.b, Disposition: record.OwnerBound}
 	if _, err := f.m.Start(context.Background(), sp); !errors.Is(err, sandbox.ErrNoLandlock) || !strings.Contains(err.Error(), `set "unsandboxed": true`) {
 		t.Fatalf("Start = %v; want a refusal with the way out", err)
 	}
@@ -594,7 +600,7 @@ func TestSandboxedShellWithoutLandlock(t *testing.T) {
 	}
 	f = setup(t, process.Config{Sandbox: &sandbox.Config{Executable: exe, Unsandboxed: true}})
 	p := f.shell(t, "echo unsandboxed")
-	if res := f.await(t, p.ID); res.Process.Status != store.ProcessCompleted || !strings.Contains(res.Tail, "unsandboxed") {
+	if res := f.await(t, p.ID); res.Process.Status != record.ProcessCompleted || !strings.Contains(res.Tail, "unsandboxed") {
 		t.Fatalf("unsandboxed: %+v", res)
 	}
 }
@@ -621,8 +627,8 @@ func TestEnvAndCwd(t *testing.T) {
 	if strings.Contains(res.Tail, "SECRET") {
 		t.Errorf("SECRET leaked:\n%s", res.Tail)
 	}
-	if _, err := f.m.Start(context.Background(), process.StartParams{SessionID: "s1", Kind: store.ProcessShell, Command: "true",
-		Binding: f.b, Cwd: "/environment/work/../..", Disposition: store.OwnerBound}); !errors.Is(err, env.ErrOutside) {
+	if _, err := f.m.Start(context.Background(), process.StartParams{SessionID: "s1", Kind: record.ProcessShell, Command: "true",
+		Binding: f.b, Cwd: "/environment/work/../..", Disposition: record.OwnerBound}); !errors.Is(err, env.ErrOutside) {
 		t.Errorf("cwd outside = %v", err)
 	}
 }
@@ -674,10 +680,10 @@ func TestBackgroundShellTool(t *testing.T) {
 // directly, as a session owner would (tool.Background).
 type managerStarter struct{ m *process.Manager }
 
-func (s managerStarter) StartProcess(ctx context.Context, call *tool.Call, req tool.BackgroundRequest) (store.Process, error) {
+func (s managerStarter) StartProcess(ctx context.Context, call *tool.Call, req tool.BackgroundRequest) (record.Process, error) {
 	disp := req.Disposition
 	if disp == "" {
-		disp = store.OwnerBound
+		disp = record.OwnerBound
 	}
 	return s.m.Start(ctx, process.StartParams{
 		SessionID: call.SessionID, RunID: call.RunID, ToolCallID: call.ID, Kind: req.Kind, Command: req.Command, Cwd: req.Cwd,
@@ -745,7 +751,7 @@ func TestRecoverAfterSIGKILL(t *testing.T) {
 	}
 	waitGone(t, pgid)
 	rec, err := st.Process(context.Background(), id)
-	if err != nil || rec.Status != store.ProcessAbandoned {
+	if err != nil || rec.Status != record.ProcessAbandoned {
 		t.Fatalf("record = %+v, %v", rec, err)
 	}
 	evs, _ := st.ReadProcess(context.Background(), store.ReadProcessParams{ProcessID: id})
@@ -762,16 +768,16 @@ func TestRecoverDispositions(t *testing.T) {
 	st := memory.New()
 	now := time.Now()
 	mk := func(id, disp string) {
-		rec := store.Process{ID: id, SessionID: "s1", Kind: store.ProcessTool, Status: store.ProcessRunning, Disposition: disp,
-			StartedAt: now, LastSeq: 1, Spec: store.ProcessSpec{Tool: "echo", Args: json.RawMessage(`{"text":"again"}`)}}
+		rec := record.Process{ID: id, SessionID: "s1", Kind: record.ProcessTool, Status: record.ProcessRunning, Disposition: disp,
+			StartedAt: now, LastSeq: 1, Spec: record.ProcessSpec{Tool: "echo", Args: json.RawMessage(`{"text":"again"}`)}}
 		if err := st.AppendProcess(ctx, store.ProcessBatch{ProcessID: id, Record: &rec,
-			Events: []store.ProcessEvent{{Seq: 1, ProcessID: id, Type: process.EventStarted, Time: now}}}); err != nil {
+			Events: []record.ProcessEvent{{Seq: 1, ProcessID: id, Type: process.EventStarted, Time: now}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	mk("rerun", store.Rerunnable)
-	mk("bound", store.OwnerBound)
-	mk("external", store.ExternallyOwned)
+	mk("rerun", record.Rerunnable)
+	mk("bound", record.OwnerBound)
+	mk("external", record.ExternallyOwned)
 	f := setup(t, process.Config{Store: st})
 	rep, err := f.m.Recover(ctx)
 	if err != nil {
@@ -781,16 +787,36 @@ func TestRecoverDispositions(t *testing.T) {
 		t.Fatalf("report = %+v", rep)
 	}
 	res := f.await(t, "rerun")
-	if res.Process.Status != store.ProcessCompleted || !strings.Contains(res.Tail, "echo:again") {
+	if res.Process.Status != record.ProcessCompleted || !strings.Contains(res.Tail, "echo:again") {
 		t.Errorf("rerun = %+v", res)
 	}
 	if got := types(f.log(t, "rerun")); !slices.Equal(got, []string{"process.started", "process.restarted", "process.output", "process.completed"}) {
 		t.Errorf("rerun log = %v", got)
 	}
-	if rec, _ := st.Process(ctx, "external"); rec.Status != store.ProcessRunning {
+	if rec, _ := st.Process(ctx, "external"); rec.Status != record.ProcessRunning {
 		t.Errorf("external = %s", rec.Status)
 	}
-	if rec, _ := st.Process(ctx, "bound"); rec.Status != store.ProcessAbandoned {
+	if rec, _ := st.Process(ctx, "bound"); rec.Status != record.ProcessAbandoned {
 		t.Errorf("bound = %s", rec.Status)
+	}
+}
+
+// TestSandboxedShellResourceLimit: a background shell that runs into its
+// processes limit fails, its end naming the limit (resource_limit).
+func TestSandboxedShellResourceLimit(t *testing.T) {
+	testenv.Landlock(t, 1)
+	testenv.Cgroups(t)
+	exe, _ := os.Executable()
+	f := setup(t, process.Config{Sandbox: &sandbox.Config{Executable: exe, Limits: sandbox.Limits{Processes: 32}}})
+	p := f.shell(t, `for i in $(seq 100); do sleep 300 & done; wait`)
+	res := f.await(t, p.ID)
+	if res.Process.Status != record.ProcessFailed {
+		t.Fatalf("status %s", res.Process.Status)
+	}
+	evs, _ := f.st.ReadProcess(context.Background(), store.ReadProcessParams{ProcessID: p.ID})
+	var d process.EndedData
+	json.Unmarshal(evs[len(evs)-1].Data, &d)
+	if d.Failure == nil || d.Failure.Kind != event.FailureResourceLimit || d.Failure.Limit != sandbox.LimitProcesses || !strings.Contains(d.LimitMessage, "processes limit") {
+		t.Errorf("end %s", evs[len(evs)-1].Data)
 	}
 }

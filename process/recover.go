@@ -7,6 +7,7 @@ import (
 
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // RecoverReport says what [Manager.Recover] did, by process ID.
@@ -57,7 +58,7 @@ func (m *Manager) Recover(ctx context.Context) (RecoverReport, error) {
 			m.log.Warn("removing stale temporary directories", "err", err)
 		}
 	}
-	ps, err := m.st.Processes(ctx, store.ListProcessesParams{Statuses: []string{store.ProcessRunning}, Limit: 1 << 30})
+	ps, err := m.st.Processes(ctx, store.ListProcessesParams{Statuses: []string{record.ProcessRunning}, Limit: 1 << 30})
 	if err != nil {
 		return rep, fmt.Errorf("recover processes: %w", err)
 	}
@@ -65,7 +66,7 @@ func (m *Manager) Recover(ctx context.Context) (RecoverReport, error) {
 		if m.liveProc(rec.ID) != nil {
 			continue
 		}
-		if rec.Disposition == store.ExternallyOwned {
+		if rec.Disposition == record.ExternallyOwned {
 			rep.Left = append(rep.Left, rec.ID)
 			continue
 		}
@@ -74,7 +75,7 @@ func (m *Manager) Recover(ctx context.Context) (RecoverReport, error) {
 			killed = sweep(rec.Pgid, rec.ID)
 			rep.Killed += len(killed)
 		}
-		if rec.Disposition == store.Rerunnable && rec.Kind == store.ProcessTool && m.hooks.Load().tools != nil {
+		if rec.Disposition == record.Rerunnable && rec.Kind == record.ProcessTool && m.hooks.Load().tools != nil {
 			if _, err := m.startTool(ctx, rec, "the host restarted; rerunnable process started again"); err != nil {
 				return rep, fmt.Errorf("recover process %s: rerun: %w", rec.ID, err)
 			}
@@ -82,18 +83,18 @@ func (m *Manager) Recover(ctx context.Context) (RecoverReport, error) {
 			continue
 		}
 		reason := "the host that ran it died; what was left of it was swept"
-		if rec.Kind == store.ProcessTool {
+		if rec.Kind == record.ProcessTool {
 			reason = "the host that ran the tool call died"
 		}
 		var ended bool
-		final, err := m.update(ctx, rec.ID, Caller{}, func(r *store.Process) ([]store.ProcessEvent, error) {
-			if r.Status != store.ProcessRunning {
+		final, err := m.update(ctx, rec.ID, Caller{}, func(r *record.Process) ([]record.ProcessEvent, error) {
+			if r.Status != record.ProcessRunning {
 				return nil, nil
 			}
 			ended = true
 			now := time.Now().UTC()
-			r.Status, r.EndedAt = store.ProcessAbandoned, &now
-			return []store.ProcessEvent{newEvent(EventAbandoned, EndedData{Status: store.ProcessAbandoned,
+			r.Status, r.EndedAt = record.ProcessAbandoned, &now
+			return []record.ProcessEvent{newEvent(EventAbandoned, EndedData{Status: record.ProcessAbandoned,
 				Evidence: &Evidence{Writer: "recovery", Reason: reason, Pgid: r.Pgid, Killed: killed}})}, nil
 		})
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"weft.dev/weft/api"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 )
 
@@ -88,7 +88,7 @@ type summary struct {
 	Lost      int64      `json:"lostBytes,omitempty"`
 }
 
-func summarize(p store.Process) summary {
+func summarize(p record.Process) summary {
 	return summary{Handle: api.Handle{ID: p.ID}, Kind: p.Kind, Status: p.Status, ExitCode: p.ExitCode,
 		Command: p.Spec.Command, Tool: p.Spec.Tool, StartedAt: p.StartedAt.Format(time.RFC3339), Output: p.OutputBytes,
 		Dropped: p.DroppedBytes, Lost: p.LostBytes}
@@ -173,7 +173,7 @@ func (t *tools) output(ctx context.Context, c *tool.Call, in outputArgs) (tool.R
 		}
 	}
 	switch {
-	case !store.IsProcessTerminal(rec.Status):
+	case !record.IsProcessTerminal(rec.Status):
 		b.WriteString("; the process is running, more may follow]")
 	case rec.ExitCode != nil:
 		fmt.Fprintf(&b, "; the process has ended: %s, exit code %d]", rec.Status, *rec.ExitCode)
@@ -267,15 +267,15 @@ func (t *tools) startTool(ctx context.Context, c *tool.Call, in startToolArgs) (
 	if err != nil {
 		return tool.Result{}, err
 	}
-	disp := store.OwnerBound
+	disp := record.OwnerBound
 	if in.Rerunnable {
-		disp = store.Rerunnable
+		disp = record.Rerunnable
 	}
 	if c.Background == nil {
 		return tool.Result{}, errors.New("background processes are not available here")
 	}
 	p, err := c.Background.StartProcess(ctx, c, tool.BackgroundRequest{
-		Kind: store.ProcessTool, Tool: in.Tool, Args: args,
+		Kind: record.ProcessTool, Tool: in.Tool, Args: args,
 		Disposition: disp, WakeOnExit: in.WakeOnExit, CreatedBy: "tool:start_tool",
 	})
 	if err != nil {
@@ -297,7 +297,7 @@ func (BackgroundShell) StartShell(ctx context.Context, call *tool.Call, command,
 		return tool.Result{}, errors.New("background shells are not available here")
 	}
 	p, err := call.Background.StartProcess(ctx, call, tool.BackgroundRequest{
-		Kind: store.ProcessShell, Command: command, Cwd: cwd, Disposition: store.OwnerBound, CreatedBy: "tool:shell",
+		Kind: record.ProcessShell, Command: command, Cwd: cwd, Disposition: record.OwnerBound, CreatedBy: "tool:shell",
 	})
 	if err != nil {
 		return tool.Result{}, err

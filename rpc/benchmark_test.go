@@ -26,6 +26,7 @@ import (
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/rpc"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/sqlite"
 	"weft.dev/weft/tool"
 )
@@ -76,7 +77,7 @@ func newBenchHost(b *testing.B, resolve func(string) (*host.Model, error), st *s
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { h.Close() })
-	srv := rpc.NewHostServer(h, rpc.HostConfig{Config: rpc.Config{MaxConns: 4096, NoAuth: true}, Tools: reg})
+	srv := rpc.NewHostServer(h, rpc.HostConfig{Config: rpc.Config{MaxConns: 4096, NoAuth: true}})
 	b.Cleanup(func() { srv.Close() })
 	hs := httptest.NewServer(rpc.HTTPHandler(srv, h, rpc.SSEOptions{}))
 	b.Cleanup(hs.Close)
@@ -380,7 +381,7 @@ func BenchmarkWarmTurn(b *testing.B) {
 				if err != nil {
 					return err
 				}
-				if w.Run.Status != store.RunCompleted {
+				if w.Run.Status != record.RunCompleted {
 					return fmt.Errorf("run %s ended %s: %+v", r.ID, w.Run.Status, w.Run.Error)
 				}
 				d := time.Since(t0)

@@ -8,8 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"weft.dev/weft/internal/journal"
-	"weft.dev/weft/process"
+	"weft.dev/weft/api"
 )
 
 // Defaults of the stream budget ([Config.StreamBytes]).
@@ -318,7 +317,7 @@ func (a *streamAccount) close() {
 	b.admitLocked()
 }
 
-// replayGate is a journal.ReplayGate over an account: a replay read
+// replayGate is an api.PageGate over an account: a replay read
 // takes one of the budget's read tokens, and its page is admitted into
 // the budget before it is yielded (waiting, the token held, until it
 // fits). held is what the pages it admitted hold until the consumer
@@ -328,10 +327,7 @@ type replayGate struct {
 	held int64 // only the subscription's goroutine touches it
 }
 
-var (
-	_ journal.ReplayGate = (*replayGate)(nil)
-	_ process.PageGate   = (*replayGate)(nil)
-)
+var _ api.PageGate = (*replayGate)(nil)
 
 // StartRead waits for a read token.
 func (g *replayGate) StartRead(ctx context.Context) error {
@@ -365,7 +361,7 @@ func (g *replayGate) release() {
 
 // releaseSome gives back n of the bytes the admitted pages hold (at most
 // what they hold): the consumer is done with part of a page, such as one
-// chunk of a process's output ([process.ChunkCost]).
+// chunk of a process's output ([api.Chunk.Cost]).
 func (g *replayGate) releaseSome(n int64) {
 	n = min(n, g.held)
 	g.acct.release(n)

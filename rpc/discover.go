@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
 	"weft.dev/weft/api"
+	"weft.dev/weft/event"
 )
 
 // OpenRPCVersion is the OpenRPC specification version of the document
@@ -74,53 +77,83 @@ func (s *Server) Methods() []MethodInfo {
 	return out
 }
 
-// InitializeParams are the params of the built-in initialize method.
-type InitializeParams struct {
-	ClientInfo      Info   `json:"clientInfo" jsonschema:"the connecting program"`
-	ProtocolVersion string `json:"protocolVersion" jsonschema:"the protocol version the client speaks"`
+// The types of the built-in methods, from package api.
+type (
+	// InitializeParams are the params of initialize.
+	InitializeParams = api.InitializeParams
+	// Capabilities tells a client what the connection supports.
+	Capabilities = api.Capabilities
+	// InitializeResult is the result of initialize.
+	InitializeResult = api.InitializeResult
+)
+
+// registerNotification describes a notification the server sends, for
+// rpc.discover.
+func (s *Server) registerNotification(n api.NotificationInfo) {
+	sch, err := jsonschema.ForType(n.Params, &jsonschema.ForOptions{TypeSchemas: s.cfg.TypeSchemas})
+	if err != nil {
+		panic(fmt.Sprintf("rpc: notification %q: %v", n.Name, err))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notes[n.Name] = &eventInfo{name: n.Name, doc: n.Doc, schema: sch}
+	s.docJSON = nil
 }
 
-// Capabilities tells a client what the connection supports.
-type Capabilities struct {
-	// Notifications is true when the server can push notifications on
-	// this connection (WebSocket, stdio), false on HTTP POST.
-	Notifications bool `json:"notifications"`
-	// Batch is true: JSON-RPC batches are accepted.
-	Batch bool `json:"batch"`
-	// Discover is true: rpc.discover serves an OpenRPC document.
-	Discover bool `json:"discover"`
+// wireSchemas returns types, copied, with the schemas of the api types
+// whose JSON is not their Go shape added where types has none.
+func wireSchemas(types map[reflect.Type]*jsonschema.Schema) map[reflect.Type]*jsonschema.Schema {
+	out := maps.Clone(types)
+	if out == nil {
+		out = map[reflect.Type]*jsonschema.Schema{}
+	}
+	add := func(t reflect.Type, s *jsonschema.Schema) {
+		if _, ok := out[t]; !ok {
+			out[t] = s
+		}
+	}
+	// Input is a string or a list of content parts.
+	parts, err := jsonschema.For[[]event.Part](&jsonschema.ForOptions{TypeSchemas: out})
+	if err != nil {
+		panic(fmt.Sprintf("rpc: schema of input parts: %v", err))
+	}
+	add(reflect.TypeFor[api.Input](), &jsonschema.Schema{
+		Description: "text, or a list of content parts",
+		OneOf:       []*jsonschema.Schema{{Type: "string"}, parts},
+	})
+	add(reflect.TypeFor[api.Handle](), &jsonschema.Schema{
+		Description: `a process handle: {"__handle__":"process","id":…}`,
+		Type:        "object",
+		Properties: map[string]*jsonschema.Schema{
+			"__handle__": {Const: jsonschema.Ptr[any](api.HandleKind)},
+			"id":         {Type: "string"},
+		},
+		Required:             []string{"__handle__", "id"},
+		AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}},
+	})
+	add(reflect.TypeFor[json.RawMessage](), &jsonschema.Schema{Description: "any JSON value"})
+	add(reflect.TypeFor[api.DiscoverResult](), &jsonschema.Schema{Type: "object", Description: "an OpenRPC document"})
+	return out
 }
-
-// InitializeResult is the result of the built-in initialize method. The
-// server answers with its own protocolVersion; a client that cannot speak
-// it should disconnect.
-type InitializeResult struct {
-	ServerInfo      Info         `json:"serverInfo"`
-	ProtocolVersion string       `json:"protocolVersion"`
-	Capabilities    Capabilities `json:"capabilities"`
-}
-
-// discoverParams are rpc.discover's (empty) params.
-type discoverParams struct{}
 
 func (s *Server) registerBuiltins() {
-	s.add(newMethod("initialize", "Exchange program information and the protocol version; reports the connection's capabilities.",
-		func(ctx context.Context, p *InitializeParams) (*InitializeResult, error) {
+	s.add(newMethod(api.Initialize.Name, api.Initialize.Doc,
+		func(ctx context.Context, p *api.InitializeParams) (*api.InitializeResult, error) {
 			push := false
 			if c := ConnFrom(ctx); c != nil {
 				push = c.stream != nil
 				c.client.Store(&api.Client{Name: p.ClientInfo.Name, Transport: c.transport})
 			}
-			return &InitializeResult{
+			return &api.InitializeResult{
 				ServerInfo:      s.cfg.ServerInfo,
 				ProtocolVersion: s.cfg.ProtocolVersion,
-				Capabilities:    Capabilities{Notifications: push, Batch: true, Discover: true},
+				Capabilities:    api.Capabilities{Notifications: push, Batch: true, Discover: true},
 			}, nil
-		}, nil))
-	m := newMethod("rpc.discover", "Return the OpenRPC document describing every method and event.",
-		func(ctx context.Context, _ *discoverParams) (*map[string]any, error) { return nil, nil }, nil)
+		}, s.cfg.TypeSchemas))
+	m := newMethod(api.Discover.Name, api.Discover.Doc,
+		func(ctx context.Context, _ *api.DiscoverParams) (*api.DiscoverResult, error) { return nil, nil }, s.cfg.TypeSchemas)
 	m.call = func(ctx context.Context, raw json.RawMessage) (any, error) {
-		if err := m.decodeParams(raw, &discoverParams{}); err != nil {
+		if err := m.decodeParams(raw, &api.DiscoverParams{}); err != nil {
 			return nil, err
 		}
 		return s.discoverDoc()
@@ -163,6 +196,20 @@ type openrpcMethod struct {
 	Params         []contentDescriptor `json:"params"`
 	Result         contentDescriptor   `json:"result"`
 	ParamsSchema   *jsonschema.Schema  `json:"x-paramsSchema"`
+	// Mutating marks a method that takes an idempotencyKey.
+	Mutating bool `json:"x-mutating,omitempty"`
+	// Notifications name, for a stream, the notifications that carry it:
+	// its items', then its end's.
+	Notifications []string `json:"x-notifications,omitempty"`
+}
+
+// openrpcNotification is a notification the server sends: its params
+// by name, as a method's, and as one schema.
+type openrpcNotification struct {
+	Name         string              `json:"name"`
+	Description  string              `json:"description,omitempty"`
+	Params       []contentDescriptor `json:"params"`
+	ParamsSchema *jsonschema.Schema  `json:"x-paramsSchema"`
 }
 
 type openrpcEvent struct {
@@ -183,9 +230,10 @@ type openrpcDoc struct {
 		Title   string `json:"title"`
 		Version string `json:"version"`
 	} `json:"info"`
-	Methods []openrpcMethod    `json:"methods"`
-	Events  []openrpcEvent     `json:"x-events"`
-	Errors  []openrpcErrorKind `json:"x-errors"`
+	Methods       []openrpcMethod       `json:"methods"`
+	Notifications []openrpcNotification `json:"x-notifications"`
+	Events        []openrpcEvent        `json:"x-events"`
+	Errors        []openrpcErrorKind    `json:"x-errors"`
 }
 
 func (s *Server) buildDocLocked() *openrpcDoc {
@@ -202,30 +250,21 @@ func (s *Server) buildDocLocked() *openrpcDoc {
 	slices.Sort(names)
 	for _, n := range names {
 		m := s.methods[n]
-		om := openrpcMethod{
+		d.Methods = append(d.Methods, openrpcMethod{
 			Name: n, Description: m.doc, ParamStructure: "by-name",
-			Params:       []contentDescriptor{},
-			Result:       contentDescriptor{Name: "result", Schema: m.resultSchema},
-			ParamsSchema: m.paramsSchema,
-		}
-		order := m.paramsSchema.PropertyOrder
-		if len(order) == 0 {
-			for k := range m.paramsSchema.Properties {
-				order = append(order, k)
-			}
-			slices.Sort(order)
-		}
-		for _, p := range order {
-			ps := m.paramsSchema.Properties[p]
-			if ps == nil {
-				continue
-			}
-			om.Params = append(om.Params, contentDescriptor{
-				Name: p, Description: ps.Description, Schema: ps,
-				Required: slices.Contains(m.required, p),
-			})
-		}
-		d.Methods = append(d.Methods, om)
+			Params:        byName(m.paramsSchema),
+			Result:        contentDescriptor{Name: "result", Schema: m.resultSchema},
+			ParamsSchema:  m.paramsSchema,
+			Mutating:      m.mutating,
+			Notifications: m.notes,
+		})
+	}
+	d.Notifications = []openrpcNotification{}
+	for _, n := range slices.Sorted(maps.Keys(s.notes)) {
+		e := s.notes[n]
+		d.Notifications = append(d.Notifications, openrpcNotification{
+			Name: n, Description: e.doc, Params: byName(e.schema), ParamsSchema: e.schema,
+		})
 	}
 	enames := make([]string, 0, len(s.events))
 	for n := range s.events {
@@ -242,4 +281,25 @@ func (s *Server) buildDocLocked() *openrpcDoc {
 		d.Errors = append(d.Errors, openrpcErrorKind{e.Code, k, e.Retryable})
 	}
 	return d
+}
+
+// byName lists the properties of an object schema as by-name params,
+// in the schema's order (else sorted), the required ones marked.
+func byName(sch *jsonschema.Schema) []contentDescriptor {
+	out := []contentDescriptor{}
+	order := sch.PropertyOrder
+	if len(order) == 0 {
+		order = slices.Sorted(maps.Keys(sch.Properties))
+	}
+	for _, p := range order {
+		ps := sch.Properties[p]
+		if ps == nil {
+			continue
+		}
+		out = append(out, contentDescriptor{
+			Name: p, Description: ps.Description, Schema: ps,
+			Required: slices.Contains(sch.Required, p),
+		})
+	}
+	return out
 }

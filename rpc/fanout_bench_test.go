@@ -24,7 +24,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/pace"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // The fan-out benchmarks over the wire: subscribers follow one session,
@@ -330,7 +330,7 @@ func fanoutRuns(b *testing.B, h *host.Host, id string, pacer *pace.Pacer, n int)
 	b.Helper()
 	ctx := context.Background()
 	lastSeq := func() int64 {
-		r, _ := h.GetSession(ctx, id)
+		r, _ := h.GetSession(ctx, api.SessionGetParams{SessionID: id})
 		return r.LastSeq
 	}
 	for range n {
@@ -344,7 +344,7 @@ func fanoutRuns(b *testing.B, h *host.Host, id string, pacer *pace.Pacer, n int)
 			b.Fatal(err)
 		}
 		w, err := h.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 120_000})
-		if err != nil || w.Run.Status != store.RunCompleted {
+		if err != nil || w.Run.Status != record.RunCompleted {
 			b.Fatalf("run %s: %+v %v", r.ID, w, err)
 		}
 		elapsed += time.Since(t0)
@@ -437,7 +437,7 @@ func benchWireFanout(b *testing.B, transport string, subs int, clients string, r
 		events += n
 	}
 	elapsed := b.Elapsed()
-	last, _ := bh.h.GetSession(ctx, s.ID)
+	last, _ := bh.h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID})
 	var res fanoutResult
 	if child != nil {
 		if res, err = child.finish(last.LastSeq); err != nil {

@@ -23,8 +23,8 @@ import (
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/rpc"
 	"weft.dev/weft/rpc/rpctest"
-	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 )
 
 const token = "test-token"
@@ -138,7 +138,7 @@ func TestHostDiscovery(t *testing.T) {
 	}
 }
 
-func waitDone(t *testing.T, c *client.Client, runID string) store.Run {
+func waitDone(t *testing.T, c *client.Client, runID string) record.Run {
 	t.Helper()
 	w, err := c.WaitRun(context.Background(), api.WaitRunParams{RunID: runID, TimeoutMs: 20000})
 	if err != nil || w.TimedOut {
@@ -383,7 +383,7 @@ func TestStartRetriedAfterDroppedConnection(t *testing.T) {
 	// The dropped request still completes on the server: wait for its run.
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	seq, err := e.h.Subscribe(sctx, s.ID, 0, "")
+	seq, err := e.h.Subscribe(sctx, api.SubscribeParams{SessionID: s.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +433,7 @@ func TestHostErrorsOnTheWire(t *testing.T) {
 			_, err := c.SteerRun(ctx, api.SteerParams{RunID: r.ID, Input: api.Input(event.TextParts("late"))})
 			return err
 		}, func(e *api.Error) bool { return e.Data["status"] == "completed" }},
-		{"unknown run", -32010, api.KindNotFound, func() error { _, err := c.GetRun(ctx, "run_nope"); return err }, nil},
+		{"unknown run", -32010, api.KindNotFound, func() error { _, err := c.GetRun(ctx, api.RunIDParams{RunID: "run_nope"}); return err }, nil},
 		{"cursor ahead", -32016, api.KindCursorInvalid, func() error {
 			_, err := c.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, After: 1 << 40})
 			return err

@@ -42,7 +42,7 @@ func TestMountsOnTheWire(t *testing.T) {
 	if err != nil || again.Applied || again.EventCursor != r.EventCursor || again.OperationID != r.OperationID {
 		t.Fatalf("replay: %+v %v", again, err)
 	}
-	l, err := c.Mounts(ctx, s.ID)
+	l, err := c.ListEnv(ctx, api.ListEnvParams{SessionID: s.ID})
 	if err != nil || l.BindingVersion != 2 || len(l.Mounts) != 2 || l.DefaultMountID != "local" || l.LatestEnvironmentCursor != r.EventCursor {
 		t.Fatalf("env/list: %+v %v", l, err)
 	}
@@ -73,7 +73,7 @@ func TestMountsOnTheWire(t *testing.T) {
 		{"unknown field", -32602, func() error {
 			return c.Call(ctx, "env/list", map[string]any{"sessionId": s.ID, "extra": 1}, nil)
 		}, nil},
-		{"unknown session", -32010, func() error { _, err := c.Mounts(ctx, "ses_nope"); return err }, nil},
+		{"unknown session", -32010, func() error { _, err := c.ListEnv(ctx, api.ListEnvParams{SessionID: "ses_nope"}); return err }, nil},
 	}
 	for _, tc := range cases {
 		err := tc.call()

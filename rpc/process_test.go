@@ -20,12 +20,13 @@ import (
 	"weft.dev/weft/rpc"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 )
 
 // denyOthers lets only the owner cancel.
 type denyOthers struct{}
 
-func (denyOthers) AllowCancel(_ context.Context, p store.Process, c process.Caller) error {
+func (denyOthers) AllowCancel(_ context.Context, p record.Process, c process.Caller) error {
 	if c.SessionID != p.SessionID {
 		return errors.New("only the owner may cancel")
 	}
@@ -133,7 +134,7 @@ func TestProcessOverTheWire(t *testing.T) {
 		t.Fatalf("denied cancel: %v", err)
 	}
 	r, err := c.CancelProcess(ctx, api.ProcessCancelParams{ID: q.ID, SessionID: owner.ID})
-	if err != nil || r.Status != store.ProcessCancelled {
+	if err != nil || r.Status != record.ProcessCancelled {
 		t.Fatalf("owner's cancel: %+v %v", r, err)
 	}
 	// Bad params.

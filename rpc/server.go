@@ -33,16 +33,8 @@ const (
 )
 
 // Info names a program on either end of a connection, as exchanged by
-// initialize.
-type Info struct {
-	Name    string `json:"name"`
-	Version string `json:"version,omitempty"`
-	// Cwd is a server's working directory: where a host runs, which
-	// resolves the relative paths of its own configuration (a scripted
-	// model's script, say) and is where the key of a missing API key must
-	// be set. Empty from clients, and from a server that does not say.
-	Cwd string `json:"cwd,omitempty"`
-}
+// initialize: [api.Info].
+type Info = api.Info
 
 // Config configures a [Server]. The zero value is usable: each zero field
 // means the default stated on it. NewServer copies the Config; later
@@ -152,7 +144,10 @@ type Config struct {
 
 	// TypeSchemas overrides the JSON Schema inferred for these Go types in
 	// method params and results (for types with a custom UnmarshalJSON
-	// that accepts more than their Go shape). Nil means none.
+	// that accepts more than their Go shape). The wire types of package
+	// api that encode otherwise than their Go shape (api.Input,
+	// api.Handle, json.RawMessage, api.DiscoverResult) are described
+	// unless this map names them. Nil means only those.
 	TypeSchemas map[reflect.Type]*jsonschema.Schema
 }
 
@@ -169,7 +164,8 @@ type Server struct {
 	mu      sync.RWMutex
 	methods map[string]*method
 	events  map[string]*eventInfo
-	docJSON []byte // cached discovery document; nil when stale
+	notes   map[string]*eventInfo // notifications, as the document describes them
+	docJSON []byte                // cached discovery document; nil when stale
 
 	budget *streamBudget // what every event stream holds to write
 
@@ -213,6 +209,7 @@ func NewServer(cfg Config) *Server {
 		cfg.ProtocolVersion = DefaultProtocolVersion
 	}
 	cfg.AllowedOrigins = slices.Clone(cfg.AllowedOrigins)
+	cfg.TypeSchemas = wireSchemas(cfg.TypeSchemas)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -222,6 +219,7 @@ func NewServer(cfg Config) *Server {
 		log:     log,
 		methods: map[string]*method{},
 		events:  map[string]*eventInfo{},
+		notes:   map[string]*eventInfo{},
 		conns:   map[*Conn]struct{}{},
 		done:    make(chan struct{}),
 		budget:  newStreamBudget(cfg.StreamBytes, cfg.StallGrace),
@@ -239,6 +237,8 @@ type method struct {
 	resultSchema *jsonschema.Schema
 	known        map[string]bool // exact top-level names when params is a struct
 	required     []string
+	mutating     bool     // the method takes an idempotencyKey (api.MethodInfo.Mutating)
+	notes        []string // the notifications a stream sends (api.MethodInfo.Notifications)
 	call         func(ctx context.Context, params json.RawMessage) (any, error)
 }
 
@@ -268,34 +268,7 @@ func Register[P, R any](s *Server, method, doc string, h func(ctx context.Contex
 }
 
 func newMethod[P, R any](name, doc string, h func(ctx context.Context, p *P) (*R, error), types map[reflect.Type]*jsonschema.Schema) *method {
-	if name == "" {
-		panic("rpc: Register: empty method name")
-	}
-	opts := &jsonschema.ForOptions{TypeSchemas: types}
-	ps, err := jsonschema.For[P](opts)
-	if err != nil {
-		panic(fmt.Sprintf("rpc: Register(%q): params schema: %v", name, err))
-	}
-	rs, err := jsonschema.For[R](opts)
-	if err != nil {
-		panic(fmt.Sprintf("rpc: Register(%q): result schema: %v", name, err))
-	}
-	m := &method{
-		name: name, doc: doc,
-		params: reflect.TypeFor[P](), result: reflect.TypeFor[R](),
-		paramsSchema: ps, resultSchema: rs,
-		required: slices.Clone(ps.Required),
-	}
-	pt := m.params
-	for pt.Kind() == reflect.Pointer {
-		pt = pt.Elem()
-	}
-	if pt.Kind() == reflect.Struct {
-		m.known = map[string]bool{}
-		for k := range ps.Properties {
-			m.known[k] = true
-		}
-	}
+	m := describe(name, doc, reflect.TypeFor[P](), reflect.TypeFor[R](), types)
 	m.call = func(ctx context.Context, raw json.RawMessage) (any, error) {
 		p := new(P)
 		if err := m.decodeParams(raw, p); err != nil {
@@ -309,6 +282,41 @@ func newMethod[P, R any](name, doc string, h func(ctx context.Context, p *P) (*R
 			r = new(R)
 		}
 		return r, nil
+	}
+	return m
+}
+
+// describe returns method name with its params and result types and
+// their schemas, and no call yet. It panics on programmer error: an
+// empty name, or types for which no JSON Schema can be inferred.
+func describe(name, doc string, params, result reflect.Type, types map[reflect.Type]*jsonschema.Schema) *method {
+	if name == "" {
+		panic("rpc: Register: empty method name")
+	}
+	opts := &jsonschema.ForOptions{TypeSchemas: types}
+	ps, err := jsonschema.ForType(params, opts)
+	if err != nil {
+		panic(fmt.Sprintf("rpc: Register(%q): params schema: %v", name, err))
+	}
+	rs, err := jsonschema.ForType(result, opts)
+	if err != nil {
+		panic(fmt.Sprintf("rpc: Register(%q): result schema: %v", name, err))
+	}
+	m := &method{
+		name: name, doc: doc,
+		params: params, result: result,
+		paramsSchema: ps, resultSchema: rs,
+		required: slices.Clone(ps.Required),
+	}
+	pt := m.params
+	for pt.Kind() == reflect.Pointer {
+		pt = pt.Elem()
+	}
+	if pt.Kind() == reflect.Struct {
+		m.known = map[string]bool{}
+		for k := range ps.Properties {
+			m.known[k] = true
+		}
 	}
 	return m
 }

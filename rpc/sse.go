@@ -14,9 +14,6 @@ import (
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
-	"weft.dev/weft/host"
-	"weft.dev/weft/internal/journal"
-	"weft.dev/weft/process"
 )
 
 // SSEOptions tunes the SSE endpoint. Zero fields take the defaults.
@@ -47,10 +44,12 @@ func (o SSEOptions) withDefaults() SSEOptions {
 
 // HTTPHandler serves the whole HTTP surface of a host: JSON-RPC on
 // POST /rpc and GET /rpc/ws, GET /healthz, and the SSE endpoints
-// GET /v1/sessions/{id}/events and GET /v1/processes/{id}/output. Every
-// route but /healthz is authenticated as [Server.Handler]'s are. The
-// streams end when s closes.
-func HTTPHandler(s *Server, h *host.Host, opts SSEOptions) http.Handler {
+// GET /v1/sessions/{id}/events and GET /v1/processes/{id}/output, which
+// stream h's events and processes' output (as [NewHostServer] does, with
+// the host's shared encodings when it has them). Every route but
+// /healthz is authenticated as [Server.Handler]'s are. The streams end
+// when s closes.
+func HTTPHandler(s *Server, h api.Host, opts SSEOptions) http.Handler {
 	opts = opts.withDefaults()
 	mux := http.NewServeMux()
 	mux.Handle("/", s.Handler())
@@ -167,7 +166,7 @@ func (sw *sseWriter) events(evs []event.Encoded) error {
 }
 
 type processSSE struct {
-	h      *host.Host
+	h      api.Host
 	opts   SSEOptions
 	done   <-chan struct{} // the server is closing
 	budget *streamBudget
@@ -180,11 +179,6 @@ type processSSE struct {
 // chunk of an ended process.
 // ?sessionId= acts as that session (visibility and grants apply).
 func (ps *processSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	pm := ps.h.Processes()
-	if pm == nil {
-		writeHTTPError(w, http.StatusNotFound, api.NewError(api.KindNotFound, "this host runs no background processes"))
-		return
-	}
 	id, sessionID := r.PathValue("id"), r.URL.Query().Get("sessionId")
 	var offset int64
 	cursor := r.Header.Get("Last-Event-ID")
@@ -198,11 +192,6 @@ func (ps *processSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		offset = n
-	}
-	if _, err := ps.h.GetProcess(r.Context(), api.ProcessIDParams{ID: id, SessionID: sessionID}); err != nil {
-		e := wireError(err)
-		writeHTTPError(w, http.StatusNotFound, e)
-		return
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -227,14 +216,21 @@ func (ps *processSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 	defer acct.close()
 	gate := &replayGate{acct: acct}
+	seq, err := ps.h.FollowProcess(api.WithPageGate(ctx, gate), api.ProcessFollowParams{ID: id, SessionID: sessionID, Offset: offset})
+	if err != nil {
+		// A process this caller cannot see is not found, whatever the
+		// reason: no process manager, no such process, another
+		// session's.
+		writeHTTPError(w, http.StatusNotFound, wireError(err))
+		return
+	}
 	acct.startWrite()
-	err := sw.start(ps.opts.RetryMs)
+	err = sw.start(ps.opts.RetryMs)
 	acct.endWrite()
 	if err != nil {
 		return
 	}
-	caller := process.Caller{Host: sessionID == "", SessionID: sessionID}
-	for c, err := range pm.Follow(process.WithPageGate(ctx, gate), id, offset, caller) {
+	for c, err := range seq {
 		if err != nil {
 			return
 		}
@@ -248,13 +244,13 @@ func (ps *processSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		gate.releaseSome(int64(process.ChunkCost(c)))
+		gate.releaseSome(int64(c.Cost()))
 	}
 	sw.write(true, "event: end\ndata: {}\n\n")
 }
 
 type sseHandler struct {
-	h      *host.Host
+	h      api.Host
 	opts   SSEOptions
 	done   <-chan struct{} // the server is closing
 	budget *streamBudget
@@ -293,7 +289,7 @@ func (sh *sseHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 	defer acct.close()
 	gate := &replayGate{acct: acct}
-	seq, err := sh.h.SubscribeEncoded(journal.WithReplayGate(ctx, gate), id, after, r.URL.Query().Get("runId"))
+	seq, err := encodedEvents(api.WithPageGate(ctx, gate), sh.h, api.SubscribeParams{SessionID: id, After: after, RunID: r.URL.Query().Get("runId")})
 	if err != nil {
 		e := wireError(err)
 		status := http.StatusBadRequest

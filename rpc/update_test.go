@@ -25,7 +25,7 @@ func TestUpdateSessionOverTheWire(t *testing.T) {
 	if err != nil || got.Title != "second" || got.Model != "fast" {
 		t.Fatalf("rename: %+v, %v", got, err)
 	}
-	if got, err = c.GetSession(ctx, s.ID); err != nil || got.Title != "second" {
+	if got, err = c.GetSession(ctx, api.SessionGetParams{SessionID: s.ID}); err != nil || got.Title != "second" {
 		t.Fatalf("session/get after the rename: %+v, %v", got, err)
 	}
 	gone, _ := c.CreateSession(ctx, api.CreateSessionParams{})

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"weft.dev/weft/event"
+	"weft.dev/weft/store/record"
 )
 
 // A Sequencer makes the batches of a session's log as its one writer
@@ -14,14 +15,14 @@ import (
 // concurrent use.
 type Sequencer struct {
 	id   string
-	proj *Projection
+	proj *record.Projection
 	now  time.Time
 }
 
 // NewSequencer returns a Sequencer of a new session id whose events are
 // stamped from start on.
 func NewSequencer(id string, start time.Time) *Sequencer {
-	return &Sequencer{id: id, proj: NewProjection(Session{}, nil), now: start}
+	return &Sequencer{id: id, proj: record.NewProjection(record.Session{}, nil), now: start}
 }
 
 // Batch sequences evs after the events before them and returns the batch
@@ -35,7 +36,7 @@ func (s *Sequencer) Batch(evs []event.Event) (Batch, error) {
 		}
 	}
 	b := Batch{SessionID: s.id, Events: evs}
-	s.proj.Flush(&b)
+	b.SetRecords(s.proj.Flush())
 	return b, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 )
 
 // A Sequencer's batches append to a store as the session's writer's
@@ -41,7 +42,7 @@ func TestSequencer(t *testing.T) {
 	if last, err := st.LastSeq(ctx, "s1"); err != nil || last != 4 {
 		t.Fatalf("store's last seq %d, %v", last, err)
 	}
-	if r, err := st.Run(ctx, "r1"); err != nil || r.Status != store.RunCompleted {
+	if r, err := st.Run(ctx, "r1"); err != nil || r.Status != record.RunCompleted {
 		t.Fatalf("run r1: %+v, %v", r, err)
 	}
 }

@@ -1,20 +1,22 @@
 // Package store defines the contract of weft's durable storage: an
-// append-only event log per session plus the projections (sessions, runs,
-// idempotency receipts) that are updated in the same transaction as the
-// events that imply them.
+// append-only event log per session plus the records projected from it
+// (sessions, runs, requests), updated in the same transaction as the
+// events that imply them, idempotency receipts, snapshots, and the logs
+// of background processes.
 //
-// Implementations live in subpackages (store/sqlite, store/postgres,
-// store/memory); the conformance suite in store/storetest is run by each
-// of them.
+// The records themselves, and the projection that derives them from the
+// events, are package store/record. Implementations live in subpackages
+// (store/sqlite, store/postgres, store/memory); the conformance suite in
+// store/storetest is run by each of them.
 package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
 	"weft.dev/weft/event"
+	"weft.dev/weft/store/record"
 )
 
 // Sentinel errors that callers branch on with errors.Is.
@@ -36,11 +38,31 @@ var (
 	ErrReceiptExists = errors.New("receipt exists")
 )
 
-// Store is durable storage for sessions. All methods are safe for
-// concurrent use; appends to one session must come from that session's
-// single owner, and the store rejects (ErrSeqConflict) any append that
-// would leave a gap or overwrite an event.
+// Store is durable storage for sessions: the union of the roles its
+// consumers take, which every implementation (a driver) provides. A
+// consumer names the role it uses, or a smaller interface of its own, not
+// Store: the process manager takes a [ProcessLog], a session's journal
+// what it appends and reads. Only what wires the roles together (the host,
+// the CLI that opens the store) holds a Store.
+//
+// All methods are safe for concurrent use; appends to one session must
+// come from that session's single owner, and the store rejects
+// (ErrSeqConflict) any append that would leave a gap or overwrite an
+// event.
 type Store interface {
+	SessionLog
+	Receipts
+	Snapshots
+	ProcessLog
+	// Close releases the store. It is safe to call more than once.
+	Close() error
+}
+
+// SessionLog is the sessions' logs and the records projected from them
+// (see [record.Projection]), written together by [SessionLog.Append]: what
+// a session's owner appends, and what the readers of a session's events,
+// runs and requests read. Its methods are safe for concurrent use.
+type SessionLog interface {
 	// Append writes b atomically: all of its events and records, or nothing.
 	Append(ctx context.Context, b Batch) error
 	// Read returns up to p.Limit events of p.SessionID with seq > p.After,
@@ -50,59 +72,49 @@ type Store interface {
 	// ErrNotFound.
 	LastSeq(ctx context.Context, sessionID string) (int64, error)
 	// Session returns a session record or ErrNotFound.
-	Session(ctx context.Context, id string) (Session, error)
+	Session(ctx context.Context, id string) (record.Session, error)
 	// Sessions lists sessions, newest first, paginated by p.
-	Sessions(ctx context.Context, p ListSessionsParams) ([]Session, error)
+	Sessions(ctx context.Context, p ListSessionsParams) ([]record.Session, error)
 	// Run returns a run record or ErrNotFound.
-	Run(ctx context.Context, id string) (Run, error)
+	Run(ctx context.Context, id string) (record.Run, error)
 	// Runs lists runs matching p, oldest first.
-	Runs(ctx context.Context, p ListRunsParams) ([]Run, error)
+	Runs(ctx context.Context, p ListRunsParams) ([]record.Run, error)
 	// Request returns a request record (an approval, a question, a client
 	// tool call) or ErrNotFound.
-	Request(ctx context.Context, id string) (Request, error)
+	Request(ctx context.Context, id string) (record.Request, error)
 	// Requests lists the request records matching p, oldest first.
-	Requests(ctx context.Context, p ListRequestsParams) ([]Request, error)
+	Requests(ctx context.Context, p ListRequestsParams) ([]record.Request, error)
+}
+
+// Receipts keeps idempotency receipts: a mutation's (key, method), the
+// fingerprint of its params and what it answered, so that a retry gets
+// the first answer. A mutation that appends to a log stores its receipt
+// in the same batch ([Batch.Receipts], [ProcessBatch.Receipts]); the
+// others store it here. Its methods are safe for concurrent use.
+type Receipts interface {
 	// Receipt returns the idempotency receipt for (key, method) or ErrNotFound.
-	Receipt(ctx context.Context, key, method string) (Receipt, error)
+	Receipt(ctx context.Context, key, method string) (record.Receipt, error)
 	// PutReceipt stores a receipt outside any session's batch (for
 	// mutations that append no event of their own). If a receipt with the
 	// same (key, method) exists, it is left as is and returned instead, so
 	// the caller can tell a first request from a retry.
-	PutReceipt(ctx context.Context, r Receipt) (Receipt, error)
+	PutReceipt(ctx context.Context, r record.Receipt) (record.Receipt, error)
 	// PruneReceipts deletes receipts created before t.
 	PruneReceipts(ctx context.Context, before time.Time) (int, error)
+}
+
+// Snapshots keeps the state an owner derived from a session's log through
+// a seq (see [record.Snapshot]): a cache beside the log, never the truth.
+// Its methods are safe for concurrent use.
+type Snapshots interface {
 	// PutSnapshot stores a snapshot, replacing the session's snapshot of
 	// the same kind unless that one is through a later seq (then it is
 	// kept and PutSnapshot returns nil). A snapshot beyond the session's
 	// last event is ErrSeqConflict; an unknown session, ErrNotFound.
-	PutSnapshot(ctx context.Context, s Snapshot) error
+	PutSnapshot(ctx context.Context, s record.Snapshot) error
 	// Snapshot returns the session's snapshot of kind, or ErrNotFound.
-	Snapshot(ctx context.Context, sessionID, kind string) (Snapshot, error)
-	// Close releases the store. It is safe to call more than once.
-	Close() error
-
-	ProcessStore
+	Snapshot(ctx context.Context, sessionID, kind string) (record.Snapshot, error)
 }
-
-// Snapshot is state an owner derived from a session's log through event
-// Seq, stored so that a later load folds only the events after it instead
-// of the whole log. It is a cache: the log stays the truth, a snapshot
-// may be dropped or ignored at any time, and the events through Seq never
-// change, so a snapshot never goes stale, it only falls behind.
-type Snapshot struct {
-	SessionID string
-	// Kind names what Data holds (e.g. SnapshotTranscript).
-	Kind string
-	// Seq is the last event the snapshot reflects.
-	Seq int64
-	// Data is the owner's encoding.
-	Data      []byte
-	CreatedAt time.Time
-}
-
-// SnapshotTranscript is the kind of a session's transcript snapshot (the
-// binary form of agent.TranscriptBuilder).
-const SnapshotTranscript = "transcript"
 
 // Batch is one atomic append to one session.
 type Batch struct {
@@ -112,13 +124,13 @@ type Batch struct {
 	// last seq + 1 without a gap. A batch that creates a session starts at 1.
 	Events []event.Event
 	// Session, if set, replaces the session record.
-	Session *Session
+	Session *record.Session
 	// Runs replace the run records with the same IDs.
-	Runs []Run
+	Runs []record.Run
 	// Requests replace the request records with the same IDs.
-	Requests []Request
+	Requests []record.Request
 	// Receipts are stored alongside; an existing (key, method) is an error.
-	Receipts []Receipt
+	Receipts []record.Receipt
 	// Epoch is the writer's lease epoch (see [Lease]): a store whose
 	// sessions are leased in the database (store/postgres) commits the
 	// batch only if the session's current lease has this epoch, and
@@ -129,6 +141,13 @@ type Batch struct {
 	// process manager of the host that runs a process writes them, not
 	// the session's owner.
 	Epoch int64
+}
+
+// SetRecords sets the session, run and request records of b to c: the
+// records that the projection of b's session changed by applying b's
+// events (see [record.Projection.Flush]).
+func (b *Batch) SetRecords(c record.Changes) {
+	b.Session, b.Runs, b.Requests = c.Session, c.Runs, c.Requests
 }
 
 // ReadParams selects events of one session.
@@ -147,122 +166,6 @@ type ReadParams struct {
 	// cut short this way does not mean the log has no more events.
 	MaxBytes int
 }
-
-// Session is the projection of a session's log.
-type Session struct {
-	ID        string            `json:"id"`
-	Title     string            `json:"title,omitempty"`
-	Model     string            `json:"model,omitempty"`
-	Metadata  map[string]string `json:"metadata,omitempty"`
-	CreatedAt time.Time         `json:"createdAt"`
-	UpdatedAt time.Time         `json:"updatedAt"`
-	// LastSeq is the seq of the session's last event. Like UpdatedAt (the
-	// time of that event), stores read it from the log, not from the record.
-	LastSeq int64 `json:"lastSeq"`
-	// ActiveRunID is the run that is queued, running or waiting, if any.
-	ActiveRunID string `json:"activeRunId,omitempty"`
-	// Binding is the session's mounts.
-	Binding event.Binding `json:"binding"`
-	// Policy is the session's approval policy (api.Policy), if it has one.
-	Policy json.RawMessage `json:"policy,omitempty"`
-	// Tools are the tools the session's client executes itself.
-	Tools []event.ClientTool `json:"tools,omitempty"`
-	// MCPServers are the session's own MCP tool servers, by name.
-	MCPServers map[string]event.MCPServer `json:"mcpServers,omitempty"`
-	Deleted    bool                       `json:"deleted,omitempty"`
-}
-
-// Run statuses.
-const (
-	RunQueued      = "queued"
-	RunRunning     = "running"
-	RunWaiting     = "waiting"
-	RunCompleted   = "completed"
-	RunFailed      = "failed"
-	RunCancelled   = "cancelled"
-	RunInterrupted = "interrupted"
-)
-
-// IsTerminal reports whether a run status is final.
-func IsTerminal(status string) bool {
-	switch status {
-	case RunCompleted, RunFailed, RunCancelled, RunInterrupted:
-		return true
-	}
-	return false
-}
-
-// Run is the projection of one run.
-type Run struct {
-	ID        string           `json:"id"`
-	SessionID string           `json:"sessionId"`
-	Status    string           `json:"status"`
-	Model     string           `json:"model"`
-	MaxSteps  int              `json:"maxSteps,omitempty"`
-	Steps     int              `json:"steps"`
-	Usage     event.TokenUsage `json:"usage"`
-	Error     *event.Error     `json:"error,omitempty"`
-	CreatedAt time.Time        `json:"createdAt"`
-	StartedAt *time.Time       `json:"startedAt,omitempty"`
-	EndedAt   *time.Time       `json:"endedAt,omitempty"`
-	// FirstSeq and LastSeq bound the run's events in the session log;
-	// stores read LastSeq from the log, not from the record.
-	FirstSeq int64 `json:"firstSeq"`
-	LastSeq  int64 `json:"lastSeq"`
-	// Requests are the run's open requests (approvals, questions, client
-	// tool calls), by ID; while there are any the run is waiting.
-	Requests []string `json:"requests,omitempty"`
-}
-
-// Request statuses. Open is the only one that is not final.
-const (
-	RequestOpen      = "open"
-	RequestResolved  = "resolved"
-	RequestExpired   = "expired"
-	RequestCancelled = "cancelled"
-)
-
-// Request is the projection of one request to a person or a client: an
-// approval of a tool call, a question the model asked, or a call of a
-// tool the client executes.
-type Request struct {
-	ID        string `json:"id"`
-	SessionID string `json:"sessionId"`
-	RunID     string `json:"runId"`
-	// Kind is event.RequestApproval, event.RequestInput or event.RequestTool.
-	Kind string `json:"kind"`
-	// ToolCall is the call the request gates.
-	ToolCall event.ToolCall `json:"toolCall"`
-	Step     int            `json:"step"`
-	// Status is one of the Request* statuses.
-	Status string `json:"status"`
-	// Decision is an approval's decision (allow_once, allow_session,
-	// deny, cancelled; for an expired one, the default it took).
-	Decision string `json:"decision,omitempty"`
-	// Message is the answerer's message (an approval), or the answer's
-	// text (a question).
-	Message string `json:"message,omitempty"`
-	// By says who answered.
-	By *event.By `json:"by,omitempty"`
-	// Rule is the policy rule that asked (approvals).
-	Rule *event.Rule `json:"rule,omitempty"`
-	// Question and Choices are a question's (input requests).
-	Question string   `json:"question,omitempty"`
-	Choices  []string `json:"choices,omitempty"`
-	// Options are the decisions an approval accepts.
-	Options []string `json:"options,omitempty"`
-	// Deadline, if set, is when the request expires; Default is the
-	// decision it then takes.
-	Deadline *time.Time `json:"deadline,omitempty"`
-	Default  string     `json:"default,omitempty"`
-	// Seq is the seq of the event that opened it.
-	Seq        int64      `json:"seq"`
-	CreatedAt  time.Time  `json:"createdAt"`
-	ResolvedAt *time.Time `json:"resolvedAt,omitempty"`
-}
-
-// IsRequestFinal reports whether a request status is final.
-func IsRequestFinal(status string) bool { return status != RequestOpen }
 
 // ListRequestsParams selects request records.
 type ListRequestsParams struct {
@@ -296,18 +199,7 @@ type ListRunsParams struct {
 	Limit int
 }
 
-// Receipt is a stored idempotency receipt.
-type Receipt struct {
-	Key    string `json:"key"`
-	Method string `json:"method"`
-	// Fingerprint is a digest of the canonical params.
-	Fingerprint string          `json:"fingerprint"`
-	Result      json.RawMessage `json:"result"`
-	SessionID   string          `json:"sessionId,omitempty"`
-	CreatedAt   time.Time       `json:"createdAt"`
-}
-
-// ProcessStore is the part of [Store] that keeps durable background
+// ProcessLog is the part of [Store] that keeps durable background
 // processes: one record per process (the registry) and one append-only log
 // per process with its own gap-free seq from 1. It is a separate log rather
 // than events in the session log because a process outlives the run and
@@ -315,9 +207,9 @@ type Receipt struct {
 // far more (its output) than a session; the session log only carries
 // summaries that the host writes.
 //
-// The process log uses [ProcessEvent], not [event.Event]: its key is a
+// The process log uses [record.ProcessEvent], not [event.Event]: its key is a
 // process ID, not a session ID, and output chunks carry the byte range the
-// store indexes for [ProcessStore.ProcessOutput] and trims with
+// store indexes for [ProcessLog.ProcessOutput] and trims with
 // [ProcessBatch.DropOutputBefore]. An event with a range (Size > 0) is an
 // output chunk to the store whatever its type: the writer also marks
 // ranges of output it could not store (process.output_lost) this way, so
@@ -328,7 +220,7 @@ type Receipt struct {
 // All methods are safe for concurrent use; appends to one process must come
 // from that process's single owner (the process manager), and the store
 // rejects (ErrSeqConflict) any append that would leave a gap.
-type ProcessStore interface {
+type ProcessLog interface {
 	// AppendProcess writes b atomically: its events, its record and its
 	// output drop, or nothing. The first batch of a process must start at
 	// seq 1 and carry its record.
@@ -336,159 +228,33 @@ type ProcessStore interface {
 	// ReadProcess returns up to p.Limit events of p.ProcessID with
 	// seq > p.After in seq order; dropped output chunks are skipped (their
 	// seqs are missing). An unknown process returns ErrNotFound.
-	ReadProcess(ctx context.Context, p ReadProcessParams) ([]ProcessEvent, error)
+	ReadProcess(ctx context.Context, p ReadProcessParams) ([]record.ProcessEvent, error)
 	// ProcessOutput returns up to p.Limit output chunks (events with
 	// Size > 0) of p.ProcessID whose range ends after p.Offset, in offset
 	// order. An unknown process returns ErrNotFound.
-	ProcessOutput(ctx context.Context, p ProcessOutputParams) ([]ProcessEvent, error)
+	ProcessOutput(ctx context.Context, p ProcessOutputParams) ([]record.ProcessEvent, error)
 	// Process returns a process record or ErrNotFound.
-	Process(ctx context.Context, id string) (Process, error)
+	Process(ctx context.Context, id string) (record.Process, error)
 	// Processes lists the records matching p, oldest first (by StartedAt,
 	// then ID).
-	Processes(ctx context.Context, p ListProcessesParams) ([]Process, error)
-}
-
-// Process statuses. Running is the only status that is not final.
-const (
-	ProcessRunning   = "running"
-	ProcessCompleted = "completed"
-	ProcessFailed    = "failed"
-	ProcessCancelled = "cancelled"
-	ProcessAbandoned = "abandoned"
-)
-
-// IsProcessTerminal reports whether a process status is final.
-func IsProcessTerminal(status string) bool {
-	switch status {
-	case ProcessCompleted, ProcessFailed, ProcessCancelled, ProcessAbandoned:
-		return true
-	}
-	return false
-}
-
-// Process kinds.
-const (
-	// ProcessShell is a shell command run by /bin/sh -c.
-	ProcessShell = "shell"
-	// ProcessTool is a tool call run in the background.
-	ProcessTool = "tool"
-)
-
-// Recovery dispositions: what a host that starts after a crash does with a
-// process that was running.
-const (
-	// Rerunnable processes are started again (tool calls declared safe to
-	// repeat).
-	Rerunnable = "rerunnable"
-	// OwnerBound processes die with their host; they become abandoned.
-	OwnerBound = "owner_bound"
-	// ExternallyOwned processes are left alone: someone else owns them.
-	ExternallyOwned = "externally_owned"
-)
-
-// ProcessSpec is what a process runs: a shell command (Command, Cwd, Env,
-// PTY) or a tool call (Tool, Args).
-type ProcessSpec struct {
-	// Command is the shell command line of a shell process.
-	Command string `json:"command,omitempty"`
-	// Mount is the mount the working directory lies in.
-	Mount string `json:"mount,omitempty"`
-	// Cwd is the working directory as the caller gave it (a mount path).
-	Cwd string `json:"cwd,omitempty"`
-	// Env holds the explicit environment variables, beyond the allow-list.
-	Env map[string]string `json:"env,omitempty"`
-	// PTY runs the command on a pseudo-terminal.
-	PTY bool `json:"pty,omitempty"`
-	// Tool is the tool name of a tool process.
-	Tool string `json:"tool,omitempty"`
-	// Args are the tool call's arguments, validated before registration.
-	Args json.RawMessage `json:"args,omitempty"`
-}
-
-// Process is the registry record of one background process. It is kept as
-// JSON beside the columns queries filter on, like [Run].
-type Process struct {
-	ID        string `json:"id"`
-	SessionID string `json:"sessionId"`
-	// RunID is the run that started the process, if any.
-	RunID string `json:"runId,omitempty"`
-	// ToolCallID is the tool call that asked for the process, if any.
-	ToolCallID string `json:"toolCallId,omitempty"`
-	// Kind is ProcessShell or ProcessTool.
-	Kind string      `json:"kind"`
-	Spec ProcessSpec `json:"spec"`
-	// Status is one of the Process* statuses.
-	Status string `json:"status"`
-	// ExitCode is the exit status of a shell process that exited (-1 when
-	// a signal killed it); nil while running or for tool processes.
-	ExitCode *int `json:"exitCode,omitempty"`
-	// Disposition is Rerunnable, OwnerBound or ExternallyOwned.
-	Disposition string `json:"disposition"`
-	// CreatedBy says who started it (e.g. "tool:shell", "rpc").
-	CreatedBy string     `json:"createdBy,omitempty"`
-	StartedAt time.Time  `json:"startedAt"`
-	EndedAt   *time.Time `json:"endedAt,omitempty"`
-	// Pgid is the OS process group of a shell process (0 if none), swept
-	// at recovery.
-	Pgid int `json:"pgid,omitempty"`
-	// MountID is the mount that owns the process (its working directory's
-	// mount); a mount with a running process cannot be unmounted.
-	MountID string `json:"mountId,omitempty"`
-	// Grants are the other sessions that may address the process.
-	Grants []string `json:"grants,omitempty"`
-	// OutputBytes is the total output so far (the next output offset),
-	// lost bytes included: offsets are never reused.
-	OutputBytes int64 `json:"outputBytes"`
-	// DroppedBytes counts the output bytes no reader can get: those before
-	// TrimmedBefore, which the cap may have dropped, and the lost bytes
-	// after it.
-	DroppedBytes int64 `json:"droppedBytes"`
-	// TrimmedBefore is the trim point: output chunks that end at or before
-	// it may have been dropped to keep the log under its cap.
-	TrimmedBefore int64 `json:"trimmedBefore,omitempty"`
-	// LostBytes counts the output bytes that were never stored (the store
-	// refused writes for longer than the writer could hold them), each
-	// range marked in the log by an output-range event of its own (see
-	// [ProcessStore]).
-	LostBytes int64 `json:"lostBytes,omitempty"`
-	// WakeOnExit asks the host to start a run in the owning session when
-	// the process ends.
-	WakeOnExit bool `json:"wakeOnExit,omitempty"`
-	// LastSeq is the seq of the last event of the process's log.
-	LastSeq int64 `json:"lastSeq"`
-}
-
-// ProcessEvent is one entry of a process's log.
-type ProcessEvent struct {
-	// Seq is the position in the process's log, from 1, gap-free when
-	// appended (dropped output chunks leave holes).
-	Seq       int64           `json:"seq"`
-	ProcessID string          `json:"processId"`
-	Type      event.Type      `json:"type"`
-	Time      time.Time       `json:"time"`
-	Data      json.RawMessage `json:"data"`
-	// Offset and Size are set on output chunks only: the chunk covers the
-	// process's output bytes [Offset, Offset+Size). Size is zero for every
-	// other event.
-	Offset int64 `json:"offset,omitempty"`
-	Size   int64 `json:"size,omitempty"`
+	Processes(ctx context.Context, p ListProcessesParams) ([]record.Process, error)
 }
 
 // ProcessBatch is one atomic append to one process's log.
 type ProcessBatch struct {
 	ProcessID string
 	// Events continue the log from its last seq + 1; at least one.
-	Events []ProcessEvent
+	Events []record.ProcessEvent
 	// Record, if set, replaces the process record. The first batch of a
 	// process must carry it.
-	Record *Process
+	Record *record.Process
 	// DropOutputBefore, if positive, deletes the output chunks of earlier
 	// batches that end at or before this offset.
 	DropOutputBefore int64
 	// Receipts are idempotency receipts stored in the same transaction as
 	// the events (a signal, a cancel request, a grant); an existing
 	// (key, method) fails the batch with ErrReceiptExists.
-	Receipts []Receipt
+	Receipts []record.Receipt
 }
 
 // ReadProcessParams selects events of one process's log.

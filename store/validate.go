@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"weft.dev/weft/store/record"
 )
 
 // ValidateBatch checks what can be checked of b without stored state: a
@@ -64,7 +66,7 @@ func ValidateBatch(b Batch) error {
 
 // validateReceipts checks each receipt and that no (key, method) comes
 // twice in one batch.
-func validateReceipts(batch string, rs []Receipt) error {
+func validateReceipts(batch string, rs []record.Receipt) error {
 	type key struct{ key, method string }
 	seen := make(map[key]bool, len(rs))
 	for _, r := range rs {
@@ -84,7 +86,7 @@ func validateReceipts(batch string, rs []Receipt) error {
 // key, a method and a storable CreatedAt (the zero time is allowed). It does
 // not check that (key, method) is new. The error wraps [ErrInvalid]. It is
 // safe for concurrent use.
-func ValidateReceipt(r Receipt) error {
+func ValidateReceipt(r record.Receipt) error {
 	if r.Key == "" || r.Method == "" {
 		return fmt.Errorf("%w: receipt needs a key and a method (got %q, %q)", ErrInvalid, r.Key, r.Method)
 	}
@@ -100,7 +102,7 @@ func ValidateReceipt(r Receipt) error {
 // output range, and a record, if any, of that process with a session and a
 // storable start time. It does not check that b continues the stored log or
 // that the first batch of a process carries the record;
-// [ProcessStore.AppendProcess] does that.
+// [ProcessLog.AppendProcess] does that.
 //
 // The error wraps [ErrSeqConflict] for a gap in the batch's seqs and
 // [ErrInvalid] for anything else. It is safe for concurrent use.

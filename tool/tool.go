@@ -11,7 +11,8 @@ import (
 	"encoding/json"
 
 	"weft.dev/weft/env"
-	"weft.dev/weft/store"
+	"weft.dev/weft/event"
+	"weft.dev/weft/store/record"
 )
 
 // Spec describes a tool to the model.
@@ -49,7 +50,7 @@ type Call struct {
 // BackgroundRequest is a process a tool asks to start: a shell command or
 // a tool call that goes on after the asking call returns.
 type BackgroundRequest struct {
-	// Kind is store.ProcessShell or store.ProcessTool.
+	// Kind is record.ProcessShell or record.ProcessTool.
 	Kind string
 	// Command and Cwd are a shell process's command line and working
 	// directory (a path in the call's mounts; empty means the shell
@@ -58,8 +59,8 @@ type BackgroundRequest struct {
 	// Tool and Args are a tool process's tool and validated arguments.
 	Tool string
 	Args json.RawMessage
-	// Disposition is store.OwnerBound, store.Rerunnable or
-	// store.ExternallyOwned; empty means owner-bound.
+	// Disposition is record.OwnerBound, record.Rerunnable or
+	// record.ExternallyOwned; empty means owner-bound.
 	Disposition string
 	// WakeOnExit starts a run of the session when the process ends.
 	WakeOnExit bool
@@ -72,7 +73,7 @@ type BackgroundRequest struct {
 // mounts; the process gets an ID of its own ("proc_…"), not the call's.
 // Safe for concurrent use.
 type Background interface {
-	StartProcess(ctx context.Context, call *Call, req BackgroundRequest) (store.Process, error)
+	StartProcess(ctx context.Context, call *Call, req BackgroundRequest) (record.Process, error)
 }
 
 // Result is what the model sees.
@@ -84,6 +85,12 @@ type Result struct {
 	// Truncated reports that [Registry.Call] cut Output to its result
 	// budget; Output then ends with a note saying how to read the rest.
 	Truncated bool `json:"truncated,omitempty"`
+	// Failure is the typed reason of a failed call, for clients (the
+	// model reads Output); nil when the tool gives none.
+	Failure *event.ToolFailure `json:"failure,omitempty"`
+	// Confinement says what held a command the call ran (see
+	// [event.ToolCallCompletedData]); empty for other tools.
+	Confinement string `json:"confinement,omitempty"`
 }
 
 // Tool is a capability offered to the model. Call must honour ctx: when it

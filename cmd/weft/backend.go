@@ -18,31 +18,15 @@ import (
 	"weft.dev/weft/internal/lease"
 )
 
-// hostAPI is what the CLI's commands call on a host: *client.Client over
-// the wire, *host.Host in process.
-type hostAPI interface {
-	CreateSession(ctx context.Context, p api.CreateSessionParams) (*api.SessionResult, error)
-	GetSession(ctx context.Context, id string) (*api.SessionResult, error)
-	ListSessions(ctx context.Context, p api.ListSessionsParams) (*api.ListSessionsResult, error)
-	DeleteSession(ctx context.Context, p api.SessionIDParams) (*api.DeleteResult, error)
-	UpdateSession(ctx context.Context, p api.UpdateSessionParams) (*api.SessionResult, error)
-	StartRun(ctx context.Context, p api.StartRunParams) (*api.RunResult, error)
-	CancelRun(ctx context.Context, p api.CancelParams) (*api.RunResult, error)
-	ReadEvents(ctx context.Context, p api.ReadEventsParams) (*api.ReadEventsResult, error)
-	Mount(ctx context.Context, p api.MountParams) (*api.MountResult, error)
-	DecideApproval(ctx context.Context, p api.DecideParams) (*api.RequestResult, error)
-	AnswerInput(ctx context.Context, p api.AnswerParams) (*api.RequestResult, error)
-	ListRequests(ctx context.Context, p api.ListRequestsParams) (*api.ListRequestsResult, error)
-}
-
 // followFunc yields a session's events after a cursor, live, until ctx
 // ends.
 type followFunc func(ctx context.Context, sessionID string, after int64) iter.Seq2[event.Event, error]
 
 // conn is the host a command works through: a `weft serve` over the
-// wire, or a host in this process.
+// wire (a *client.Client), or a host in this process (a *host.Host);
+// both are an api.Host, so a command is written once for either.
 type conn struct {
-	h      hostAPI
+	h      api.Host
 	follow followFunc
 	// remote is set for a `weft serve`.
 	remote bool
@@ -138,7 +122,7 @@ func clientCtx(ctx context.Context, name string) context.Context {
 // discardSession deletes session id, which a command made for a run the
 // host refused, so that no empty session is left behind; a failure only
 // leaves it.
-func discardSession(ctx context.Context, h hostAPI, id string) {
+func discardSession(ctx context.Context, h api.Host, id string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	h.DeleteSession(ctx, api.SessionIDParams{SessionID: id})
@@ -160,10 +144,10 @@ func absModel(model string) string {
 
 // checkModel says what is wrong with the model a run on a host in this
 // process would use, before anything is written.
-func (a *app) checkModel(ctx context.Context, h hostAPI, model, sessionID string) error {
+func (a *app) checkModel(ctx context.Context, h api.Host, model, sessionID string) error {
 	name := model
 	if sessionID != "" {
-		s, err := h.GetSession(ctx, sessionID)
+		s, err := h.GetSession(ctx, api.SessionGetParams{SessionID: sessionID})
 		if err != nil {
 			return err
 		}

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 )
 
@@ -170,5 +172,43 @@ func TestSessionsRename(t *testing.T) {
 	}
 	if strings.Join(titles, "|") != "my notes|through the host" {
 		t.Errorf("session.updated titles: %q", titles)
+	}
+}
+func TestWithFlags(t *testing.T) {
+	cases := []struct{ cmd, msg, want string }{
+		{"mount", "session s already has mount docs (replace it with --replace, or replace: true)", "session s already has mount docs (replace it with --replace)"},
+		{"unmount", "mount work is the default mount: name the new default (--new-default, or newDefaultMountId)", "mount work is the default mount: name the new default (--new-default)"},
+		{"run", "session s is busy with run r (start with busy queue, interrupt or steer)", "session s is busy with run r (start with --busy queue, interrupt or steer)"},
+		{"run", "nothing to map", "nothing to map"},
+	}
+	for _, c := range cases {
+		err := withFlags(c.cmd, api.Errorf(api.KindInvalidParams, "%s", c.msg))
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.Message != c.want {
+			t.Errorf("%s: %q, want %q", c.cmd, err, c.want)
+		}
+	}
+	plain := errors.New("busy queue")
+	if withFlags("run", plain) != plain {
+		t.Error("an error that is not the host's was changed")
+	}
+}
+
+// TestNoCommand: weft with no command (and the terminal UI's flags, as
+// the README writes them) without a terminal prints a short usage and
+// exits 2; an unknown flag is still refused.
+func TestNoCommand(t *testing.T) {
+	e := newEnv(t)
+	for _, args := range [][]string{nil, {"-m", "scripted:examples/quickstart.json"}, {"-c"}} {
+		out, stderr, code := e.weft("", args...)
+		if code != exitUsage || out != "" || !strings.Contains(stderr, "weft [-m PROVIDER:MODEL]") || !strings.Contains(stderr, "weft run -p PROMPT") {
+			t.Errorf("weft %q: %d %q %q", args, code, out, stderr)
+		}
+	}
+	if _, stderr, code := e.weft("", "chat", "-m", "scripted:x"); code != exitUsage || !strings.Contains(stderr, "needs a terminal") {
+		t.Errorf("weft chat without a terminal: %d %q", code, stderr)
+	}
+	if _, stderr, code := e.weft("", "--bogus"); code != exitUsage || !strings.Contains(stderr, "unknown flag --bogus") {
+		t.Errorf("weft --bogus: %d %q", code, stderr)
 	}
 }

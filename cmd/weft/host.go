@@ -14,6 +14,7 @@ import (
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/env"
+	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/config"
 	"weft.dev/weft/internal/lease"
@@ -46,7 +47,10 @@ type localHost struct {
 	store store.Store
 	tools *tool.Registry
 	mcp   *mcp.Manager
-	lease *lease.Lease
+	// sessions is what each session's commands share (a network
+	// namespace, cgroups), closed once they have all ended.
+	sessions *sandbox.Sessions
+	lease    *lease.Lease
 	// leases are the session leases in a PostgreSQL store; nil for SQLite
 	// (whose session leases are flocks beside the file).
 	leases *postgres.Leases
@@ -56,11 +60,12 @@ type localHost struct {
 }
 
 // Close shuts the host (which releases its session leases), then its MCP
-// servers, stops renewing leases, closes the store, then gives the host
-// lease up.
+// servers and what the sessions' commands shared, stops renewing leases,
+// closes the store, then gives the host lease up.
 func (l *localHost) Close() {
 	l.host.Close()
 	l.mcp.Close()
+	l.sessions.Close()
 	if l.leases != nil {
 		l.leases.Close()
 	}
@@ -140,12 +145,24 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	prot := env.NewProtected(protected...)
 	// Every secret the host knows of is masked in its log, in the
 	// sessions' logs and in the processes' (see package redact).
+	// One sandbox for every command the host runs: the shells, the
+	// background processes and the MCP servers of a session share its
+	// network namespace and its cgroup.
+	sbx := cfgFile.Sandbox()
+	if sbx.Sessions, err = cfgFile.Sessions(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			sbx.Sessions.Close()
+		}
+	}()
 	mcfg := a.mcpConfig(cfgFile, 0)
-	mcfg.Protected = prot
+	mcfg.Protected, mcfg.Sandbox = prot, sbx
 	red := a.redactor(cfgFile, loc, mcfg)
 	log = slog.New(red.Handler(log.Handler()))
 	mcfg.Logger = log
-	procs, err := process.New(process.Config{Store: st, Logger: log, BaseEnv: os.Environ(), Sandbox: cfgFile.Sandbox(), Redactor: red})
+	procs, err := process.New(process.Config{Store: st, Logger: log, BaseEnv: os.Environ(), Sandbox: sbx, Redactor: red})
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +172,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 		}
 	}()
 	reg := tool.NewRegistry()
-	if err := builtin.Register(reg, builtin.Options{Sandbox: cfgFile.Sandbox(), Background: process.BackgroundShell{}}); err != nil {
+	if err := builtin.Register(reg, builtin.Options{Sandbox: sbx, Background: process.BackgroundShell{}}); err != nil {
 		return nil, err
 	}
 	if err := process.RegisterTools(reg, procs); err != nil {
@@ -196,7 +213,8 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	h, err := host.New(ctx, host.Config{
 		Policy: pol, InputTimeout: cfgFile.InputTimeout(),
 		Store: st, Tools: reg, MCP: servers, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps, Redactor: red, Protected: prot,
-		LockDir: locks, Leases: hostLeases, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
+		MaxCommandLimits: cfgFile.MaxCommandLimits(),
+		LockDir:          locks, Leases: hostLeases, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
 		Shared: kind == oneShot,
 		ResolveModel: func(name string) (*host.Model, error) {
 			m, err := config.Resolve(name, cfgFile, cfgPath, a.getenv)
@@ -209,7 +227,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
-	return &localHost{host: h, store: st, tools: reg, mcp: servers, lease: ls, leases: leases, log: log}, nil
+	return &localHost{host: h, store: st, tools: reg, mcp: servers, sessions: sbx.Sessions, lease: ls, leases: leases, log: log}, nil
 }
 
 // newMCP makes the MCP client of the config file's servers: commands in

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"iter"
-	"os"
 	"strings"
 	"time"
 
@@ -101,7 +100,9 @@ type attachCmd struct {
 
 func (c *attachCmd) Run(ctx context.Context, a *app) error {
 	const name = "weft attach"
-	interactive := !c.JSON && isTerminal(a.stdin) && isTerminal(a.stderr)
+	if !c.JSON && isTerminal(a.stdin) && isTerminal(a.stdout) {
+		return c.runTUI(ctx, a, name)
+	}
 	pr := &printer{stdout: a.stdout, stderr: a.stderr, json: c.JSON, tty: isTerminal(a.stderr), showUser: true}
 	w := &watcher{a: a, pr: pr, interrupt: detachOnly, requests: noteOnly}
 	reconnect := func(down bool) {
@@ -114,25 +115,18 @@ func (c *attachCmd) Run(ctx context.Context, a *app) error {
 	}
 	conn, err := a.connect(ctx, name, remoteOnly, api.Policy{}, nil)
 	if err != nil {
-		if errors.Is(err, errNoHost) {
-			return a.noHostError("start `weft serve` (weft attach follows runs through it; `weft events --follow` reads the store)", nil)
-		}
-		return err
+		return attachNoHost(a, err)
 	}
 	defer conn.Close()
 	w.c = conn
-	sessionID, runID := c.Target, ""
-	if strings.HasPrefix(c.Target, "run_") {
-		r, err := conn.cl.GetRun(ctx, c.Target)
-		if err != nil {
-			return err
-		}
-		sessionID, runID = r.SessionID, r.ID
+	sessionID, runID, err := attachTarget(ctx, conn, c.Target)
+	if err != nil {
+		return err
 	}
 	w.sessionID, w.runID = sessionID, runID
 	// Requests open now are asked even when they come in the replay;
 	// others in the replay were answered long ago.
-	s, err := conn.h.GetSession(ctx, sessionID)
+	s, err := conn.h.GetSession(ctx, api.SessionGetParams{SessionID: sessionID})
 	if err != nil {
 		return err
 	}
@@ -144,14 +138,6 @@ func (c *attachCmd) Run(ctx context.Context, a *app) error {
 	w.open = map[string]bool{}
 	for _, q := range open.Requests {
 		w.open[q.ID] = true
-	}
-	if interactive {
-		con, err := openConsole(a.stdin.(*os.File))
-		if err != nil {
-			return err
-		}
-		defer con.Restore()
-		w.con, w.requests = con, askInline
 	}
 	e, err := w.watch(ctx, func(ctx context.Context) iter.Seq2[event.Event, error] {
 		return client.Follow(ctx, a.followDialer(name, reconnect), sessionID, c.After, runID)
@@ -166,6 +152,54 @@ func (c *attachCmd) Run(ctx context.Context, a *app) error {
 		return err
 	}
 	return runExit(e.Type)
+}
+
+// runTUI attaches the terminal UI: it replays the session and follows
+// it, asks the requests that are open, and takes prompts (which steer
+// the run that goes, or queue); attached to a run, it ends with it.
+func (c *attachCmd) runTUI(ctx context.Context, a *app, name string) error {
+	r := &relay{out: a.stderr}
+	conn, err := a.connect(ctx, name, remoteOnly, api.Policy{}, func(down bool) {
+		if down {
+			r.send(noticeMsg{text: fmt.Sprintf("weft: the host at %s is gone; reconnecting…", a.hostAddr()), warn: true})
+		} else {
+			r.send(noticeMsg{text: "weft: reconnected"})
+		}
+	})
+	if err != nil {
+		return attachNoHost(a, err)
+	}
+	defer conn.Close()
+	sessionID, runID, err := attachTarget(ctx, conn, c.Target)
+	if err != nil {
+		return err
+	}
+	cfg, _, err := a.loadConfig()
+	if err != nil {
+		return err
+	}
+	ap := newApproval("", true, cfg.Policy)
+	return a.runTUI(ctx, conn, ap, r, tuiOptions{name: name, sessionID: sessionID, runID: runID, after: c.After, where: a.where(conn)})
+}
+
+// attachNoHost says that attach needs a host.
+func attachNoHost(a *app, err error) error {
+	if errors.Is(err, errNoHost) {
+		return a.noHostError("start `weft serve` (weft attach follows runs through it; `weft events --follow` reads the store)", nil)
+	}
+	return err
+}
+
+// attachTarget is the session and run (if a run is named) of target.
+func attachTarget(ctx context.Context, conn *conn, target string) (sessionID, runID string, err error) {
+	if !strings.HasPrefix(target, "run_") {
+		return target, "", nil
+	}
+	r, err := conn.cl.GetRun(ctx, api.RunIDParams{RunID: target})
+	if err != nil {
+		return "", "", err
+	}
+	return r.SessionID, r.ID, nil
 }
 
 // followDialer makes connections for client.Follow, telling reconnect
@@ -223,7 +257,7 @@ func (c *statusCmd) Run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer cl.Close()
-	r, err := cl.GetRun(ctx, c.RunID)
+	r, err := cl.GetRun(ctx, api.RunIDParams{RunID: c.RunID})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -39,7 +40,7 @@ type cli struct {
 	Store string `help:"Store: a SQLite file path or sqlite:PATH (default $XDG_DATA_HOME/weft/weft.db), or a PostgreSQL URL postgres://…" env:"WEFT_STORE" placeholder:"DSN"`
 	Host  string `help:"Address of a weft host (default 127.0.0.1:7878)." env:"WEFT_HOST" placeholder:"ADDR"`
 
-	Chat      chatCmd      `cmd:"" help:"Talk with an agent: a prompt, streamed answers, approvals asked inline (also: weft with no arguments on a terminal)."`
+	Chat      chatCmd      `cmd:"" default:"withargs" help:"The terminal UI: talk with an agent, steer its runs, answer its approvals (also: weft, or weft -m MODEL, on a terminal)."`
 	Run       runCmd       `cmd:"" help:"Run an agent: stream its answer, record every event."`
 	Sessions  sessionsCmd  `cmd:"" help:"List, remove or rename sessions."`
 	Approvals approvalsCmd `cmd:"" help:"List the approvals and questions that wait for an answer."`
@@ -61,8 +62,8 @@ type cli struct {
 	MCP       mcpCmd       `cmd:"" name:"mcp" help:"List the MCP servers of the config file, or one's tools."`
 	Migrate   migrateCmd   `cmd:"" help:"Create or upgrade a PostgreSQL store's schema (SQLite migrates when opened)."`
 	Nodes     nodesCmd     `cmd:"" help:"List the hosts holding session leases in a PostgreSQL store, with their sessions and lease ages."`
+	Schema    schemaCmd    `cmd:"" help:"Print the protocol as an OpenRPC document: methods, params and results as JSON Schema, notifications, event types, error codes."`
 	Version   versionCmd   `cmd:"" help:"Print the version."`
-	Bench     benchCmd     `cmd:"" help:"Measure weft's performance figures on this machine (and Codex's, side by side, when installed)."`
 }
 
 // app carries what every command needs: the streams and the environment.
@@ -132,9 +133,12 @@ func (a *app) main(ctx context.Context, args []string) int {
 		fmt.Fprintln(a.stderr, "weft:", err)
 		return exitFailed
 	}
-	if len(args) == 0 && isTerminal(a.stdin) && isTerminal(a.stdout) {
-		args = []string{"chat"} // weft alone on a terminal: the interactive session
-	}
+	// weft with no command is the terminal UI (chat is the default
+	// command, so its flags work alone: weft -m MODEL); without a
+	// terminal it says what weft is and how to start.
+	implicit := !slices.Contains(args, "chat") && !slices.ContainsFunc(args, func(s string) bool {
+		return s == "-h" || s == "--help"
+	})
 	code, done := func() (code int, done bool) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -151,6 +155,10 @@ func (a *app) main(ctx context.Context, args []string) int {
 			return exitUsage, true
 		}
 		a.storeDSN, a.host = c.Store, c.Host
+		if implicit && kctx.Command() == "chat" && !(isTerminal(a.stdin) && isTerminal(a.stdout)) {
+			fmt.Fprint(a.stderr, shortUsage)
+			return exitUsage, true
+		}
 		if err := kctx.Run(a); err != nil {
 			var ee *exitError
 			if errors.As(err, &ee) {
@@ -170,6 +178,16 @@ func (a *app) main(ctx context.Context, args []string) int {
 	return code
 }
 
+// shortUsage is what weft alone says without a terminal.
+const shortUsage = `weft: a durable runtime host for LLM agents.
+
+  weft [-m PROVIDER:MODEL] [-s SESSION | -c]   the terminal UI (needs a terminal)
+  weft run -p PROMPT [-m PROVIDER:MODEL]       run an agent and print its answer (or: the prompt on stdin)
+  weft serve                                   a host that many clients share
+  weft sessions | events | attach | approvals  what the store and the host hold
+  weft --help                                  every command (docs/cli.md)
+`
+
 // exitPanic carries kong's exit (after --help) out of Parse.
 type exitPanic int
 
@@ -180,6 +198,13 @@ func (versionCmd) Run(a *app) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "weft %s (%s %s/%s)\nshell sandbox: %s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH, cfg.Sandbox().Status())
+	st := cfg.Sandbox().Status()
+	fmt.Fprintf(a.stdout, "weft %s (%s %s/%s)\nshell sandbox: %s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH, st)
+	_, ses, host := cfg.EffectiveLimits()
+	by := "cgroup v1"
+	if st.LimitsBy.Processes != sandbox.ByCgroupV1 {
+		by = "not enforced: weft can make no cgroups here"
+	}
+	fmt.Fprintf(a.stdout, "commands together (%s): each session's %s; the host's %s\n", by, ses, host)
 	return nil
 }

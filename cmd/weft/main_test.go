@@ -19,7 +19,7 @@ import (
 
 	"weft.dev/weft/agent"
 	"weft.dev/weft/event"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // weftBin is the weft binary built once for the end-to-end tests.
@@ -121,7 +121,7 @@ func (e *testEnv) events(session string) []event.Event {
 func (e *testEnv) onlySession() string {
 	e.t.Helper()
 	out, _, _ := e.weft("", "sessions", "--json")
-	var s store.Session
+	var s record.Session
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &s) != nil {
 		e.t.Fatalf("want one session, got %q", out)
@@ -255,7 +255,7 @@ func TestRunExitCodes(t *testing.T) {
 
 func (e *testEnv) latestSession() string {
 	out, _, _ := e.weft("", "sessions", "--json")
-	var s store.Session
+	var s record.Session
 	json.Unmarshal([]byte(strings.SplitN(out, "\n", 2)[0]), &s)
 	return s.ID
 }

@@ -111,7 +111,7 @@ func (c *mountsCmd) Run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer cl.Close()
-	r, err := cl.Mounts(ctx, c.Session)
+	r, err := cl.ListEnv(ctx, api.ListEnvParams{SessionID: c.Session})
 	if err != nil {
 		return err
 	}

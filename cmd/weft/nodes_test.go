@@ -15,7 +15,7 @@ import (
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/pgtest"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // TestFailoverAfterSIGKILL: two `weft serve` on one PostgreSQL database
@@ -106,11 +106,11 @@ func TestFailoverAfterSIGKILL(t *testing.T) {
 		t.Errorf("B took the session over %v after the kill, before A's lease can have expired", failover)
 	}
 	w, err := b.WaitRun(ctx, api.WaitRunParams{RunID: next.ID, TimeoutMs: 20000})
-	if err != nil || w.Run.Status != store.RunCompleted {
+	if err != nil || w.Run.Status != record.RunCompleted {
 		t.Fatalf("B's run: %+v, %v", w, err)
 	}
-	r, err := b.GetRun(ctx, run.ID)
-	if err != nil || r.Status != store.RunInterrupted {
+	r, err := b.GetRun(ctx, api.RunIDParams{RunID: run.ID})
+	if err != nil || r.Status != record.RunInterrupted {
 		t.Fatalf("A's run after the take-over: %+v, %v; want interrupted", r, err)
 	}
 	var evs []event.Event

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"weft.dev/weft/api"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 type psCmd struct {
@@ -27,7 +27,7 @@ func (c *psCmd) Run(ctx context.Context, a *app) error {
 	defer cl.Close()
 	p := api.ProcessListParams{SessionID: c.Session}
 	if !c.All {
-		p.Status = store.ProcessRunning
+		p.Status = record.ProcessRunning
 	}
 	res, err := cl.ListProcesses(ctx, p)
 	if err != nil {
@@ -58,7 +58,7 @@ func (c *psCmd) Run(ctx context.Context, a *app) error {
 }
 
 // processWhat is what a process runs.
-func processWhat(s store.ProcessSpec) string {
+func processWhat(s record.ProcessSpec) string {
 	if s.Command != "" {
 		return s.Command
 	}
@@ -201,7 +201,7 @@ func (c *procWaitCmd) Run(ctx context.Context, a *app) error {
 			if r.TimedOut {
 				return &exitError{code: exitFailed, err: fmt.Errorf("process %s is still running", c.ID)}
 			}
-			if r.Process.Status != store.ProcessCompleted {
+			if r.Process.Status != record.ProcessCompleted {
 				return &exitError{code: exitFailed}
 			}
 			return nil

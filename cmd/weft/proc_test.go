@@ -14,7 +14,7 @@ import (
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
 	"weft.dev/weft/process"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // markedProcesses returns the pids whose environment carries the marker of
@@ -86,7 +86,7 @@ func TestServeSIGKILLLeavesNoOrphan(t *testing.T) {
 	}
 	defer c.Close()
 	got, err := c.GetProcess(ctx, api.ProcessIDParams{ID: p.ID})
-	if err != nil || got.Status != store.ProcessAbandoned {
+	if err != nil || got.Status != record.ProcessAbandoned {
 		t.Fatalf("record after restart: %+v %v", got, err)
 	}
 	out, _, _ = e.weft("", "--host", addr, "ps", "-s", s2.ID, "--all")

@@ -14,7 +14,7 @@ import (
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/pgtest"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // Runs queued behind a running one survive a SIGKILL of `weft serve`:
@@ -82,14 +82,14 @@ func testQueuedRunsSurviveSIGKILL(t *testing.T, e *testEnv, flags ...string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Status != store.RunQueued {
+		if r.Status != record.RunQueued {
 			t.Fatalf("run %d: %s; want queued behind %s", i, r.Status, active.ID)
 		}
 		queued = append(queued, r.ID)
 	}
 	if !poll(10*time.Second, func() bool {
-		r, err := c.GetRun(ctx, active.ID)
-		return err == nil && r.Status == store.RunRunning
+		r, err := c.GetRun(ctx, api.RunIDParams{RunID: active.ID})
+		return err == nil && r.Status == record.RunRunning
 	}) {
 		t.Fatal("the first run did not start")
 	}
@@ -104,8 +104,8 @@ func testQueuedRunsSurviveSIGKILL(t *testing.T, e *testEnv, flags ...string) {
 	// Nothing asks for the session (run/get reads the store) until its
 	// queue has run.
 	if !poll(60*time.Second, func() bool {
-		r, err := c.GetRun(ctx, queued[4])
-		return err == nil && store.IsTerminal(r.Status)
+		r, err := c.GetRun(ctx, api.RunIDParams{RunID: queued[4]})
+		return err == nil && record.IsTerminal(r.Status)
 	}) {
 		t.Fatal("the queued runs did not run after the restart")
 	}
@@ -117,11 +117,11 @@ func testQueuedRunsSurviveSIGKILL(t *testing.T, e *testEnv, flags ...string) {
 	for _, r := range l.Runs {
 		status[r.ID] = r.Status
 	}
-	if status[active.ID] != store.RunInterrupted {
+	if status[active.ID] != record.RunInterrupted {
 		t.Fatalf("the run that was mid-flight: %s; want interrupted", status[active.ID])
 	}
 	for i, id := range queued {
-		if status[id] != store.RunCompleted {
+		if status[id] != record.RunCompleted {
 			t.Fatalf("queued run %d (%s): %s; want completed (runs: %v)", i, id, status[id], status)
 		}
 		again, err := c.StartRun(ctx, params(i))

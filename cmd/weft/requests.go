@@ -13,6 +13,7 @@ import (
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // hintAnswer is what to do without a host, for the commands that answer
@@ -30,7 +31,7 @@ func (c *approvalsCmd) Run(ctx context.Context, a *app) error {
 	if c.All {
 		status = "all"
 	}
-	var qs []store.Request
+	var qs []record.Request
 	cl, err := a.dialHost(ctx, "weft approvals")
 	switch {
 	case err == nil:
@@ -53,7 +54,7 @@ func (c *approvalsCmd) Run(ctx context.Context, a *app) error {
 		defer st.Close()
 		p := store.ListRequestsParams{SessionID: c.Session, Limit: 1000}
 		if !c.All {
-			p.Statuses = []string{store.RequestOpen}
+			p.Statuses = []string{record.RequestOpen}
 		}
 		if qs, err = st.Requests(ctx, p); err != nil {
 			return err
@@ -98,7 +99,7 @@ func (c *approvalsCmd) Run(ctx context.Context, a *app) error {
 }
 
 // requestWhat is what a request asks, in a few words.
-func requestWhat(q store.Request) string {
+func requestWhat(q record.Request) string {
 	if q.Kind == event.RequestInput {
 		s := strconv.Quote(q.Question)
 		if len(q.Choices) > 0 {
@@ -212,7 +213,7 @@ func (c *answerCmd) Run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer cl.Close()
-	q, err := cl.GetRequest(ctx, c.ID)
+	q, err := cl.GetRequest(ctx, api.RequestIDParams{RequestID: c.ID})
 	if err != nil {
 		return answerError(c.ID, err)
 	}

@@ -14,18 +14,18 @@ import (
 	"time"
 
 	"weft.dev/weft/event"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // openRequest waits until `weft approvals --json` lists an open request
 // of kind and returns it.
-func (e *testEnv) openRequest(addr, kind string) store.Request {
+func (e *testEnv) openRequest(addr, kind string) record.Request {
 	e.t.Helper()
-	var found store.Request
+	var found record.Request
 	ok := poll(20*time.Second, func() bool {
 		out, _, _ := e.weft("", "--host", addr, "approvals", "--json")
 		for line := range strings.Lines(out) {
-			var q store.Request
+			var q record.Request
 			if json.Unmarshal([]byte(line), &q) == nil && q.Kind == kind {
 				found = q
 				return true

@@ -105,7 +105,7 @@ func (c *runCmd) Run(ctx context.Context, a *app) error {
 }
 
 // latestSession is the ID of the session updated last.
-func latestSession(ctx context.Context, h hostAPI) (string, error) {
+func latestSession(ctx context.Context, h api.Host) (string, error) {
 	res, err := h.ListSessions(ctx, api.ListSessionsParams{Limit: 1})
 	if err != nil {
 		return "", err
@@ -135,7 +135,7 @@ func (c *runCmd) runOn(ctx context.Context, a *app, conn *conn, ap *approval, mo
 		}
 		sessionID, created = s.ID, true
 	} else {
-		s, err := h.GetSession(ctx, sessionID)
+		s, err := h.GetSession(ctx, api.SessionGetParams{SessionID: sessionID})
 		if err != nil {
 			return err
 		}
@@ -158,12 +158,7 @@ func (c *runCmd) runOn(ctx context.Context, a *app, conn *conn, ap *approval, mo
 		pr: &printer{stdout: a.stdout, stderr: a.stderr, json: c.JSON, tty: isTerminal(a.stderr)}}
 	switch {
 	case c.interactive(a):
-		con, err := openConsole(a.stdin.(*os.File))
-		if err != nil {
-			return err
-		}
-		defer con.Restore()
-		w.con, w.requests = con, askInline
+		w.tty, w.requests = a.stdin.(*os.File), askInline
 	case c.Wait:
 		w.requests = noteOnly
 	default:
@@ -202,7 +197,7 @@ func runExit(t event.Type) error {
 func followLocal(ctx context.Context, h *host.Host, sessionID string, after int64) iter.Seq2[event.Event, error] {
 	return func(yield func(event.Event, error) bool) {
 		for {
-			seq, err := h.Subscribe(ctx, sessionID, after, "")
+			seq, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: sessionID, After: after})
 			if err != nil {
 				yield(event.Event{}, err)
 				return

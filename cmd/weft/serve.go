@@ -247,7 +247,7 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	}
 	defer h.Close()
 	log = h.log // redacts the host's secrets
-	srv := rpc.NewHostServer(h.host, rpc.HostConfig{Tools: h.tools, Config: rpc.Config{
+	srv := rpc.NewHostServer(h.host, rpc.HostConfig{Config: rpc.Config{
 		Logger: log, Token: tok, NoAuth: c.InsecureNoAuth, Loopback: loopback,
 		ServerInfo: serverInfo(), StreamBytes: int64(c.StreamMiB) << 20,
 	}})
@@ -304,7 +304,7 @@ func (c *rpcCmd) Run(ctx context.Context, a *app) error {
 		return err
 	}
 	defer h.Close()
-	srv := rpc.NewHostServer(h.host, rpc.HostConfig{Tools: h.tools, Config: rpc.Config{Logger: h.log, ServerInfo: serverInfo()}})
+	srv := rpc.NewHostServer(h.host, rpc.HostConfig{Config: rpc.Config{Logger: h.log, ServerInfo: serverInfo()}})
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -21,7 +21,7 @@ import (
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/testenv"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 func freeAddr(t *testing.T) string {
@@ -571,7 +571,7 @@ func TestSecondHostRefused(t *testing.T) {
 	}
 	// A one-shot run in its own process refuses while a host serves the
 	// store, and touches nothing: no reconciliation under the host.
-	before, err := c.GetSession(ctx, s.ID)
+	before, err := c.GetSession(ctx, api.SessionGetParams{SessionID: s.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -579,11 +579,11 @@ func TestSecondHostRefused(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "without --local") {
 		t.Fatalf("weft run --local: exit %d\n%s\nwant %q and a hint", code, stderr, want)
 	}
-	if after, err := c.GetSession(ctx, s.ID); err != nil || after.LastSeq != before.LastSeq {
+	if after, err := c.GetSession(ctx, api.SessionGetParams{SessionID: s.ID}); err != nil || after.LastSeq != before.LastSeq {
 		t.Fatalf("the refused local run wrote to the session: %+v, %v", after, err)
 	}
 	got, err := c.GetProcess(ctx, api.ProcessIDParams{ID: p.ID})
-	if err != nil || got.Status != store.ProcessRunning {
+	if err != nil || got.Status != record.ProcessRunning {
 		t.Fatalf("the first host's process after the refusals: %+v %v", got, err)
 	}
 	if len(markedProcesses(p.ID)) == 0 {

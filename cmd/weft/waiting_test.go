@@ -12,7 +12,7 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // A run that waits on an approval, a question and a client tool call
@@ -51,7 +51,7 @@ func TestWaitingRunSurvivesSIGKILL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	open := func(c *client.Client) []store.Request {
+	open := func(c *client.Client) []record.Request {
 		var l *api.ListRequestsResult
 		ok := poll(20*time.Second, func() bool {
 			var err error
@@ -74,12 +74,12 @@ func TestWaitingRunSurvivesSIGKILL(t *testing.T) {
 	defer c.Close()
 	after := open(c)
 	for i := range before {
-		if after[i].ID != before[i].ID || after[i].Status != store.RequestOpen {
+		if after[i].ID != before[i].ID || after[i].Status != record.RequestOpen {
 			t.Fatalf("request %d after the restart: %+v; before: %+v", i, after[i], before[i])
 		}
 	}
-	got, err := c.GetRun(ctx, r.ID)
-	if err != nil || got.Status != store.RunWaiting {
+	got, err := c.GetRun(ctx, api.RunIDParams{RunID: r.ID})
+	if err != nil || got.Status != record.RunWaiting {
 		t.Fatalf("run after the restart: %+v, %v; want waiting, not interrupted", got, err)
 	}
 	// A client that subscribes from the start is told of the open requests.
@@ -115,7 +115,7 @@ func TestWaitingRunSurvivesSIGKILL(t *testing.T) {
 		}
 	}
 	w, err := c.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 20_000})
-	if err != nil || w.Run.Status != store.RunCompleted {
+	if err != nil || w.Run.Status != record.RunCompleted {
 		t.Fatalf("run after its answers: %+v, %v", w, err)
 	}
 	b, err := os.ReadFile(filepath.Join(e.work, "ran.txt"))

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	tea "charm.land/bubbletea/v2"
+
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 )
@@ -38,9 +40,6 @@ const (
 	// cancelThenExit (weft run): the first cancels the run, the second
 	// exits at once.
 	cancelThenExit interruptMode = iota
-	// cancelRun (the interactive weft): cancels the run; the program goes
-	// on.
-	cancelRun
 	// detachOnly (weft attach): stops watching; the run goes on.
 	detachOnly
 )
@@ -62,10 +61,11 @@ type pending struct {
 // watcher prints the events of a session's runs as they come and deals
 // with their requests and with Ctrl-C. It is used by one goroutine.
 type watcher struct {
-	a         *app
-	c         *conn
-	pr        *printer
-	con       *console // set when a person answers at the terminal
+	a  *app
+	c  *conn
+	pr *printer
+	// tty, when set, is the terminal a person answers requests at.
+	tty       *os.File
 	requests  requestMode
 	interrupt interruptMode
 	sessionID string
@@ -77,10 +77,10 @@ type watcher struct {
 	replayTo int64
 	open     map[string]bool
 
-	ed         lineEditor
 	queue      []*pending
 	asking     *pending
-	denying    bool            // the approval asked is being denied: its message is typed
+	askDone    chan askResult // the prompt of the request asked ends
+	askStop    context.CancelFunc
 	answered   map[string]bool // requests answered here
 	cancelling bool
 	cancelled  chan error
@@ -116,13 +116,10 @@ func (w *watcher) watch(ctx context.Context, follow func(context.Context) iter.S
 		cancel()
 		w.wg.Wait()
 	}()
-	w.ed.out = w.a.stderr
 	w.answered = map[string]bool{}
 	w.cancelled = make(chan error, 1)
-	var keys <-chan []byte
-	if w.con != nil {
-		keys = w.con.keys
-	}
+	w.askDone = make(chan askResult, 1)
+	defer w.stopAsking()
 	var tick <-chan time.Time
 	if w.pr.tty && !w.pr.json {
 		t := time.NewTicker(time.Second)
@@ -141,15 +138,9 @@ func (w *watcher) watch(ctx context.Context, follow func(context.Context) iter.S
 			if w.event(ctx, it.e) {
 				return it.e, nil
 			}
-		case b, ok := <-keys:
-			if !ok {
-				keys = nil
-				continue
-			}
-			for _, k := range w.con.dec.decode(b) {
-				if err := w.key(ctx, k); err != nil {
-					return event.Event{}, err
-				}
+		case r := <-w.askDone:
+			if err := w.asked(ctx, r); err != nil {
+				return event.Event{}, err
 			}
 		case <-w.a.interrupts:
 			if err := w.interrupted(ctx); err != nil {
@@ -168,25 +159,21 @@ func (w *watcher) watch(ctx context.Context, follow func(context.Context) iter.S
 // say prints a line on stderr, keeping the prompt and status lines in
 // place.
 func (w *watcher) say(format string, args ...any) {
-	w.ed.hide()
 	w.pr.clearStatus()
 	w.pr.endLine()
 	fmt.Fprintf(w.a.stderr, format+"\n", args...)
 	w.redraw()
 }
 
-// redraw shows the prompt of the request asked, or the status line.
+// redraw shows the status line (none while a request is asked).
 func (w *watcher) redraw() {
-	if w.asking != nil {
-		w.ed.render()
-		return
+	if w.asking == nil {
+		w.pr.drawStatus()
 	}
-	w.pr.drawStatus()
 }
 
 // event handles one event; it reports whether the watch is over.
 func (w *watcher) event(ctx context.Context, e event.Event) bool {
-	w.ed.hide()
 	w.pr.print(e)
 	mine := w.runID == "" || e.RunID == w.runID
 	switch e.Type {
@@ -209,7 +196,8 @@ func (w *watcher) event(ctx context.Context, e event.Event) bool {
 		w.resolved(e)
 	}
 	if mine && e.RunID != "" && event.IsTerminalRun(e.Type) {
-		w.queue, w.asking = nil, nil
+		w.queue = nil
+		w.stopAsking()
 		if w.runID != "" {
 			return true
 		}
@@ -262,13 +250,10 @@ func (w *watcher) resolved(e event.Event) {
 	}
 	w.queue = slices.DeleteFunc(w.queue, func(q *pending) bool { return q.id == id })
 	if w.answered[id] {
-		w.say("  → %s", decisionWords(what))
-		return
+		return // said under its call when it was answered
 	}
 	if w.asking != nil && w.asking.id == id {
-		w.asking, w.denying = nil, false
-		w.ed.abandon("")
-		w.pr.hold = false
+		w.stopAsking()
 		w.say("  already answered by %s: %s", who(by), what)
 		return
 	}
@@ -305,123 +290,80 @@ func who(by event.By) string {
 	return "another client"
 }
 
-// ask shows request p and starts reading its answer.
+// askResult is how the prompt of a request ended.
+type askResult struct {
+	p           *pending
+	ans         *answer
+	interrupted bool
+	err         error
+}
+
+// ask shows request p at the terminal and reads its answer, in a
+// goroutine the watcher owns; the answer arrives on w.askDone.
 func (w *watcher) ask(ctx context.Context, p *pending) {
-	w.asking, w.denying = p, false
+	w.asking = p
 	w.pr.clearStatus()
 	w.pr.endLine()
 	w.pr.hold = true
-	if p.kind == event.RequestApproval {
-		fmt.Fprintf(w.a.stderr, "\033[1m? %s\033[0m %s\n", p.call.Name, callSummary(p.call))
-		if why := ruleSummary(p.rule); why != "" {
-			fmt.Fprintf(w.a.stderr, "  %s\n", why)
+	actx, stop := context.WithCancel(ctx)
+	w.askStop = stop
+	k := newAsker(p)
+	k.waiting = len(w.queue) - 1
+	m := &askProgram{k: k, th: newTheme()}
+	prog := tea.NewProgram(m, tea.WithContext(actx), tea.WithInput(w.tty), tea.WithOutput(w.a.stderr), tea.WithoutSignalHandler())
+	done := w.askDone
+	w.wg.Go(func() {
+		_, err := prog.Run()
+		if actx.Err() != nil {
+			return // stopped: the request was answered elsewhere, or the run ended
 		}
-		if !p.offersAlways() {
-			w.ed.start("  [y]es / [n]o, with a message › ")
-			return
-		}
-		if p.always != nil {
-			fmt.Fprintf(w.a.stderr, "  always for this session allows %s\n", alwaysSummary(*p.always))
-		}
-		w.ed.start("  [y]es / [a]lways for this session / [n]o, with a message › ")
-		return
-	}
-	fmt.Fprintf(w.a.stderr, "\033[1m? %s\033[0m\n", p.question)
-	for i, c := range p.choices {
-		fmt.Fprintf(w.a.stderr, "  %d) %s\n", i+1, c)
-	}
-	if len(p.choices) > 0 {
-		w.ed.start("  answer (a number or text) › ")
-	} else {
-		w.ed.start("  answer › ")
-	}
-}
-
-// key handles a key typed while watching.
-func (w *watcher) key(ctx context.Context, k key) error {
-	switch k.code {
-	case keyInterrupt:
-		return w.interrupted(ctx)
-	case keyEOF:
-		return nil
-	case keyRedraw:
-		w.redraw()
-		return nil
-	}
-	if w.asking == nil {
-		return nil // typed while the run goes: not for anyone
-	}
-	line, done := w.ed.key(k)
-	if done {
-		w.submit(ctx, strings.TrimSpace(line))
-	}
-	return nil
-}
-
-// submit takes a typed answer to the request asked.
-func (w *watcher) submit(ctx context.Context, line string) {
-	p := w.asking
-	if p.kind == event.RequestInput {
-		if line == "" {
-			w.ed.start(w.ed.prompt)
-			return
-		}
-		params := api.AnswerParams{RequestID: p.id, SessionID: w.sessionID}
-		if n, err := strconv.Atoi(line); err == nil && n >= 1 && n <= len(p.choices) {
-			i := n - 1
-			params.Choice = &i
-		} else {
-			params.Text = line
-		}
-		w.answer(ctx, func() error { _, err := w.c.h.AnswerInput(ctx, params); return err })
-		return
-	}
-	if w.denying {
-		w.decide(ctx, event.DecisionDeny, line)
-		return
-	}
-	word, rest, _ := strings.Cut(line, " ")
-	switch strings.ToLower(word) {
-	case "y", "yes":
-		w.decide(ctx, event.DecisionAllowOnce, "")
-	case "a", "always":
-		if !p.offersAlways() {
-			w.ed.start(w.ed.prompt)
-			return
-		}
-		w.decide(ctx, event.DecisionAllowSession, "")
-	case "n", "no":
-		if rest = strings.TrimSpace(rest); rest != "" {
-			w.decide(ctx, event.DecisionDeny, rest)
-			return
-		}
-		w.denying = true
-		w.ed.start("  message to the model (Enter for none) › ")
-	default:
-		w.ed.start(w.ed.prompt)
-	}
-}
-
-// decide answers the approval asked.
-func (w *watcher) decide(ctx context.Context, decision, message string) {
-	p := w.asking
-	w.answer(ctx, func() error {
-		_, err := w.c.h.DecideApproval(ctx, api.DecideParams{ApprovalID: p.id, SessionID: w.sessionID, Decision: decision, Message: message})
-		return err
+		done <- askResult{p: p, ans: m.ans, interrupted: m.interrupted, err: err}
 	})
 }
 
-// answer sends the answer to the request asked and goes on to the next.
-func (w *watcher) answer(ctx context.Context, send func() error) {
-	p := w.asking
-	w.answered[p.id] = true
-	err := send()
-	w.asking, w.denying = nil, false
+// stopAsking ends the prompt of the request asked, if any.
+func (w *watcher) stopAsking() {
+	if w.askStop != nil {
+		w.askStop()
+		w.askStop = nil
+	}
+	w.asking = nil
+	w.pr.hold = false
+}
+
+// asked handles the end of a request's prompt.
+func (w *watcher) asked(ctx context.Context, r askResult) error {
+	if w.asking != r.p {
+		return nil
+	}
+	w.askStop()
+	w.askStop = nil
+	switch {
+	case r.interrupted:
+		return w.interrupted(ctx)
+	case r.err != nil:
+		w.asking = nil
+		w.pr.hold = false
+		return fmt.Errorf("the prompt of %s: %w", r.p.id, r.err)
+	}
+	p, ans := r.p, *r.ans
+	var err error
+	if p.kind == event.RequestInput {
+		_, err = w.c.h.AnswerInput(ctx, api.AnswerParams{RequestID: p.id, SessionID: w.sessionID, Choice: ans.choice, Text: ans.text})
+	} else {
+		_, err = w.c.h.DecideApproval(ctx, api.DecideParams{ApprovalID: p.id, SessionID: w.sessionID, Decision: ans.decision, Message: ans.message})
+	}
+	w.asking = nil
 	w.pr.hold = false
 	w.queue = slices.DeleteFunc(w.queue, func(q *pending) bool { return q.id == p.id })
 	var ae *api.Error
 	switch {
+	case err == nil:
+		// Under the request it answers, before the next is asked.
+		w.answered[p.id] = true
+		fmt.Fprintf(w.a.stderr, "  → %s\n", ans.words(p))
 	case errors.As(err, &ae) && ae.Kind == api.KindAlreadyResolved:
+		w.answered[p.id] = true
 		by, _ := ae.Data["resolvedBy"].(string)
 		if by == "" {
 			by = "another client"
@@ -431,17 +373,17 @@ func (w *watcher) answer(ctx context.Context, send func() error) {
 			what, _ = ae.Data["status"].(string)
 		}
 		fmt.Fprintf(w.a.stderr, "  already answered by %s: %s\n", by, what)
-	case err != nil:
+	default:
 		fmt.Fprintf(w.a.stderr, "  weft: %v\n", err)
 		// Not answered: ask again.
-		delete(w.answered, p.id)
 		w.queue = append([]*pending{p}, w.queue...)
 	}
 	if len(w.queue) > 0 {
 		w.ask(ctx, w.queue[0])
-		return
+		return nil
 	}
 	w.redraw()
+	return nil
 }
 
 // failFast cancels the run because no one can answer p.
@@ -487,18 +429,15 @@ func (w *watcher) interrupted(ctx context.Context) error {
 	case w.interrupt == detachOnly:
 		return errDetached
 	case w.cancelling && w.interrupt == cancelThenExit:
-		if w.con != nil {
-			w.con.Restore()
-		}
+		w.stopAsking()
 		fmt.Fprintln(w.a.stderr, "\nweft: second interrupt: exiting now")
 		os.Exit(exitCancelled)
 	case w.cancelling:
 		w.say("weft: cancelling…")
 		return nil
 	}
-	w.asking, w.denying, w.queue = nil, false, nil
-	w.ed.abandon("^C")
-	w.pr.hold = false
+	w.queue = nil
+	w.stopAsking()
 	w.say("weft: cancelling the run…")
 	w.cancel(ctx, w.runID, "interrupted by the user")
 	return nil

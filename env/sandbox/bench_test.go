@@ -14,7 +14,9 @@ import (
 // without a user namespace, the ruleset, a restricted disposable thread
 // of the host and the init shell's exec, else the helper's re-exec (of
 // the test binary) and its own restricted thread; fork and exec of the
-// shell, reaping, removal. Modes this machine lacks are skipped (failed
+// shell, reaping, removal. With Landlock the network is denied: each
+// command gets a network namespace of its own, or in a session the
+// session's, prepared once. Modes this machine lacks are skipped (failed
 // under CI).
 func BenchmarkStart(b *testing.B) {
 	b.Run("plain", func(b *testing.B) {
@@ -52,5 +54,36 @@ func BenchmarkStart(b *testing.B) {
 				}
 			})
 		}
+	}
+	// A session's commands: its network namespace prepared once and
+	// joined by each, and each tree in cgroups (processes, memory)
+	// beneath the session's and the host's, with the default limits.
+	for _, containment := range []string{sandbox.ContainmentPIDNamespace, sandbox.ContainmentSubreaper} {
+		b.Run(containment+"/landlock+session+limits", func(b *testing.B) {
+			if containment == sandbox.ContainmentPIDNamespace {
+				testenv.PIDNamespace(b)
+			}
+			testenv.Landlock(b, 1)
+			testenv.NetNamespace(b)
+			testenv.Cgroups(b)
+			cmd, ses, host := sandbox.DefaultLimits(sandbox.MachineMemory())
+			s, err := sandbox.NewSessions(sandbox.SessionsConfig{Session: ses, Host: host})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			p := l.policy(sandbox.Config{Containment: containment, TempRoot: b.TempDir(), Limits: cmd, Sessions: s})
+			p.Session = "ses_bench"
+			b.ReportAllocs()
+			for b.Loop() {
+				c, err := sandbox.Command(b.Context(), p, "/bin/sh", "-c", "true")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := c.Run(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

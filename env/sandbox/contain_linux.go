@@ -129,11 +129,14 @@ func (c *Cmd) contain() {
 // killHelperTree ends the command's whole tree: in a PID namespace,
 // killing the helper is enough (the kernel kills the rest when the
 // namespace's init dies); as a subreaper the helper's descendants are
-// killed first, while the helper still adopts their orphans, and the
-// helper last.
+// killed first, while the helper still adopts their orphans, then the
+// members of the tree's cgroups, and the helper last.
 func (c *Cmd) killHelperTree() error {
 	if c.Status.Containment == ContainmentSubreaper {
 		killTree(c.Process.Pid, killTreeLimit)
+		// Whatever left the helper's reach is still in the tree's
+		// cgroups.
+		c.killTreeGroup()
 	}
 	return c.Process.Kill()
 }

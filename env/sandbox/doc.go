@@ -3,8 +3,9 @@
 // Landlock, the unprivileged Linux security module: a command reaches its
 // session's mounts (read-only mounts read-only), a read-only list of
 // system directories, a few device files and a private temporary
-// directory, and nothing else; TCP is denied unless the policy allows the
-// network.
+// directory, and nothing else; its network is taken away unless the
+// policy allows it; its resources are bounded; and its signals stay in
+// its tree.
 //
 // # How a command starts
 //
@@ -84,6 +85,30 @@
 // [Config.Containment] forces the fallback (tests run both modes on
 // machines where namespaces work) or requires a namespace. Without
 // namespaces commands still run, in the fallback.
+//
+// # Network, limits and signals
+//
+// With the network denied the tree runs in a network namespace whose only
+// interface is its loopback: the session's, made once by [Sessions] and
+// joined by each of its commands (as root), or one of its own (in an
+// unprivileged user namespace). Where no namespace can be made, a seccomp
+// filter refuses every socket but UNIX, netlink and TCP ones, and Landlock
+// TCP's bind and connect. [Status.NetworkDeniedBy] says which holds.
+//
+// [Limits] bound each tree (processes, memory, CPU time, file size), and
+// [SessionsConfig] a session's commands together and the host's. They
+// are enforced by cgroup v1 groups nested host ⊃ session ⊃ command
+// where this process may make them, else by rlimits of each process;
+// [Status.LimitsBy] says which. [Cmd.Wait] kills a tree whole at its
+// first refused fork or when its CPU time is used up, and
+// [Cmd.Exceeded] reports the limit a tree ran into as a [LimitError].
+//
+// A command cannot signal the host or another tree: a PID namespace
+// hides them, Landlock (ABI 6) scopes signals, and under the subreaper
+// below ABI 6 the helper answers a seccomp user-notification filter on
+// every signal system call. The capabilities a root command must not
+// keep (CAP_SYS_ADMIN, CAP_SYS_RESOURCE, CAP_NET_ADMIN, …) leave its
+// bounding set.
 //
 // # Temporary directories
 //

@@ -39,7 +39,7 @@ func TestWithoutLandlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	helper := exec.Command(self, sandbox.HelperArg, fmt.Sprintf(`{"v":2,"network":"deny","tempDir":%q}`, t.TempDir()), "/bin/true")
+	helper := exec.Command(self, sandbox.HelperArg, fmt.Sprintf(`{"v":3,"network":"deny","tempDir":%q}`, t.TempDir()), "/bin/true")
 	out, _ := helper.CombinedOutput()
 	if code := helper.ProcessState.ExitCode(); code != sandbox.ExitCannotRun || !strings.Contains(string(out), "refusing to run unsandboxed") {
 		t.Errorf("helper: exit %d, %q", code, out)
@@ -107,8 +107,9 @@ func bestContained(t *testing.T, p sandbox.Policy, script string) (*sandbox.Cmd,
 // (Config.LandlockABI) and checks what docs/sandbox.md says each one
 // enforces: files outside the mounts always out of reach; links and
 // renames across directories from ABI 2; truncate(2) of a read-only
-// file refused from 3; TCP denied from 4, with a warning before; signals
-// to processes outside the sandbox refused from 6.
+// file refused from 3; signals to processes outside the sandbox refused
+// from 6; and, whatever the ABI, TCP denied by the command's network
+// namespace (TestEachABIWithoutNamespaces: by the seccomp filter).
 func TestEachABI(t *testing.T) {
 	kernel := testenv.Landlock(t, 1)
 	self, err := os.Executable()
@@ -135,7 +136,8 @@ func TestEachABI(t *testing.T) {
 				if mode == sandbox.ContainmentPIDNamespace {
 					testenv.PIDNamespace(t) // the host confines the init shell
 				}
-				eachABI(t, abi, mode, self, ln.Addr().String())
+				testenv.NetNamespace(t)
+				eachABI(t, abi, mode, self, ln.Addr().String(), sandbox.DeniedByNamespace)
 			})
 		}
 	}
@@ -148,11 +150,36 @@ func TestEachABI(t *testing.T) {
 	}
 }
 
+// TestEachABIWithoutNamespaces is TestEachABI where no namespace can be
+// made: under the subreaper, with the network denied by the seccomp
+// filter at every ABI.
+func TestEachABIWithoutNamespaces(t *testing.T) {
+	if testenv.Without(t, testenv.NoNamespaces) {
+		return
+	}
+	kernel := testenv.Landlock(t, 1)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go acceptAll(ln)
+	for abi := 1; abi <= kernel; abi++ {
+		t.Run(fmt.Sprintf("ABI_%d", abi), func(t *testing.T) {
+			eachABI(t, abi, sandbox.ContainmentSubreaper, self, ln.Addr().String(), sandbox.DeniedBySeccomp)
+		})
+	}
+}
+
 // eachABI is one case of TestEachABI: ABI abi under containment mode,
 // self being the test binary and addr a TCP listener's address. Under
 // the subreaper the shell's parent is the unconfined helper, a process
 // outside the sandbox to signal.
-func eachABI(t *testing.T, abi int, mode, self, addr string) {
+func eachABI(t *testing.T, abi int, mode, self, addr, wantNetBy string) {
 	l := newLayout(t)
 	p := l.policy(sandbox.Config{LandlockABI: abi, ReadOnly: []string{self}, Containment: mode, TempRoot: t.TempDir()})
 	run := func(name string, args ...string) (string, int, sandbox.Status) {
@@ -189,9 +216,12 @@ func eachABI(t *testing.T, abi int, mode, self, addr string) {
 	if b, _ := os.ReadFile(readme); (string(b) == "README\n") != (abi >= 3) {
 		t.Errorf("the read-only file holds %q after truncate", b)
 	}
+	// The network is denied by a network namespace (or where none can
+	// be made, a seccomp filter) whatever the ABI; Landlock alone would
+	// refuse TCP from ABI 4.
 	out, code, st = run(self, dialArg, addr)
-	check("a TCP connection", abi >= 4, out, code)
-	if st.TCPDenied != (abi >= 4) || (st.Warning() != "") != (abi < 4) {
+	check("a TCP connection", true, out, code)
+	if !st.TCPDenied || !st.UDPDenied || st.NetworkDeniedBy != wantNetBy || st.Warning() != "" {
 		t.Errorf("status %+v, warning %q", st, st.Warning())
 	}
 	if mode == sandbox.ContainmentSubreaper {

@@ -14,7 +14,7 @@ import (
 // wireVersion is the version of the policy encoding. A helper refuses a
 // policy of another version, which can only come from a different weft
 // binary.
-const wireVersion = 2
+const wireVersion = 3
 
 // wirePolicy is the policy as the helper receives it, JSON in its second
 // argument.
@@ -38,6 +38,28 @@ type wirePolicy struct {
 	// ABI caps the Landlock ABI applied ([Config.LandlockABI]); 0 means
 	// the kernel's.
 	ABI int `json:"abi,omitempty"`
+	// NetBy is what takes a denied network away ([Status.NetworkDeniedBy]):
+	// with DeniedByNamespace the shell is forked into the network
+	// namespace NetFD, or without one into the helper's own (made with
+	// it, in its user namespace), whose loopback the helper brings up,
+	// and Landlock leaves the network alone; with DeniedBySeccomp the
+	// shell's thread installs the socket filter.
+	NetBy string `json:"netBy,omitempty"`
+	// NetFD is the helper's descriptor of the network namespace to fork
+	// the shell into; 0 means none.
+	NetFD int `json:"netFD,omitempty"`
+	// Cgroups are the directories of the tree's cgroups, which the thread
+	// that forks the shell joins first.
+	Cgroups []string `json:"cgroups,omitempty"`
+	// Rlimits are set on the helper before it forks the shell, which
+	// inherits them.
+	Rlimits []wireRlimit `json:"rlimits,omitempty"`
+}
+
+// wireRlimit is a resource limit (RLIMIT_*) the helper sets.
+type wireRlimit struct {
+	Resource int    `json:"resource"`
+	Max      uint64 `json:"max"`
 }
 
 // decodeWire parses and checks a policy received by the helper.
@@ -65,6 +87,19 @@ func decodeWire(s string) (wirePolicy, error) {
 	}
 	if w.LiveFD != 0 && w.LiveFD < 3 {
 		return wirePolicy{}, fmt.Errorf("policy: host pipe descriptor %d is a standard one", w.LiveFD)
+	}
+	if w.NetFD != 0 && (w.NetFD < 3 || w.NetFD <= w.LiveFD) {
+		return wirePolicy{}, fmt.Errorf("policy: network namespace descriptor %d is not after the host pipe's", w.NetFD)
+	}
+	switch w.NetBy {
+	case "", DeniedByNamespace, DeniedBySeccomp, DeniedByLandlock:
+	default:
+		return wirePolicy{}, fmt.Errorf("policy: network denied by %q", w.NetBy)
+	}
+	for _, d := range w.Cgroups {
+		if !filepath.IsAbs(d) {
+			return wirePolicy{}, fmt.Errorf("policy: cgroup %q is not absolute", d)
+		}
 	}
 	for _, m := range w.Mounts {
 		if !filepath.IsAbs(m.Path) {

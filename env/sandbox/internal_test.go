@@ -23,6 +23,9 @@ func TestWireRoundTrip(t *testing.T) {
 	}
 	w := c.wire
 	w.TempDir = "/tmp/weft-cmd-1"
+	w.LiveFD, w.NetFD, w.NetBy = 3, 4, DeniedByNamespace
+	w.Cgroups = []string{"/sys/fs/cgroup/pids/weft-cmd-1"}
+	w.Rlimits = []wireRlimit{{Resource: 1, Max: 4096}}
 	data, err := json.Marshal(w)
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +37,8 @@ func TestWireRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got, w) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got, w)
 	}
-	want := wirePolicy{V: wireVersion, Network: "allow", Mounts: p.Mounts, ReadOnly: p.ReadOnly, TempDir: "/tmp/weft-cmd-1", ABI: 5}
+	want := wirePolicy{V: wireVersion, Network: "allow", Mounts: p.Mounts, ReadOnly: p.ReadOnly, TempDir: "/tmp/weft-cmd-1", ABI: 5,
+		LiveFD: 3, NetFD: 4, NetBy: DeniedByNamespace, Cgroups: w.Cgroups, Rlimits: w.Rlimits}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("decoded %+v, want %+v", got, want)
 	}
@@ -48,7 +52,7 @@ func TestWireRoundTrip(t *testing.T) {
 	if c.wire.Network != NetworkDeny || c.wire.Mounts[0].Path != "/home/u/src" {
 		t.Errorf("wire %+v", c.wire)
 	}
-	if !c.Status.TCPDenied || c.Status.UDPDenied || c.Status.Warning() != "" {
+	if !c.Status.TCPDenied || !c.Status.UDPDenied || c.Status.NetworkDeniedBy == "" || c.Status.Warning() != "" {
 		t.Errorf("status %+v, warning %q", c.Status, c.Status.Warning())
 	}
 }
@@ -57,17 +61,20 @@ func TestDecodeWireRejects(t *testing.T) {
 	for _, s := range []string{
 		``,
 		`[]`,
-		`{"v":2,"network":"deny","tempDir":"/t"} {}`,
+		`{"v":3,"network":"deny","tempDir":"/t"} {}`,
 		`{"v":1,"network":"deny","tempDir":"/t"}`,
-		`{"v":3,"network":"deny","tempDir":"/t"}`,
-		`{"v":2,"network":"","tempDir":"/t"}`,
-		`{"v":2,"network":"deny","tempDir":"t"}`,
-		`{"v":2,"network":"deny"}`,
-		`{"v":2,"network":"deny","tempDir":"/t","mounts":[{"path":"rel"}]}`,
-		`{"v":2,"network":"deny","tempDir":"/t","readOnly":["rel"]}`,
-		`{"v":2,"network":"deny","tempDir":"/t","liveFD":2}`,
-		`{"v":2,"network":"deny","tempDir":"/t","sandboxed":false}`,
-		`{"v":2,"network":"deny","tempDir":"/t","abi":-1}`,
+		`{"v":4,"network":"deny","tempDir":"/t"}`,
+		`{"v":3,"network":"","tempDir":"/t"}`,
+		`{"v":3,"network":"deny","tempDir":"t"}`,
+		`{"v":3,"network":"deny"}`,
+		`{"v":3,"network":"deny","tempDir":"/t","mounts":[{"path":"rel"}]}`,
+		`{"v":3,"network":"deny","tempDir":"/t","readOnly":["rel"]}`,
+		`{"v":3,"network":"deny","tempDir":"/t","liveFD":2}`,
+		`{"v":3,"network":"deny","tempDir":"/t","sandboxed":false}`,
+		`{"v":3,"network":"deny","tempDir":"/t","abi":-1}`,
+		`{"v":3,"network":"deny","tempDir":"/t","liveFD":4,"netFD":4}`,
+		`{"v":3,"network":"deny","tempDir":"/t","netBy":"magic"}`,
+		`{"v":3,"network":"deny","tempDir":"/t","cgroups":["rel"]}`,
 	} {
 		if w, err := decodeWire(s); err == nil {
 			t.Errorf("decodeWire(%s) = %+v", s, w)
@@ -106,20 +113,26 @@ func TestStatus(t *testing.T) {
 	for _, tc := range []struct {
 		p       Policy
 		abi     int
+		netBy   string
 		str     string
 		warning bool
 	}{
-		{deny, 3, "Landlock ABI 3; network not restricted (needs Landlock ABI 4)", true},
-		{deny, 4, "Landlock ABI 4; TCP denied, UDP not restricted", false},
-		{deny, 10, "Landlock ABI 10; network denied (TCP and UDP)", false},
-		{allow, 3, "Landlock ABI 3; network allowed", false},
+		{deny, 3, DeniedByLandlock, "Landlock ABI 3; network not restricted (needs Landlock ABI 4); no resource limits", true},
+		{deny, 4, DeniedByLandlock, "Landlock ABI 4; TCP denied (Landlock), UDP not restricted; no resource limits", true},
+		{deny, 10, DeniedByLandlock, "Landlock ABI 10; network denied (Landlock: TCP and UDP); no resource limits", false},
+		{deny, 1, DeniedBySeccomp, "Landlock ABI 1; network denied (seccomp filter and Landlock: no sockets but UNIX, netlink and refused TCP); no resource limits", false},
+		{deny, 1, DeniedByNamespace, "Landlock ABI 1; network denied (own network namespace, loopback only); no resource limits", false},
+		{allow, 3, DeniedByNamespace, "Landlock ABI 3; network allowed; no resource limits", false},
 	} {
-		s := newStatus(&tc.p, tc.abi)
+		s := newStatus(&tc.p, tc.abi, tc.netBy, false)
 		if s.String() != tc.str || (s.Warning() != "") != tc.warning {
-			t.Errorf("ABI %d %s: %q, warning %q", tc.abi, tc.p.network(), s, s.Warning())
+			t.Errorf("ABI %d %s by %s: %q, warning %q", tc.abi, tc.p.network(), tc.netBy, s, s.Warning())
 		}
 	}
-	if w := newStatus(&deny, 1).Warning(); !strings.HasPrefix(w, "network is not restricted") {
+	if w := newStatus(&deny, 1, DeniedByLandlock, false).Warning(); !strings.HasPrefix(w, "network is not restricted") {
+		t.Errorf("warning %q", w)
+	}
+	if w := newStatus(&deny, 4, DeniedByLandlock, false).Warning(); !strings.HasPrefix(w, "UDP, ICMP and raw sockets are not restricted") {
 		t.Errorf("warning %q", w)
 	}
 }

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"syscall"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
+	"weft.dev/weft/internal/seccomp"
 )
 
 // Probe returns the kernel's Landlock ABI version, 0 when Landlock is
@@ -130,7 +133,9 @@ func abiConfig(abi int) landlock.Config {
 // flags for [restrictThread].
 func ruleset(w wirePolicy, abi int) (fd int, flags uint32, err error) {
 	cfg := abiConfig(abi).BestEffort()
-	if w.Network == NetworkAllow {
+	if w.Network == NetworkAllow || w.NetBy == DeniedByNamespace {
+		// In its own network namespace the tree reaches nothing but its
+		// loopback, which its servers and tests may use.
 		cfg.HandledAccessNet = 0
 	}
 	fd, flags, err = cfg.NewRulesetFD(rules(w, abi)...)
@@ -159,40 +164,78 @@ func restrictThread(fd int, flags uint32) error {
 	return nil
 }
 
-// startShell forks and execs the shell with attr and returns its pid.
-// Unless w is unsandboxed, the shell is forked from a thread of the helper
-// restricted with Landlock (and no_new_privs), so the shell and everything
-// it starts inherit the domain while the helper's other threads, which go
-// on to supervise, do not; the restricted thread ends as soon as the shell
-// runs. Exec failures come back as *execError.
-func startShell(w wirePolicy, shell string, argv []string, attr *syscall.ProcAttr) (int, error) {
-	if w.Unsandboxed {
-		pid, err := syscall.ForkExec(shell, argv, attr)
-		if err != nil {
-			return 0, &execError{path: shell, err: err}
+// startShell forks and execs the shell with attr and returns its pid. It
+// forks from a disposable thread of the helper, which first joins the
+// tree's cgroups and network namespace (w.Cgroups, w.NetFD), and unless w
+// is unsandboxed drops the capabilities a command must not have, sets
+// no_new_privs, restricts itself with Landlock and, where w.NetBy says
+// so, installs the socket filter; so the shell and everything it starts
+// inherit all that, while the helper's other threads, which go on to
+// supervise, do not. The thread ends as soon as the shell runs. Where
+// neither a PID namespace nor Landlock keeps the tree's signals in the
+// tree, it also installs the signal filter, whose listener it returns
+// for [guardSignals] (-1 otherwise). Exec failures come back as
+// *execError.
+func startShell(w wirePolicy, shell string, argv []string, attr *syscall.ProcAttr) (pid, listener int, err error) {
+	fd, flags := -1, uint32(0)
+	listener = -1
+	guard := false
+	if !w.Unsandboxed {
+		abi, perr := Probe()
+		if abi <= 0 {
+			return 0, -1, fmt.Errorf("refusing to run unsandboxed: this kernel has no Landlock (%v)", perr)
 		}
-		return pid, nil
+		abi = capABI(abi, w.ABI)
+		if fd, flags, err = ruleset(w, abi); err != nil {
+			return 0, -1, err
+		}
+		defer unix.Close(fd) // close-on-exec: the shell does not get it
+		w.ABI = abi
+		// Outside a PID namespace (the helper is not its init) and below
+		// ABI 6, nothing else keeps the tree's signals in the tree.
+		guard = os.Getpid() != 1 && abi < 6 && seccomp.Arch() != 0
 	}
-	abi, err := Probe()
-	if abi <= 0 {
-		return 0, fmt.Errorf("refusing to run unsandboxed: this kernel has no Landlock (%v)", err)
-	}
-	abi = capABI(abi, w.ABI)
-	fd, flags, err := ruleset(w, abi)
-	if err != nil {
-		return 0, err
-	}
-	defer unix.Close(fd) // close-on-exec: the shell does not get it
-	var pid int
 	<-goDisposable(func() {
-		if err = restrictThread(fd, flags); err != nil {
-			return
+		tid := strconv.Itoa(unix.Gettid())
+		for _, d := range w.Cgroups {
+			if err = os.WriteFile(filepath.Join(d, "tasks"), []byte(tid), 0); err != nil {
+				err = fmt.Errorf("cgroup: %w", err)
+				return
+			}
+		}
+		if w.NetFD > 0 {
+			if err = joinNetns(w.NetFD); err != nil {
+				return
+			}
+		}
+		if fd >= 0 {
+			if err = dropCaps(); err != nil {
+				return
+			}
+			if err = restrictThread(fd, flags); err != nil {
+				return
+			}
+			if w.NetBy == DeniedBySeccomp {
+				if err = seccomp.Install(socketFilter(w.ABI >= 4)); err != nil {
+					return
+				}
+			}
+			if guard {
+				if listener, err = installSignalFilter(); err != nil {
+					return
+				}
+			}
 		}
 		// fork runs on the calling thread and copies its credentials,
-		// the Landlock domain among them.
+		// namespaces and cgroups, the Landlock domain and the seccomp
+		// filter among them.
 		if pid, err = syscall.ForkExec(shell, argv, attr); err != nil {
 			err = &execError{path: shell, err: err}
 		}
 	})
-	return pid, err
+	if err != nil && listener >= 0 {
+		unix.Close(listener)
+		listener = -1
+	}
+	return pid, listener, err
 }

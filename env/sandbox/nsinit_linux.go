@@ -2,12 +2,16 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+	"weft.dev/weft/internal/seccomp"
 )
 
 // initShell is the program the host starts as init of a command's PID
@@ -17,9 +21,10 @@ const initShell = "/bin/sh"
 // initName is $0 of the init shell, which names it in its messages.
 const initName = "weft sandbox"
 
-// initScript is the init shell's program: it runs the command ($1 and
-// the rest) as its child and exits with its status, 128+n when signal n
-// killed it. While it waits it reaps whatever the tree re-parents to it.
+// initScript is the init shell's program: it sets the resource limits
+// its first arguments name (ulimit's option and value, in pairs, up to
+// "--"; see [ulimitArgs]), then runs the command (the rest) as its child
+// and exits with its status, 128+n when signal n killed it. While it waits it reaps whatever the tree re-parents to it.
 // The command must not be exec'd in its place: as init of the namespace
 // it would ignore every signal it has no handler for, from the host too
 // (pid_namespaces(7)), and "kill $$" would not end it. The init shell
@@ -31,6 +36,7 @@ const initName = "weft sandbox"
 // executed fail as under the helper; see [ExitNotFound] and
 // [ExitCannotRun].
 const initScript = `trap : INT TERM HUP QUIT USR1 USR2
+while [ "$1" != -- ]; do ulimit "$1" "$2" || exit 126; shift 2; done; shift
 [ -e "$1" ] || { printf '` + initName + `: exec %s: no such file or directory\n' "$1" >&2; exit 127; }
 [ -f "$1" ] && [ -x "$1" ] || { printf '` + initName + `: exec %s: permission denied\n' "$1" >&2; exit 126; }
 "$@"
@@ -81,15 +87,22 @@ func startsInit(mode string, flags uintptr, unsandboxed bool) bool {
 // parent-death signal: its death (the host's, or Kill) makes the kernel
 // kill every process in the namespace. The caller's SysProcAttr is
 // copied, and applies to the init shell: the shell runs in its process
-// group, session and terminal.
+// group (a new one unless the caller asks for a new session), session and
+// terminal.
 func (c *Cmd) prepareInit() {
 	c.Path = initShell
-	c.Args = append([]string{initShell, "-c", initScript, initName}, c.Args[3:]...)
+	c.Args = append(append([]string{initShell, "-c", initScript, initName}, ulimitArgs(c.rlimits())...), c.Args[3:]...)
 	a := syscall.SysProcAttr{}
 	if c.SysProcAttr != nil {
 		a = *c.SysProcAttr
 	}
 	nsAttr(&a, c.cloneFlags)
+	if !a.Setsid {
+		// Never in the host's process group: kill(0) from the tree, or
+		// a signal to the group, would reach the host whatever the
+		// namespace (below Landlock ABI 6).
+		a.Setpgid, a.Pgid = true, 0
+	}
 	// The signal comes when the thread that forks ends, not the
 	// process: see startInit. (The check os/exec makes after setting it,
 	// whether the parent is still there, cannot see a parent outside the
@@ -98,35 +111,47 @@ func (c *Cmd) prepareInit() {
 	c.SysProcAttr = &a
 }
 
-// startInit starts the command prepared by prepareInit. Unsandboxed, it
-// starts it from the calling thread, which the runtime never ends (no
-// [goDisposable] thread takes one with children). Under Landlock it
-// makes the ruleset, then restricts a disposable thread with it and
-// starts the command from there, so the init shell and everything it
-// starts inherit the domain and no other thread of the host does. That
-// thread waits, parked, until the init shell has exited, because its end
-// would send the init shell its parent-death signal; then it ends, and
-// [Cmd.Wait] waits for that.
+// startInit starts the command prepared by prepareInit from a disposable
+// thread of the host (see [goDisposable]), which first joins the tree's
+// cgroups and network namespace, if any, and under Landlock drops the
+// capabilities a command must not have ([dropCaps]), restricts itself
+// with the ruleset and, where the network is denied by a filter,
+// installs it; so the init shell and everything it starts inherit all
+// that, and no other thread of the host does. Once the init shell runs,
+// the thread moves back into the host's cgroups (through files it opened
+// before Landlock closed them) and waits, parked, until the init shell
+// has exited, because its end would send the init shell its parent-death
+// signal; then it ends, and [Cmd.Wait] waits for that.
 func (c *Cmd) startInit() error {
-	if c.Status.Unsandboxed {
-		return c.Cmd.Start()
+	fd, flags := -1, uint32(0)
+	if !c.Status.Unsandboxed {
+		w := c.wire
+		w.TempDir = c.tempDir
+		w.NetBy = c.Status.NetworkDeniedBy
+		var err error
+		if fd, flags, err = ruleset(w, c.Status.ABI); err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+		defer unix.Close(fd)
 	}
-	w := c.wire
-	w.TempDir = c.tempDir
-	fd, flags, err := ruleset(w, c.Status.ABI)
-	if err != nil {
-		return fmt.Errorf("sandbox: %w", err)
-	}
-	defer unix.Close(fd)
 	started := make(chan error, 1)
 	c.threadDone = goDisposable(func() {
-		if err := restrictThread(fd, flags); err != nil {
+		home, err := c.enterTree()
+		if err != nil {
 			started <- fmt.Errorf("sandbox: %w", err)
 			return
 		}
-		// fork runs on the calling thread and copies its credentials,
-		// the Landlock domain among them.
-		if err := c.Cmd.Start(); err != nil {
+		if fd >= 0 {
+			err = c.confineThread(fd, flags)
+		}
+		if err == nil {
+			// fork runs on the calling thread and copies its
+			// credentials, namespaces and cgroups, the Landlock domain
+			// and the seccomp filter among them.
+			err = c.Cmd.Start()
+		}
+		leaveTree(home)
+		if err != nil {
 			started <- err
 			return
 		}
@@ -135,4 +160,66 @@ func (c *Cmd) startInit() error {
 		waitExited(pid)
 	})
 	return <-started
+}
+
+// enterTree moves the calling (disposable) thread into the tree's
+// cgroups and network namespace. It returns the host's "tasks" files of
+// those cgroup hierarchies, opened first, for [leaveTree].
+func (c *Cmd) enterTree() ([]*os.File, error) {
+	var home []*os.File
+	if c.tree != nil {
+		own := cgroups().own
+		for ctrl := range c.tree.dir {
+			d := own[ctrl]
+			if d == "" || slices.ContainsFunc(home, func(f *os.File) bool { return f.Name() == d+"/tasks" }) {
+				continue
+			}
+			f, err := os.OpenFile(d+"/tasks", os.O_WRONLY, 0)
+			if err != nil {
+				leaveTree(home)
+				return nil, fmt.Errorf("cgroup: %w", err)
+			}
+			home = append(home, f)
+		}
+		if err := c.attachSelfThread(); err != nil {
+			leaveTree(home)
+			return nil, err
+		}
+	}
+	if c.netFD >= 0 {
+		if err := joinNetns(c.netFD); err != nil {
+			leaveTree(home)
+			return nil, err
+		}
+	}
+	return home, nil
+}
+
+// leaveTree moves the calling thread back into the host's cgroups,
+// whose "tasks" files home holds, and closes them.
+func leaveTree(home []*os.File) {
+	tid := []byte(strconv.Itoa(unix.Gettid()))
+	for _, f := range home {
+		f.Write(tid)
+		f.Close()
+	}
+}
+
+// confineThread confines the calling (disposable) thread as a sandboxed
+// command is: the capabilities it must not have dropped, no_new_privs,
+// the Landlock ruleset fd, and the socket filter where it takes the
+// network away.
+func (c *Cmd) confineThread(fd int, flags uint32) error {
+	if err := dropCaps(); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	if err := restrictThread(fd, flags); err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	if c.Status.NetworkDeniedBy == DeniedBySeccomp {
+		if err := seccomp.Install(socketFilter(c.Status.ABI >= 4)); err != nil {
+			return fmt.Errorf("sandbox: %w", err)
+		}
+	}
+	return nil
 }

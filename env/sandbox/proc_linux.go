@@ -16,6 +16,7 @@ import (
 type procStat struct {
 	state byte   // R, S, D, Z, T …
 	ppid  int    // parent
+	pgid  int    // process group
 	start uint64 // start time in clock ticks since boot
 }
 
@@ -40,11 +41,15 @@ func readStat(pid int) (st procStat, ok bool) {
 	if err != nil {
 		return procStat{}, false
 	}
+	pgid, err := strconv.Atoi(f[2])
+	if err != nil {
+		return procStat{}, false
+	}
 	start, err := strconv.ParseUint(f[19], 10, 64)
 	if err != nil {
 		return procStat{}, false
 	}
-	return procStat{state: f[0][0], ppid: ppid, start: start}, true
+	return procStat{state: f[0][0], ppid: ppid, pgid: pgid, start: start}, true
 }
 
 // descendants returns the living (not zombie) descendants of root found in

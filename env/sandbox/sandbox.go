@@ -10,9 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"weft.dev/weft/env"
 	"weft.dev/weft/event"
@@ -24,8 +26,11 @@ const HelperArg = "__weft_sandbox"
 
 // Network policies, the values of [Config.Network].
 const (
-	// NetworkDeny forbids TCP bind and connect (Landlock ABI 4 or later)
-	// and UDP bind, connect and send (ABI 10 or later).
+	// NetworkDeny takes the network away: the command's tree gets a
+	// network namespace whose only interface is its loopback, or where
+	// none can be made, a seccomp filter refuses every socket but UNIX,
+	// netlink and plain TCP sockets, and Landlock refuses TCP bind and
+	// connect (ABI 4 or later). [Status.NetworkDeniedBy] says which.
 	NetworkDeny = "deny"
 	// NetworkAllow leaves the network unrestricted.
 	NetworkAllow = "allow"
@@ -43,6 +48,26 @@ const (
 	// ContainmentNone is reported off Linux, where an (unsandboxed)
 	// command runs directly and its tree is not contained.
 	ContainmentNone = "none"
+)
+
+// What takes a denied network away, the values of
+// [Status.NetworkDeniedBy]; docs/sandbox.md has the table.
+const (
+	// DeniedByNamespace: the tree runs in a network namespace whose only
+	// interface is its loopback (shared by the commands of a session,
+	// see [Sessions]): no packet of any protocol leaves it, and nothing
+	// outside can reach into it.
+	DeniedByNamespace = "network namespace"
+	// DeniedBySeccomp: where no network namespace can be made, a seccomp
+	// filter refuses every socket but UNIX and netlink ones and plain TCP
+	// (UDP, ICMP, raw and packet sockets, Multipath TCP, SCTP, …) and
+	// io_uring, and Landlock (ABI 4 or later) refuses TCP bind and
+	// connect; below ABI 4 the filter refuses TCP sockets too.
+	DeniedBySeccomp = "seccomp and Landlock"
+	// DeniedByLandlock: Landlock alone, where no filter can be installed
+	// either (an architecture the filter does not know): TCP from ABI 4,
+	// UDP from ABI 10.
+	DeniedByLandlock = "Landlock"
 )
 
 // ErrNoLandlock is wrapped by the error [Command] returns when the kernel
@@ -110,6 +135,16 @@ type Config struct {
 	// newer one, and would let a user step back from a later ABI that
 	// breaks a program. Negative values make [Command] fail.
 	LandlockABI int
+	// Limits bound each command's process tree; zero fields set no
+	// limit. A session's own limits ([ForBinding]) replace them field by
+	// field. Negative values make [Command] fail.
+	Limits Limits
+	// Sessions, when set, is what the commands of each session share (a
+	// network namespace, a cgroup; see [Sessions]): commands that name
+	// their session in [Policy.Session] use it. Nil means each command
+	// stands alone: a network namespace made for it, and its cgroups
+	// directly beneath this process's.
+	Sessions *Sessions
 }
 
 // Mount is a host directory a command may use.
@@ -127,15 +162,22 @@ type Policy struct {
 	Config
 	// Mounts are the session's mounts, as [ForBinding] makes them.
 	Mounts []Mount
+	// Session names the session the command belongs to, which shares
+	// [Config.Sessions] with its other commands; empty means none.
+	Session string
 }
 
 // ForBinding returns the policy for a command run in b's mounts under
-// cfg: each mount's host path, writable when the mount is read-write. A
-// nil Binding gives a policy without mounts.
+// cfg: each mount's host path, writable when the mount is read-write, the
+// binding's session, and its network policy and limits where the session
+// has its own. A nil Binding gives a policy without mounts or session.
 func ForBinding(cfg Config, b *env.Binding) Policy {
-	p := Policy{Config: cfg}
+	p := Policy{Config: cfg, Session: b.Session()}
 	if n := b.Network(); n != "" {
 		p.Network = n // the session's own policy wins over the host's default
+	}
+	if l := b.Limits(); l != nil {
+		p.Limits = LimitsOf(*l).Or(cfg.Limits)
 	}
 	p.ReadOnly = append([]string(nil), cfg.ReadOnly...)
 	for _, m := range b.Mounts() {
@@ -171,7 +213,18 @@ func (p *Policy) validate() error {
 	if p.TempRoot != "" && !filepath.IsAbs(p.TempRoot) {
 		return fmt.Errorf("sandbox: temporary root %q is not absolute", p.TempRoot)
 	}
-	return nil
+	return p.Limits.validate("command")
+}
+
+// LimitsOf converts the limits of a session or a configuration file, as
+// they are stored and sent, to [Limits].
+func LimitsOf(l event.Limits) Limits {
+	return Limits{
+		Processes: l.Processes,
+		Memory:    l.MemoryBytes,
+		CPUTime:   time.Duration(l.CPUTimeMs) * time.Millisecond,
+		FileSize:  l.FileSizeBytes,
+	}
 }
 
 // Status says how a command is confined.
@@ -184,12 +237,25 @@ type Status struct {
 	ABI int
 	// Network is the network policy asked for.
 	Network string
-	// TCPDenied reports that TCP bind and connect are denied: the policy
-	// denies the network and the ABI is 4 or later.
+	// NetworkDeniedBy says what takes the network away when the policy
+	// denies it ([DeniedByNamespace], [DeniedBySeccomp],
+	// [DeniedByLandlock]); empty when nothing does.
+	NetworkDeniedBy string
+	// TCPDenied reports that no TCP connection can leave or reach the
+	// command: the policy denies the network, in a network namespace,
+	// under the seccomp filter, or under Landlock ABI 4 or later.
 	TCPDenied bool
-	// UDPDenied reports that UDP bind, connect and send are denied: the
-	// policy denies the network and the ABI is 10 or later.
+	// UDPDenied reports the same of UDP: in a network namespace, under
+	// the seccomp filter, or under Landlock ABI 10 or later.
 	UDPDenied bool
+	// Limits are the limits of the command's tree, and LimitsBy what
+	// enforces each; SessionLimits and HostLimits those of its session's
+	// commands together and of the host's ([Sessions]), enforced by
+	// cgroups where LimitsBy names one.
+	Limits        Limits
+	LimitsBy      LimitMechanisms
+	SessionLimits Limits
+	HostLimits    Limits
 	// Containment is how the command's process tree is contained
 	// ([ContainmentPIDNamespace], [ContainmentSubreaper] or
 	// [ContainmentNone]); empty when unknown or when the command would be
@@ -205,14 +271,38 @@ func capABI(abi, cap int) int {
 	return abi
 }
 
-func newStatus(p *Policy, abi int) Status {
+// newStatus returns the status of a command under p at Landlock ABI abi,
+// where netBy would take a denied network away ([networkDeniedBy]). With
+// probe unset it does not probe for cgroups: LimitsBy is empty.
+func newStatus(p *Policy, abi int, netBy string, probe bool) Status {
 	s := Status{Unsandboxed: p.Unsandboxed, Network: p.network()}
+	s.Limits = p.Limits
+	if probe {
+		s.LimitsBy = limitMechanisms(p.Limits)
+	}
+	if p.Sessions != nil {
+		cfg := p.Sessions.Config()
+		s.SessionLimits, s.HostLimits = cfg.Session, cfg.Host
+		if p.Session == "" {
+			s.SessionLimits = Limits{}
+		}
+	}
 	if p.Unsandboxed {
 		return s
 	}
 	s.ABI = abi
-	s.TCPDenied = s.Network == NetworkDeny && abi >= 4
-	s.UDPDenied = s.Network == NetworkDeny && abi >= 10
+	if s.Network == NetworkDeny {
+		s.NetworkDeniedBy = netBy
+	}
+	switch s.NetworkDeniedBy {
+	case DeniedByNamespace, DeniedBySeccomp:
+		s.TCPDenied, s.UDPDenied = true, true
+	case DeniedByLandlock:
+		s.TCPDenied, s.UDPDenied = abi >= 4, abi >= 10
+	}
+	if s.NetworkDeniedBy == DeniedByLandlock && abi < 4 {
+		s.NetworkDeniedBy = ""
+	}
 	return s
 }
 
@@ -220,30 +310,39 @@ func newStatus(p *Policy, abi int) Status {
 // be confined; ABI 0 without Unsandboxed means [Command] would refuse.
 // For version output, tool descriptions and logs.
 func (c Config) Status() Status {
-	s := c.Confinement()
-	if mode, _, err := (&Policy{Config: c}).resolveContainment(); err == nil {
+	p := &Policy{Config: c}
+	abi, _ := Probe()
+	mode, flags, err := p.resolveContainment()
+	s := newStatus(p, capABI(abi, c.LandlockABI), networkDeniedBy(flags, true), true)
+	if err == nil {
 		s.Containment = mode
 	}
 	return s
 }
 
-// Confinement is [Config.Status] without Containment, which the first
-// time starts a process to probe for PID namespaces: what a host needs
-// at start-up (the shell tool's description), so that a one-shot run
-// that never starts a shell does not pay for the probe.
+// Confinement is [Config.Status] without the probes of Status, which the
+// first time start a process, make a network namespace and cgroups: what
+// a host needs at start-up (the shell tool's description), so that a
+// one-shot run that never starts a shell does not pay for them. Its
+// Containment and LimitsBy are empty, and its NetworkDeniedBy is the
+// least the host guarantees: [DeniedBySeccomp] where commands may get a
+// network namespace.
 func (c Config) Confinement() Status {
 	abi, _ := Probe()
-	return newStatus(&Policy{Config: c}, capABI(abi, c.LandlockABI))
+	return newStatus(&Policy{Config: c}, capABI(abi, c.LandlockABI), networkDeniedBy(0, false), false)
 }
 
 // Warning returns what the policy asked for but the kernel cannot
 // enforce, to show next to the command's output, or "" when nothing is
 // missing. Running unsandboxed by choice is not a warning.
 func (s Status) Warning() string {
-	if s.Unsandboxed || s.Network != NetworkDeny || s.TCPDenied {
+	if s.Unsandboxed || s.Network != NetworkDeny || s.UDPDenied {
 		return ""
 	}
-	return fmt.Sprintf("network is not restricted: this kernel's Landlock ABI %d has no network rules (4 or later is needed)", s.ABI)
+	if s.TCPDenied {
+		return fmt.Sprintf("UDP, ICMP and raw sockets are not restricted: no network namespace or seccomp filter can be made here, and this kernel's Landlock ABI %d restricts TCP only", s.ABI)
+	}
+	return fmt.Sprintf("network is not restricted: no network namespace or seccomp filter can be made here, and this kernel's Landlock ABI %d has no network rules (4 or later is needed)", s.ABI)
 }
 
 // String describes the confinement in one line, for tool descriptions
@@ -264,17 +363,84 @@ func (s Status) String() string {
 	if s.ABI <= 0 {
 		return "no Landlock: commands are refused"
 	}
-	net := "network allowed"
-	switch {
-	case s.Network == NetworkAllow:
-	case s.UDPDenied:
-		net = "network denied (TCP and UDP)"
-	case s.TCPDenied:
-		net = "TCP denied, UDP not restricted"
-	default:
-		net = "network not restricted (needs Landlock ABI 4)"
+	return fmt.Sprintf("Landlock ABI %d; %s%s%s", s.ABI, s.NetworkString(), contained, s.limitsString())
+}
+
+// Confinement describes in one line what holds a command, for its
+// result: its network and its limits, each with what enforces it
+// ([Status.NetworkString], [Status.LimitsString]).
+func (s Status) Confinement() string {
+	if s.Unsandboxed {
+		return "unsandboxed; " + s.LimitsString()
 	}
-	return fmt.Sprintf("Landlock ABI %d; %s%s", s.ABI, net, contained)
+	return s.NetworkString() + "; " + s.LimitsString()
+}
+
+// NetworkString describes the network a command gets, for its result:
+// "network denied (network namespace, loopback only)".
+func (s Status) NetworkString() string {
+	switch {
+	case s.Unsandboxed || s.Network == NetworkAllow:
+		return "network allowed"
+	case s.NetworkDeniedBy == DeniedByNamespace:
+		return "network denied (own network namespace, loopback only)"
+	case s.NetworkDeniedBy == DeniedBySeccomp:
+		return "network denied (seccomp filter and Landlock: no sockets but UNIX, netlink and refused TCP)"
+	case s.UDPDenied:
+		return "network denied (Landlock: TCP and UDP)"
+	case s.TCPDenied:
+		return "TCP denied (Landlock), UDP not restricted"
+	}
+	return "network not restricted (needs Landlock ABI 4)"
+}
+
+// LimitsString describes the command's limits and what enforces them,
+// for its result: "limits: processes 1024, memory 2 GiB (cgroup v1),
+// file size 1 GiB per file (rlimit)", or "no resource limits".
+func (s Status) LimitsString() string {
+	return strings.TrimPrefix(s.limitsString(), "; ")
+}
+
+func (s Status) limitsString() string {
+	var parts []string
+	add := func(what, value, by string) {
+		if value == "" {
+			return
+		}
+		switch by {
+		case "":
+			by = "not enforced here"
+		case ByRlimit:
+			if what != "file size" {
+				by += ", per process"
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (%s)", what, value, by))
+	}
+	l := s.Limits
+	if l.Processes > 0 {
+		add("processes", strconv.Itoa(l.Processes), s.LimitsBy.Processes)
+	}
+	if l.Memory > 0 {
+		add("memory", FormatBytes(l.Memory), s.LimitsBy.Memory)
+	}
+	if l.CPUTime > 0 {
+		add("CPU time", l.CPUTime.String(), s.LimitsBy.CPUTime)
+	}
+	if l.FileSize > 0 {
+		add("file size", FormatBytes(l.FileSize)+" per file", s.LimitsBy.FileSize)
+	}
+	var out string
+	if len(parts) > 0 {
+		out = "; limits: " + strings.Join(parts, ", ")
+	}
+	if !s.SessionLimits.IsZero() && s.LimitsBy.Processes == ByCgroupV1 {
+		out += "; session together: " + s.SessionLimits.String()
+	}
+	if out == "" {
+		return "; no resource limits"
+	}
+	return out
 }
 
 // Cmd is a command prepared by [Command]. Use it as the [exec.Cmd] it
@@ -325,6 +491,23 @@ type Cmd struct {
 
 	mu     sync.Mutex // orders Kill before the helper is reaped
 	reaped bool
+
+	// What the command shares with its session, and its tree's own
+	// resources (see prepareResources); made by Start or Prepare,
+	// released by Close.
+	sessions *Sessions
+	session  string
+	state    *sessionState // the session's state, held from Start to Close
+	tree     *cgroupNode   // the tree's cgroups; nil where none are made
+	parent   *cgroupNode   // the session's (or the host's) group above tree, if any
+	before   counters      // parent's counters when the command started
+	netFD    int           // the network namespace the tree joins; -1 for none, or the helper's own
+	ownNetFD bool          // netFD was made for this command alone and is closed once it runs
+	netFile  *os.File      // the helper's copy of netFD, closed once it runs
+	// watched is the limit for which Wait's watch killed the tree;
+	// limitErr is what Exceeded returns, set by Wait.
+	watched  string
+	limitErr *LimitError
 }
 
 // Command prepares shell to run with args (shell's argv is shell followed
@@ -374,10 +557,11 @@ func command(ctx context.Context, p Policy, probe func() (int, error), shell str
 	if err != nil {
 		return nil, err
 	}
-	st := newStatus(&p, abi)
+	st := newStatus(&p, abi, networkDeniedBy(flags, true), true)
 	st.Containment = mode
+	flags |= netCloneFlags(&st, flags)
 	if !usesHelper {
-		c := &Cmd{Cmd: exec.CommandContext(ctx, shell, args...), Status: st, tempRoot: p.TempRoot}
+		c := &Cmd{Cmd: exec.CommandContext(ctx, shell, args...), Status: st, tempRoot: p.TempRoot, netFD: -1}
 		return c, nil
 	}
 	exe := p.Executable
@@ -398,7 +582,8 @@ func command(ctx context.Context, p Policy, probe func() (int, error), shell str
 	// Args[2] is the policy, filled in by Prepare once the temporary
 	// directory exists.
 	helperArgs := append([]string{HelperArg, "", shell}, args...)
-	c := &Cmd{Cmd: exec.CommandContext(ctx, exe, helperArgs...), Status: st, helper: true, wire: w, cloneFlags: flags, tempRoot: p.TempRoot}
+	c := &Cmd{Cmd: exec.CommandContext(ctx, exe, helperArgs...), Status: st, helper: true, wire: w, cloneFlags: flags, tempRoot: p.TempRoot,
+		sessions: p.Sessions, session: p.Session, netFD: -1}
 	c.nsInit = startsInit(mode, flags, p.Unsandboxed)
 	c.Cmd.Cancel = c.Kill
 	return c, nil
@@ -422,7 +607,14 @@ func (c *Cmd) Start() error {
 	if c.nsInit {
 		start = c.startInit
 	}
-	if err := start(); err != nil {
+	err := start()
+	// Once it runs, the tree holds its network namespace itself.
+	c.releaseNetFD()
+	if c.netFile != nil {
+		c.netFile.Close()
+		c.netFile = nil
+	}
+	if err != nil {
 		c.Close()
 		return err
 	}
@@ -453,6 +645,12 @@ func (c *Cmd) prepare() error {
 		return fmt.Errorf("sandbox: temporary directory: %w", err)
 	}
 	c.tempDir = dir
+	if c.helper {
+		if err := c.prepareResources(); err != nil {
+			c.Close()
+			return fmt.Errorf("sandbox: %w", err)
+		}
+	}
 	if c.nsInit {
 		c.prepareInit()
 	} else if c.helper {
@@ -467,6 +665,19 @@ func (c *Cmd) prepare() error {
 		wp.TempDir = dir
 		wp.LiveFD = 2 + len(c.ExtraFiles)
 		wp.TTY = c.onTerminal()
+		wp.NetBy = c.Status.NetworkDeniedBy
+		wp.Cgroups = c.treeDirs()
+		wp.Rlimits = c.rlimits()
+		if c.netFD >= 0 {
+			f, err := dupFile(c.netFD, "netns")
+			if err != nil {
+				c.Close()
+				return fmt.Errorf("sandbox: %w", err)
+			}
+			c.netFile = f
+			c.ExtraFiles = append(c.ExtraFiles, f)
+			wp.NetFD = 2 + len(c.ExtraFiles)
+		}
 		data, err := json.Marshal(wp)
 		if err != nil {
 			c.Close()
@@ -507,6 +718,9 @@ func (c *Cmd) Kill() error {
 // reports whether the removal failed.
 func (c *Cmd) Wait() error {
 	if c.helper && c.Process != nil {
+		if c.needsWatch() {
+			c.watch(c.Process.Pid)
+		}
 		// Kill must not look for the descendants of a pid that may be
 		// reused: mark the helper reaped under the lock, while it is
 		// still a zombie.
@@ -520,9 +734,17 @@ func (c *Cmd) Wait() error {
 		c.mu.Unlock()
 	}
 	err := c.Cmd.Wait()
+	c.limitErr = c.exceeded()
 	c.Close()
 	return err
 }
+
+// Exceeded returns the limit the command's tree ran into ([LimitError]:
+// which, whose and what happened), or nil; Wait sets it. A command may
+// fail for its own reasons after running into a limit (a program that
+// reports EFBIG and exits 1): the exit status is the command's, Exceeded
+// says why.
+func (c *Cmd) Exceeded() *LimitError { return c.limitErr }
 
 // Run starts the command and waits for it.
 func (c *Cmd) Run() error {
@@ -575,7 +797,10 @@ func (c *Cmd) Close() error {
 				f.Close()
 			}
 		}
-		c.closeErr = removeAll(c.tempDir)
+		if c.netFile != nil {
+			c.netFile.Close()
+		}
+		c.closeErr = errors.Join(removeAll(c.tempDir), c.closeResources())
 	})
 	return c.closeErr
 }

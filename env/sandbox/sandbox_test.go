@@ -41,6 +41,9 @@ func TestMain(m *testing.M) {
 		fmt.Println("connected")
 		os.Exit(0)
 	}
+	if len(os.Args) >= 3 && os.Args[1] == netArg {
+		os.Exit(netOp(os.Args[2:]))
+	}
 	if len(os.Args) == 3 && os.Args[1] == truncArg {
 		if err := os.Truncate(os.Args[2], 0); err != nil {
 			fmt.Println("truncate:", err)
@@ -254,17 +257,17 @@ func TestHelperFailures(t *testing.T) {
 		out, _ := cmd.CombinedOutput()
 		return cmd.ProcessState.ExitCode(), string(out)
 	}
-	if code, out := run(`{"v":2`, "/bin/true"); code != sandbox.ExitCannotRun || !strings.HasPrefix(out, "weft sandbox: policy:") {
+	if code, out := run(`{"v":3`, "/bin/true"); code != sandbox.ExitCannotRun || !strings.HasPrefix(out, "weft sandbox: policy:") {
 		t.Errorf("bad JSON: exit %d, %q", code, out)
 	}
-	if code, out := run(`{"v":2,"network":"deny","tempDir":"/tmp"}`); code != sandbox.ExitCannotRun || !strings.Contains(out, "usage") {
+	if code, out := run(`{"v":3,"network":"deny","tempDir":"/tmp"}`); code != sandbox.ExitCannotRun || !strings.Contains(out, "usage") {
 		t.Errorf("no shell: exit %d, %q", code, out)
 	}
-	if code, out := run(`{"v":2,"network":"deny","tempDir":"/tmp"}`, "true"); code != sandbox.ExitCannotRun || !strings.Contains(out, "not an absolute path") {
+	if code, out := run(`{"v":3,"network":"deny","tempDir":"/tmp"}`, "true"); code != sandbox.ExitCannotRun || !strings.Contains(out, "not an absolute path") {
 		t.Errorf("relative shell: exit %d, %q", code, out)
 	}
 	tmp := t.TempDir()
-	pol := fmt.Sprintf(`{"v":2,"network":"deny","tempDir":%q}`, tmp)
+	pol := fmt.Sprintf(`{"v":3,"network":"deny","tempDir":%q}`, tmp)
 	// Without Landlock the helper refuses before it tries to exec
 	// (TestWithoutLandlock).
 	testenv.Landlock(t, 1)
@@ -272,7 +275,7 @@ func TestHelperFailures(t *testing.T) {
 	if code != sandbox.ExitNotFound || !strings.Contains(out, "exec /nonexistent/sh") {
 		t.Errorf("missing shell: exit %d, %q", code, out)
 	}
-	pol = fmt.Sprintf(`{"v":2,"network":"deny","tempDir":%q,"mounts":[{"path":"/nonexistent/mount","write":true}]}`, tmp)
+	pol = fmt.Sprintf(`{"v":3,"network":"deny","tempDir":%q,"mounts":[{"path":"/nonexistent/mount","write":true}]}`, tmp)
 	if code, out := run(pol, "/bin/true"); code != sandbox.ExitCannotRun || !strings.Contains(out, "/nonexistent/mount") {
 		t.Errorf("missing mount: exit %d, %q", code, out)
 	}

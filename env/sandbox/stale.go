@@ -64,7 +64,10 @@ func parseTempName(name string) (pid int, start uint64, ok bool) {
 // another time than START (its pid was reused), as seen in this process's
 // PID namespace. So directories of live weft processes, of other users,
 // and names from older weft versions are left alone. On systems other
-// than Linux it removes nothing. Errors from listing root and from
+// than Linux it removes nothing. It also removes, with whatever they
+// still hold, the cgroups such processes left beneath this process's
+// (weft-PID-START for a [Sessions]' groups, a command's named as its
+// temporary directory). Errors from listing root and from
 // removals are joined; the other directories are still handled. Safe for
 // concurrent use, also by several processes.
 func RemoveStale(root string) (int, error) {
@@ -92,5 +95,6 @@ func RemoveStale(root string) (int, error) {
 		}
 		n++
 	}
+	errs = append(errs, removeStaleCgroups())
 	return n, errors.Join(errs...)
 }

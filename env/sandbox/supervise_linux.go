@@ -67,6 +67,20 @@ func supervise(w wirePolicy, shell string, argv []string) (int, error) {
 		}()
 	}
 
+	if w.NetFD > 0 {
+		syscall.CloseOnExec(w.NetFD)
+	}
+	if w.NetBy == DeniedByNamespace && w.NetFD == 0 {
+		// Made with the helper, in its user namespace: its loopback is
+		// down until brought up.
+		if err := loopbackUp(); err != nil {
+			return ExitCannotRun, err
+		}
+	}
+	if err := setRlimits(w.Rlimits); err != nil {
+		return ExitCannotRun, err
+	}
+
 	files := []uintptr{0, 1, 2}
 	for fd := 3; fd < w.LiveFD; fd++ {
 		files = append(files, uintptr(fd))
@@ -77,9 +91,12 @@ func supervise(w wirePolicy, shell string, argv []string) (int, error) {
 		// group (Ctty is the helper's descriptor of the terminal).
 		sys.Foreground, sys.Ctty = true, 0
 	}
-	pid, err := startShell(w, shell, argv, &syscall.ProcAttr{Env: os.Environ(), Files: files, Sys: sys})
+	pid, listener, err := startShell(w, shell, argv, &syscall.ProcAttr{Env: os.Environ(), Files: files, Sys: sys})
 	if err != nil {
 		return exitCode(err), err
+	}
+	if listener >= 0 {
+		go guardSignals(listener, os.Getpid())
 	}
 	// The shell holds its standard input and output; the helper lets go
 	// of its copies so that it keeps no pipe open. Stderr stays, so that

@@ -39,6 +39,9 @@ type File struct {
 	Unsandboxed bool `json:"unsandboxed,omitempty"`
 	// Network is the shells' network policy: "deny" (default) or "allow".
 	Network string `json:"network,omitempty"`
+	// Limits bound what commands (shells, background processes, MCP
+	// servers) may use; unset parts take [sandbox.DefaultLimits].
+	Limits Limits `json:"limits,omitzero"`
 	// Policy is the host's approval policy, the lowest layer under each
 	// session's and each run's (docs/policy.md). Its preset, if any, is
 	// the fallback of every run; without one, the CLI supplies its
@@ -61,9 +64,101 @@ func (f File) InputTimeout() time.Duration {
 	return time.Duration(f.InputTimeoutMs) * time.Millisecond
 }
 
-// Sandbox returns the shell sandbox configuration the file asks for.
+// Limits are the limits of the configuration file (docs/config.md). A
+// field of a zero value takes the default; -1 in one of its fields means
+// no limit of that kind.
+type Limits struct {
+	// Command is the default of each command's tree.
+	Command event.Limits `json:"command,omitzero"`
+	// MaxCommand is the most a session may ask for each command of its
+	// own (session/create limits); a field left out is Command's.
+	MaxCommand event.Limits `json:"maxCommand,omitzero"`
+	// Session bounds the running commands of one session together: its
+	// processes and memory.
+	Session event.Limits `json:"session,omitzero"`
+	// Host bounds every running command of the host together: processes
+	// and memory.
+	Host event.Limits `json:"host,omitzero"`
+}
+
+// limitsKeys lists the keys of limits, and limitKeys those of each part.
+var (
+	limitsKeys = []string{"command", "maxCommand", "session", "host"}
+	limitKeys  = []string{"processes", "memoryBytes", "cpuTimeMs", "fileSizeBytes"}
+)
+
+// Sandbox returns the shell sandbox configuration the file asks for, its
+// commands' limits completed with [sandbox.DefaultLimits] for this
+// machine. Its Sessions is nil: the caller that runs commands for
+// sessions makes them with [File.Sessions].
 func (f File) Sandbox() *sandbox.Config {
-	return &sandbox.Config{Unsandboxed: f.Unsandboxed, Network: f.Network}
+	cmd, _, _ := f.EffectiveLimits()
+	return &sandbox.Config{Unsandboxed: f.Unsandboxed, Network: f.Network, Limits: cmd}
+}
+
+// Sessions makes what the commands of each session share, bounded by the
+// file's session and host limits (see [sandbox.Sessions]). Close it after
+// the last command has ended.
+func (f File) Sessions() (*sandbox.Sessions, error) {
+	_, ses, host := f.EffectiveLimits()
+	return sandbox.NewSessions(sandbox.SessionsConfig{Session: ses, Host: host})
+}
+
+// EffectiveLimits returns the limits of each command, of each session's
+// commands together and of the host's: the file's, with the defaults of
+// this machine where it sets none.
+func (f File) EffectiveLimits() (command, session, host sandbox.Limits) {
+	dc, ds, dh := sandbox.DefaultLimits(sandbox.MachineMemory())
+	return effective(f.Limits.Command, dc), effective(f.Limits.Session, ds), effective(f.Limits.Host, dh)
+}
+
+// MaxCommandLimits returns the most a session may ask for each command,
+// as session/create takes limits: zero fields mean no ceiling.
+func (f File) MaxCommandLimits() event.Limits {
+	cmd, _, _ := f.EffectiveLimits()
+	m := effective(f.Limits.MaxCommand, cmd)
+	return event.Limits{Processes: m.Processes, MemoryBytes: m.Memory, CPUTimeMs: m.CPUTime.Milliseconds(), FileSizeBytes: m.FileSize}
+}
+
+// effective is l over the defaults d: a field left out takes d's, -1
+// means none.
+func effective(l event.Limits, d sandbox.Limits) sandbox.Limits {
+	out := sandbox.LimitsOf(l).Or(d)
+	if l.Processes < 0 {
+		out.Processes = 0
+	}
+	if l.MemoryBytes < 0 {
+		out.Memory = 0
+	}
+	if l.CPUTimeMs < 0 {
+		out.CPUTime = 0
+	}
+	if l.FileSizeBytes < 0 {
+		out.FileSize = 0
+	}
+	return out
+}
+
+// checkLimits checks the limits of the file; pos places errors.
+func checkLimits(l Limits, pos func(key string) string) error {
+	parts := []struct {
+		name string
+		l    event.Limits
+	}{{"command", l.Command}, {"maxCommand", l.MaxCommand}, {"session", l.Session}, {"host", l.Host}}
+	for _, p := range parts {
+		for i, v := range []int64{int64(p.l.Processes), p.l.MemoryBytes, p.l.CPUTimeMs, p.l.FileSizeBytes} {
+			if v < -1 {
+				return fmt.Errorf("%s: limits.%s.%s %d: want a positive number, or -1 for no limit", pos(p.name), p.name, limitKeys[i], v)
+			}
+		}
+		if p.l.FileSizeBytes > 0 && p.l.FileSizeBytes < 512 {
+			return fmt.Errorf("%s: limits.%s.fileSizeBytes %d: at least 512", pos(p.name), p.name, p.l.FileSizeBytes)
+		}
+		if (p.name == "session" || p.name == "host") && (p.l.CPUTimeMs != 0 || p.l.FileSizeBytes != 0) {
+			return fmt.Errorf("%s: limits.%s: cpuTimeMs and fileSizeBytes apply to each command (limits.command), not to the commands together", pos(p.name), p.name)
+		}
+	}
+	return nil
 }
 
 // Model is a named model.
@@ -131,7 +226,7 @@ func Load(path string) (File, error) {
 
 // Keys lists the top-level keys of the file, in the order of docs/config.md.
 func Keys() []string {
-	return []string{"defaultModel", "store", "maxSteps", "models", "unsandboxed", "network", "policy", "inputTimeoutMs", "mcpServers", "mcpSessionEnv"}
+	return []string{"defaultModel", "store", "maxSteps", "models", "unsandboxed", "network", "limits", "policy", "inputTimeoutMs", "mcpServers", "mcpSessionEnv"}
 }
 
 // modelKeys lists the keys of a named model.
@@ -161,6 +256,9 @@ func Parse(b []byte) (File, error) {
 	}
 	if f.Network != "" && f.Network != sandbox.NetworkDeny && f.Network != sandbox.NetworkAllow {
 		return f, fmt.Errorf("%s: network %q: want %q or %q", keyPosition(b, "network"), f.Network, sandbox.NetworkDeny, sandbox.NetworkAllow)
+	}
+	if err := checkLimits(f.Limits, func(key string) string { return keyPosition(b, key) }); err != nil {
+		return f, err
 	}
 	if f.MaxSteps < 0 {
 		return f, fmt.Errorf("%s: maxSteps %d: want a positive number (or leave it out for 50)", keyPosition(b, "maxSteps"), f.MaxSteps)
@@ -235,6 +333,10 @@ func decodeError(b []byte, err error) error {
 			hint = "the keys are " + strings.Join(Keys(), ", ")
 		case depth == 3 && top == "models":
 			hint = "a model's keys are " + strings.Join(modelKeys, ", ")
+		case depth == 2 && top == "limits":
+			hint = "the keys of limits are " + strings.Join(limitsKeys, ", ")
+		case depth == 3 && top == "limits":
+			hint = "a limit's keys are " + strings.Join(limitKeys, ", ")
 		case depth == 3 && top == "mcpServers":
 			hint = "an MCP server's keys are " + strings.Join(mcpKeys(), ", ")
 		default:

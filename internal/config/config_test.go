@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"weft.dev/weft/api"
+	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
 )
 
@@ -34,6 +35,11 @@ func TestLoadErrorsSayWhere(t *testing.T) {
 		{"mcp server", "{\"mcpServers\": {\n\"fs\": {\"command\": \"x\", \"url\": \"http://y\"}}}", []string{":2:1:", "mcpServers.fs", "not both"}},
 		{"mcp name", "{\"mcpServers\": {\"a__b\": {\"command\": \"x\"}}}", []string{"mcpServers.a__b", "separates the server from the tool"}},
 		{"mcp session env", "{\"mcpSessionEnv\": [\"${X}\"]}", []string{"mcpSessionEnv", "not a variable name"}},
+		{"negative limit", "{\"limits\": {\"command\": {\"processes\": -2}}}", []string{"limits.command.processes -2", "-1 for no limit"}},
+		{"tiny file size", "{\"limits\": {\"command\": {\"fileSizeBytes\": 100}}}", []string{"limits.command.fileSizeBytes 100"}},
+		{"session cpu", "{\"limits\": {\"session\": {\"cpuTimeMs\": 1000}}}", []string{"limits.session", "each command"}},
+		{"unknown limit key", "{\"limits\": {\"command\": {\"memory\": 1}}}", []string{`unknown key "memory"`, "memoryBytes"}},
+		{"unknown limits part", "{\"limits\": {\"each\": {}}}", []string{`unknown key "each"`, "maxCommand"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -86,13 +92,14 @@ func TestKeysDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range slices.Concat(Keys(), modelKeys, mcpKeys()) {
+	for _, k := range slices.Concat(Keys(), modelKeys, mcpKeys(), limitsKeys, limitKeys) {
 		if !strings.Contains(string(doc), "`"+k+"`") {
 			t.Errorf("docs/config.md does not document %q", k)
 		}
 	}
 	// Keys and modelKeys are complete.
-	for typ, keys := range map[reflect.Type][]string{reflect.TypeFor[File](): Keys(), reflect.TypeFor[Model](): modelKeys, reflect.TypeFor[event.MCPServer](): mcpKeys()} {
+	for typ, keys := range map[reflect.Type][]string{reflect.TypeFor[File](): Keys(), reflect.TypeFor[Model](): modelKeys, reflect.TypeFor[event.MCPServer](): mcpKeys(),
+		reflect.TypeFor[Limits](): limitsKeys, reflect.TypeFor[event.Limits](): limitKeys} {
 		var fields []string
 		for f := range typ.Fields() {
 			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
@@ -103,5 +110,28 @@ func TestKeysDocumented(t *testing.T) {
 		if !slices.Equal(fields, keys) {
 			t.Errorf("%s has keys %v; the list says %v", typ, fields, keys)
 		}
+	}
+}
+
+// TestLimits: the file's limits over the machine's defaults, -1 for
+// none, and the ceiling of a session's own.
+func TestLimits(t *testing.T) {
+	f, err := Parse([]byte(`{"limits": {"command": {"processes": 100, "memoryBytes": -1}, "maxCommand": {"processes": 200}, "host": {"processes": 1000}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, ses, host := f.EffectiveLimits()
+	dc, ds, dh := sandbox.DefaultLimits(sandbox.MachineMemory())
+	if cmd.Processes != 100 || cmd.Memory != 0 || cmd.FileSize != dc.FileSize {
+		t.Errorf("command limits %+v", cmd)
+	}
+	if ses != ds || host.Processes != 1000 || host.Memory != dh.Memory {
+		t.Errorf("session %+v, host %+v", ses, host)
+	}
+	if m := f.MaxCommandLimits(); m.Processes != 200 || m.MemoryBytes != 0 || m.FileSizeBytes != dc.FileSize {
+		t.Errorf("ceiling %+v", m)
+	}
+	if sb := f.Sandbox(); sb.Limits != cmd {
+		t.Errorf("sandbox limits %+v", sb.Limits)
 	}
 }

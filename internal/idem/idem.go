@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"weft.dev/weft/api"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // Ref is what a receipt stores: the identity of what the first request
@@ -52,17 +52,17 @@ func (c *Claim) Key() string {
 // Receipts returns the receipt to store in the mutation's transaction,
 // naming ref, or none for a nil claim. The caller calls [Claim.Stored]
 // once the transaction commits.
-func (c *Claim) Receipts(sessionID string, ref Ref) []store.Receipt {
+func (c *Claim) Receipts(sessionID string, ref Ref) []record.Receipt {
 	if c == nil {
 		return nil
 	}
-	return []store.Receipt{c.Receipt(sessionID, ref)}
+	return []record.Receipt{c.Receipt(sessionID, ref)}
 }
 
 // Receipt returns the receipt naming ref.
-func (c *Claim) Receipt(sessionID string, ref Ref) store.Receipt {
+func (c *Claim) Receipt(sessionID string, ref Ref) record.Receipt {
 	b, _ := json.Marshal(ref)
-	return store.Receipt{Key: c.key, Method: c.method, Fingerprint: c.fp, Result: b, SessionID: sessionID, CreatedAt: time.Now().UTC()}
+	return record.Receipt{Key: c.key, Method: c.method, Fingerprint: c.fp, Result: b, SessionID: sessionID, CreatedAt: time.Now().UTC()}
 }
 
 // Stored records that the receipt was committed with the mutation.

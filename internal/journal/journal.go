@@ -16,6 +16,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/redact"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // keepEnded is how many ended runs the projection keeps records of, for
@@ -25,10 +26,22 @@ const keepEnded = 16
 // ErrClosed reports use of a closed journal.
 var ErrClosed = errors.New("journal closed")
 
+// Store is what a journal needs of the store: it appends the session's
+// batches, reads the log for subscribers that are behind, and loads the
+// session's records (the session, its unended runs and open requests)
+// when it opens or when a write failed. Every [store.Store] is one.
+type Store interface {
+	Append(ctx context.Context, b store.Batch) error
+	Read(ctx context.Context, p store.ReadParams) ([]event.Event, error)
+	Session(ctx context.Context, id string) (record.Session, error)
+	Runs(ctx context.Context, p store.ListRunsParams) ([]record.Run, error)
+	Requests(ctx context.Context, p store.ListRequestsParams) ([]record.Request, error)
+}
+
 // Config configures a [Journal]. Zero fields take the documented defaults.
 type Config struct {
 	// Store holds the log. Required.
-	Store store.Store
+	Store Store
 	// CoalesceWindow is how long a delta event may collect text before it is
 	// committed. Zero means 50 ms.
 	CoalesceWindow time.Duration
@@ -82,14 +95,14 @@ type Journal struct {
 	feed *feed
 
 	mu   sync.Mutex // guards proj, err and last
-	proj *store.Projection
+	proj *record.Projection
 	err  error // sticky write failure
 	last int64 // seq of the last committed event
 }
 
 type request struct {
 	events   []event.Event
-	receipts []store.Receipt
+	receipts []record.Receipt
 	// delta is set for a coalescible delta instead of events.
 	delta *delta
 	done  chan result // nil for deltas
@@ -135,9 +148,9 @@ func (c *Config) defaults() {
 
 // Create appends session.created for a new session with the given id,
 // together with receipts, and returns its journal.
-func Create(ctx context.Context, cfg Config, sessionID string, data event.SessionCreatedData, receipts ...store.Receipt) (*Journal, error) {
+func Create(ctx context.Context, cfg Config, sessionID string, data event.SessionCreatedData, receipts ...record.Receipt) (*Journal, error) {
 	cfg.defaults()
-	j := newJournal(cfg, sessionID, store.NewProjection(store.Session{}, nil))
+	j := newJournal(cfg, sessionID, record.NewProjection(record.Session{}, nil))
 	e, err := event.New("", event.SessionCreated, data)
 	if err != nil {
 		j.Close()
@@ -161,27 +174,27 @@ func Open(ctx context.Context, cfg Config, sessionID string) (*Journal, error) {
 	return newJournal(cfg, sessionID, proj), nil
 }
 
-func load(ctx context.Context, st store.Store, sessionID string) (*store.Projection, error) {
+func load(ctx context.Context, st Store, sessionID string) (*record.Projection, error) {
 	s, err := st.Session(ctx, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("open session %s: %w", sessionID, err)
 	}
 	// Only the runs that have not ended: the projection forgets ended runs
-	// anyway (see store.Projection.Trim), and the session's history must
+	// anyway (see record.Projection.Trim), and the session's history must
 	// not make opening it slower.
 	runs, err := st.Runs(ctx, store.ListRunsParams{SessionID: sessionID, Limit: 1 << 30,
-		Statuses: []string{store.RunQueued, store.RunRunning, store.RunWaiting}})
+		Statuses: []string{record.RunQueued, record.RunRunning, record.RunWaiting}})
 	if err != nil {
 		return nil, fmt.Errorf("open session %s: runs: %w", sessionID, err)
 	}
-	open, err := st.Requests(ctx, store.ListRequestsParams{SessionID: sessionID, Statuses: []string{store.RequestOpen}, Limit: 1 << 30})
+	open, err := st.Requests(ctx, store.ListRequestsParams{SessionID: sessionID, Statuses: []string{record.RequestOpen}, Limit: 1 << 30})
 	if err != nil {
 		return nil, fmt.Errorf("open session %s: requests: %w", sessionID, err)
 	}
-	return store.NewProjection(s, runs, open...), nil
+	return record.NewProjection(s, runs, open...), nil
 }
 
-func newJournal(cfg Config, sessionID string, proj *store.Projection) *Journal {
+func newJournal(cfg Config, sessionID string, proj *record.Projection) *Journal {
 	j := &Journal{
 		cfg:       cfg,
 		sessionID: sessionID,
@@ -201,7 +214,7 @@ func newJournal(cfg Config, sessionID string, proj *store.Projection) *Journal {
 func (j *Journal) SessionID() string { return j.sessionID }
 
 // Session returns the session's projected record as of the last commit.
-func (j *Journal) Session() store.Session {
+func (j *Journal) Session() record.Session {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.proj.Session
@@ -211,7 +224,7 @@ func (j *Journal) Session() store.Session {
 // projection holds every run that has not ended and the last few that
 // have (keepEnded): for any other run it reports false, and the store has
 // the record.
-func (j *Journal) Run(id string) (store.Run, bool) {
+func (j *Journal) Run(id string) (record.Run, bool) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.proj.Run(id)
@@ -219,7 +232,7 @@ func (j *Journal) Run(id string) (store.Run, bool) {
 
 // OpenRequests returns the session's open requests as of the last
 // commit, oldest first.
-func (j *Journal) OpenRequests() []store.Request {
+func (j *Journal) OpenRequests() []record.Request {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.proj.OpenRequests()
@@ -256,7 +269,7 @@ func (j *Journal) Append(ctx context.Context, events ...event.Event) ([]event.Ev
 // AppendReceipts is Append that also stores idempotency receipts in the
 // same transaction as the events, so a mutation and its receipt are durable
 // together or not at all.
-func (j *Journal) AppendReceipts(ctx context.Context, receipts []store.Receipt, events ...event.Event) ([]event.Event, error) {
+func (j *Journal) AppendReceipts(ctx context.Context, receipts []record.Receipt, events ...event.Event) ([]event.Event, error) {
 	r := request{events: events, receipts: receipts, done: make(chan result, 1)}
 	return j.send(ctx, r)
 }

@@ -12,6 +12,7 @@ import (
 	"weft.dev/weft/internal/journal"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 )
 
 // refusingStore refuses, whole and unwritten, every batch that carries a
@@ -97,7 +98,7 @@ func TestRefusedBatchFailsOnlyItsWaiters(t *testing.T) {
 				}
 				results := make([]outcome, 4)
 				var wg sync.WaitGroup
-				appendAt := func(i int, receipts []store.Receipt, e event.Event) {
+				appendAt := func(i int, receipts []record.Receipt, e event.Event) {
 					wg.Go(func() {
 						evs, err := j.AppendReceipts(ctx, receipts, e)
 						results[i] = outcome{evs, err}
@@ -105,15 +106,15 @@ func TestRefusedBatchFailsOnlyItsWaiters(t *testing.T) {
 				}
 				appendAt(0, nil, retryEvent(t, "run_1", 0))
 				synctest.Wait()
-				appendAt(1, []store.Receipt{{Key: "good-1", Method: "m", SessionID: "ses_1"}}, retryEvent(t, "run_1", 1))
+				appendAt(1, []record.Receipt{{Key: "good-1", Method: "m", SessionID: "ses_1"}}, retryEvent(t, "run_1", 1))
 				synctest.Wait()
 				if tc.ghost {
 					appendAt(2, nil, retryEvent(t, "run_ghost", 2))
 				} else {
-					appendAt(2, []store.Receipt{{Key: "bad", Method: "m", SessionID: "ses_1"}}, retryEvent(t, "run_1", 2))
+					appendAt(2, []record.Receipt{{Key: "bad", Method: "m", SessionID: "ses_1"}}, retryEvent(t, "run_1", 2))
 				}
 				synctest.Wait()
-				appendAt(3, []store.Receipt{{Key: "good-3", Method: "m", SessionID: "ses_1"}}, retryEvent(t, "run_1", 3))
+				appendAt(3, []record.Receipt{{Key: "good-3", Method: "m", SessionID: "ses_1"}}, retryEvent(t, "run_1", 3))
 				synctest.Wait()
 				close(gate)
 				wg.Wait()

@@ -9,6 +9,7 @@ import (
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // maxHold is how long the end of a delta that may begin a secret waits
@@ -20,7 +21,7 @@ const maxHold = time.Second
 type waiter struct {
 	done       chan result
 	start, end int
-	receipts   []store.Receipt
+	receipts   []record.Receipt
 }
 
 // refused reports whether the store (or the projection) refused a batch
@@ -163,7 +164,7 @@ func (j *Journal) loop() {
 // refusal costs one transaction per append of its group. It returns when
 // the subscribers are to be woken if not at once.
 func (j *Journal) commitGroup(batch []event.Event, waiters []waiter) time.Duration {
-	var receipts []store.Receipt
+	var receipts []record.Receipt
 	for _, w := range waiters {
 		receipts = append(receipts, w.receipts...)
 	}
@@ -183,7 +184,7 @@ func (j *Journal) commitGroup(batch []event.Event, waiters []waiter) time.Durati
 		return wakeIn
 	}
 	for _, sg := range segs {
-		var rc []store.Receipt
+		var rc []record.Receipt
 		if sg.w != nil {
 			rc = sg.w.receipts
 		}
@@ -240,7 +241,7 @@ func segments(batch []event.Event, waiters []waiter) []segment {
 // nothing of the batch, and the error is the caller's. Any other failure
 // is sticky: the journal refuses further writes, and the projection is
 // reloaded from the store so that it matches what is durable.
-func (j *Journal) commit(batch []event.Event, receipts []store.Receipt) (wakeIn time.Duration, err error) {
+func (j *Journal) commit(batch []event.Event, receipts []record.Receipt) (wakeIn time.Duration, err error) {
 	if err := j.Err(); err != nil {
 		return 0, err
 	}
@@ -263,7 +264,7 @@ func (j *Journal) commit(batch []event.Event, receipts []store.Receipt) (wakeIn 
 		}
 	}
 	b := store.Batch{SessionID: j.sessionID, Events: batch, Receipts: receipts, Epoch: j.cfg.Epoch}
-	j.proj.Flush(&b)
+	b.SetRecords(j.proj.Flush())
 	j.proj.Trim(keepEnded)
 	j.mu.Unlock()
 
@@ -291,7 +292,7 @@ func (j *Journal) commit(batch []event.Event, receipts []store.Receipt) (wakeIn 
 	}
 	if err != nil {
 		j.cfg.Logger.Error("journal commit failed", "session", j.sessionID, "seq", j.last+1, "err", err)
-		var proj *store.Projection
+		var proj *record.Projection
 		lerr := err // a fenced journal is done: its owner drops it unread
 		if !errors.Is(err, store.ErrFenced) {
 			proj, lerr = load(context.Background(), j.cfg.Store, j.sessionID)

@@ -23,11 +23,19 @@ import (
 	"weft.dev/weft/agent"
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // Appender appends events to the session's log; journal.Journal implements it.
 type Appender interface {
 	Append(ctx context.Context, events ...event.Event) ([]event.Event, error)
+}
+
+// Reader reads what reconciling a session needs: its unended runs and
+// their events. Every [store.Store] is one.
+type Reader interface {
+	Runs(ctx context.Context, p store.ListRunsParams) ([]record.Run, error)
+	Read(ctx context.Context, p store.ReadParams) ([]event.Event, error)
 }
 
 // InterruptedOutput is the result given to tool calls a crash cut short.
@@ -39,20 +47,20 @@ type Options struct {
 	// Keep, if set, names runs to leave open: the queued runs, which have
 	// not started (after a crash, the owner runs them; after a storage
 	// failure, the queued runs the live owner still holds).
-	Keep func(r store.Run) bool
+	Keep func(r record.Run) bool
 	// Failure, if set, ends the runs as failed with this error instead of
 	// interrupted: a run cut short by a store that refused writes.
 	Failure *event.Error
 	// Waiting, if set, names runs that wait for answers and go on after
 	// the crash: only their tool calls that started and never finished
 	// are closed; the runs stay open, with their requests and steers.
-	Waiting func(r store.Run) bool
+	Waiting func(r record.Run) bool
 }
 
 // Session closes every non-terminal run of sessionID (but those
 // opts.Keep names). It returns the IDs of the runs it closed.
-func Session(ctx context.Context, st store.Store, log Appender, sessionID string, opts Options) ([]string, error) {
-	runs, err := st.Runs(ctx, store.ListRunsParams{SessionID: sessionID, Statuses: []string{store.RunQueued, store.RunRunning, store.RunWaiting}, Limit: 1 << 20})
+func Session(ctx context.Context, st Reader, log Appender, sessionID string, opts Options) ([]string, error) {
+	runs, err := st.Runs(ctx, store.ListRunsParams{SessionID: sessionID, Statuses: []string{record.RunQueued, record.RunRunning, record.RunWaiting}, Limit: 1 << 20})
 	if err != nil {
 		return nil, fmt.Errorf("reconcile session %s: %w", sessionID, err)
 	}
@@ -84,16 +92,16 @@ type runLog struct {
 	calls   []event.ToolCall // every call the run's steps asked for or started, in order
 	known   map[string]bool  // the IDs in calls
 	started map[string]bool
-	done    map[string]bool // calls that have their result
-	reqs    []store.Request // requests, in the order they were opened
-	closed  map[string]bool // requests resolved (an approval, a question) or answered (a client tool call)
+	done    map[string]bool  // calls that have their result
+	reqs    []record.Request // requests, in the order they were opened
+	closed  map[string]bool  // requests resolved (an approval, a question) or answered (a client tool call)
 	steers  []event.SteerData
 	ended   map[string]bool // steers consumed or dropped
 	usage   event.TokenUsage
 }
 
 // read reads run r's events that say what it left open.
-func read(ctx context.Context, st store.Store, r store.Run) (*runLog, error) {
+func read(ctx context.Context, st Reader, r record.Run) (*runLog, error) {
 	l := &runLog{known: map[string]bool{}, started: map[string]bool{}, done: map[string]bool{}, closed: map[string]bool{}, ended: map[string]bool{}}
 	call := func(c event.ToolCall) {
 		if !l.known[c.ID] {
@@ -102,7 +110,7 @@ func read(ctx context.Context, st store.Store, r store.Run) (*runLog, error) {
 		}
 	}
 	request := func(id, kind string, c event.ToolCall) {
-		l.reqs = append(l.reqs, store.Request{ID: id, RunID: r.ID, Kind: kind, ToolCall: c})
+		l.reqs = append(l.reqs, record.Request{ID: id, RunID: r.ID, Kind: kind, ToolCall: c})
 	}
 	types := []event.Type{event.MessageCompleted, event.ToolCallStarted, event.ToolCallCompleted,
 		event.ApprovalRequested, event.ApprovalResolved, event.ApprovalExpired, event.InputRequested, event.InputResolved,
@@ -216,7 +224,7 @@ func (l *runLog) apply(e event.Event, call func(event.ToolCall), request func(id
 // every other call of its steps without one (approved or denied but not
 // settled, or asked for and never recorded further), its unconsumed
 // steers dropped, and its terminal event.
-func closing(ctx context.Context, st store.Store, r store.Run, failure *event.Error, waiting bool) ([]event.Event, error) {
+func closing(ctx context.Context, st Reader, r record.Run, failure *event.Error, waiting bool) ([]event.Event, error) {
 	l, err := read(ctx, st, r)
 	if err != nil {
 		return nil, err
@@ -247,7 +255,7 @@ func closing(ctx context.Context, st store.Store, r store.Run, failure *event.Er
 	if failure != nil {
 		why = "the run failed"
 	}
-	var open []store.Request
+	var open []record.Request
 	for _, q := range l.reqs {
 		if !l.closed[q.ID] && !l.done[q.ToolCall.ID] {
 			open = append(open, q)

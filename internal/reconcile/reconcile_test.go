@@ -12,6 +12,7 @@ import (
 	"weft.dev/weft/internal/reconcile"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -139,7 +140,7 @@ func closedLog(t *testing.T, st store.Store, want event.Type) {
 	if last := evs[len(evs)-1]; last.Type != want || last.RunID != rid {
 		t.Errorf("the log ends with %s of %s, want %s", last.Type, last.RunID, want)
 	}
-	open, err := st.Requests(ctx, store.ListRequestsParams{SessionID: sid, Statuses: []string{store.RequestOpen}, Limit: 100})
+	open, err := st.Requests(ctx, store.ListRequestsParams{SessionID: sid, Statuses: []string{record.RequestOpen}, Limit: 100})
 	if err != nil || len(open) != 0 {
 		t.Errorf("open requests after the run ended: %+v, %v", open, err)
 	}
@@ -192,7 +193,7 @@ func TestWaitingRunKeepsItsRequests(t *testing.T) {
 	}
 	defer j.Close()
 	last := j.LastSeq()
-	waiting := func(r store.Run) bool { return r.Status == store.RunWaiting }
+	waiting := func(r record.Run) bool { return r.Status == record.RunWaiting }
 	closed, err := reconcile.Session(ctx, st, j, sid, reconcile.Options{Waiting: waiting})
 	if err != nil || len(closed) != 0 {
 		t.Fatalf("reconcile = %v, %v", closed, err)
@@ -208,12 +209,12 @@ func TestWaitingRunKeepsItsRequests(t *testing.T) {
 	if err := evs[0].Decode(&d); err != nil || d.ID != "c_running" || !d.IsError || d.Output != reconcile.InterruptedOutput {
 		t.Fatalf("result %+v, %v", d, err)
 	}
-	open, err := st.Requests(ctx, store.ListRequestsParams{SessionID: sid, Statuses: []string{store.RequestOpen}, Limit: 100})
+	open, err := st.Requests(ctx, store.ListRequestsParams{SessionID: sid, Statuses: []string{record.RequestOpen}, Limit: 100})
 	if err != nil || len(open) != 3 {
 		t.Fatalf("open requests: %d, %v; want 3", len(open), err)
 	}
 	r, err := st.Run(ctx, rid)
-	if err != nil || r.Status != store.RunWaiting {
+	if err != nil || r.Status != record.RunWaiting {
 		t.Fatalf("run: %+v, %v", r, err)
 	}
 }

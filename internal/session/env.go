@@ -113,7 +113,7 @@ func (s *Session) Mount(ctx context.Context, p api.MountParams, rc *idem.Claim) 
 		} else {
 			mounts = append(mounts, m)
 		}
-		nb, err := s.openBinding(event.Binding{BindingVersion: cur.BindingVersion + 1, Mounts: mounts, Network: cur.Network})
+		nb, err := s.openBinding(event.Binding{BindingVersion: cur.BindingVersion + 1, Mounts: mounts, Network: cur.Network, Limits: cur.Limits})
 		if err != nil {
 			return api.Errorf(api.KindInvalidParams, "mounts: %v", strings.TrimPrefix(err.Error(), "env: ")).With("mountId", m.ID)
 		}
@@ -206,7 +206,7 @@ func (s *Session) Unmount(ctx context.Context, p api.UnmountParams, rc *idem.Cla
 					With("sessionId", s.id).With("mountId", p.MountID).With("processIds", procs)
 			}
 		}
-		nb, err := s.openBinding(event.Binding{BindingVersion: cur.BindingVersion + 1, Mounts: mounts, Network: cur.Network})
+		nb, err := s.openBinding(event.Binding{BindingVersion: cur.BindingVersion + 1, Mounts: mounts, Network: cur.Network, Limits: cur.Limits})
 		if err != nil {
 			return api.Errorf(api.KindInvalidParams, "mounts: %v", strings.TrimPrefix(err.Error(), "env: ")).With("mountId", p.MountID)
 		}

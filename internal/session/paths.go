@@ -145,7 +145,7 @@ func (g denyAll) Allow(env.Target) error {
 // difference means a link was made since, such as a component replaced
 // by a link to /proc from a shell that can write its parent.
 func (s *Session) openBinding(eb event.Binding) (*env.Binding, error) {
-	b, err := env.Open(eb)
+	b, err := env.OpenSession(s.id, eb)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"weft.dev/weft/internal/idem"
 	"weft.dev/weft/process"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 )
 
@@ -24,24 +25,24 @@ var ErrNoProcesses = api.NewError(api.KindInvalidParams, "this host runs no back
 // processes can never race a start, and a shell resolves its directory in
 // a binding that cannot be swapped meanwhile. sp.SessionID and sp.Binding
 // are set here; an empty sp.ID becomes a fresh "proc_…" ID.
-func (s *Session) StartProcess(ctx context.Context, sp process.StartParams) (store.Process, error) {
+func (s *Session) StartProcess(ctx context.Context, sp process.StartParams) (record.Process, error) {
 	return s.startProcess(ctx, sp, "")
 }
 
 // startProcess is StartProcess; a shell runs with only mount only
 // writable when only is set (see agent.Verdict.OnlyWritable).
-func (s *Session) startProcess(ctx context.Context, sp process.StartParams, only string) (store.Process, error) {
+func (s *Session) startProcess(ctx context.Context, sp process.StartParams, only string) (record.Process, error) {
 	pm := s.cfg.Processes
 	if pm == nil {
-		return store.Process{}, ErrNoProcesses
+		return record.Process{}, ErrNoProcesses
 	}
-	var rec store.Process
+	var rec record.Process
 	err := s.command(func() error {
 		sp.SessionID = s.id
 		if sp.ID == "" {
 			sp.ID = s.cfg.NewID("proc")
 		}
-		if sp.Kind == store.ProcessShell {
+		if sp.Kind == record.ProcessShell {
 			b, err := s.bindingLocked()
 			if err != nil {
 				return err
@@ -71,10 +72,10 @@ func (s *Session) startProcess(ctx context.Context, sp process.StartParams, only
 // processes (tool.Background).
 type background struct{ s *Session }
 
-func (b background) StartProcess(ctx context.Context, call *tool.Call, req tool.BackgroundRequest) (store.Process, error) {
+func (b background) StartProcess(ctx context.Context, call *tool.Call, req tool.BackgroundRequest) (record.Process, error) {
 	disp := req.Disposition
 	if disp == "" {
-		disp = store.OwnerBound
+		disp = record.OwnerBound
 	}
 	sp := process.StartParams{
 		RunID: call.RunID, ToolCallID: call.ID, Kind: req.Kind, Command: req.Command, Cwd: req.Cwd,
@@ -95,12 +96,12 @@ func (s *Session) Background() tool.Background { return background{s} }
 // itself). An end is also told to the active run at its next step boundary (unless
 // the run is awaiting that process), or, for a process started with
 // WakeOnExit, starts a follow-up run when the session is idle.
-func (s *Session) RecordProcess(ctx context.Context, p store.Process, t event.Type, tail string) error {
+func (s *Session) RecordProcess(ctx context.Context, p record.Process, t event.Type, tail string) error {
 	return s.command(func() error { return s.recordProcess(ctx, p, t, tail) })
 }
 
 // recordProcess is RecordProcess for commands.
-func (s *Session) recordProcess(ctx context.Context, p store.Process, t event.Type, tail string) error {
+func (s *Session) recordProcess(ctx context.Context, p record.Process, t event.Type, tail string) error {
 	d := event.ProcessData{ProcessID: p.ID, RunID: p.RunID, Kind: p.Kind, Command: p.Spec.Command, Tool: p.Spec.Tool,
 		MountID: p.MountID, Disposition: p.Disposition, Status: p.Status, ExitCode: p.ExitCode, Tail: tail}
 	e, err := event.New("", t, d)
@@ -188,7 +189,7 @@ func (s *Session) awaitedByRun(ctx context.Context, runID, id string) bool {
 			var out struct {
 				Status string `json:"status"`
 			}
-			if json.Unmarshal([]byte(d.Output), &out) == nil && store.IsProcessTerminal(out.Status) {
+			if json.Unmarshal([]byte(d.Output), &out) == nil && record.IsProcessTerminal(out.Status) {
 				return true // it returned the end
 			}
 			awaits[d.ID] = false
@@ -211,12 +212,12 @@ func (s *Session) Delete(ctx context.Context, rc *idem.Claim) error {
 			return api.Errorf(api.KindRunConflict, "session %s has an active run %s", s.id, id).With("sessionId", s.id).With("activeRunId", id)
 		}
 		if pm := s.cfg.Processes; pm != nil {
-			live, err := pm.List(ctx, process.ListParams{Statuses: []string{store.ProcessRunning}}, process.Caller{SessionID: s.id})
+			live, err := pm.List(ctx, process.ListParams{Statuses: []string{record.ProcessRunning}}, process.Caller{SessionID: s.id})
 			if err != nil {
 				return err
 			}
 			for _, p := range live {
-				if p.SessionID == s.id && p.Disposition == store.OwnerBound {
+				if p.SessionID == s.id && p.Disposition == record.OwnerBound {
 					if _, err := pm.Cancel(ctx, p.ID, "session deleted", process.Caller{Host: true}); err != nil && !errors.Is(err, process.ErrEnded) {
 						return err
 					}

@@ -21,10 +21,11 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // testConfig is a session Config on st with no model a run could use.
+// The session gets no more of st than its role ([Store]).
 func testConfig(st *storetest.Faulty) *Config {
 	var n atomic.Int64
 	return &Config{
-		Store:        st,
+		Store:        struct{ Store }{st},
 		ResolveModel: func(name string) (*agent.Model, error) { return nil, fmt.Errorf("no model %q", name) },
 		NewID:        func(prefix string) string { return fmt.Sprintf("%s_%d", prefix, n.Add(1)) },
 		Logger:       slog.New(slog.DiscardHandler),

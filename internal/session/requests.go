@@ -16,6 +16,7 @@ import (
 	"weft.dev/weft/llm"
 	"weft.dev/weft/policy"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // AskUser is the name of the tool the model asks the user a question
@@ -213,7 +214,7 @@ func (s *Session) clientTools(q queuedRun) ([]llm.ToolSpec, map[string]bool) {
 }
 
 // request returns the record of request id of this session, open or not.
-func (s *Session) request(ctx context.Context, id string) (store.Request, error) {
+func (s *Session) request(ctx context.Context, id string) (record.Request, error) {
 	for _, q := range s.j.OpenRequests() {
 		if q.ID == id {
 			return q, nil
@@ -221,16 +222,16 @@ func (s *Session) request(ctx context.Context, id string) (store.Request, error)
 	}
 	q, err := s.cfg.Store.Request(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || err == nil && q.SessionID != s.id {
-		return store.Request{}, api.Errorf(api.KindNotFound, "request %s not found in session %s", id, s.id).With("requestId", id).With("sessionId", s.id)
+		return record.Request{}, api.Errorf(api.KindNotFound, "request %s not found in session %s", id, s.id).With("requestId", id).With("sessionId", s.id)
 	}
 	if err != nil {
-		return store.Request{}, s.writeErr(err)
+		return record.Request{}, s.writeErr(err)
 	}
 	return q, nil
 }
 
 // alreadyResolved is the error of an answer to a request that is closed.
-func alreadyResolved(q store.Request) error {
+func alreadyResolved(q record.Request) error {
 	e := api.Errorf(api.KindAlreadyResolved, "request %s is already %s", q.ID, q.Status).
 		With("requestId", q.ID).With("status", q.Status)
 	if q.Decision != "" {
@@ -255,8 +256,8 @@ func alreadyResolved(q store.Request) error {
 // in the same transaction); an approval that is closed is
 // api.ErrAlreadyResolved. allow_session also adds a session rule. Once
 // the run has no open request, it resumes.
-func (s *Session) Decide(ctx context.Context, p api.DecideParams, by event.By, rc *idem.Claim) (store.Request, error) {
-	var out store.Request
+func (s *Session) Decide(ctx context.Context, p api.DecideParams, by event.By, rc *idem.Claim) (record.Request, error) {
+	var out record.Request
 	err := s.command(func() error {
 		q, err := s.request(ctx, p.ApprovalID)
 		if err != nil {
@@ -265,7 +266,7 @@ func (s *Session) Decide(ctx context.Context, p api.DecideParams, by event.By, r
 		if q.Kind != event.RequestApproval {
 			return api.Errorf(api.KindInvalidParams, "request %s is a %s, not an approval", q.ID, q.Kind).With("requestId", q.ID)
 		}
-		if q.Status != store.RequestOpen {
+		if q.Status != record.RequestOpen {
 			return alreadyResolved(q)
 		}
 		if !slices.Contains(q.Options, p.Decision) {
@@ -303,8 +304,8 @@ func (s *Session) policyCall(c event.ToolCall) policy.Call {
 // Answer answers the question p.RequestID (text, or the index of a
 // choice): input.resolved and the ask_user call's result are committed
 // together. Errors as for Decide.
-func (s *Session) Answer(ctx context.Context, p api.AnswerParams, by event.By, rc *idem.Claim) (store.Request, error) {
-	var out store.Request
+func (s *Session) Answer(ctx context.Context, p api.AnswerParams, by event.By, rc *idem.Claim) (record.Request, error) {
+	var out record.Request
 	err := s.command(func() error {
 		q, err := s.request(ctx, p.RequestID)
 		if err != nil {
@@ -313,7 +314,7 @@ func (s *Session) Answer(ctx context.Context, p api.AnswerParams, by event.By, r
 		if q.Kind != event.RequestInput {
 			return api.Errorf(api.KindInvalidParams, "request %s is a %s, not a question", q.ID, q.Kind).With("requestId", q.ID)
 		}
-		if q.Status != store.RequestOpen {
+		if q.Status != record.RequestOpen {
 			return alreadyResolved(q)
 		}
 		text := p.Text
@@ -350,8 +351,8 @@ func (s *Session) Answer(ctx context.Context, p api.AnswerParams, by event.By, r
 // ToolResult records the result of a call of a tool the client executes
 // (request requestID): the call's tool.call.completed closes the request.
 // Errors as for Decide.
-func (s *Session) ToolResult(ctx context.Context, requestID string, p api.ToolResultParams, by event.By, rc *idem.Claim) (store.Request, error) {
-	var out store.Request
+func (s *Session) ToolResult(ctx context.Context, requestID string, p api.ToolResultParams, by event.By, rc *idem.Claim) (record.Request, error) {
+	var out record.Request
 	err := s.command(func() error {
 		q, err := s.request(ctx, requestID)
 		if err != nil {
@@ -360,7 +361,7 @@ func (s *Session) ToolResult(ctx context.Context, requestID string, p api.ToolRe
 		if q.Kind != event.RequestTool {
 			return api.Errorf(api.KindInvalidParams, "request %s is a %s, not a client tool call", q.ID, q.Kind).With("requestId", q.ID)
 		}
-		if q.Status != store.RequestOpen {
+		if q.Status != record.RequestOpen {
 			return alreadyResolved(q)
 		}
 		b := by
@@ -410,7 +411,7 @@ func (s *Session) ClientToolRequest(callID string) (string, bool) {
 }
 
 // OpenRequests returns the session's open requests, oldest first.
-func (s *Session) OpenRequests() []store.Request {
+func (s *Session) OpenRequests() []record.Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.j.OpenRequests()
@@ -434,7 +435,7 @@ func (s *Session) resumeIfAnswered(runID string) {
 // run.cancelled written, in one batch with the receipts of rc and of the
 // cancels that came while the run was going. Called with mu held.
 func (s *Session) cancelParked(ctx context.Context, a *activeRun, reason string, rc *idem.Claim) error {
-	var open []store.Request
+	var open []record.Request
 	for _, q := range s.j.OpenRequests() {
 		if q.RunID == a.id {
 			open = append(open, q)
@@ -586,7 +587,7 @@ func (s *Session) expire(id string) {
 	err := s.command(func() error {
 		ctx := s.ctx
 		q, err := s.request(ctx, id)
-		if err != nil || q.Status != store.RequestOpen {
+		if err != nil || q.Status != record.RequestOpen {
 			return err
 		}
 		var evs []event.Event
@@ -630,7 +631,7 @@ func (s *Session) expire(id string) {
 // the last answer and the resume), and the queued runs behind it (see
 // restoreQueue).
 func (s *Session) restore(ctx context.Context) error {
-	resolved, err := s.cfg.Store.Requests(ctx, store.ListRequestsParams{SessionID: s.id, Statuses: []string{store.RequestResolved}, Limit: 1 << 30})
+	resolved, err := s.cfg.Store.Requests(ctx, store.ListRequestsParams{SessionID: s.id, Statuses: []string{record.RequestResolved}, Limit: 1 << 30})
 	if err != nil {
 		return storageErr(s.id, err)
 	}
@@ -651,7 +652,7 @@ func (s *Session) restore(ctx context.Context) error {
 // with mu held.
 func (s *Session) restoreParked(ctx context.Context) error {
 	id := s.j.Session().ActiveRunID
-	if r, ok := s.j.Run(id); !ok || r.Status != store.RunWaiting {
+	if r, ok := s.j.Run(id); !ok || r.Status != record.RunWaiting {
 		return nil
 	}
 	q, err := s.parkedFromLog(ctx, id)

@@ -13,6 +13,7 @@ import (
 	"weft.dev/weft/internal/idem"
 	"weft.dev/weft/internal/reconcile"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 )
 
@@ -24,7 +25,7 @@ func (s *Session) activeID() string {
 		return ""
 	}
 	// The projection holds every run that has not ended.
-	if r, ok := s.j.Run(s.active.id); !ok || store.IsTerminal(r.Status) {
+	if r, ok := s.j.Run(s.active.id); !ok || record.IsTerminal(r.Status) {
 		return ""
 	}
 	return s.active.id
@@ -125,18 +126,18 @@ func (s *Session) Start(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 
 // admit appends run.queued for a new run and starts it if the session is
 // idle. Called by commands.
-func (s *Session) admit(ctx context.Context, q queuedRun, rc *idem.Claim, ref idem.Ref, front bool) (store.Run, error) {
+func (s *Session) admit(ctx context.Context, q queuedRun, rc *idem.Claim, ref idem.Ref, front bool) (record.Run, error) {
 	e, err := event.New(q.id, event.RunQueued, event.RunQueuedData{Model: q.model, MaxSteps: q.maxSteps, Input: q.input, Policy: q.policy,
 		DefaultPreset: q.defaultPreset, Tools: q.tools, Busy: q.busy})
 	if err != nil {
-		return store.Run{}, err
+		return record.Run{}, err
 	}
 	s.track(q.id)
 	if _, err := s.append(ctx, rc, ref, e); err != nil {
 		s.doneMu.Lock()
 		delete(s.done, q.id)
 		s.doneMu.Unlock()
-		return store.Run{}, err
+		return record.Run{}, err
 	}
 	if front {
 		s.queue = append([]queuedRun{q}, s.queue...)
@@ -216,7 +217,7 @@ func (s *Session) restoreQueue(ctx context.Context) error {
 // a write failure (whose lost answer may have committed a run.queued or
 // a steer the session does not know of), take the queue from it.
 func (s *Session) queueFromLog(ctx context.Context, except string) ([]queuedRun, error) {
-	runs, err := s.cfg.Store.Runs(ctx, store.ListRunsParams{SessionID: s.id, Statuses: []string{store.RunQueued}, Limit: 1 << 20})
+	runs, err := s.cfg.Store.Runs(ctx, store.ListRunsParams{SessionID: s.id, Statuses: []string{record.RunQueued}, Limit: 1 << 20})
 	if err != nil {
 		return nil, storageErr(s.id, err)
 	}
@@ -351,14 +352,14 @@ func (s *Session) launch(a *activeRun, resume bool) {
 		s.active = nil
 		s.closeRetired()
 		s.saveTranscript()
-		if r, ok := s.j.Run(a.id); ok && !store.IsTerminal(r.Status) && s.j.Err() == nil {
+		if r, ok := s.j.Run(a.id); ok && !record.IsTerminal(r.Status) && s.j.Err() == nil {
 			// The loop stopped without a terminal event the store took
 			// (it refused that batch alone): end the run as the log
 			// stands, so that it is not left running.
 			s.endCutShort(a.id)
 		}
 		s.startNext()
-		if r, ok := s.j.Run(a.id); !ok || store.IsTerminal(r.Status) {
+		if r, ok := s.j.Run(a.id); !ok || record.IsTerminal(r.Status) {
 			// A run that did not end here (the journal failed) is
 			// settled by the recovery that ends it.
 			s.settle(a.id)
@@ -375,7 +376,7 @@ func (s *Session) endCutShort(id string) {
 	defer cancel()
 	failure := &event.Error{Kind: "log", Message: "the store refused the run's last events"}
 	_, err := reconcile.Session(ctx, s.cfg.Store, s.j, s.id, reconcile.Options{
-		Keep: func(r store.Run) bool { return r.ID != id }, Failure: failure,
+		Keep: func(r record.Run) bool { return r.ID != id }, Failure: failure,
 	})
 	if err != nil {
 		s.cfg.Logger.Error("end a run the store cut short", "session", s.id, "run", id, "err", err)
@@ -413,8 +414,8 @@ func (s *Session) putSnapshot(j snapshotJob) error {
 	// reads. A store that hangs is given a bound.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 10*time.Second)
 	defer cancel()
-	return s.cfg.Store.PutSnapshot(ctx, store.Snapshot{
-		SessionID: s.id, Kind: store.SnapshotTranscript, Seq: j.seq, Data: data, CreatedAt: time.Now(),
+	return s.cfg.Store.PutSnapshot(ctx, record.Snapshot{
+		SessionID: s.id, Kind: record.SnapshotTranscript, Seq: j.seq, Data: data, CreatedAt: time.Now(),
 	})
 }
 
@@ -423,7 +424,7 @@ func (s *Session) putSnapshot(j snapshotJob) error {
 type sessionLog struct{ s *Session }
 
 func (l sessionLog) snapshot(ctx context.Context) (*agent.TranscriptBuilder, int64, bool) {
-	snap, err := l.s.cfg.Store.Snapshot(ctx, l.s.id, store.SnapshotTranscript)
+	snap, err := l.s.cfg.Store.Snapshot(ctx, l.s.id, record.SnapshotTranscript)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
 			l.s.cfg.Logger.Warn("read transcript snapshot; reading the log instead", "session", l.s.id, "err", err)
@@ -479,7 +480,7 @@ func (l runLog) journal() journalWriter {
 
 // journalWriter is what a run writes through.
 type journalWriter interface {
-	AppendReceipts(ctx context.Context, receipts []store.Receipt, events ...event.Event) ([]event.Event, error)
+	AppendReceipts(ctx context.Context, receipts []record.Receipt, events ...event.Event) ([]event.Event, error)
 	Delta(ctx context.Context, runID string, t event.Type, step int, text string) error
 }
 
@@ -495,7 +496,7 @@ func (l runLog) Append(ctx context.Context, evs ...event.Event) ([]event.Event, 
 // which the answers commit, it closes what of gated is still open (an
 // answer that came while the step's other calls ran stays the answer)
 // and appends last with it.
-func (l runLog) AppendEnd(ctx context.Context, runID string, gated []store.Request, reason string, last ...event.Event) ([]event.Event, error) {
+func (l runLog) AppendEnd(ctx context.Context, runID string, gated []record.Request, reason string, last ...event.Event) ([]event.Event, error) {
 	l.s.mu.Lock()
 	defer l.s.mu.Unlock()
 	open := map[string]bool{}
@@ -525,7 +526,7 @@ func (l runLog) append(ctx context.Context, evs ...event.Event) ([]event.Event, 
 // the run if evs hold its terminal event.
 func (l runLog) appendTo(ctx context.Context, j journalWriter, evs ...event.Event) ([]event.Event, error) {
 	var claims []*idem.Claim
-	var rcpts []store.Receipt
+	var rcpts []record.Receipt
 	for _, e := range evs {
 		if e.RunID == l.a.id && event.IsTerminalRun(e.Type) {
 			l.a.mu.Lock()
@@ -743,7 +744,7 @@ func (s *Session) steer(ctx context.Context, a *activeRun, steerID string, input
 // a queued run ends at once with run.cancelled. Cancelling a run that has
 // ended returns it as it is. rc's receipt is stored with the terminal
 // event when this cancel ends the run.
-func (s *Session) Cancel(ctx context.Context, id, reason string, rc *idem.Claim) (store.Run, error) {
+func (s *Session) Cancel(ctx context.Context, id, reason string, rc *idem.Claim) (record.Run, error) {
 	var ch chan struct{}
 	err := s.command(func() error {
 		ch = s.doneChan(id)
@@ -762,13 +763,13 @@ func (s *Session) Cancel(ctx context.Context, id, reason string, rc *idem.Claim)
 		return s.cancelQueued(ctx, id, reason, rc)
 	})
 	if err != nil {
-		return store.Run{}, err
+		return record.Run{}, err
 	}
 	if ch != nil {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return store.Run{}, ctx.Err()
+			return record.Run{}, ctx.Err()
 		}
 	}
 	return s.Run(ctx, id)
@@ -811,7 +812,7 @@ func (s *Session) cancelQueued(ctx context.Context, id, reason string, rc *idem.
 // has started. It fails with ErrClosed if the session closes meanwhile,
 // unless the run ended as it closed: then it waits for the close to
 // finish and returns the run.
-func (s *Session) Wait(ctx context.Context, id string, timeout time.Duration) (store.Run, error) {
+func (s *Session) Wait(ctx context.Context, id string, timeout time.Duration) (record.Run, error) {
 	if ch := s.doneChan(id); ch != nil {
 		t := time.NewTimer(timeout)
 		defer t.Stop()
@@ -819,7 +820,7 @@ func (s *Session) Wait(ctx context.Context, id string, timeout time.Duration) (s
 		case <-ch:
 		case <-t.C:
 		case <-ctx.Done():
-			return store.Run{}, ctx.Err()
+			return record.Run{}, ctx.Err()
 		case <-s.ctx.Done():
 			// The session stops: its running runs end as it does, so
 			// the answer waits for the stop to settle rather than
@@ -829,12 +830,12 @@ func (s *Session) Wait(ctx context.Context, id string, timeout time.Duration) (s
 			case <-s.finished:
 			case <-t.C:
 			case <-ctx.Done():
-				return store.Run{}, ctx.Err()
+				return record.Run{}, ctx.Err()
 			}
 			select {
 			case <-ch:
 			default:
-				return store.Run{}, ErrClosed
+				return record.Run{}, ErrClosed
 			}
 		}
 	}

@@ -33,6 +33,7 @@ import (
 	"weft.dev/weft/policy"
 	"weft.dev/weft/process"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 )
 
@@ -41,11 +42,22 @@ import (
 // deleted) and retries.
 var ErrClosed = fmt.Errorf("session closed: %w", agent.ErrHostStopped)
 
+// Store is what a session needs of the store: what its journal appends
+// and reads (which covers what reconciling it reads), the runs and
+// requests it looks up, and the snapshots of its transcript. Every
+// [store.Store] is one.
+type Store interface {
+	journal.Store
+	Run(ctx context.Context, id string) (record.Run, error)
+	Request(ctx context.Context, id string) (record.Request, error)
+	store.Snapshots
+}
+
 // Config is what the sessions of one host share. The host fills in every
 // field's default; a Session does not copy it.
 type Config struct {
 	// Store holds every session. Required.
-	Store store.Store
+	Store Store
 	// Journal tunes the session writers; its Store is Store and its
 	// Committed hook is the session's own.
 	Journal journal.Config
@@ -257,8 +269,8 @@ func Load(ctx context.Context, cfg *Config, id string) (*Session, error) {
 	}
 	// A crash interrupts what was running; a run that waits for answers
 	// goes on waiting, and a queued run, which never started, runs.
-	waiting := func(r store.Run) bool { return r.Status == store.RunWaiting }
-	queued := func(r store.Run) bool { return r.Status == store.RunQueued }
+	waiting := func(r record.Run) bool { return r.Status == record.RunWaiting }
+	queued := func(r record.Run) bool { return r.Status == record.RunQueued }
 	if _, err := reconcile.Session(ctx, cfg.Store, j, id, reconcile.Options{Waiting: waiting, Keep: queued}); err != nil {
 		j.Close()
 		s.releaseLease()
@@ -406,7 +418,7 @@ func (s *Session) Touch() { s.used.Store(time.Now().UnixNano()) }
 func (s *Session) LastUsed() int64 { return s.used.Load() }
 
 // Record returns the session's projected record.
-func (s *Session) Record() store.Session {
+func (s *Session) Record() record.Session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.j.Session()
@@ -414,7 +426,7 @@ func (s *Session) Record() store.Session {
 
 // Run returns a run's record: the projection's for a run that has not
 // ended or ended lately, the store's otherwise.
-func (s *Session) Run(ctx context.Context, id string) (store.Run, error) {
+func (s *Session) Run(ctx context.Context, id string) (record.Run, error) {
 	s.mu.Lock()
 	r, ok := s.j.Run(id)
 	s.mu.Unlock()
@@ -423,10 +435,10 @@ func (s *Session) Run(ctx context.Context, id string) (store.Run, error) {
 	}
 	r, err := s.cfg.Store.Run(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Run{}, api.Wrap(api.KindNotFound, err, "run %s not found", id).With("runId", id)
+		return record.Run{}, api.Wrap(api.KindNotFound, err, "run %s not found", id).With("runId", id)
 	}
 	if err != nil {
-		return store.Run{}, fmt.Errorf("run %s: %w", id, err)
+		return record.Run{}, fmt.Errorf("run %s: %w", id, err)
 	}
 	return r, nil
 }
@@ -745,7 +757,7 @@ func (s *Session) reopen(failed *journal.Journal, cut string, failure *event.Err
 		a.resume, a.history = nil, nil
 	}
 	s.mu.Unlock()
-	keep := func(r store.Run) bool { return r.ID == parked || r.Status == store.RunQueued && r.ID != cut }
+	keep := func(r record.Run) bool { return r.ID == parked || r.Status == record.RunQueued && r.ID != cut }
 	if _, err := reconcile.Session(s.ctx, s.cfg.Store, j, s.id, reconcile.Options{Keep: keep, Failure: failure}); err != nil {
 		return false, fmt.Errorf("close runs: %w", err)
 	}
@@ -759,7 +771,7 @@ func (s *Session) reopen(failed *journal.Journal, cut string, failure *event.Err
 		return false, err
 	}
 	if a := s.active; a != nil {
-		if r, ok := s.j.Run(a.id); !ok || store.IsTerminal(r.Status) {
+		if r, ok := s.j.Run(a.id); !ok || record.IsTerminal(r.Status) {
 			// Its end committed though the writer heard an error (a
 			// cancel of the waiting run whose answer was lost): the
 			// session is done with it.

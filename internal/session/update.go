@@ -5,7 +5,7 @@ import (
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/idem"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // Update changes the session's title and model (fields of d that are nil
@@ -14,8 +14,8 @@ import (
 // change, is committed with rc's receipt; when nothing changes nothing is
 // appended, and the caller stores the receipt. A run that has started
 // keeps its model; runs that start later and name none use the new one.
-func (s *Session) Update(ctx context.Context, d event.SessionUpdatedData, rc *idem.Claim) (store.Session, error) {
-	var rec store.Session
+func (s *Session) Update(ctx context.Context, d event.SessionUpdatedData, rc *idem.Claim) (record.Session, error) {
+	var rec record.Session
 	err := s.command(func() error {
 		cur := s.j.Session()
 		if d.Title != nil && *d.Title == cur.Title {

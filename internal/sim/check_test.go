@@ -17,6 +17,7 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // recoveryWindow is how long after a failed write a session may still be
@@ -29,8 +30,8 @@ const recoveryWindow = 64 * storageRetry
 type logState struct {
 	events   []event.Event
 	raw      [][]byte
-	proj     *store.Projection
-	requests map[string]store.Request // every request record, as the projection flushed it
+	proj     *record.Projection
+	requests map[string]record.Request // every request record, as the projection flushed it
 	deleted  bool
 	// checked is the length of the log when the records were last checked.
 	checked int
@@ -79,7 +80,7 @@ type steerState struct {
 }
 
 func newLogState() *logState {
-	return &logState{proj: store.NewProjection(store.Session{}, nil), requests: map[string]store.Request{},
+	return &logState{proj: record.NewProjection(record.Session{}, nil), requests: map[string]record.Request{},
 		runs: map[string]*runState{}, calls: map[string]*callState{}, reqs: map[string]*reqState{},
 		steers: map[string]*steerState{}, tokens: map[string]string{}}
 }
@@ -131,7 +132,7 @@ func (w *world) discover() {
 	if err != nil {
 		w.fail("list the sessions: %v", err)
 	}
-	slices.SortFunc(ss, func(a, b store.Session) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(ss, func(a, b record.Session) int { return strings.Compare(a.ID, b.ID) })
 	for _, rec := range ss {
 		k, err := strconv.Atoi(strings.TrimPrefix(rec.Model, "sim:"))
 		if err != nil || k >= len(w.sessions) {
@@ -216,7 +217,7 @@ func (w *world) checkSession(s *simSession, full bool) {
 		return // the records change only with the log; a divergence stays
 	}
 	var b store.Batch
-	l.proj.Flush(&b)
+	b.SetRecords(l.proj.Flush())
 	for _, q := range b.Requests {
 		l.requests[q.ID] = q
 	}
@@ -255,7 +256,7 @@ func (w *world) checkRecords(s *simSession) {
 		w.fail("list the runs of %s: %v", s.id, err)
 	}
 	want := l.proj.Runs()
-	byID := func(a, b store.Run) int { return strings.Compare(a.ID, b.ID) }
+	byID := func(a, b record.Run) int { return strings.Compare(a.ID, b.ID) }
 	slices.SortFunc(want, byID)
 	slices.SortFunc(runs, byID)
 	if d := diff(want, runs); d != "" {
@@ -266,7 +267,7 @@ func (w *world) checkRecords(s *simSession) {
 		w.fail("list the requests of %s: %v", s.id, err)
 	}
 	wantReqs := slices.Collect(maps.Values(l.requests))
-	bySeq := func(a, b store.Request) int { return cmp.Or(cmp.Compare(a.Seq, b.Seq), strings.Compare(a.ID, b.ID)) }
+	bySeq := func(a, b record.Request) int { return cmp.Or(cmp.Compare(a.Seq, b.Seq), strings.Compare(a.ID, b.ID)) }
 	slices.SortFunc(wantReqs, bySeq)
 	slices.SortFunc(reqs, bySeq)
 	if d := diff(wantReqs, reqs); d != "" {
@@ -589,16 +590,16 @@ func (w *world) checkLiveness() {
 			pr, _ := l.proj.Run(id)
 			driven := excused || w.m.streaming(s.k) || w.tools.busy(id) || r.retrying
 			switch pr.Status {
-			case store.RunRunning:
+			case record.RunRunning:
 				if !driven {
 					w.fail("run %s of %s is running, but nothing drives it: no model call, no tool call, no retry", id, w.name(s.id))
 				}
-			case store.RunWaiting:
+			case record.RunWaiting:
 				// Its other calls of the step may still run; then it parks.
 				if !driven && len(pr.Requests) == 0 {
 					w.fail("run %s of %s is waiting, but for no open request", id, w.name(s.id))
 				}
-			case store.RunQueued:
+			case record.RunQueued:
 				if queued == "" {
 					queued = id
 				}

@@ -12,7 +12,7 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // command is a client request in flight: a goroutine calls the host, and
@@ -347,7 +347,7 @@ func (w *world) cancelRun(s *simSession, runID, key string) {
 		}
 		w.stats.acked++
 		w.tracef("← %s: %s", what, r.Status)
-		if !store.IsTerminal(r.Status) {
+		if !record.IsTerminal(r.Status) {
 			w.fail("%s returned the run %s: a cancel returns once the run has ended", what, r.Status)
 		}
 		w.client.verify = append(w.client.verify, func(w *world) string {
@@ -475,7 +475,7 @@ func (w *world) wait(s *simSession, runID string, timeoutMs int64) {
 				return
 			}
 			w.tracef("← %s: %s timedOut=%v", what, r.Run.Status, r.TimedOut)
-			if r.TimedOut == store.IsTerminal(r.Run.Status) {
+			if r.TimedOut == record.IsTerminal(r.Run.Status) {
 				w.fail("%s: timedOut=%v with the run %s", what, r.TimedOut, r.Run.Status)
 			}
 			if r.TimedOut {
@@ -590,7 +590,7 @@ func (w *world) follow(sub *subscriber) {
 	w.tracef("→ subscribe #%d %s after=%d", sub.n, w.name(sid), from)
 	go func() {
 		defer close(sub.done)
-		seq, err := h.Subscribe(ctx, sid, from, "")
+		seq, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: sid, After: from})
 		if err == nil {
 			for e, ierr := range seq {
 				if ierr != nil {
@@ -621,8 +621,8 @@ func (sub *subscriber) take() ([]event.Event, bool, error) {
 
 // terminalStatus is the run status of a terminal event type.
 func terminalStatus(t event.Type) string {
-	return map[event.Type]string{event.RunCompleted: store.RunCompleted, event.RunFailed: store.RunFailed,
-		event.RunCancelled: store.RunCancelled, event.RunInterrupted: store.RunInterrupted}[t]
+	return map[event.Type]string{event.RunCompleted: record.RunCompleted, event.RunFailed: record.RunFailed,
+		event.RunCancelled: record.RunCancelled, event.RunInterrupted: record.RunInterrupted}[t]
 }
 
 // tokenOf returns the token of an input (its first word).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // The errors the faulty store returns, as a real store's would look.
@@ -295,12 +296,12 @@ func (f *faultStore) describe() string {
 }
 
 // PutReceipt fails while the store is crashed or full.
-func (f *faultStore) PutReceipt(ctx context.Context, r store.Receipt) (store.Receipt, error) {
+func (f *faultStore) PutReceipt(ctx context.Context, r record.Receipt) (record.Receipt, error) {
 	f.mu.Lock()
 	err := f.writeErr()
 	f.mu.Unlock()
 	if err != nil {
-		return store.Receipt{}, err
+		return record.Receipt{}, err
 	}
 	return f.Store.PutReceipt(ctx, r)
 }
@@ -317,7 +318,7 @@ func (f *faultStore) PruneReceipts(ctx context.Context, before time.Time) (int, 
 }
 
 // PutSnapshot fails while the store is crashed or full.
-func (f *faultStore) PutSnapshot(ctx context.Context, s store.Snapshot) error {
+func (f *faultStore) PutSnapshot(ctx context.Context, s record.Snapshot) error {
 	f.mu.Lock()
 	err := f.writeErr()
 	f.mu.Unlock()

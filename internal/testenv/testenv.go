@@ -15,7 +15,8 @@
 // fallback is tested on the machines that have it, CI among them. Tests
 // assert which level is active rather than skip.
 //
-// The package imports env/sandbox (for [Landlock] and [PIDNamespace]), so
+// The package imports env/sandbox (for [Landlock], [PIDNamespace],
+// [NetNamespace] and [Cgroups]), so
 // the internal tests of env/sandbox, env and event cannot use it; their
 // external tests can.
 package testenv
@@ -27,6 +28,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"weft.dev/weft/env/sandbox"
 )
@@ -75,6 +77,33 @@ func PIDNamespace(t testing.TB) {
 	if mode, err := sandbox.Containment(); mode != sandbox.ContainmentPIDNamespace {
 		Missing(t, "no PID namespace on this machine (containment %s): %v", mode, err)
 	}
+}
+
+// NetNamespace reports it [Missing] unless a sandboxed command whose
+// network is denied gets a network namespace here
+// ([sandbox.DeniedByNamespace]): as root, or through an unprivileged
+// user namespace.
+func NetNamespace(t testing.TB) {
+	t.Helper()
+	if st := (sandbox.Config{}).Status(); st.NetworkDeniedBy != sandbox.DeniedByNamespace {
+		Missing(t, "no network namespace for commands on this machine (the network is denied by %q)", st.NetworkDeniedBy)
+	}
+}
+
+// Cgroups reports it [Missing] unless commands' trees get cgroups here
+// for the limits of processes and memory: cgroup v1 with the pids and
+// memory controllers, which this process may make groups in (CI
+// machines have them). It returns what enforces a CPU time limit here:
+// [sandbox.ByCgroupV1] with the cpuacct controller, else
+// [sandbox.ByRlimit].
+func Cgroups(t testing.TB) (cpuTimeBy string) {
+	t.Helper()
+	l := sandbox.Limits{Processes: 64, Memory: 64 << 20, CPUTime: time.Second}
+	by := (sandbox.Config{Unsandboxed: true, Limits: l}).Status().LimitsBy
+	if by.Processes != sandbox.ByCgroupV1 || by.Memory != sandbox.ByCgroupV1 {
+		Missing(t, "no cgroups for commands on this machine (limits by %+v)", by)
+	}
+	return by.CPUTime
 }
 
 // Root reports it [Missing] unless the test runs as root.

@@ -22,14 +22,20 @@ const (
 	// probes again).
 	NoLandlock Lack = 1 << iota
 	// NoNamespaces makes clone and unshare fail with EPERM when asked for
-	// a new user or PID namespace (and clone3 with ENOSYS, so that
-	// callers use clone), as a container's seccomp policy does:
-	// [sandbox.Containment] falls back to the subreaper.
+	// a new user, PID or network namespace, and setns with EPERM (and
+	// clone3 with ENOSYS, so that callers use clone), as a container's
+	// seccomp policy does: [sandbox.Containment] falls back to the
+	// subreaper, and a denied network to Landlock and a seccomp filter.
 	NoNamespaces
 	// NoDACOverride takes CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from
 	// the process, so that file permissions bind it even as root, who
 	// otherwise reads and writes any file.
 	NoDACOverride
+	// NoCgroups takes the cgroup file systems away (the child runs in a
+	// mount namespace of its own where /sys/fs/cgroup is unmounted), as
+	// on a machine where weft may make no cgroups: commands' limits fall
+	// back to rlimits.
+	NoCgroups
 )
 
 // String names the features l lacks, as "NoLandlock|NoNamespaces".
@@ -38,7 +44,7 @@ func (l Lack) String() string {
 	for _, f := range []struct {
 		l    Lack
 		name string
-	}{{NoLandlock, "NoLandlock"}, {NoNamespaces, "NoNamespaces"}, {NoDACOverride, "NoDACOverride"}} {
+	}{{NoLandlock, "NoLandlock"}, {NoNamespaces, "NoNamespaces"}, {NoDACOverride, "NoDACOverride"}, {NoCgroups, "NoCgroups"}} {
 		if l&f.l != 0 {
 			names = append(names, f.name)
 			l &^= f.l
@@ -73,8 +79,8 @@ const (
 //	}
 //
 // The features are taken away with a seccomp filter (NoLandlock,
-// NoNamespaces) and by dropping capabilities from the bounding set
-// (NoDACOverride), on a thread of the parent used only to start the
+// NoNamespaces), by dropping capabilities from the bounding set
+// (NoDACOverride) and in a mount namespace (NoCgroups), on a thread of the parent used only to start the
 // child, so the parent keeps them. Where that cannot be done (not Linux,
 // an architecture whose system calls the filter does not know, no
 // seccomp, no right to drop capabilities) Without reports it [Missing].

@@ -7,31 +7,17 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 	"weft.dev/weft/env/sandbox"
+	"weft.dev/weft/internal/seccomp"
 )
 
-// auditArch is the AUDIT_ARCH_* value of this architecture, which the
-// seccomp filter checks, or 0 where the filter's assumptions (the system
-// call numbers of package unix, the low word of the first argument at
-// offset 16, little-endian) have not been checked.
-func auditArch() uint32 {
-	switch runtime.GOARCH {
-	case "amd64":
-		return unix.AUDIT_ARCH_X86_64
-	case "arm64":
-		return unix.AUDIT_ARCH_AARCH64
-	}
-	return 0
-}
-
 func supported(lack Lack) error {
-	if lack == 0 || lack&^(NoLandlock|NoNamespaces|NoDACOverride) != 0 {
+	if lack == 0 || lack&^(NoLandlock|NoNamespaces|NoDACOverride|NoCgroups) != 0 {
 		return fmt.Errorf("unknown features %v", lack)
 	}
-	if lack&(NoLandlock|NoNamespaces) != 0 && auditArch() == 0 {
+	if lack&(NoLandlock|NoNamespaces) != 0 && seccomp.Arch() == 0 {
 		return fmt.Errorf("the seccomp filter does not know the system calls of %s", runtime.GOARCH)
 	}
 	return nil
@@ -48,13 +34,18 @@ func startWithout(cmd *exec.Cmd, lack Lack) error {
 	go func() {
 		runtime.LockOSThread()
 		errc <- func() error {
+			if lack&NoCgroups != 0 {
+				if err := unmountCgroups(); err != nil {
+					return &lackError{err}
+				}
+			}
 			if lack&NoDACOverride != 0 {
 				if err := dropDAC(); err != nil {
 					return &lackError{err}
 				}
 			}
 			if f := filter(lack); f != nil {
-				if err := install(f); err != nil {
+				if err := seccomp.Install(f); err != nil {
 					return &lackError{err}
 				}
 			}
@@ -63,6 +54,22 @@ func startWithout(cmd *exec.Cmd, lack Lack) error {
 		}()
 	}()
 	return <-errc
+}
+
+// unmountCgroups moves the calling thread into a mount namespace of its
+// own (private, so nothing propagates back) and unmounts the cgroup file
+// systems there.
+func unmountCgroups() error {
+	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+		return fmt.Errorf("unshare(CLONE_NEWNS): %w", err)
+	}
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("mount --make-rprivate /: %w", err)
+	}
+	if err := unix.Unmount("/sys/fs/cgroup", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("umount /sys/fs/cgroup: %w", err)
+	}
+	return nil
 }
 
 // dacCaps are the capabilities that let a process ignore file permissions.
@@ -99,29 +106,22 @@ func dropDAC() error {
 
 // filter returns the seccomp program that takes away what lack names, or
 // nil when no system call needs filtering.
-func filter(lack Lack) []unix.SockFilter {
+func filter(lack Lack) seccomp.Program {
 	if lack&(NoLandlock|NoNamespaces) == 0 {
 		return nil
 	}
-	stmt := func(code uint16, k uint32) unix.SockFilter { return unix.SockFilter{Code: code, K: k} }
-	jump := func(code uint16, k uint32, jt, jf uint8) unix.SockFilter {
-		return unix.SockFilter{Code: code, Jt: jt, Jf: jf, K: k}
-	}
 	const (
-		ld    = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		jset  = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
-		ret   = unix.BPF_RET | unix.BPF_K
-		allow = unix.SECCOMP_RET_ALLOW
-		// struct seccomp_data: nr at 0, arch at 4, args[0] at 16.
-		offNr, offArch, offArg0 = 0, 4, 16
+		ld   = seccomp.LoadWord
+		jeq  = seccomp.JumpEq
+		jset = seccomp.JumpSet
+		ret  = seccomp.Return
 	)
-	errno := func(e unix.Errno) uint32 { return unix.SECCOMP_RET_ERRNO | uint32(e) }
-	f := []unix.SockFilter{
-		stmt(ld, offArch),
-		jump(jeq, auditArch(), 1, 0),
-		stmt(ret, allow), // another architecture's calls (none are made)
-		stmt(ld, offNr),
+	stmt, jump, errno := seccomp.Stmt, seccomp.Jump, seccomp.Errno
+	f := seccomp.Program{
+		stmt(ld, seccomp.OffArch),
+		jump(jeq, seccomp.Arch(), 1, 0),
+		stmt(ret, seccomp.Allow), // another architecture's calls (none are made)
+		stmt(ld, seccomp.OffNr),
 	}
 	if lack&NoLandlock != 0 {
 		for _, nr := range []uint32{unix.SYS_LANDLOCK_CREATE_RULESET, unix.SYS_LANDLOCK_ADD_RULE, unix.SYS_LANDLOCK_RESTRICT_SELF} {
@@ -132,37 +132,16 @@ func filter(lack Lack) []unix.SockFilter {
 		f = append(f,
 			jump(jeq, unix.SYS_CLONE3, 0, 1), // its flags are in memory, out of the filter's sight
 			stmt(ret, errno(unix.ENOSYS)),
+			jump(jeq, unix.SYS_SETNS, 0, 1), // joining a namespace made elsewhere
+			stmt(ret, errno(unix.EPERM)),
 			jump(jeq, unix.SYS_CLONE, 1, 0),
 			jump(jeq, unix.SYS_UNSHARE, 0, 3),
-			stmt(ld, offArg0), // the flags
-			jump(jset, unix.CLONE_NEWUSER|unix.CLONE_NEWPID, 0, 1),
+			stmt(ld, seccomp.OffArg(0)), // the flags
+			jump(jset, unix.CLONE_NEWUSER|unix.CLONE_NEWPID|unix.CLONE_NEWNET, 0, 1),
 			stmt(ret, errno(unix.EPERM)),
 		)
 	}
-	return append(f, stmt(ret, allow))
-}
-
-// install applies the seccomp program f to the calling thread, which
-// passes it on to the processes it forks.
-func install(f []unix.SockFilter) error {
-	prog := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
-	err := seccomp(&prog)
-	if errors.Is(err, unix.EACCES) {
-		// Without CAP_SYS_ADMIN, a filter needs no_new_privs first.
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
-		}
-		err = seccomp(&prog)
-	}
-	runtime.KeepAlive(f)
-	return err
-}
-
-func seccomp(prog *unix.SockFprog) error {
-	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(prog))); e != 0 {
-		return fmt.Errorf("seccomp(SECCOMP_SET_MODE_FILTER): %w", e)
-	}
-	return nil
+	return append(f, stmt(ret, seccomp.Allow))
 }
 
 // check verifies, in the child, that it lacks what lack names.
@@ -179,6 +158,15 @@ func check(lack Lack) error {
 	if lack&NoLandlock != 0 {
 		if abi, _ := sandbox.Probe(); abi != 0 {
 			return fmt.Errorf("Landlock ABI %d", abi)
+		}
+	}
+	if lack&NoCgroups != 0 {
+		mi, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(mi), " - cgroup ") || strings.Contains(string(mi), " - cgroup2 ") {
+			return errors.New("a cgroup file system is mounted")
 		}
 	}
 	if lack&NoDACOverride != 0 {

@@ -14,6 +14,7 @@ import (
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/sqlite"
 )
 
@@ -84,7 +85,7 @@ func (r *rig) checkHost(srv *server) {
 		}
 		s.log = log
 		r.checkRuns(s, runs)
-		got, err := c.GetSession(ctx, s.id)
+		got, err := c.GetSession(ctx, api.SessionGetParams{SessionID: s.id})
 		switch {
 		case err != nil:
 			r.violate(s, 0, "session/get after the restart: %v", err)
@@ -99,7 +100,7 @@ func (r *rig) checkHost(srv *server) {
 // waitIdle polls run/list until no run of s is active, for up to 30 s
 // (the runs queued at the kill run after the restart), and returns the
 // runs.
-func (r *rig) waitIdle(ctx context.Context, c *client.Client, s *sess) []store.Run {
+func (r *rig) waitIdle(ctx context.Context, c *client.Client, s *sess) []record.Run {
 	deadline := time.NewTimer(30 * time.Second)
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -112,7 +113,7 @@ func (r *rig) waitIdle(ctx context.Context, c *client.Client, s *sess) []store.R
 		}
 		var active []string
 		for _, run := range res.Runs {
-			if !store.IsTerminal(run.Status) {
+			if !record.IsTerminal(run.Status) {
 				active = append(active, run.ID+" "+run.Status)
 			}
 		}
@@ -314,7 +315,7 @@ func statusOf(t event.Type) string { return strings.TrimPrefix(string(t), "run."
 // and every tool call and steer in it was closed. A run that never
 // started (a queued run at a kill) is never interrupted: it runs after the
 // restart. Runs start in the order they were queued.
-func (r *rig) checkRuns(s *sess, listed []store.Run) {
+func (r *rig) checkRuns(s *sess, listed []record.Run) {
 	type trace struct {
 		first, last event.Event
 		started     int64 // seq of run.started, 0 for none

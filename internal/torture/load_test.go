@@ -16,7 +16,7 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
-	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // sessionsUnderLoad is how many sessions the load drives at a time.
@@ -419,7 +419,7 @@ func (u *runner) cancel(ctx context.Context, c *client.Client, run, tag string) 
 	var ae *api.Error
 	switch {
 	case err == nil:
-		if !store.IsTerminal(res.Status) {
+		if !record.IsTerminal(res.Status) {
 			u.p.violate(u.s, 0, "run/cancel of %s returned it %s", run, res.Status)
 		} else {
 			u.s.acks = append(u.s.acks, termAck{run: run, status: res.Status, via: "run/cancel"})
@@ -476,7 +476,7 @@ func (u *runner) wait(ctx context.Context, c *client.Client, run string) bool {
 	var ae *api.Error
 	switch {
 	case err == nil:
-		if store.IsTerminal(w.Run.Status) {
+		if record.IsTerminal(w.Run.Status) {
 			u.s.acks = append(u.s.acks, termAck{run: run, status: w.Run.Status, via: "run/wait"})
 		} else if !w.TimedOut {
 			u.p.violate(u.s, 0, "run/wait of %s returned it %s before the timeout", run, w.Run.Status)

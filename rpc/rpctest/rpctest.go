@@ -14,9 +14,10 @@ import (
 // CheckDiscovery fails t unless every method registered on s (as listed by
 // [rpc.Server.Methods]) appears in the rpc.discover document with a
 // description, an object params schema and a result schema, and every
-// event listed in wantEvents appears under "x-events" with a schema. It
-// fetches the document through a real stdio connection, so it also checks
-// that the document encodes. It leaves no goroutines behind.
+// event type or notification listed in wantEvents appears under
+// "x-events" or "x-notifications" with a schema. It fetches the document
+// through a real stdio connection, so it also checks that the document
+// encodes. It leaves no goroutines behind.
 func CheckDiscovery(t testing.TB, s *rpc.Server, wantEvents ...string) {
 	t.Helper()
 	doc := Discover(t, s)
@@ -44,6 +45,12 @@ func CheckDiscovery(t testing.TB, s *rpc.Server, wantEvents ...string) {
 		}
 		events[e.Name] = true
 	}
+	for _, n := range doc.Notifications {
+		if len(n.ParamsSchema) == 0 {
+			t.Errorf("rpc.discover: notification %q has no params schema", n.Name)
+		}
+		events[n.Name] = true
+	}
 	for _, e := range wantEvents {
 		if !events[e] {
 			t.Errorf("rpc.discover: event %q missing", e)
@@ -55,10 +62,23 @@ func CheckDiscovery(t testing.TB, s *rpc.Server, wantEvents ...string) {
 type Document struct {
 	OpenRPC string   `json:"openrpc"`
 	Methods []Method `json:"methods"`
-	Events  []struct {
+	// Notifications are what the server sends: their params, by name and
+	// as one schema.
+	Notifications []struct {
+		Name         string         `json:"name"`
+		Description  string         `json:"description"`
+		ParamsSchema map[string]any `json:"x-paramsSchema"`
+	} `json:"x-notifications"`
+	Events []struct {
 		Name   string         `json:"name"`
 		Schema map[string]any `json:"schema"`
 	} `json:"x-events"`
+	// Errors is the error table: code, kind and retryability.
+	Errors []struct {
+		Code      int    `json:"code"`
+		Kind      string `json:"kind"`
+		Retryable bool   `json:"retryable"`
+	} `json:"x-errors"`
 }
 
 // Method is one method of a [Document].
@@ -74,6 +94,10 @@ type Method struct {
 		Schema map[string]any `json:"schema"`
 	} `json:"result"`
 	ParamsSchema map[string]any `json:"x-paramsSchema"`
+	// Mutating marks a method that takes an idempotencyKey.
+	Mutating bool `json:"x-mutating"`
+	// Notifications name, for a stream, its item and end notifications.
+	Notifications []string `json:"x-notifications"`
 }
 
 // Discover fetches s's rpc.discover document over an in-memory stdio

@@ -10,6 +10,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/record"
 )
 
 func Example() {
@@ -18,7 +19,7 @@ func Example() {
 	defer s.Close()
 
 	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
-	p := store.NewProjection(store.Session{}, nil)
+	p := record.NewProjection(record.Session{}, nil)
 	created, _ := event.New("", event.SessionCreated, event.SessionCreatedData{Title: "demo"})
 	user, _ := event.New("", event.MessageUser, event.MessageUserData{Content: event.TextParts("hi")})
 	b := store.Batch{SessionID: "s1"}
@@ -29,7 +30,7 @@ func Example() {
 		}
 		b.Events = append(b.Events, e)
 	}
-	p.Flush(&b)
+	b.SetRecords(p.Flush())
 	if err := s.Append(ctx, b); err != nil {
 		log.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // Store is an in-memory [store.Store]. The zero value is not usable; call
@@ -33,11 +34,11 @@ type Store struct {
 	logs     map[string][]event.Event // session ID -> events, index seq-1
 	sessions map[string]sessionEntry
 	runs     map[string]runEntry
-	receipts map[receiptKey]store.Receipt
+	receipts map[receiptKey]record.Receipt
 	procs    map[string]*procEntry // process ID -> record and log; see process.go
 	runLast  map[string]int64      // run ID -> seq of its last event
 	requests map[string][]byte     // request ID -> JSON record
-	snaps    map[snapKey]store.Snapshot
+	snaps    map[snapKey]record.Snapshot
 }
 
 type snapKey struct{ session, kind string }
@@ -45,7 +46,7 @@ type snapKey struct{ session, kind string }
 type sessionEntry struct {
 	createdAt time.Time
 	deleted   bool
-	record    []byte // JSON of store.Session
+	record    []byte // JSON of record.Session
 }
 
 type runEntry struct {
@@ -53,7 +54,7 @@ type runEntry struct {
 	status    string
 	createdAt time.Time
 	firstSeq  int64
-	record    []byte // JSON of store.Run
+	record    []byte // JSON of record.Run
 }
 
 type receiptKey struct{ key, method string }
@@ -64,10 +65,10 @@ func New() *Store {
 		logs:     make(map[string][]event.Event),
 		sessions: make(map[string]sessionEntry),
 		runs:     make(map[string]runEntry),
-		receipts: make(map[receiptKey]store.Receipt),
+		receipts: make(map[receiptKey]record.Receipt),
 		runLast:  make(map[string]int64),
 		requests: make(map[string][]byte),
-		snaps:    make(map[snapKey]store.Snapshot),
+		snaps:    make(map[snapKey]record.Snapshot),
 	}
 }
 
@@ -127,7 +128,7 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 		}
 		runs[r.ID] = runEntry{sessionID: r.SessionID, status: r.Status, createdAt: r.CreatedAt, firstSeq: r.FirstSeq, record: js}
 	}
-	receipts := make([]store.Receipt, len(b.Receipts))
+	receipts := make([]record.Receipt, len(b.Receipts))
 	for i, r := range b.Receipts {
 		receipts[i] = cloneReceipt(r)
 	}
@@ -162,7 +163,7 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 	}
 	for id := range requests {
 		if old, ok := s.requests[id]; ok {
-			var q store.Request
+			var q record.Request
 			if json.Unmarshal(old, &q) == nil && q.SessionID != b.SessionID {
 				return fmt.Errorf("%w: session %s: request %s belongs to another session", store.ErrInvalid, b.SessionID, id)
 			}
@@ -251,9 +252,9 @@ func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
 
 // Session returns the session record, deleted or not, or an error wrapping
 // [store.ErrNotFound] or [store.ErrClosed].
-func (s *Store) Session(ctx context.Context, id string) (store.Session, error) {
+func (s *Store) Session(ctx context.Context, id string) (record.Session, error) {
 	if err := ctx.Err(); err != nil {
-		return store.Session{}, err
+		return record.Session{}, err
 	}
 	s.mu.RLock()
 	e, ok := s.sessions[id]
@@ -261,14 +262,14 @@ func (s *Store) Session(ctx context.Context, id string) (store.Session, error) {
 	seq, at := s.sessionTail(id)
 	s.mu.RUnlock()
 	if closed {
-		return store.Session{}, store.ErrClosed
+		return record.Session{}, store.ErrClosed
 	}
 	if !ok {
-		return store.Session{}, fmt.Errorf("%w: session %s", store.ErrNotFound, id)
+		return record.Session{}, fmt.Errorf("%w: session %s", store.ErrNotFound, id)
 	}
-	var out store.Session
+	var out record.Session
 	if err := json.Unmarshal(e.record, &out); err != nil {
-		return store.Session{}, fmt.Errorf("session %s: decode record: %w", id, err)
+		return record.Session{}, fmt.Errorf("session %s: decode record: %w", id, err)
 	}
 	out.LastSeq, out.UpdatedAt = seq, at
 	return out, nil
@@ -277,7 +278,7 @@ func (s *Store) Session(ctx context.Context, id string) (store.Session, error) {
 // Sessions lists sessions newest first (by CreatedAt, then ID), at most
 // p.Limit (default 100), starting after the session p.Before. An unknown
 // p.Before returns an error wrapping [store.ErrNotFound].
-func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]store.Session, error) {
+func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]record.Session, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -332,7 +333,7 @@ func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]sto
 		items = items[i:]
 	}
 	items = items[:min(limit, len(items))]
-	out := make([]store.Session, len(items))
+	out := make([]record.Session, len(items))
 	for i, it := range items {
 		if err := json.Unmarshal(it.e.record, &out[i]); err != nil {
 			return nil, fmt.Errorf("session %s: decode record: %w", it.id, err)
@@ -344,9 +345,9 @@ func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]sto
 
 // Run returns the run record or an error wrapping [store.ErrNotFound] or
 // [store.ErrClosed].
-func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
+func (s *Store) Run(ctx context.Context, id string) (record.Run, error) {
 	if err := ctx.Err(); err != nil {
-		return store.Run{}, err
+		return record.Run{}, err
 	}
 	s.mu.RLock()
 	e, ok := s.runs[id]
@@ -354,14 +355,14 @@ func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
 	last := s.runLast[id]
 	s.mu.RUnlock()
 	if closed {
-		return store.Run{}, store.ErrClosed
+		return record.Run{}, store.ErrClosed
 	}
 	if !ok {
-		return store.Run{}, fmt.Errorf("%w: run %s", store.ErrNotFound, id)
+		return record.Run{}, fmt.Errorf("%w: run %s", store.ErrNotFound, id)
 	}
-	var out store.Run
+	var out record.Run
 	if err := json.Unmarshal(e.record, &out); err != nil {
-		return store.Run{}, fmt.Errorf("run %s: decode record: %w", id, err)
+		return record.Run{}, fmt.Errorf("run %s: decode record: %w", id, err)
 	}
 	out.LastSeq = last
 	return out, nil
@@ -369,27 +370,27 @@ func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
 
 // Request returns a request record or an error wrapping
 // [store.ErrNotFound] or [store.ErrClosed].
-func (s *Store) Request(ctx context.Context, id string) (store.Request, error) {
+func (s *Store) Request(ctx context.Context, id string) (record.Request, error) {
 	if err := ctx.Err(); err != nil {
-		return store.Request{}, err
+		return record.Request{}, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return store.Request{}, store.ErrClosed
+		return record.Request{}, store.ErrClosed
 	}
 	js, ok := s.requests[id]
 	if !ok {
-		return store.Request{}, fmt.Errorf("%w: request %s", store.ErrNotFound, id)
+		return record.Request{}, fmt.Errorf("%w: request %s", store.ErrNotFound, id)
 	}
-	var q store.Request
+	var q record.Request
 	err := json.Unmarshal(js, &q)
 	return q, err
 }
 
 // Requests lists the requests matching p, oldest first (by session, then
 // seq), at most p.Limit (default 1000).
-func (s *Store) Requests(ctx context.Context, p store.ListRequestsParams) ([]store.Request, error) {
+func (s *Store) Requests(ctx context.Context, p store.ListRequestsParams) ([]record.Request, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -402,9 +403,9 @@ func (s *Store) Requests(ctx context.Context, p store.ListRequestsParams) ([]sto
 		s.mu.RUnlock()
 		return nil, store.ErrClosed
 	}
-	var out []store.Request
+	var out []record.Request
 	for _, js := range s.requests {
-		var q store.Request
+		var q record.Request
 		if err := json.Unmarshal(js, &q); err != nil {
 			s.mu.RUnlock()
 			return nil, err
@@ -416,7 +417,7 @@ func (s *Store) Requests(ctx context.Context, p store.ListRequestsParams) ([]sto
 		out = append(out, q)
 	}
 	s.mu.RUnlock()
-	slices.SortFunc(out, func(a, b store.Request) int {
+	slices.SortFunc(out, func(a, b record.Request) int {
 		if c := cmp.Compare(a.SessionID, b.SessionID); c != 0 {
 			return c
 		}
@@ -429,7 +430,7 @@ func (s *Store) Requests(ctx context.Context, p store.ListRequestsParams) ([]sto
 // one of p.Statuses (any if empty), oldest first (by CreatedAt, then
 // FirstSeq, then ID), at most p.Limit (default 1000). An unknown session
 // yields an empty list.
-func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, error) {
+func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]record.Run, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -468,7 +469,7 @@ func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, 
 		return cmp.Compare(a.id, b.id)
 	})
 	items = items[:min(limit, len(items))]
-	out := make([]store.Run, len(items))
+	out := make([]record.Run, len(items))
 	for i, it := range items {
 		if err := json.Unmarshal(it.e.record, &out[i]); err != nil {
 			return nil, fmt.Errorf("run %s: decode record: %w", it.id, err)
@@ -480,18 +481,18 @@ func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, 
 
 // Receipt returns the receipt for (key, method) or an error wrapping
 // [store.ErrNotFound] or [store.ErrClosed].
-func (s *Store) Receipt(ctx context.Context, key, method string) (store.Receipt, error) {
+func (s *Store) Receipt(ctx context.Context, key, method string) (record.Receipt, error) {
 	if err := ctx.Err(); err != nil {
-		return store.Receipt{}, err
+		return record.Receipt{}, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return store.Receipt{}, store.ErrClosed
+		return record.Receipt{}, store.ErrClosed
 	}
 	r, ok := s.receipts[receiptKey{key, method}]
 	if !ok {
-		return store.Receipt{}, fmt.Errorf("%w: receipt %s %s", store.ErrNotFound, method, key)
+		return record.Receipt{}, fmt.Errorf("%w: receipt %s %s", store.ErrNotFound, method, key)
 	}
 	return cloneReceipt(r), nil
 }
@@ -499,18 +500,18 @@ func (s *Store) Receipt(ctx context.Context, key, method string) (store.Receipt,
 // PutReceipt stores r unless a receipt for (r.Key, r.Method) exists; either
 // way it returns the stored receipt. An empty key or method is
 // [store.ErrInvalid].
-func (s *Store) PutReceipt(ctx context.Context, r store.Receipt) (store.Receipt, error) {
+func (s *Store) PutReceipt(ctx context.Context, r record.Receipt) (record.Receipt, error) {
 	if err := ctx.Err(); err != nil {
-		return store.Receipt{}, err
+		return record.Receipt{}, err
 	}
 	if err := store.ValidateReceipt(r); err != nil {
-		return store.Receipt{}, err
+		return record.Receipt{}, err
 	}
 	r = cloneReceipt(r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return store.Receipt{}, store.ErrClosed
+		return record.Receipt{}, store.ErrClosed
 	}
 	k := receiptKey{r.Key, r.Method}
 	if old, ok := s.receipts[k]; ok {
@@ -541,7 +542,7 @@ func (s *Store) PruneReceipts(ctx context.Context, before time.Time) (int, error
 }
 
 // PutSnapshot implements [store.Store].
-func (s *Store) PutSnapshot(ctx context.Context, snap store.Snapshot) error {
+func (s *Store) PutSnapshot(ctx context.Context, snap record.Snapshot) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -567,18 +568,18 @@ func (s *Store) PutSnapshot(ctx context.Context, snap store.Snapshot) error {
 }
 
 // Snapshot implements [store.Store].
-func (s *Store) Snapshot(ctx context.Context, sessionID, kind string) (store.Snapshot, error) {
+func (s *Store) Snapshot(ctx context.Context, sessionID, kind string) (record.Snapshot, error) {
 	if err := ctx.Err(); err != nil {
-		return store.Snapshot{}, err
+		return record.Snapshot{}, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return store.Snapshot{}, store.ErrClosed
+		return record.Snapshot{}, store.ErrClosed
 	}
 	snap, ok := s.snaps[snapKey{sessionID, kind}]
 	if !ok {
-		return store.Snapshot{}, fmt.Errorf("snapshot %s of session %s: %w", kind, sessionID, store.ErrNotFound)
+		return record.Snapshot{}, fmt.Errorf("snapshot %s of session %s: %w", kind, sessionID, store.ErrNotFound)
 	}
 	snap.Data = bytes.Clone(snap.Data)
 	return snap, nil
@@ -597,11 +598,11 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func normSession(s *store.Session) {
+func normSession(s *record.Session) {
 	s.CreatedAt, s.UpdatedAt = s.CreatedAt.UTC(), s.UpdatedAt.UTC()
 }
 
-func normRun(r *store.Run) {
+func normRun(r *record.Run) {
 	r.CreatedAt = r.CreatedAt.UTC()
 	if r.StartedAt != nil {
 		t := r.StartedAt.UTC()
@@ -613,7 +614,7 @@ func normRun(r *store.Run) {
 	}
 }
 
-func cloneReceipt(r store.Receipt) store.Receipt {
+func cloneReceipt(r record.Receipt) record.Receipt {
 	r.Result = cloneBytes(r.Result)
 	r.CreatedAt = r.CreatedAt.UTC()
 	return r

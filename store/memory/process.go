@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // procEntry is one process: its record (as JSON, like runs) and its log.
@@ -19,8 +20,8 @@ type procEntry struct {
 	grants    []string
 	startedAt time.Time
 	lastSeq   int64
-	record    []byte               // JSON of store.Process
-	events    []store.ProcessEvent // ascending seq; dropped chunks removed
+	record    []byte                // JSON of record.Process
+	events    []record.ProcessEvent // ascending seq; dropped chunks removed
 }
 
 // AppendProcess writes b atomically. It returns an error wrapping
@@ -35,14 +36,14 @@ func (s *Store) AppendProcess(ctx context.Context, b store.ProcessBatch) error {
 	if err := store.ValidateProcessBatch(b); err != nil {
 		return err
 	}
-	events := make([]store.ProcessEvent, len(b.Events))
+	events := make([]record.ProcessEvent, len(b.Events))
 	for i, e := range b.Events {
 		e.Time = e.Time.UTC()
 		e.Data = cloneBytes(e.Data)
 		events[i] = e
 	}
 	var rec []byte
-	var recv store.Process
+	var recv record.Process
 	if b.Record != nil {
 		recv = normProcess(*b.Record)
 		var err error
@@ -83,7 +84,7 @@ func (s *Store) AppendProcess(ctx context.Context, b store.ProcessBatch) error {
 		s.procs[b.ProcessID] = p
 	}
 	if b.DropOutputBefore > 0 {
-		p.events = slices.DeleteFunc(p.events, func(e store.ProcessEvent) bool {
+		p.events = slices.DeleteFunc(p.events, func(e record.ProcessEvent) bool {
 			return e.Size > 0 && e.Offset+e.Size <= b.DropOutputBefore
 		})
 	}
@@ -100,7 +101,7 @@ func (s *Store) AppendProcess(ctx context.Context, b store.ProcessBatch) error {
 // ReadProcess returns up to p.Limit (default 1000) events of p.ProcessID
 // with seq > p.After, filtered by p.Types. An unknown process returns an
 // error wrapping [store.ErrNotFound].
-func (s *Store) ReadProcess(ctx context.Context, p store.ReadProcessParams) ([]store.ProcessEvent, error) {
+func (s *Store) ReadProcess(ctx context.Context, p store.ReadProcessParams) ([]record.ProcessEvent, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -117,8 +118,8 @@ func (s *Store) ReadProcess(ctx context.Context, p store.ReadProcessParams) ([]s
 	if !ok {
 		return nil, fmt.Errorf("%w: process %s", store.ErrNotFound, p.ProcessID)
 	}
-	i, _ := slices.BinarySearchFunc(pe.events, p.After+1, func(e store.ProcessEvent, seq int64) int { return cmp.Compare(e.Seq, seq) })
-	out := []store.ProcessEvent{}
+	i, _ := slices.BinarySearchFunc(pe.events, p.After+1, func(e record.ProcessEvent, seq int64) int { return cmp.Compare(e.Seq, seq) })
+	out := []record.ProcessEvent{}
 	for _, e := range pe.events[i:] {
 		if len(out) == limit {
 			break
@@ -135,7 +136,7 @@ func (s *Store) ReadProcess(ctx context.Context, p store.ReadProcessParams) ([]s
 // ProcessOutput returns up to p.Limit (default 100) output chunks of
 // p.ProcessID that end after p.Offset. An unknown process returns an error
 // wrapping [store.ErrNotFound].
-func (s *Store) ProcessOutput(ctx context.Context, p store.ProcessOutputParams) ([]store.ProcessEvent, error) {
+func (s *Store) ProcessOutput(ctx context.Context, p store.ProcessOutputParams) ([]record.ProcessEvent, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -152,7 +153,7 @@ func (s *Store) ProcessOutput(ctx context.Context, p store.ProcessOutputParams) 
 	if !ok {
 		return nil, fmt.Errorf("%w: process %s", store.ErrNotFound, p.ProcessID)
 	}
-	out := []store.ProcessEvent{}
+	out := []record.ProcessEvent{}
 	for _, e := range pe.events {
 		if len(out) == limit {
 			break
@@ -168,29 +169,29 @@ func (s *Store) ProcessOutput(ctx context.Context, p store.ProcessOutputParams) 
 
 // Process returns a process record or an error wrapping
 // [store.ErrNotFound] or [store.ErrClosed].
-func (s *Store) Process(ctx context.Context, id string) (store.Process, error) {
+func (s *Store) Process(ctx context.Context, id string) (record.Process, error) {
 	if err := ctx.Err(); err != nil {
-		return store.Process{}, err
+		return record.Process{}, err
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		return store.Process{}, store.ErrClosed
+		return record.Process{}, store.ErrClosed
 	}
 	pe, ok := s.procs[id]
 	if !ok {
-		return store.Process{}, fmt.Errorf("%w: process %s", store.ErrNotFound, id)
+		return record.Process{}, fmt.Errorf("%w: process %s", store.ErrNotFound, id)
 	}
-	var out store.Process
+	var out record.Process
 	if err := json.Unmarshal(pe.record, &out); err != nil {
-		return store.Process{}, fmt.Errorf("process %s: decode record: %w", id, err)
+		return record.Process{}, fmt.Errorf("process %s: decode record: %w", id, err)
 	}
 	return out, nil
 }
 
 // Processes lists the records matching p, oldest first (by StartedAt,
 // then ID), at most p.Limit (default 1000).
-func (s *Store) Processes(ctx context.Context, p store.ListProcessesParams) ([]store.Process, error) {
+func (s *Store) Processes(ctx context.Context, p store.ListProcessesParams) ([]record.Process, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -229,9 +230,9 @@ func (s *Store) Processes(ctx context.Context, p store.ListProcessesParams) ([]s
 		recs[i] = h.e.record
 	}
 	s.mu.RUnlock()
-	out := make([]store.Process, 0, len(recs))
+	out := make([]record.Process, 0, len(recs))
 	for i, rec := range recs {
-		var pr store.Process
+		var pr record.Process
 		if err := json.Unmarshal(rec, &pr); err != nil {
 			return nil, fmt.Errorf("process %s: decode record: %w", hits[i].id, err)
 		}
@@ -240,7 +241,7 @@ func (s *Store) Processes(ctx context.Context, p store.ListProcessesParams) ([]s
 	return out, nil
 }
 
-func normProcess(p store.Process) store.Process {
+func normProcess(p record.Process) record.Process {
 	p.StartedAt = p.StartedAt.UTC()
 	if p.EndedAt != nil {
 		t := p.EndedAt.UTC()

@@ -13,6 +13,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/postgres"
+	"weft.dev/weft/store/record"
 )
 
 // The benchmarks mirror store/sqlite's, on the shared test cluster (a
@@ -29,7 +30,7 @@ var deltaData = func() json.RawMessage {
 // folded into a projection, with the changed records.
 type benchOwner struct {
 	id    string
-	proj  *store.Projection
+	proj  *record.Projection
 	now   time.Time
 	epoch int64 // the owner's lease epoch, 0 for none
 }
@@ -39,7 +40,7 @@ func newBenchOwner(b testing.TB, s store.Store, id string) *benchOwner {
 }
 
 func newLeasedOwner(b testing.TB, s store.Store, id string, epoch int64) *benchOwner {
-	o := &benchOwner{id: id, proj: store.NewProjection(store.Session{}, nil), now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), epoch: epoch}
+	o := &benchOwner{id: id, proj: record.NewProjection(record.Session{}, nil), now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), epoch: epoch}
 	created, _ := event.New("", event.SessionCreated, event.SessionCreatedData{Title: "bench"})
 	queued, _ := event.New("r-"+id, event.RunQueued, event.RunQueuedData{Model: "m"})
 	started, _ := event.New("r-"+id, event.RunStarted, event.RunStartedData{Model: "m"})
@@ -58,7 +59,7 @@ func (o *benchOwner) batch(b testing.TB, evs []event.Event) store.Batch {
 		}
 	}
 	bt := store.Batch{SessionID: o.id, Events: evs, Epoch: o.epoch}
-	o.proj.Flush(&bt)
+	bt.SetRecords(o.proj.Flush())
 	return bt
 }
 

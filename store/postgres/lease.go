@@ -334,10 +334,10 @@ const (
 
 func (p pgLeases) acquire(ctx context.Context, id, holder string, ttl time.Duration) (int64, string, error) {
 	s := p.s
-	if err := s.acquire(); err != nil {
+	if err := s.guard.Enter(); err != nil {
 		return 0, "", err
 	}
-	defer s.mu.RUnlock()
+	defer s.guard.Leave()
 	var epoch *int64
 	var heldBy *string
 	if err := s.pool.QueryRow(ctx, acquireLease, id, holder, ttl.Microseconds(), lockSession).Scan(&epoch, &heldBy); err != nil {
@@ -354,10 +354,10 @@ func (p pgLeases) acquire(ctx context.Context, id, holder string, ttl time.Durat
 
 func (p pgLeases) renew(ctx context.Context, holder string, ttl time.Duration, ids []string, epochs []int64) ([]string, error) {
 	s := p.s
-	if err := s.acquire(); err != nil {
+	if err := s.guard.Enter(); err != nil {
 		return nil, err
 	}
-	defer s.mu.RUnlock()
+	defer s.guard.Leave()
 	rows, err := s.pool.Query(ctx, renewLeases, holder, ttl.Microseconds(), ids, epochs)
 	if err != nil {
 		return nil, s.errorf("renew leases", err)
@@ -379,10 +379,10 @@ func (p pgLeases) renew(ctx context.Context, holder string, ttl time.Duration, i
 
 func (p pgLeases) release(ctx context.Context, id string, epoch int64) error {
 	s := p.s
-	if err := s.acquire(); err != nil {
+	if err := s.guard.Enter(); err != nil {
 		return err
 	}
-	defer s.mu.RUnlock()
+	defer s.guard.Leave()
 	if _, err := s.pool.Exec(ctx, releaseLease, id, epoch); err != nil {
 		return s.errorf("release the lease of session "+id, err)
 	}
@@ -413,10 +413,10 @@ type ListLeasesParams struct {
 // ListLeases lists the session leases, live ones only unless p.Expired,
 // by holder then age (oldest first).
 func (s *Store) ListLeases(ctx context.Context, p ListLeasesParams) ([]LeaseInfo, error) {
-	if err := s.acquire(); err != nil {
+	if err := s.guard.Enter(); err != nil {
 		return nil, err
 	}
-	defer s.mu.RUnlock()
+	defer s.guard.Leave()
 	q := `SELECT session_id, holder, epoch,
 		(extract(epoch FROM now() - acquired_at) * 1e6)::bigint,
 		(extract(epoch FROM expires_at - now()) * 1e6)::bigint
@@ -425,7 +425,11 @@ func (s *Store) ListLeases(ctx context.Context, p ListLeasesParams) ([]LeaseInfo
 		q += ` WHERE expires_at > now()`
 	}
 	q += ` ORDER BY holder, acquired_at, session_id LIMIT $1`
-	rows, err := s.pool.Query(ctx, q, limitOr(p.Limit, 10000))
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 10000
+	}
+	rows, err := s.pool.Query(ctx, q, limit)
 	if err != nil {
 		return nil, s.errorf("list leases", err)
 	}

@@ -48,7 +48,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,15 +56,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/internal/sqlstore"
+	"weft.dev/weft/store/record"
 )
 
 // Config configures [Open]. The zero value of every field but URL selects
@@ -96,16 +95,55 @@ type Config struct {
 // [Open]; close it with [Store.Close]. All methods are safe for concurrent
 // use, also by several processes on several machines on one database:
 // appends to one session or process are serialised by the database.
+//
+// Its reads are the contract's, documented there: Read, LastSeq, Session,
+// Sessions, Run, Runs, Request and Requests ([store.SessionLog]), Receipt
+// ([store.Receipts]), Snapshot ([store.Snapshots]), ReadProcess,
+// ProcessOutput, Process and Processes ([store.ProcessLog]). Both SQL
+// stores share them, so the methods do not appear beside the writes
+// below.
 type Store struct {
+	// reads are every read of the store: the SQL stores' shared core,
+	// over the pool.
+	reads
+
 	name   string // postgres://HOST:PORT/DB: in every error
 	logger *slog.Logger
 	pool   *pgxpool.Pool
-
-	// mu guards closed; every method holds it for reading while it uses
-	// the pool, so Close waits for calls in flight.
-	mu     sync.RWMutex
-	closed bool
+	// guard keeps every call out of a closed store; Close waits for the
+	// calls in flight.
+	guard *sqlstore.Guard
 }
+
+// reads are the reads of every SQL store. Embedded under this name, they
+// give [Store] their methods without an exported field.
+type reads = sqlstore.Reads
+
+// dialect is PostgreSQL's spelling of the shared SQL.
+func dialect() sqlstore.Dialect {
+	return sqlstore.Dialect{
+		// A session's last seq and its time, from the log: one descent
+		// of the primary key.
+		SessionRows: `s.id, s.record, e.seq, e.time FROM sessions s
+			LEFT JOIN LATERAL (SELECT seq, time FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1) e ON true`,
+		Granted: `(session_id = %[1]s OR grants @> ARRAY[%[1]s::text])`,
+		// Cut pages on the server, not to send what they cannot hold.
+		PageBytes: `octet_length(data)`,
+	}
+}
+
+// conns are the store's connection pool as the shared reads use it.
+type conns struct{ s *Store }
+
+func (p conns) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	return p.s.pool.Query(ctx, query, args...)
+}
+
+func (p conns) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	return p.s.pool.QueryRow(ctx, query, args...)
+}
+
+func (p conns) Error(op string, err error) error { return p.s.errorf(op, err) }
 
 var _ store.Store = (*Store)(nil)
 
@@ -128,7 +166,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, classify(name, "open", err)
 	}
-	s := &Store{name: name, logger: logger, pool: pool}
+	s := &Store{name: name, logger: logger, pool: pool, guard: sqlstore.NewGuard(name)}
+	s.reads = sqlstore.NewReads(name, s.guard, conns{s}, dialect())
 	if err := s.check(ctx, cfg.Migrate); err != nil {
 		pool.Close()
 		return nil, err
@@ -207,17 +246,6 @@ func describe(cc *pgx.ConnConfig) string {
 	return "postgres://" + host + ":" + strconv.Itoa(int(cc.Port)) + "/" + cc.Database
 }
 
-// acquire takes the close lock for reading; it fails once the store is
-// closed. The caller releases with s.mu.RUnlock.
-func (s *Store) acquire() error {
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
-		return fmt.Errorf("store %s: %w", s.name, store.ErrClosed)
-	}
-	return nil
-}
-
 // The statements of an append. Events, runs, requests and receipts go in
 // one statement each whatever their number, as arrays unnested on the
 // server.
@@ -263,55 +291,33 @@ const (
 // the session), [store.ErrClosed] after Close, and an error naming the
 // database and what failed when the database does.
 func (s *Store) Append(ctx context.Context, b store.Batch) error {
-	if err := store.ValidateBatch(b); err != nil {
-		return err
-	}
 	// Encode everything before taking a connection.
-	var sessRec []byte
-	if b.Session != nil {
-		rec := *b.Session
-		rec.CreatedAt, rec.UpdatedAt = rec.CreatedAt.UTC(), rec.UpdatedAt.UTC()
-		var err error
-		if sessRec, err = json.Marshal(rec); err != nil {
-			return fmt.Errorf("%w: session %s: encode record: %v", store.ErrInvalid, b.SessionID, err)
-		}
+	recs, err := sqlstore.EncodeBatch(b)
+	if err != nil {
+		return err
 	}
 	n := len(b.Events)
 	seqs, runIDs, types, times, datas := make([]int64, n), make([]string, n), make([]string, n), make([]int64, n), make([][]byte, n)
 	for i, e := range b.Events {
-		seqs[i], runIDs[i], types[i], times[i], datas[i] = e.Seq, e.RunID, string(e.Type), encodeTime(e.Time), nilIfEmpty(e.Data)
+		seqs[i], runIDs[i], types[i], times[i], datas[i] = e.Seq, e.RunID, string(e.Type), sqlstore.EncodeTime(e.Time), sqlstore.Bytes(e.Data)
 	}
-	runs := lastByID(b.Runs, func(r store.Run) string { return r.ID })
 	var rIDs, rStatus []string
 	var rCreated, rFirst []int64
-	var rRecs [][]byte
-	for _, r := range runs {
-		normRun(&r)
-		rec, err := json.Marshal(r)
-		if err != nil {
-			return fmt.Errorf("%w: session %s run %s: encode record: %v", store.ErrInvalid, b.SessionID, r.ID, err)
-		}
+	for _, r := range recs.Runs {
 		rIDs, rStatus = append(rIDs, r.ID), append(rStatus, r.Status)
-		rCreated, rFirst = append(rCreated, sortNanos(r.CreatedAt)), append(rFirst, r.FirstSeq)
-		rRecs = append(rRecs, rec)
+		rCreated, rFirst = append(rCreated, sqlstore.SortKey(r.CreatedAt)), append(rFirst, r.FirstSeq)
 	}
-	reqs := lastByID(b.Requests, func(q store.Request) string { return q.ID })
 	var qIDs, qRuns, qStatus []string
 	var qSeqs []int64
-	var qRecs [][]byte
-	for _, q := range reqs {
-		rec, err := json.Marshal(q)
-		if err != nil {
-			return fmt.Errorf("%w: session %s: encode request %s: %v", store.ErrInvalid, b.SessionID, q.ID, err)
-		}
+	for _, q := range recs.Requests {
 		qIDs, qRuns, qStatus = append(qIDs, q.ID), append(qRuns, q.RunID), append(qStatus, q.Status)
-		qSeqs, qRecs = append(qSeqs, q.Seq), append(qRecs, rec)
+		qSeqs = append(qSeqs, q.Seq)
 	}
 
-	if err := s.acquire(); err != nil {
+	if err := s.guard.Enter(); err != nil {
 		return err
 	}
-	defer s.mu.RUnlock()
+	defer s.guard.Leave()
 	op := "append to session " + b.SessionID
 	var bt pgx.Batch
 	bt.BeginTx(pgx.TxOptions{})
@@ -319,13 +325,13 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 	bt.Queue(lastSeqSQL, b.SessionID)
 	bt.Queue(insertEvent, b.SessionID, seqs, runIDs, types, times, datas)
 	if b.Session != nil {
-		bt.Queue(upsertSession, b.SessionID, sortNanos(b.Session.CreatedAt), b.Session.Deleted, sessRec)
+		bt.Queue(upsertSession, b.SessionID, sqlstore.SortKey(b.Session.CreatedAt), b.Session.Deleted, recs.Session)
 	}
-	if len(runs) > 0 {
-		bt.Queue(upsertRuns, b.SessionID, rIDs, rStatus, rCreated, rFirst, rRecs)
+	if len(rIDs) > 0 {
+		bt.Queue(upsertRuns, b.SessionID, rIDs, rStatus, rCreated, rFirst, recs.RunJSON)
 	}
-	if len(reqs) > 0 {
-		bt.Queue(upsertRequests, b.SessionID, qIDs, qRuns, qStatus, qSeqs, qRecs)
+	if len(qIDs) > 0 {
+		bt.Queue(upsertRequests, b.SessionID, qIDs, qRuns, qStatus, qSeqs, recs.RequestJSON)
 	}
 	queueReceipts(&bt, b.Receipts)
 
@@ -343,8 +349,8 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 		if err := fence(b.SessionID, b.Epoch, epoch, holder, live); err != nil {
 			return err
 		}
-		if first := b.Events[0].Seq; first != last+1 {
-			return fmt.Errorf("%w: session %s: expected seq %d, got %d", store.ErrSeqConflict, b.SessionID, last+1, first)
+		if err := sqlstore.Continues("session", b.SessionID, last, b.Events[0].Seq); err != nil {
+			return err
 		}
 		if _, err := br.Exec(); err != nil {
 			if constraint(err, "events_pkey") {
@@ -358,14 +364,14 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 				return s.errorf(op+": store session record", err)
 			}
 		}
-		if len(runs) > 0 {
+		if len(rIDs) > 0 {
 			if err := upserted(br, rIDs, func(id string) error {
 				return fmt.Errorf("%w: session %s: run %s belongs to another session", store.ErrInvalid, b.SessionID, id)
 			}); err != nil {
 				return s.errorf(op+": store runs", err)
 			}
 		}
-		if len(reqs) > 0 {
+		if len(qIDs) > 0 {
 			if err := upserted(br, qIDs, func(id string) error {
 				return fmt.Errorf("%w: session %s: request %s belongs to another session", store.ErrInvalid, b.SessionID, id)
 			}); err != nil {
@@ -454,12 +460,12 @@ func upserted(br pgx.BatchResults, ids []string, refused func(id string) error) 
 // queueReceipts queues the insert of rs, if any, sorted by (key, method)
 // so that two transactions inserting the same receipts wait for each
 // other in the same order rather than deadlock.
-func queueReceipts(bt *pgx.Batch, rs []store.Receipt) {
+func queueReceipts(bt *pgx.Batch, rs []record.Receipt) {
 	if len(rs) == 0 {
 		return
 	}
 	rs = slices.Clone(rs)
-	slices.SortFunc(rs, func(a, b store.Receipt) int {
+	slices.SortFunc(rs, func(a, b record.Receipt) int {
 		return strings.Compare(a.Key+"\x00"+a.Method, b.Key+"\x00"+b.Method)
 	})
 	n := len(rs)
@@ -467,13 +473,13 @@ func queueReceipts(bt *pgx.Batch, rs []store.Receipt) {
 	results, created := make([][]byte, n), make([]int64, n)
 	for i, r := range rs {
 		keys[i], methods[i], fps[i], sessions[i] = r.Key, r.Method, r.Fingerprint, r.SessionID
-		results[i], created[i] = nilIfEmpty(r.Result), encodeTime(r.CreatedAt)
+		results[i], created[i] = sqlstore.Bytes(r.Result), sqlstore.EncodeTime(r.CreatedAt)
 	}
 	bt.Queue(insertReceipts, keys, methods, fps, results, sessions, created)
 }
 
 // receiptsResult reads the result of queueReceipts, if it queued one.
-func (s *Store) receiptsResult(br pgx.BatchResults, of string, rs []store.Receipt) error {
+func (s *Store) receiptsResult(br pgx.BatchResults, of string, rs []record.Receipt) error {
 	if len(rs) == 0 {
 		return nil
 	}
@@ -487,453 +493,69 @@ func (s *Store) receiptsResult(br pgx.BatchResults, of string, rs []store.Receip
 	return nil
 }
 
-// Read returns up to p.Limit (default 1000) events of p.SessionID with
-// seq > p.After in seq order, filtered by p.RunID and p.Types and cut by
-// p.MaxBytes. An unknown session returns an error wrapping
-// [store.ErrNotFound].
-func (s *Store) Read(ctx context.Context, p store.ReadParams) ([]event.Event, error) {
-	if err := s.acquire(); err != nil {
-		return nil, err
-	}
-	defer s.mu.RUnlock()
-	query, args := readQuery(p)
-	op := "read session " + p.SessionID
-	rows, err := s.pool.Query(ctx, query, args...)
-	if err != nil {
-		return nil, s.errorf(op, err)
-	}
-	defer rows.Close()
-	out := make([]event.Event, 0, min(limitOr(p.Limit, 1000), 256))
-	for rows.Next() {
-		e := event.Event{SessionID: p.SessionID}
-		var typ string
-		var t int64
-		if err := rows.Scan(&e.Seq, &e.RunID, &typ, &t, (*[]byte)(&e.Data)); err != nil {
-			return nil, s.errorf(op, err)
-		}
-		e.Type, e.Time = event.Type(typ), decodeTime(t)
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.errorf(op, err)
-	}
-	if len(out) == 0 {
-		if _, err := s.lastSeq(ctx, p.SessionID); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// readQuery builds Read's query. The page is a range scan of the primary
-// key (session_id, seq) from the cursor, in key order, stopped by LIMIT;
-// with a run the index events_by_run serves it instead. MaxBytes cuts the
-// page on the server: a row is sent while the data of the rows before it
-// add up to less than MaxBytes (so the first always is).
-func readQuery(p store.ReadParams) (string, []any) {
-	var q strings.Builder
-	args := []any{p.SessionID, max(p.After, 0)}
-	q.WriteString(`SELECT seq, run_id, type, time, data`)
-	if p.MaxBytes > 0 {
-		q.WriteString(`, coalesce(sum(octet_length(data)) OVER (ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before`)
-	}
-	q.WriteString(` FROM events WHERE session_id = $1 AND seq > $2`)
-	if p.RunID != "" {
-		args = append(args, p.RunID)
-		fmt.Fprintf(&q, ` AND run_id = $%d`, len(args))
-	}
-	if len(p.Types) > 0 {
-		types := make([]string, len(p.Types))
-		for i, t := range p.Types {
-			types[i] = string(t)
-		}
-		args = append(args, types)
-		fmt.Fprintf(&q, ` AND type = ANY($%d)`, len(args))
-	}
-	args = append(args, limitOr(p.Limit, 1000))
-	fmt.Fprintf(&q, ` ORDER BY seq LIMIT $%d`, len(args))
-	if p.MaxBytes <= 0 {
-		return q.String(), args
-	}
-	args = append(args, p.MaxBytes)
-	return fmt.Sprintf(`SELECT seq, run_id, type, time, data FROM (%s) page WHERE before < $%d ORDER BY seq`, q.String(), len(args)), args
-}
-
-// LastSeq returns the seq of the session's last event, or an error
-// wrapping [store.ErrNotFound] for a session without events.
-func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
-	if err := s.acquire(); err != nil {
-		return 0, err
-	}
-	defer s.mu.RUnlock()
-	return s.lastSeq(ctx, sessionID)
-}
-
-func (s *Store) lastSeq(ctx context.Context, sessionID string) (int64, error) {
-	var last *int64
-	if err := s.pool.QueryRow(ctx, `SELECT max(seq) FROM events WHERE session_id = $1`, sessionID).Scan(&last); err != nil {
-		return 0, s.errorf("read session "+sessionID, err)
-	}
-	if last == nil {
-		return 0, fmt.Errorf("%w: session %s", store.ErrNotFound, sessionID)
-	}
-	return *last, nil
-}
-
-// The parts of the session and run records that are read from the log
-// rather than stored: a session's last seq and its time, a run's last seq.
-// Each is one descent of the primary key or of events_by_run, so appends
-// that change no record write no record.
-const (
-	sessionCols = `s.id, s.record, e.seq, e.time FROM sessions s
-		LEFT JOIN LATERAL (SELECT seq, time FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1) e ON true`
-	runCols = `r.id, r.record, (SELECT seq FROM events WHERE session_id = r.session_id AND run_id = r.id ORDER BY seq DESC LIMIT 1)
-		FROM runs r`
-)
-
-// scanSession decodes a row of sessionCols.
-func (s *Store) scanSession(row pgx.Row) (store.Session, error) {
-	var id string
-	var rec []byte
-	var seq, at *int64
-	if err := row.Scan(&id, &rec, &seq, &at); err != nil {
-		return store.Session{}, err
-	}
-	var out store.Session
-	if err := json.Unmarshal(rec, &out); err != nil {
-		return store.Session{}, fmt.Errorf("store %s: session %s: decode record: %w", s.name, id, err)
-	}
-	out.LastSeq = 0
-	if seq != nil {
-		out.LastSeq = *seq
-	}
-	if at != nil {
-		out.UpdatedAt = decodeTime(*at)
-	}
-	return out, nil
-}
-
-// Session returns the session record, deleted or not, or an error wrapping
-// [store.ErrNotFound].
-func (s *Store) Session(ctx context.Context, id string) (store.Session, error) {
-	if err := s.acquire(); err != nil {
-		return store.Session{}, err
-	}
-	defer s.mu.RUnlock()
-	out, err := s.scanSession(s.pool.QueryRow(ctx, `SELECT `+sessionCols+` WHERE s.id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Session{}, fmt.Errorf("%w: session %s", store.ErrNotFound, id)
-	}
-	if err != nil {
-		return store.Session{}, s.errorf("read session "+id, err)
-	}
-	return out, nil
-}
-
-// Sessions lists sessions newest first (by CreatedAt, then ID), at most
-// p.Limit (default 100), after the session p.Before. An unknown p.Before
-// returns an error wrapping [store.ErrNotFound].
-func (s *Store) Sessions(ctx context.Context, p store.ListSessionsParams) ([]store.Session, error) {
-	if err := s.acquire(); err != nil {
-		return nil, err
-	}
-	defer s.mu.RUnlock()
-	var q strings.Builder
-	var args []any
-	q.WriteString(`SELECT ` + sessionCols + ` WHERE true`)
-	if p.Before != "" {
-		var created int64
-		err := s.pool.QueryRow(ctx, `SELECT created_at FROM sessions WHERE id = $1`, p.Before).Scan(&created)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, fmt.Errorf("%w: cursor session %s", store.ErrNotFound, p.Before)
-		}
-		if err != nil {
-			return nil, s.errorf("list sessions", err)
-		}
-		args = append(args, created, p.Before)
-		q.WriteString(` AND (s.created_at, s.id) < ($1, $2)`)
-	}
-	if !p.IncludeDeleted {
-		q.WriteString(` AND NOT s.deleted`)
-	}
-	args = append(args, limitOr(p.Limit, 100))
-	fmt.Fprintf(&q, ` ORDER BY s.created_at DESC, s.id DESC LIMIT $%d`, len(args))
-	rows, err := s.pool.Query(ctx, q.String(), args...)
-	if err != nil {
-		return nil, s.errorf("list sessions", err)
-	}
-	defer rows.Close()
-	var out []store.Session
-	for rows.Next() {
-		sess, err := s.scanSession(rows)
-		if err != nil {
-			return nil, s.errorf("list sessions", err)
-		}
-		out = append(out, sess)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.errorf("list sessions", err)
-	}
-	return out, nil
-}
-
-// scanRun decodes a row of runCols.
-func (s *Store) scanRun(row pgx.Row) (store.Run, error) {
-	var id string
-	var rec []byte
-	var last *int64
-	if err := row.Scan(&id, &rec, &last); err != nil {
-		return store.Run{}, err
-	}
-	var out store.Run
-	if err := json.Unmarshal(rec, &out); err != nil {
-		return store.Run{}, fmt.Errorf("store %s: run %s: decode record: %w", s.name, id, err)
-	}
-	out.LastSeq = 0
-	if last != nil {
-		out.LastSeq = *last
-	}
-	return out, nil
-}
-
-// Run returns the run record or an error wrapping [store.ErrNotFound].
-func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
-	if err := s.acquire(); err != nil {
-		return store.Run{}, err
-	}
-	defer s.mu.RUnlock()
-	out, err := s.scanRun(s.pool.QueryRow(ctx, `SELECT `+runCols+` WHERE r.id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Run{}, fmt.Errorf("%w: run %s", store.ErrNotFound, id)
-	}
-	if err != nil {
-		return store.Run{}, s.errorf("read run "+id, err)
-	}
-	return out, nil
-}
-
-// Runs lists the runs of p.SessionID (every session's if empty) whose
-// status is one of p.Statuses (any if empty), oldest first (by CreatedAt,
-// FirstSeq, ID), at most p.Limit (default 1000). An unknown session lists
-// nothing.
-func (s *Store) Runs(ctx context.Context, p store.ListRunsParams) ([]store.Run, error) {
-	if err := s.acquire(); err != nil {
-		return nil, err
-	}
-	defer s.mu.RUnlock()
-	var q strings.Builder
-	var args []any
-	q.WriteString(`SELECT ` + runCols + ` WHERE true`)
-	if p.SessionID != "" {
-		args = append(args, p.SessionID)
-		fmt.Fprintf(&q, ` AND r.session_id = $%d`, len(args))
-	}
-	if len(p.Statuses) > 0 {
-		args = append(args, p.Statuses)
-		fmt.Fprintf(&q, ` AND r.status = ANY($%d)`, len(args))
-	}
-	args = append(args, limitOr(p.Limit, 1000))
-	fmt.Fprintf(&q, ` ORDER BY r.created_at, r.first_seq, r.id LIMIT $%d`, len(args))
-	rows, err := s.pool.Query(ctx, q.String(), args...)
-	if err != nil {
-		return nil, s.errorf("list runs", err)
-	}
-	defer rows.Close()
-	var out []store.Run
-	for rows.Next() {
-		r, err := s.scanRun(rows)
-		if err != nil {
-			return nil, s.errorf("list runs", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.errorf("list runs", err)
-	}
-	return out, nil
-}
-
-// Request returns a request record or an error wrapping
-// [store.ErrNotFound].
-func (s *Store) Request(ctx context.Context, id string) (store.Request, error) {
-	if err := s.acquire(); err != nil {
-		return store.Request{}, err
-	}
-	defer s.mu.RUnlock()
-	var rec []byte
-	err := s.pool.QueryRow(ctx, `SELECT record FROM requests WHERE id = $1`, id).Scan(&rec)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Request{}, fmt.Errorf("%w: request %s", store.ErrNotFound, id)
-	}
-	if err != nil {
-		return store.Request{}, s.errorf("read request "+id, err)
-	}
-	var out store.Request
-	if err := json.Unmarshal(rec, &out); err != nil {
-		return store.Request{}, fmt.Errorf("store %s: request %s: decode record: %w", s.name, id, err)
-	}
-	return out, nil
-}
-
-// Requests lists the requests matching p, oldest first (by session, then
-// seq), at most p.Limit (default 1000).
-func (s *Store) Requests(ctx context.Context, p store.ListRequestsParams) ([]store.Request, error) {
-	if err := s.acquire(); err != nil {
-		return nil, err
-	}
-	defer s.mu.RUnlock()
-	var q strings.Builder
-	var args []any
-	q.WriteString(`SELECT id, record FROM requests WHERE true`)
-	if p.SessionID != "" {
-		args = append(args, p.SessionID)
-		fmt.Fprintf(&q, ` AND session_id = $%d`, len(args))
-	}
-	if p.RunID != "" {
-		args = append(args, p.RunID)
-		fmt.Fprintf(&q, ` AND run_id = $%d`, len(args))
-	}
-	if len(p.Statuses) > 0 {
-		args = append(args, p.Statuses)
-		fmt.Fprintf(&q, ` AND status = ANY($%d)`, len(args))
-	}
-	args = append(args, limitOr(p.Limit, 1000))
-	fmt.Fprintf(&q, ` ORDER BY session_id, seq LIMIT $%d`, len(args))
-	rows, err := s.pool.Query(ctx, q.String(), args...)
-	if err != nil {
-		return nil, s.errorf("list requests", err)
-	}
-	defer rows.Close()
-	var out []store.Request
-	for rows.Next() {
-		var id string
-		var rec []byte
-		if err := rows.Scan(&id, &rec); err != nil {
-			return nil, s.errorf("list requests", err)
-		}
-		var r store.Request
-		if err := json.Unmarshal(rec, &r); err != nil {
-			return nil, fmt.Errorf("store %s: request %s: decode record: %w", s.name, id, err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.errorf("list requests", err)
-	}
-	return out, nil
-}
-
-const selectReceipt = `SELECT fingerprint, result, session_id, created_at FROM receipts WHERE key = $1 AND method = $2`
-
-// Receipt returns the receipt for (key, method) or an error wrapping
-// [store.ErrNotFound].
-func (s *Store) Receipt(ctx context.Context, key, method string) (store.Receipt, error) {
-	if err := s.acquire(); err != nil {
-		return store.Receipt{}, err
-	}
-	defer s.mu.RUnlock()
-	return s.scanReceipt(s.pool.QueryRow(ctx, selectReceipt, key, method), key, method)
-}
-
-func (s *Store) scanReceipt(row pgx.Row, key, method string) (store.Receipt, error) {
-	r := store.Receipt{Key: key, Method: method}
-	var t int64
-	err := row.Scan(&r.Fingerprint, (*[]byte)(&r.Result), &r.SessionID, &t)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Receipt{}, fmt.Errorf("%w: receipt %s %s", store.ErrNotFound, method, key)
-	}
-	if err != nil {
-		return store.Receipt{}, s.errorf("read receipt", err)
-	}
-	r.CreatedAt = decodeTime(t)
-	return r, nil
-}
-
-// PutReceipt stores r unless a receipt for (r.Key, r.Method) exists; either
-// way it returns the stored receipt. An empty key or method is
-// [store.ErrInvalid].
-func (s *Store) PutReceipt(ctx context.Context, r store.Receipt) (store.Receipt, error) {
+// PutReceipt stores r unless a receipt for (r.Key, r.Method) exists, and
+// returns the stored receipt either way: two statements in one round
+// trip, each of which reads the rows committed before it starts, so that
+// the select sees a receipt a concurrent insert stored first (the insert
+// waited for it). An empty key or method is [store.ErrInvalid].
+func (s *Store) PutReceipt(ctx context.Context, r record.Receipt) (record.Receipt, error) {
 	if err := store.ValidateReceipt(r); err != nil {
-		return store.Receipt{}, err
+		return record.Receipt{}, err
 	}
-	if err := s.acquire(); err != nil {
-		return store.Receipt{}, err
+	if err := s.guard.Enter(); err != nil {
+		return record.Receipt{}, err
 	}
-	defer s.mu.RUnlock()
-	// Two statements in one round trip; each reads the rows committed
-	// before it starts, so the select sees a receipt that a concurrent
-	// insert stored first (the insert waited for it).
+	defer s.guard.Leave()
 	var bt pgx.Batch
-	bt.Queue(`INSERT INTO receipts (key, method, fingerprint, result, session_id, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key, method) DO NOTHING`,
-		r.Key, r.Method, r.Fingerprint, nilIfEmpty(r.Result), r.SessionID, encodeTime(r.CreatedAt))
-	bt.Queue(selectReceipt, r.Key, r.Method)
+	bt.Queue(sqlstore.PutReceiptSQL, r.Key, r.Method, r.Fingerprint, sqlstore.Bytes(r.Result), r.SessionID, sqlstore.EncodeTime(r.CreatedAt))
+	bt.Queue(sqlstore.ReceiptSQL, r.Key, r.Method)
 	br := s.pool.SendBatch(ctx, &bt)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		return store.Receipt{}, s.errorf("put receipt", err)
+		return record.Receipt{}, s.errorf("put receipt", err)
 	}
-	got, err := s.scanReceipt(br.QueryRow(), r.Key, r.Method)
+	got, err := sqlstore.ScanReceipt(br.QueryRow(), r.Key, r.Method)
+	if errors.Is(err, store.ErrNotFound) {
+		return record.Receipt{}, err
+	}
 	if err != nil {
-		return store.Receipt{}, err
+		return record.Receipt{}, s.errorf("put receipt", err)
 	}
 	if err := br.Close(); err != nil {
-		return store.Receipt{}, s.errorf("put receipt", err)
+		return record.Receipt{}, s.errorf("put receipt", err)
 	}
 	return got, nil
 }
 
-// PutSnapshot implements [store.Store]. The log only grows, so a seq
+// PutSnapshot implements [store.Snapshots]. The log only grows, so a seq
 // checked against its last event stays valid while the snapshot is
 // written.
-func (s *Store) PutSnapshot(ctx context.Context, snap store.Snapshot) error {
-	if err := s.acquire(); err != nil {
+func (s *Store) PutSnapshot(ctx context.Context, snap record.Snapshot) error {
+	if err := s.guard.Enter(); err != nil {
 		return err
 	}
-	defer s.mu.RUnlock()
-	last, err := s.lastSeq(ctx, snap.SessionID)
-	if err != nil {
+	defer s.guard.Leave()
+	op := "put snapshot of session " + snap.SessionID
+	var last int64
+	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM events WHERE session_id = $1`, snap.SessionID).Scan(&last); err != nil {
+		return s.errorf(op, err)
+	}
+	if err := sqlstore.FitSnapshot(snap, last); err != nil {
 		return err
 	}
-	if snap.Seq < 0 || snap.Seq > last {
-		return fmt.Errorf("%w: snapshot of session %s through seq %d, last seq %d", store.ErrSeqConflict, snap.SessionID, snap.Seq, last)
-	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO snapshots (session_id, kind, seq, data, created_at) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (session_id, kind) DO UPDATE SET seq = excluded.seq, data = excluded.data, created_at = excluded.created_at
-		WHERE excluded.seq >= snapshots.seq`,
-		snap.SessionID, snap.Kind, snap.Seq, snap.Data, encodeTime(snap.CreatedAt)); err != nil {
-		return s.errorf("put snapshot of session "+snap.SessionID, err)
+	if _, err := s.pool.Exec(ctx, sqlstore.PutSnapshotSQL, snap.SessionID, snap.Kind, snap.Seq, snap.Data, sqlstore.EncodeTime(snap.CreatedAt)); err != nil {
+		return s.errorf(op, err)
 	}
 	return nil
 }
 
-// Snapshot implements [store.Store].
-func (s *Store) Snapshot(ctx context.Context, sessionID, kind string) (store.Snapshot, error) {
-	if err := s.acquire(); err != nil {
-		return store.Snapshot{}, err
-	}
-	defer s.mu.RUnlock()
-	snap := store.Snapshot{SessionID: sessionID, Kind: kind}
-	var created int64
-	err := s.pool.QueryRow(ctx, `SELECT seq, data, created_at FROM snapshots WHERE session_id = $1 AND kind = $2`, sessionID, kind).
-		Scan(&snap.Seq, &snap.Data, &created)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return store.Snapshot{}, fmt.Errorf("%w: snapshot %s of session %s", store.ErrNotFound, kind, sessionID)
-	}
-	if err != nil {
-		return store.Snapshot{}, s.errorf("read snapshot of session "+sessionID, err)
-	}
-	snap.CreatedAt = decodeTime(created)
-	return snap, nil
-}
-
 // PruneReceipts deletes the receipts created before t and returns how many.
 func (s *Store) PruneReceipts(ctx context.Context, before time.Time) (int, error) {
-	if err := s.acquire(); err != nil {
+	if err := s.guard.Enter(); err != nil {
 		return 0, err
 	}
-	defer s.mu.RUnlock()
-	tag, err := s.pool.Exec(ctx, `DELETE FROM receipts WHERE created_at < $1`, sortNanos(before))
+	defer s.guard.Leave()
+	tag, err := s.pool.Exec(ctx, sqlstore.PruneReceiptsSQL, sqlstore.SortKey(before))
 	if err != nil {
 		return 0, s.errorf("prune receipts", err)
 	}
@@ -944,14 +566,10 @@ func (s *Store) PruneReceipts(ctx context.Context, before time.Time) (int, error
 // Later calls return [store.ErrClosed]; Close itself may be called more
 // than once.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	return s.guard.Close(func() error {
+		s.pool.Close()
 		return nil
-	}
-	s.closed = true
-	s.pool.Close()
-	return nil
+	})
 }
 
 // errorf wraps a database error with the database's name and what failed.
@@ -1023,80 +641,4 @@ func (e oneLine) Unwrap() error { return e.error }
 func constraint(err error, name string) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == name
-}
-
-// lastByID returns xs with only the last of each ID, in ID order: the
-// upserts of one statement may touch a row once, and transactions that
-// lock rows in one order cannot deadlock on them.
-func lastByID[T any](xs []T, id func(T) string) []T {
-	if len(xs) == 0 {
-		return nil
-	}
-	seen := make(map[string]int, len(xs))
-	var out []T
-	for _, x := range xs {
-		if i, ok := seen[id(x)]; ok {
-			out[i] = x
-			continue
-		}
-		seen[id(x)] = len(out)
-		out = append(out, x)
-	}
-	slices.SortFunc(out, func(a, b T) int { return strings.Compare(id(a), id(b)) })
-	return out
-}
-
-func limitOr(limit, def int) int {
-	if limit <= 0 {
-		return def
-	}
-	return limit
-}
-
-// encodeTime stores t as Unix nanoseconds; the zero time becomes the
-// smallest int64 so that it comes back as the zero time.
-// [store.ValidateBatch] has rejected times that do not fit.
-func encodeTime(t time.Time) int64 {
-	if t.IsZero() {
-		return math.MinInt64
-	}
-	return t.UnixNano()
-}
-
-func decodeTime(n int64) time.Time {
-	if n == math.MinInt64 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
-}
-
-// sortNanos is encodeTime for sort and filter keys, clamped instead of
-// validated.
-func sortNanos(t time.Time) int64 {
-	switch {
-	case t.IsZero() || t.Year() < 1678:
-		return math.MinInt64
-	case t.Year() > 2261:
-		return math.MaxInt64
-	}
-	return t.UnixNano()
-}
-
-func nilIfEmpty(b []byte) []byte {
-	if len(b) == 0 {
-		return nil
-	}
-	return b
-}
-
-func normRun(r *store.Run) {
-	r.CreatedAt = r.CreatedAt.UTC()
-	if r.StartedAt != nil {
-		t := r.StartedAt.UTC()
-		r.StartedAt = &t
-	}
-	if r.EndedAt != nil {
-		t := r.EndedAt.UTC()
-		r.EndedAt = &t
-	}
 }

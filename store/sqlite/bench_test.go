@@ -15,6 +15,7 @@ import (
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/sqlite"
 )
 
@@ -28,12 +29,12 @@ var deltaData = func() json.RawMessage {
 // folded into a projection, with the changed records.
 type benchOwner struct {
 	id   string
-	proj *store.Projection
+	proj *record.Projection
 	now  time.Time
 }
 
 func newBenchOwner(b testing.TB, s store.Store, id string) *benchOwner {
-	o := &benchOwner{id: id, proj: store.NewProjection(store.Session{}, nil), now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	o := &benchOwner{id: id, proj: record.NewProjection(record.Session{}, nil), now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
 	created, _ := event.New("", event.SessionCreated, event.SessionCreatedData{Title: "bench"})
 	queued, _ := event.New("r-"+id, event.RunQueued, event.RunQueuedData{Model: "m"})
 	started, _ := event.New("r-"+id, event.RunStarted, event.RunStartedData{Model: "m"})
@@ -52,7 +53,7 @@ func (o *benchOwner) batch(b testing.TB, evs []event.Event) store.Batch {
 		}
 	}
 	bt := store.Batch{SessionID: o.id, Events: evs}
-	o.proj.Flush(&bt)
+	bt.SetRecords(o.proj.Flush())
 	return bt
 }
 

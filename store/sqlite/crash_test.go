@@ -21,6 +21,7 @@ import (
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/sqlite"
 )
 
@@ -172,7 +173,7 @@ func verifyCrashStore(t *testing.T, path string, acked map[string]int64) {
 		if int64(len(evs)) != last {
 			t.Fatalf("session %s: %d events, last seq %d", id, len(evs), last)
 		}
-		p := store.NewProjection(store.Session{}, nil)
+		p := record.NewProjection(record.Session{}, nil)
 		count := make(map[string]int)
 		size := make(map[string]int)
 		var prev string
@@ -211,7 +212,7 @@ func verifyCrashStore(t *testing.T, path string, acked map[string]int64) {
 			t.Fatal(err)
 		}
 		want := p.Runs()
-		slices.SortFunc(want, func(a, b store.Run) int { return int(a.FirstSeq - b.FirstSeq) })
+		slices.SortFunc(want, func(a, b record.Run) int { return int(a.FirstSeq - b.FirstSeq) })
 		if diff := cmp.Diff(want, runs); diff != "" {
 			t.Fatalf("session %s runs differ from its log (-log +stored):\n%s", id, diff)
 		}
@@ -233,7 +234,7 @@ func TestCrashChild(t *testing.T) {
 	}
 	defer s.Close()
 	type owner struct {
-		proj   *store.Projection
+		proj   *record.Projection
 		run    int
 		batch  int
 		runID  string
@@ -246,7 +247,7 @@ func TestCrashChild(t *testing.T) {
 		sess, err := s.Session(ctx, id)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			o.proj = store.NewProjection(store.Session{}, nil)
+			o.proj = record.NewProjection(record.Session{}, nil)
 			o.needed = true
 		case err != nil:
 			t.Fatal(err)
@@ -255,7 +256,7 @@ func TestCrashChild(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			o.proj = store.NewProjection(sess, runs)
+			o.proj = record.NewProjection(sess, runs)
 			o.run = len(runs)
 			o.runID = sess.ActiveRunID
 			o.clock = sess.UpdatedAt
@@ -311,7 +312,7 @@ func TestCrashChild(t *testing.T) {
 			}
 			b.Events = append(b.Events, e)
 		}
-		o.proj.Flush(&b)
+		b.SetRecords(o.proj.Flush())
 		if err := s.Append(ctx, b); err != nil {
 			t.Fatal(err)
 		}

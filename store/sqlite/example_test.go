@@ -10,6 +10,7 @@ import (
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/sqlite"
 )
 
@@ -28,7 +29,7 @@ func Example() {
 
 	// The session owner sequences events, folds them into the projection
 	// and appends them with the changed records in one batch.
-	p := store.NewProjection(store.Session{}, nil)
+	p := record.NewProjection(record.Session{}, nil)
 	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	var b store.Batch
 	b.SessionID = "s1"
@@ -43,7 +44,7 @@ func Example() {
 		}
 		b.Events = append(b.Events, e)
 	}
-	p.Flush(&b)
+	b.SetRecords(p.Flush())
 	if err := s.Append(ctx, b); err != nil {
 		log.Fatal(err)
 	}

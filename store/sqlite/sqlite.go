@@ -29,18 +29,15 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	msqlite "modernc.org/sqlite"
@@ -48,6 +45,8 @@ import (
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/internal/sqlstore"
+	"weft.dev/weft/store/record"
 )
 
 // Config configures [Open]. The zero value of every field but Path selects
@@ -77,18 +76,48 @@ type Config struct {
 // with [Store.Close]. All methods are safe for concurrent use. Writes are
 // serialised inside the process; several processes may open the same file,
 // each write waiting up to [Config.BusyTimeout] for the others.
+//
+// Its reads are the contract's, documented there: Read, LastSeq, Session,
+// Sessions, Run, Runs, Request and Requests ([store.SessionLog]), Receipt
+// ([store.Receipts]), Snapshot ([store.Snapshots]), ReadProcess,
+// ProcessOutput, Process and Processes ([store.ProcessLog]). Both SQL
+// stores share them, so the methods do not appear beside the writes
+// below.
 type Store struct {
+	// reads are every read of the store: the SQL stores' shared core,
+	// over the read-only pool.
+	reads
+
 	path   string
 	busy   time.Duration
 	logger *slog.Logger
-
-	// mu guards closed; every method holds it for reading while it uses
-	// the databases, so Close waits for calls in flight.
-	mu     sync.RWMutex
-	closed bool
+	// guard keeps every call out of a closed store; Close waits for the
+	// calls in flight.
+	guard *sqlstore.Guard
 
 	w *writer // all writes
 	r *sql.DB // read-only pool
+}
+
+// reads are the reads of every SQL store. Embedded under this name, they
+// give [Store] their methods without an exported field.
+type reads = sqlstore.Reads
+
+// dialect is SQLite's spelling of the shared SQL. A session's last seq
+// and its time are read from the log, each one seek in the primary key:
+// SQLite has no LATERAL join to read them with one.
+func dialect() sqlstore.Dialect {
+	return sqlstore.Dialect{
+		SessionRows: `s.id, s.record,
+			(SELECT seq FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1),
+			(SELECT time FROM events WHERE session_id = s.id ORDER BY seq DESC LIMIT 1)
+			FROM sessions s`,
+		// Left to itself, SQLite walks runs_by_session to save the sort,
+		// reading every run of the session: a session's unended runs (what
+		// loading it asks for) would cost as much as its whole history.
+		RunsOfSessionByStatus: ` INDEXED BY runs_by_session_status`,
+		Granted:               `(session_id = %[1]s OR EXISTS (SELECT 1 FROM json_each(record, '$.grants') WHERE value = %[1]s))`,
+	}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -133,7 +162,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 
-	s := &Store{path: abs, busy: busy, logger: logger}
+	s := &Store{path: abs, busy: busy, logger: logger, guard: sqlstore.NewGuard(abs)}
+	s.reads = sqlstore.NewReads(abs, s.guard, readers{s}, dialect())
 	busyMS := strconv.FormatInt(busy.Milliseconds(), 10)
 	wdb, err := openDB(abs, url.Values{
 		"_pragma": {"busy_timeout(" + busyMS + ")", "journal_mode(WAL)", "synchronous(" + sync + ")"},
@@ -219,16 +249,28 @@ func openDB(path string, q url.Values) (*sql.DB, error) {
 	return sql.OpenDB(c), nil
 }
 
-// acquire takes the close lock for reading; it fails once the store is
-// closed. The caller releases with s.mu.RUnlock.
-func (s *Store) acquire() error {
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
-		return fmt.Errorf("store %s: %w", s.path, store.ErrClosed)
+// readers are the store's read-only pool as the shared reads use it.
+type readers struct{ s *Store }
+
+func (r readers) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	rows, err := r.s.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	return sqlRows{rows}, nil
 }
+
+func (r readers) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	return r.s.r.QueryRowContext(ctx, query, args...)
+}
+
+func (r readers) Error(op string, err error) error { return r.s.errorf(op, err) }
+
+// sqlRows are rows of database/sql as [sqlstore.Rows].
+type sqlRows struct{ *sql.Rows }
+
+// Close closes the rows; an error of theirs is their Err's.
+func (r sqlRows) Close() { r.Rows.Close() }
 
 // Append writes b in one transaction: all of its events, records and
 // receipts, or nothing. It returns an error wrapping [store.ErrInvalid] for
@@ -249,81 +291,49 @@ func (s *Store) acquire() error {
 // the one-owner rule forbids) is still refused: its first event's seq is
 // stored already, and the primary key (session_id, seq) rejects it.
 func (s *Store) Append(ctx context.Context, b store.Batch) error {
-	if err := store.ValidateBatch(b); err != nil {
-		return err
-	}
 	// Encode the records before taking any lock.
-	var sessRec []byte
-	if b.Session != nil {
-		rec := *b.Session
-		rec.CreatedAt, rec.UpdatedAt = rec.CreatedAt.UTC(), rec.UpdatedAt.UTC()
-		var err error
-		if sessRec, err = json.Marshal(rec); err != nil {
-			return fmt.Errorf("%w: session %s: encode record: %v", store.ErrInvalid, b.SessionID, err)
-		}
-	}
-	var runRecs [][]byte
-	if len(b.Runs) > 0 {
-		runRecs = make([][]byte, len(b.Runs))
-	}
-	for i, r := range b.Runs {
-		normRun(&r)
-		var err error
-		if runRecs[i], err = json.Marshal(r); err != nil {
-			return fmt.Errorf("%w: session %s run %s: encode record: %v", store.ErrInvalid, b.SessionID, r.ID, err)
-		}
-	}
-	var reqRecs [][]byte
-	if len(b.Requests) > 0 {
-		reqRecs = make([][]byte, len(b.Requests))
-	}
-	for i, q := range b.Requests {
-		var err error
-		if reqRecs[i], err = json.Marshal(q); err != nil {
-			return fmt.Errorf("%w: session %s: encode request %s: %v", store.ErrInvalid, b.SessionID, q.ID, err)
-		}
-	}
-
-	if err := s.acquire(); err != nil {
+	recs, err := sqlstore.EncodeBatch(b)
+	if err != nil {
 		return err
 	}
-	defer s.mu.RUnlock()
-	err := s.w.run(ctx, func(tx *wtx) error {
-		return appendTx(tx, b, sessRec, runRecs, reqRecs)
-	})
+	if err := s.guard.Enter(); err != nil {
+		return err
+	}
+	defer s.guard.Leave()
+	err = s.w.run(ctx, func(tx *wtx) error { return appendTx(tx, b, recs) })
 	if err != nil && !isStoreError(err) {
 		return s.errorf("append to session "+b.SessionID, err)
 	}
 	return err
 }
 
-// appendTx writes batch b, whose records are encoded already, in tx.
-// Errors the caller branches on wrap a store sentinel; the others are
-// SQLite's, which Append wraps.
-func appendTx(tx *wtx, b store.Batch, sessRec []byte, runRecs, reqRecs [][]byte) error {
+// appendTx writes batch b, whose records are recs, in tx. Errors the
+// caller branches on wrap a store sentinel; the others are SQLite's, which
+// Append wraps.
+func appendTx(tx *wtx, b store.Batch, recs sqlstore.Records) error {
 	first := b.Events[0].Seq
 	last, err := tx.lastSeq(b.SessionID, first)
 	if err != nil {
 		return err
 	}
-	if first != last+1 {
-		return fmt.Errorf("%w: session %s: expected seq %d, got %d", store.ErrSeqConflict, b.SessionID, last+1, first)
+	if err := sqlstore.Continues("session", b.SessionID, last, first); err != nil {
+		return err
 	}
 	if err := insertEventRows(tx, b.Events); err != nil {
 		return err
 	}
 	if b.Session != nil {
-		created := sortNanos(b.Session.CreatedAt)
-		if _, err := tx.exec(stUpsertSession, b.SessionID, created, b.Session.Deleted, sessRec); err != nil {
+		created := sqlstore.SortKey(b.Session.CreatedAt)
+		if _, err := tx.exec(stUpsertSession, b.SessionID, created, b.Session.Deleted, recs.Session); err != nil {
 			return fmt.Errorf("store session record: %w", err)
 		}
 		if _, err := tx.exec(stFixSession, created, b.SessionID); err != nil {
 			return fmt.Errorf("store session record: %w", err)
 		}
 	}
-	for i, r := range b.Runs {
-		created := sortNanos(r.CreatedAt)
-		res, err := tx.exec(stUpsertRun, r.ID, r.SessionID, r.Status, created, r.FirstSeq, runRecs[i])
+	for i, r := range recs.Runs {
+		created := sqlstore.SortKey(r.CreatedAt)
+		res, err := tx.exec(stUpsertRun, r.ID, r.SessionID, r.Status, created, r.FirstSeq, recs.RunJSON[i])
 		if err != nil {
 			return fmt.Errorf("store run %s: %w", r.ID, err)
 		}
@@ -336,8 +346,8 @@ func appendTx(tx *wtx, b store.Batch, sessRec []byte, runRecs, reqRecs [][]byte)
 			return fmt.Errorf("store run %s: %w", r.ID, err)
 		}
 	}
-	for i, q := range b.Requests {
-		res, err := tx.exec(stUpsertRequest, q.ID, q.SessionID, q.RunID, q.Status, q.Seq, reqRecs[i])
+	for i, q := range recs.Requests {
+		res, err := tx.exec(stUpsertRequest, q.ID, q.SessionID, q.RunID, q.Status, q.Seq, recs.RequestJSON[i])
 		if err != nil {
 			return fmt.Errorf("store request %s: %w", q.ID, err)
 		}
@@ -363,9 +373,9 @@ func isStoreError(err error) bool {
 
 // insertReceipts stores the receipts of a batch of a session or process
 // (kind) id in tx.
-func insertReceipts(tx *wtx, kind, id string, rs []store.Receipt) error {
+func insertReceipts(tx *wtx, kind, id string, rs []record.Receipt) error {
 	for _, r := range rs {
-		if _, err := tx.exec(stInsertReceipt, r.Key, r.Method, r.Fingerprint, nilIfEmpty(r.Result), r.SessionID, encodeTime(r.CreatedAt)); err != nil {
+		if _, err := tx.exec(stInsertReceipt, r.Key, r.Method, r.Fingerprint, sqlstore.Bytes(r.Result), r.SessionID, sqlstore.EncodeTime(r.CreatedAt)); err != nil {
 			if isConstraint(err) {
 				return fmt.Errorf("%w: %s %s: receipt %s %s", store.ErrReceiptExists, kind, id, r.Method, r.Key)
 			}
@@ -391,7 +401,7 @@ func insertEventRows(tx *wtx, evs []event.Event) error {
 		n := 1 << i
 		args = args[:0]
 		for _, e := range evs[:n] {
-			args = append(args, e.SessionID, e.Seq, e.RunID, string(e.Type), encodeTime(e.Time), nilIfEmpty(e.Data))
+			args = append(args, e.SessionID, e.Seq, e.RunID, string(e.Type), sqlstore.EncodeTime(e.Time), sqlstore.Bytes(e.Data))
 		}
 		if _, err := tx.exec(stInsertEvents+stmtID(i), args...); err != nil {
 			if isConstraint(err) {
@@ -404,43 +414,42 @@ func insertEventRows(tx *wtx, evs []event.Event) error {
 	return nil
 }
 
-// PutReceipt stores r unless a receipt for (r.Key, r.Method) exists; either
-// way it returns the stored receipt. An empty key or method is
+// PutReceipt stores r unless a receipt for (r.Key, r.Method) exists, and
+// reads the stored receipt back in the same write transaction, which is
+// what it returns either way. An empty key or method is
 // [store.ErrInvalid].
-func (s *Store) PutReceipt(ctx context.Context, r store.Receipt) (store.Receipt, error) {
+func (s *Store) PutReceipt(ctx context.Context, r record.Receipt) (record.Receipt, error) {
 	if err := store.ValidateReceipt(r); err != nil {
-		return store.Receipt{}, err
+		return record.Receipt{}, err
 	}
-	if err := s.acquire(); err != nil {
-		return store.Receipt{}, err
+	if err := s.guard.Enter(); err != nil {
+		return record.Receipt{}, err
 	}
-	defer s.mu.RUnlock()
-	var got store.Receipt
+	defer s.guard.Leave()
+	var got record.Receipt
 	err := s.w.run(ctx, func(tx *wtx) error {
-		if _, err := tx.exec(stPutReceipt, r.Key, r.Method, r.Fingerprint, nilIfEmpty(r.Result), r.SessionID, encodeTime(r.CreatedAt)); err != nil {
+		if _, err := tx.exec(stPutReceipt, r.Key, r.Method, r.Fingerprint, sqlstore.Bytes(r.Result), r.SessionID, sqlstore.EncodeTime(r.CreatedAt)); err != nil {
 			return err
 		}
 		var err error
-		got, err = receiptFrom(r.Key, r.Method, func(dst ...any) error {
-			return tx.queryRow(stReceipt, []any{r.Key, r.Method}, dst...)
-		})
+		got, err = sqlstore.ScanReceipt(tx.row(stReceipt, r.Key, r.Method), r.Key, r.Method)
 		return err
 	})
 	if err != nil {
-		return store.Receipt{}, s.errorf("put receipt", err)
+		return record.Receipt{}, s.errorf("put receipt", err)
 	}
 	return got, nil
 }
 
 // PruneReceipts deletes the receipts created before t and returns how many.
 func (s *Store) PruneReceipts(ctx context.Context, before time.Time) (int, error) {
-	if err := s.acquire(); err != nil {
+	if err := s.guard.Enter(); err != nil {
 		return 0, err
 	}
-	defer s.mu.RUnlock()
+	defer s.guard.Leave()
 	var n int64
 	err := s.w.run(ctx, func(tx *wtx) error {
-		res, err := tx.exec(stPruneReceipts, sortNanos(before))
+		res, err := tx.exec(stPruneReceipts, sqlstore.SortKey(before))
 		if err != nil {
 			return err
 		}
@@ -453,29 +462,23 @@ func (s *Store) PruneReceipts(ctx context.Context, before time.Time) (int, error
 	return int(n), nil
 }
 
-// PutSnapshot implements [store.Store].
-func (s *Store) PutSnapshot(ctx context.Context, snap store.Snapshot) error {
-	if err := s.acquire(); err != nil {
+// PutSnapshot implements [store.Snapshots].
+func (s *Store) PutSnapshot(ctx context.Context, snap record.Snapshot) error {
+	if err := s.guard.Enter(); err != nil {
 		return err
 	}
-	defer s.mu.RUnlock()
+	defer s.guard.Leave()
 	err := s.w.run(ctx, func(tx *wtx) error {
 		var last int64
-		if err := tx.queryRow(stLastSeq, []any{snap.SessionID}, &last); err != nil {
+		if err := tx.row(stLastSeq, snap.SessionID).Scan(&last); err != nil {
 			return err
 		}
-		switch {
-		case last == 0:
-			return fmt.Errorf("snapshot of session %s: %w", snap.SessionID, store.ErrNotFound)
-		case snap.Seq < 0 || snap.Seq > last:
-			return fmt.Errorf("%w: snapshot of session %s through seq %d, last seq %d", store.ErrSeqConflict, snap.SessionID, snap.Seq, last)
+		if err := sqlstore.FitSnapshot(snap, last); err != nil {
+			return err
 		}
 		// Snapshots are rare (one per session every few hundred events),
 		// so the statement is not among the prepared ones.
-		return tx.execSQL(`INSERT INTO snapshots (session_id, kind, seq, data, created_at) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (session_id, kind) DO UPDATE SET seq = excluded.seq, data = excluded.data, created_at = excluded.created_at
-			WHERE excluded.seq >= snapshots.seq`,
-			snap.SessionID, snap.Kind, snap.Seq, snap.Data, encodeTime(snap.CreatedAt))
+		return tx.execSQL(sqlstore.PutSnapshotSQL, snap.SessionID, snap.Kind, snap.Seq, snap.Data, sqlstore.EncodeTime(snap.CreatedAt))
 	})
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrSeqConflict) {
 		return err
@@ -486,39 +489,15 @@ func (s *Store) PutSnapshot(ctx context.Context, snap store.Snapshot) error {
 	return nil
 }
 
-// Snapshot implements [store.Store].
-func (s *Store) Snapshot(ctx context.Context, sessionID, kind string) (store.Snapshot, error) {
-	if err := s.acquire(); err != nil {
-		return store.Snapshot{}, err
-	}
-	defer s.mu.RUnlock()
-	snap := store.Snapshot{SessionID: sessionID, Kind: kind}
-	var created int64
-	err := s.r.QueryRowContext(ctx, `SELECT seq, data, created_at FROM snapshots WHERE session_id = ? AND kind = ?`, sessionID, kind).
-		Scan(&snap.Seq, &snap.Data, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.Snapshot{}, fmt.Errorf("%w: snapshot %s of session %s", store.ErrNotFound, kind, sessionID)
-	}
-	if err != nil {
-		return store.Snapshot{}, s.errorf("read snapshot of session "+sessionID, err)
-	}
-	snap.CreatedAt = decodeTime(created)
-	return snap, nil
-}
-
 // Close waits for calls in flight, then closes the database. Later calls
 // return [store.ErrClosed]; Close itself may be called more than once.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	return s.guard.Close(func() error {
+		if err := errors.Join(s.r.Close(), s.w.close()); err != nil {
+			return fmt.Errorf("store %s: close: %w", s.path, err)
+		}
 		return nil
-	}
-	s.closed = true
-	if err := errors.Join(s.r.Close(), s.w.close()); err != nil {
-		return fmt.Errorf("store %s: close: %w", s.path, err)
-	}
-	return nil
+	})
 }
 
 // errorf wraps a database error with the file name and, for the failures
@@ -548,52 +527,4 @@ func (s *Store) errorf(op string, err error) error {
 func isConstraint(err error) bool {
 	var se *msqlite.Error
 	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
-}
-
-// encodeTime stores t as Unix nanoseconds; the zero time becomes the
-// smallest int64 so that it comes back as the zero time.
-// [store.ValidateBatch] has rejected times that do not fit.
-func encodeTime(t time.Time) int64 {
-	if t.IsZero() {
-		return math.MinInt64
-	}
-	return t.UnixNano()
-}
-
-func decodeTime(n int64) time.Time {
-	if n == math.MinInt64 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
-}
-
-// sortNanos is encodeTime for sort and filter keys, clamped instead of
-// validated.
-func sortNanos(t time.Time) int64 {
-	switch {
-	case t.IsZero() || t.Year() < 1678:
-		return math.MinInt64
-	case t.Year() > 2261:
-		return math.MaxInt64
-	}
-	return t.UnixNano()
-}
-
-func nilIfEmpty(b []byte) []byte {
-	if len(b) == 0 {
-		return nil
-	}
-	return b
-}
-
-func normRun(r *store.Run) {
-	r.CreatedAt = r.CreatedAt.UTC()
-	if r.StartedAt != nil {
-		t := r.StartedAt.UTC()
-		r.StartedAt = &t
-	}
-	if r.EndedAt != nil {
-		t := r.EndedAt.UTC()
-		r.EndedAt = &t
-	}
 }

@@ -20,6 +20,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/testenv"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/sqlite"
 	"weft.dev/weft/store/storetest"
 )
@@ -63,14 +64,14 @@ func rawDB(t testing.TB, path string) *sql.DB {
 
 func createBatch(id string) store.Batch {
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := store.NewProjection(store.Session{}, nil)
+	p := record.NewProjection(record.Session{}, nil)
 	e, _ := event.New("", event.SessionCreated, event.SessionCreatedData{Title: id})
 	e.SessionID, e.Seq, e.Time = id, 1, now
 	if err := p.Apply(e); err != nil {
 		panic(err)
 	}
 	b := store.Batch{SessionID: id, Events: []event.Event{e}}
-	p.Flush(&b)
+	b.SetRecords(p.Flush())
 	return b
 }
 
@@ -195,7 +196,7 @@ func TestLocked(t *testing.T) {
 	if _, err := s2.LastSeq(ctx, "s1"); err != nil {
 		t.Errorf("LastSeq of a store opened while locked: %v", err)
 	}
-	if _, err := s2.PutReceipt(ctx, store.Receipt{Key: "k", Method: "m"}); err == nil || !strings.Contains(err.Error(), "another") {
+	if _, err := s2.PutReceipt(ctx, record.Receipt{Key: "k", Method: "m"}); err == nil || !strings.Contains(err.Error(), "another") {
 		t.Errorf("PutReceipt while locked = %v", err)
 	}
 	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
@@ -212,7 +213,7 @@ func TestLocked(t *testing.T) {
 	if err := s.Append(ctx, userBatch("s1", 2, "next")); err != nil {
 		t.Fatalf("Append of s1 after the lock is released: %v", err)
 	}
-	if _, err := s2.PutReceipt(ctx, store.Receipt{Key: "k", Method: "m"}); err != nil {
+	if _, err := s2.PutReceipt(ctx, record.Receipt{Key: "k", Method: "m"}); err != nil {
 		t.Fatalf("PutReceipt after the lock is released: %v", err)
 	}
 }
@@ -397,12 +398,12 @@ func TestWriteAfterFailedBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := store.Batch{SessionID: "s2", Events: userBatch("s2", 2, "x").Events,
-		Runs: []store.Run{{ID: "r2", SessionID: "s2", Status: store.RunQueued}}}
+		Runs: []record.Run{{ID: "r2", SessionID: "s2", Status: record.RunQueued}}}
 	if err := s.Append(ctx, other); err != nil {
 		t.Fatal(err)
 	}
 	bad := userBatch("s1", 3, "bad")
-	bad.Runs = []store.Run{{ID: "r2", SessionID: "s1", Status: store.RunQueued}}
+	bad.Runs = []record.Run{{ID: "r2", SessionID: "s1", Status: record.RunQueued}}
 	if err := s.Append(ctx, bad); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("Append of a run of another session = %v; want ErrInvalid", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"weft.dev/weft/store/internal/sqlstore"
 )
 
 // stmtID names one of the statements the writer prepares on its
@@ -75,16 +77,15 @@ func stmtSQL(id stmtID) string {
 	case stInsertReceipt:
 		return `INSERT INTO receipts (key, method, fingerprint, result, session_id, created_at) VALUES (?, ?, ?, ?, ?, ?)`
 	case stPutReceipt:
-		return `INSERT INTO receipts (key, method, fingerprint, result, session_id, created_at) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (key, method) DO NOTHING`
+		return sqlstore.PutReceiptSQL
 	case stReceipt:
-		return receiptSQL
+		return sqlstore.ReceiptSQL
 	case stPruneReceipts:
-		return `DELETE FROM receipts WHERE created_at < ?`
+		return sqlstore.PruneReceiptsSQL
 	case stProcessLastSeq:
-		return `SELECT last_seq FROM processes WHERE id = ?`
+		return sqlstore.ProcessLastSeqSQL
 	case stDropOutput:
-		return `DELETE FROM process_events WHERE process_id = ? AND out_size > 0 AND out_off + out_size <= ?`
+		return sqlstore.DropOutputSQL
 	case stInsertProcessEvent:
 		return `INSERT INTO process_events (process_id, seq, type, time, data, out_off, out_size) VALUES (?, ?, ?, ?, ?, ?, ?)`
 	case stUpsertProcess:
@@ -92,7 +93,7 @@ func stmtSQL(id stmtID) string {
 			ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, status = excluded.status, mount_id = excluded.mount_id,
 			started_at = excluded.started_at, last_seq = excluded.last_seq, record = excluded.record`
 	case stSetProcessLastSeq:
-		return `UPDATE processes SET last_seq = ? WHERE id = ?`
+		return sqlstore.SetProcessLastSeqSQL
 	}
 	if id >= stInsertEvents && id < numStmts {
 		n := 1 << (id - stInsertEvents)
@@ -316,13 +317,13 @@ func (tx *wtx) exec1(id stmtID) error {
 	return err
 }
 
-// queryRow runs statement id with args and scans its one row into dst.
-func (tx *wtx) queryRow(id stmtID, args []any, dst ...any) error {
+// row runs statement id with args, which returns at most one row.
+func (tx *wtx) row(id stmtID, args ...any) sqlstore.Row {
 	st, err := tx.c.stmt(tx.ctx, id)
 	if err != nil {
-		return err
+		return sqlstore.RowFunc(func(...any) error { return err })
 	}
-	return st.QueryRowContext(tx.ctx, args...).Scan(dst...)
+	return st.QueryRowContext(tx.ctx, args...)
 }
 
 // execSQL runs query, which is not one of the prepared statements (a
@@ -349,7 +350,7 @@ func (tx *wtx) lastSeq(session string, first int64) (int64, error) {
 		return 0, nil
 	}
 	var last int64
-	if err := tx.queryRow(stLastSeq, []any{session}, &last); err != nil {
+	if err := tx.row(stLastSeq, session).Scan(&last); err != nil {
 		return 0, err
 	}
 	return last, nil

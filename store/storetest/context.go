@@ -10,6 +10,7 @@ import (
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // testDoneContext checks that a write whose context is done before it
@@ -24,12 +25,12 @@ func testDoneContext(t *testing.T, s store.Store) {
 	cancel()
 
 	b := o.batch(t, ev(t, "r1", event.RunQueued, event.RunQueuedData{Model: "m"}))
-	b.Receipts = []store.Receipt{{Key: "k", Method: "run/start", Fingerprint: "f", SessionID: "s1", CreatedAt: t0}}
+	b.Receipts = []record.Receipt{{Key: "k", Method: "run/start", Fingerprint: "f", SessionID: "s1", CreatedAt: t0}}
 	before := observe(t, s, "s1", []string{"r1"}, [][2]string{{"k", "run/start"}})
 	if err := s.Append(done, b); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Append with a done context = %v; want context.Canceled", err)
 	}
-	if _, err := s.PutReceipt(done, store.Receipt{Key: "k", Method: "run/start", Fingerprint: "f", CreatedAt: t0}); !errors.Is(err, context.Canceled) {
+	if _, err := s.PutReceipt(done, record.Receipt{Key: "k", Method: "run/start", Fingerprint: "f", CreatedAt: t0}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("PutReceipt with a done context = %v; want context.Canceled", err)
 	}
 	p := newProc("p1", "s1", "work", t0)

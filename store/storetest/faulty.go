@@ -8,6 +8,7 @@ import (
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // Faulty is a store whose writes fail while a fault is set, as a real
@@ -105,9 +106,9 @@ func (f *Faulty) Append(ctx context.Context, b store.Batch) error {
 }
 
 // PutReceipt fails while a fault is set.
-func (f *Faulty) PutReceipt(ctx context.Context, r store.Receipt) (store.Receipt, error) {
+func (f *Faulty) PutReceipt(ctx context.Context, r record.Receipt) (record.Receipt, error) {
 	if err := f.fault(); err != nil {
-		return store.Receipt{}, err
+		return record.Receipt{}, err
 	}
 	return f.Store.PutReceipt(ctx, r)
 }

@@ -12,23 +12,24 @@ import (
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // procOwner plays the process manager: it sequences a process's events.
 type procOwner struct {
-	rec   store.Process
+	rec   record.Process
 	clock time.Time
 }
 
 func newProc(id, sessionID, mountID string, started time.Time) *procOwner {
-	return &procOwner{clock: started, rec: store.Process{
-		ID: id, SessionID: sessionID, Kind: store.ProcessShell, Status: store.ProcessRunning,
-		Disposition: store.OwnerBound, MountID: mountID, StartedAt: started,
-		Spec: store.ProcessSpec{Command: "echo hi", Mount: mountID, Env: map[string]string{"A": "1"}},
+	return &procOwner{clock: started, rec: record.Process{
+		ID: id, SessionID: sessionID, Kind: record.ProcessShell, Status: record.ProcessRunning,
+		Disposition: record.OwnerBound, MountID: mountID, StartedAt: started,
+		Spec: record.ProcessSpec{Command: "echo hi", Mount: mountID, Env: map[string]string{"A": "1"}},
 	}}
 }
 
-func (p *procOwner) ev(t testing.TB, typ event.Type, data any) store.ProcessEvent {
+func (p *procOwner) ev(t testing.TB, typ event.Type, data any) record.ProcessEvent {
 	t.Helper()
 	e, err := event.New("", typ, data)
 	if err != nil {
@@ -36,11 +37,11 @@ func (p *procOwner) ev(t testing.TB, typ event.Type, data any) store.ProcessEven
 	}
 	p.clock = p.clock.Add(time.Millisecond + 3)
 	p.rec.LastSeq++
-	return store.ProcessEvent{Seq: p.rec.LastSeq, ProcessID: p.rec.ID, Type: typ, Time: p.clock, Data: e.Data}
+	return record.ProcessEvent{Seq: p.rec.LastSeq, ProcessID: p.rec.ID, Type: typ, Time: p.clock, Data: e.Data}
 }
 
 // output returns an output chunk of n bytes.
-func (p *procOwner) output(t testing.TB, n int) store.ProcessEvent {
+func (p *procOwner) output(t testing.TB, n int) record.ProcessEvent {
 	t.Helper()
 	e := p.ev(t, "process.output", map[string]any{"offset": p.rec.OutputBytes, "text": fmt.Sprintf("%0*d", n, 0)})
 	e.Offset, e.Size = p.rec.OutputBytes, int64(n)
@@ -48,7 +49,7 @@ func (p *procOwner) output(t testing.TB, n int) store.ProcessEvent {
 	return e
 }
 
-func (p *procOwner) batch(evs ...store.ProcessEvent) store.ProcessBatch {
+func (p *procOwner) batch(evs ...record.ProcessEvent) store.ProcessBatch {
 	r := p.rec
 	r.Grants = slices.Clone(r.Grants)
 	return store.ProcessBatch{ProcessID: r.ID, Events: evs, Record: &r}
@@ -61,7 +62,7 @@ func mustAppendProcess(t testing.TB, s store.Store, b store.ProcessBatch) {
 	}
 }
 
-func procSeqs(evs []store.ProcessEvent) []int64 {
+func procSeqs(evs []record.ProcessEvent) []int64 {
 	out := make([]int64, len(evs))
 	for i, e := range evs {
 		out[i] = e.Seq
@@ -75,13 +76,13 @@ func testProcessLog(t *testing.T, s store.Store) {
 	started := p.ev(t, "process.started", map[string]int{"pid": 1})
 	mustAppendProcess(t, s, p.batch(started))
 	out1, out2 := p.output(t, 10), p.output(t, 5)
-	mustAppendProcess(t, s, store.ProcessBatch{ProcessID: "p1", Events: []store.ProcessEvent{out1, out2}})
+	mustAppendProcess(t, s, store.ProcessBatch{ProcessID: "p1", Events: []record.ProcessEvent{out1, out2}})
 
 	got, err := s.ReadProcess(ctx, store.ReadProcessParams{ProcessID: "p1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []store.ProcessEvent{started, out1, out2}
+	want := []record.ProcessEvent{started, out1, out2}
 	for i := range want {
 		want[i].Time = want[i].Time.UTC()
 	}
@@ -103,12 +104,12 @@ func testProcessLog(t *testing.T, s store.Store) {
 
 	// The seq must continue the log exactly.
 	for _, seq := range []int64{1, 3, 5} {
-		e := store.ProcessEvent{Seq: seq, ProcessID: "p1", Type: "signal.x", Time: t0}
-		if err := s.AppendProcess(ctx, store.ProcessBatch{ProcessID: "p1", Events: []store.ProcessEvent{e}}); !errors.Is(err, store.ErrSeqConflict) {
+		e := record.ProcessEvent{Seq: seq, ProcessID: "p1", Type: "signal.x", Time: t0}
+		if err := s.AppendProcess(ctx, store.ProcessBatch{ProcessID: "p1", Events: []record.ProcessEvent{e}}); !errors.Is(err, store.ErrSeqConflict) {
 			t.Errorf("append seq %d after 3 = %v; want ErrSeqConflict", seq, err)
 		}
 	}
-	gap := []store.ProcessEvent{{Seq: 4, ProcessID: "p1", Type: "a", Time: t0}, {Seq: 6, ProcessID: "p1", Type: "b", Time: t0}}
+	gap := []record.ProcessEvent{{Seq: 4, ProcessID: "p1", Type: "a", Time: t0}, {Seq: 6, ProcessID: "p1", Type: "b", Time: t0}}
 	if err := s.AppendProcess(ctx, store.ProcessBatch{ProcessID: "p1", Events: gap}); !errors.Is(err, store.ErrSeqConflict) {
 		t.Errorf("append with a gap = %v; want ErrSeqConflict", err)
 	}
@@ -119,12 +120,12 @@ func testProcessLog(t *testing.T, s store.Store) {
 
 	invalid := map[string]store.ProcessBatch{
 		"no events":          {ProcessID: "p1"},
-		"no id":              {Events: []store.ProcessEvent{{Seq: 4, Type: "a", Time: t0}}},
-		"other process":      {ProcessID: "p1", Events: []store.ProcessEvent{{Seq: 4, ProcessID: "p2", Type: "a", Time: t0}}},
-		"no type":            {ProcessID: "p1", Events: []store.ProcessEvent{{Seq: 4, ProcessID: "p1", Time: t0}}},
-		"bad json":           {ProcessID: "p1", Events: []store.ProcessEvent{{Seq: 4, ProcessID: "p1", Type: "a", Time: t0, Data: []byte("{")}}},
-		"record of another":  {ProcessID: "p1", Events: []store.ProcessEvent{{Seq: 4, ProcessID: "p1", Type: "a", Time: t0}}, Record: &store.Process{ID: "p2", SessionID: "s1"}},
-		"new without record": {ProcessID: "p9", Events: []store.ProcessEvent{{Seq: 1, ProcessID: "p9", Type: "a", Time: t0}}},
+		"no id":              {Events: []record.ProcessEvent{{Seq: 4, Type: "a", Time: t0}}},
+		"other process":      {ProcessID: "p1", Events: []record.ProcessEvent{{Seq: 4, ProcessID: "p2", Type: "a", Time: t0}}},
+		"no type":            {ProcessID: "p1", Events: []record.ProcessEvent{{Seq: 4, ProcessID: "p1", Time: t0}}},
+		"bad json":           {ProcessID: "p1", Events: []record.ProcessEvent{{Seq: 4, ProcessID: "p1", Type: "a", Time: t0, Data: []byte("{")}}},
+		"record of another":  {ProcessID: "p1", Events: []record.ProcessEvent{{Seq: 4, ProcessID: "p1", Type: "a", Time: t0}}, Record: &record.Process{ID: "p2", SessionID: "s1"}},
+		"new without record": {ProcessID: "p9", Events: []record.ProcessEvent{{Seq: 1, ProcessID: "p9", Type: "a", Time: t0}}},
 	}
 	for name, b := range invalid {
 		if err := s.AppendProcess(ctx, b); !errors.Is(err, store.ErrInvalid) {
@@ -195,7 +196,7 @@ func testProcessRecords(t *testing.T, s store.Store) {
 	// Upsert: the record follows the last batch that carries one.
 	code := 3
 	end := t0.Add(time.Hour).In(zone)
-	b.rec.Status, b.rec.ExitCode, b.rec.EndedAt = store.ProcessFailed, &code, &end
+	b.rec.Status, b.rec.ExitCode, b.rec.EndedAt = record.ProcessFailed, &code, &end
 	b.rec.Grants = []string{"s2"}
 	mustAppendProcess(t, s, b.batch(b.ev(t, "process.failed", map[string]int{"exitCode": 3})))
 	got, err := s.Process(ctx, "b")
@@ -210,8 +211,8 @@ func testProcessRecords(t *testing.T, s store.Store) {
 		t.Errorf("Process after upsert (-want +got):\n%s", d)
 	}
 	// A batch without a record keeps it.
-	mustAppendProcess(t, s, store.ProcessBatch{ProcessID: "b", Events: []store.ProcessEvent{b.ev(t, "process.access_denied", nil)}})
-	if got2, err := s.Process(ctx, "b"); err != nil || got2.Status != store.ProcessFailed {
+	mustAppendProcess(t, s, store.ProcessBatch{ProcessID: "b", Events: []record.ProcessEvent{b.ev(t, "process.access_denied", nil)}})
+	if got2, err := s.Process(ctx, "b"); err != nil || got2.Status != record.ProcessFailed {
 		t.Errorf("Process after record-less batch = %+v, %v", got2, err)
 	}
 
@@ -236,10 +237,10 @@ func testProcessRecords(t *testing.T, s store.Store) {
 		{"session", store.ListProcessesParams{SessionID: "s1"}, []string{"b", "a"}},
 		{"granted", store.ListProcessesParams{SessionID: "s2", IncludeGranted: true}, []string{"b", "c"}},
 		{"not granted", store.ListProcessesParams{SessionID: "s2"}, []string{"c"}},
-		{"running", store.ListProcessesParams{Statuses: []string{store.ProcessRunning}}, []string{"a", "c"}},
-		{"statuses", store.ListProcessesParams{Statuses: []string{store.ProcessFailed, store.ProcessCompleted}}, []string{"b"}},
+		{"running", store.ListProcessesParams{Statuses: []string{record.ProcessRunning}}, []string{"a", "c"}},
+		{"statuses", store.ListProcessesParams{Statuses: []string{record.ProcessFailed, record.ProcessCompleted}}, []string{"b"}},
 		{"mount", store.ListProcessesParams{MountID: "work"}, []string{"a", "c"}},
-		{"session mount running", store.ListProcessesParams{SessionID: "s1", MountID: "work", Statuses: []string{store.ProcessRunning}}, []string{"a"}},
+		{"session mount running", store.ListProcessesParams{SessionID: "s1", MountID: "work", Statuses: []string{record.ProcessRunning}}, []string{"a"}},
 		{"limit", store.ListProcessesParams{Limit: 1}, []string{"b"}},
 		{"unknown", store.ListProcessesParams{SessionID: "nope"}, []string{}},
 	} {
@@ -256,7 +257,7 @@ func testProcessOutputTrim(t *testing.T, s store.Store) {
 	for range 5 {
 		mustAppendProcess(t, s, p.batch(p.output(t, 10), p.ev(t, "signal.x", nil))) // chunks at 0,10,20,30,40
 	}
-	offsets := func(evs []store.ProcessEvent) []int64 {
+	offsets := func(evs []record.ProcessEvent) []int64 {
 		out := []int64{}
 		for _, e := range evs {
 			out = append(out, e.Offset)
@@ -297,7 +298,7 @@ func testProcessOutputTrim(t *testing.T, s store.Store) {
 		t.Errorf("ReadProcess after drop = %v; want %v", procSeqs(all), want)
 	}
 	// The log still continues from its last seq.
-	mustAppendProcess(t, s, store.ProcessBatch{ProcessID: "p", Events: []store.ProcessEvent{p.ev(t, "process.completed", nil)}})
+	mustAppendProcess(t, s, store.ProcessBatch{ProcessID: "p", Events: []record.ProcessEvent{p.ev(t, "process.completed", nil)}})
 	if rec, err := s.Process(ctx, "p"); err != nil || rec.DroppedBytes != 25 || rec.OutputBytes != 60 {
 		t.Errorf("record after drop = %+v, %v", rec, err)
 	}
@@ -388,9 +389,9 @@ func testProcessReceipts(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	p := newProc("p1", "s1", "work", t0)
 	mustAppendProcess(t, s, p.batch(p.ev(t, "process.started", map[string]any{})))
-	rcpt := store.Receipt{Key: "k1", Method: "process/signal", Fingerprint: "f", Result: []byte(`{"id":"p1"}`), SessionID: "s1", CreatedAt: t0}
+	rcpt := record.Receipt{Key: "k1", Method: "process/signal", Fingerprint: "f", Result: []byte(`{"id":"p1"}`), SessionID: "s1", CreatedAt: t0}
 	b := p.batch(p.ev(t, "signal.note", map[string]any{}))
-	b.Receipts = []store.Receipt{rcpt}
+	b.Receipts = []record.Receipt{rcpt}
 	mustAppendProcess(t, s, b)
 	got, err := s.Receipt(ctx, "k1", "process/signal")
 	if err != nil || got.Fingerprint != "f" || string(got.Result) != `{"id":"p1"}` {
@@ -398,7 +399,7 @@ func testProcessReceipts(t *testing.T, s store.Store) {
 	}
 	// The same (key, method) again: the whole batch is refused.
 	b = p.batch(p.ev(t, "signal.note", map[string]any{}))
-	b.Receipts = []store.Receipt{rcpt}
+	b.Receipts = []record.Receipt{rcpt}
 	if err := s.AppendProcess(ctx, b); !errors.Is(err, store.ErrReceiptExists) {
 		t.Fatalf("a batch repeating a receipt: %v; want ErrReceiptExists", err)
 	}
@@ -411,7 +412,7 @@ func testProcessReceipts(t *testing.T, s store.Store) {
 	b = p.batch(p.ev(t, "signal.note", map[string]any{}))
 	r2 := rcpt
 	r2.Key = "k2"
-	b.Receipts = []store.Receipt{r2, r2}
+	b.Receipts = []record.Receipt{r2, r2}
 	if err := s.AppendProcess(ctx, b); !errors.Is(err, store.ErrReceiptExists) {
 		t.Fatalf("a receipt twice in one batch: %v", err)
 	}

@@ -26,6 +26,7 @@ import (
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // Run runs the conformance suite against stores made by newStore. newStore
@@ -101,16 +102,16 @@ var zone = time.FixedZone("UTC+1", 3600)
 var t0 = time.Date(2025, 6, 1, 12, 0, 0, 123456789, zone)
 
 // Owner plays the session owner: it sequences events, folds them into a
-// [store.Projection] and builds the batch with the changed records, exactly
+// [record.Projection] and builds the batch with the changed records, exactly
 // as weft's session actor does.
 type owner struct {
 	id    string
-	proj  *store.Projection
+	proj  *record.Projection
 	clock time.Time
 }
 
 func newOwner(id string, start time.Time) *owner {
-	return &owner{id: id, proj: store.NewProjection(store.Session{}, nil), clock: start}
+	return &owner{id: id, proj: record.NewProjection(record.Session{}, nil), clock: start}
 }
 
 // ev builds an unsequenced event.
@@ -135,7 +136,7 @@ func (o *owner) batch(t testing.TB, evs ...event.Event) store.Batch {
 		}
 		b.Events = append(b.Events, e)
 	}
-	o.proj.Flush(&b)
+	b.SetRecords(o.proj.Flush())
 	return b
 }
 
@@ -252,9 +253,9 @@ type state struct {
 	Last     int64
 	LastErr  bool
 	Events   []event.Event
-	Session  *store.Session
-	Runs     []store.Run
-	Receipts []store.Receipt
+	Session  *record.Session
+	Runs     []record.Run
+	Receipts []record.Receipt
 }
 
 func observe(t testing.TB, s store.Store, sessionID string, runIDs []string, receipts [][2]string) state {
@@ -333,10 +334,10 @@ func rejected(t *testing.T, s store.Store, b store.Batch, want error) {
 // withExtras adds a session record, a run and a receipt to a batch so that
 // a rejection can be checked to write none of them.
 func withExtras(b store.Batch, tag string) store.Batch {
-	sess := store.Session{ID: b.SessionID, Title: "rejected " + tag, CreatedAt: t0, UpdatedAt: t0}
+	sess := record.Session{ID: b.SessionID, Title: "rejected " + tag, CreatedAt: t0, UpdatedAt: t0}
 	b.Session = &sess
-	b.Runs = append(slices.Clone(b.Runs), store.Run{ID: "rejected-run-" + tag, SessionID: b.SessionID, Status: store.RunQueued, CreatedAt: t0})
-	b.Receipts = append(slices.Clone(b.Receipts), store.Receipt{Key: "rejected-key-" + tag, Method: "run/start", Fingerprint: "f", Result: json.RawMessage(`{}`), CreatedAt: t0})
+	b.Runs = append(slices.Clone(b.Runs), record.Run{ID: "rejected-run-" + tag, SessionID: b.SessionID, Status: record.RunQueued, CreatedAt: t0})
+	b.Receipts = append(slices.Clone(b.Receipts), record.Receipt{Key: "rejected-key-" + tag, Method: "run/start", Fingerprint: "f", Result: json.RawMessage(`{}`), CreatedAt: t0})
 	return b
 }
 
@@ -400,18 +401,18 @@ func testInvalidBatch(t *testing.T, s store.Store) {
 		{"event without type", func(b *store.Batch) { b.Events[0].Type = "" }, store.ErrInvalid},
 		{"data not JSON", func(b *store.Batch) { b.Events[0].Data = json.RawMessage(`{"a":`) }, store.ErrInvalid},
 		{"time out of range", func(b *store.Batch) { b.Events[0].Time = time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC) }, store.ErrInvalid},
-		{"record of another session", func(b *store.Batch) { b.Session = &store.Session{ID: "s2"} }, store.ErrInvalid},
+		{"record of another session", func(b *store.Batch) { b.Session = &record.Session{ID: "s2"} }, store.ErrInvalid},
 		{"run of another session", func(b *store.Batch) {
-			b.Runs = []store.Run{{ID: "rx", SessionID: "s2", Status: store.RunQueued}}
+			b.Runs = []record.Run{{ID: "rx", SessionID: "s2", Status: record.RunQueued}}
 		}, store.ErrInvalid},
 		{"run ID owned by another session", func(b *store.Batch) {
-			b.Runs = []store.Run{{ID: "r2", SessionID: "s1", Status: store.RunQueued}}
+			b.Runs = []record.Run{{ID: "r2", SessionID: "s1", Status: record.RunQueued}}
 		}, store.ErrInvalid},
-		{"run without ID", func(b *store.Batch) { b.Runs = []store.Run{{SessionID: "s1"}} }, store.ErrInvalid},
+		{"run without ID", func(b *store.Batch) { b.Runs = []record.Run{{SessionID: "s1"}} }, store.ErrInvalid},
 		{"receipt of another session", func(b *store.Batch) {
-			b.Receipts = []store.Receipt{{Key: "k", Method: "m", SessionID: "s2"}}
+			b.Receipts = []record.Receipt{{Key: "k", Method: "m", SessionID: "s2"}}
 		}, store.ErrInvalid},
-		{"receipt without key", func(b *store.Batch) { b.Receipts = []store.Receipt{{Method: "m"}} }, store.ErrInvalid},
+		{"receipt without key", func(b *store.Batch) { b.Receipts = []record.Receipt{{Method: "m"}} }, store.ErrInvalid},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -698,7 +699,7 @@ func testUnknownSession(t *testing.T, s store.Store) {
 	}
 }
 
-func ids(list []store.Session) []string {
+func ids(list []record.Session) []string {
 	out := make([]string, len(list))
 	for i, s := range list {
 		out[i] = s.ID
@@ -792,7 +793,7 @@ func testSessionsDefaultLimit(t *testing.T, s store.Store) {
 	}
 }
 
-func runIDs(runs []store.Run) []string {
+func runIDs(runs []record.Run) []string {
 	out := make([]string, len(runs))
 	for i, r := range runs {
 		out[i] = r.ID
@@ -834,10 +835,10 @@ func testRuns(t *testing.T, s store.Store) {
 	check("session a", list(store.ListRunsParams{SessionID: "sa"}), []string{"a1", "a2", "a3"})
 	check("session b", list(store.ListRunsParams{SessionID: "sb"}), []string{"b1"})
 	check("all sessions", list(store.ListRunsParams{}), []string{"a1", "a2", "b1", "a3"})
-	check("running", list(store.ListRunsParams{Statuses: []string{store.RunRunning}}), []string{"a2", "b1"})
-	check("a active", list(store.ListRunsParams{SessionID: "sa", Statuses: []string{store.RunQueued, store.RunRunning, store.RunWaiting}}), []string{"a2", "a3"})
+	check("running", list(store.ListRunsParams{Statuses: []string{record.RunRunning}}), []string{"a2", "b1"})
+	check("a active", list(store.ListRunsParams{SessionID: "sa", Statuses: []string{record.RunQueued, record.RunRunning, record.RunWaiting}}), []string{"a2", "a3"})
 	check("limit", list(store.ListRunsParams{SessionID: "sa", Limit: 2}), []string{"a1", "a2"})
-	check("no match", list(store.ListRunsParams{SessionID: "sa", Statuses: []string{store.RunFailed}}), nil)
+	check("no match", list(store.ListRunsParams{SessionID: "sa", Statuses: []string{record.RunFailed}}), nil)
 
 	for _, o := range []*owner{a, b} {
 		for _, want := range o.proj.Runs() {
@@ -850,7 +851,7 @@ func testRuns(t *testing.T, s store.Store) {
 			}
 		}
 	}
-	if r, _ := s.Run(ctx, "a1"); r.Status != store.RunCompleted || r.StartedAt == nil || r.EndedAt == nil || r.MaxSteps != 3 {
+	if r, _ := s.Run(ctx, "a1"); r.Status != record.RunCompleted || r.StartedAt == nil || r.EndedAt == nil || r.MaxSteps != 3 {
 		t.Errorf("run a1 = %+v", r)
 	}
 }
@@ -859,8 +860,8 @@ func testReceipts(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	o := newOwner("s1", t0)
 	b := o.create(t)
-	rec := store.Receipt{Key: "k1", Method: "session/create", Fingerprint: "fp1", Result: json.RawMessage(`{"id": "s1"}`), SessionID: "s1", CreatedAt: t0}
-	b.Receipts = []store.Receipt{rec, {Key: "k1", Method: "run/start", Fingerprint: "fp2", Result: json.RawMessage(`{}`), CreatedAt: t0}}
+	rec := record.Receipt{Key: "k1", Method: "session/create", Fingerprint: "fp1", Result: json.RawMessage(`{"id": "s1"}`), SessionID: "s1", CreatedAt: t0}
+	b.Receipts = []record.Receipt{rec, {Key: "k1", Method: "run/start", Fingerprint: "fp2", Result: json.RawMessage(`{}`), CreatedAt: t0}}
 	mustAppend(t, s, b)
 	want := rec
 	want.CreatedAt = t0.UTC()
@@ -882,7 +883,7 @@ func testReceipts(t *testing.T, s store.Store) {
 	}
 
 	// PutReceipt: new, then existing returns the stored one.
-	fresh := store.Receipt{Key: "k2", Method: "run/steer", Fingerprint: "a", Result: json.RawMessage(`[1, 2]`), CreatedAt: t0.Add(time.Hour)}
+	fresh := record.Receipt{Key: "k2", Method: "run/steer", Fingerprint: "a", Result: json.RawMessage(`[1, 2]`), CreatedAt: t0.Add(time.Hour)}
 	put, err := s.PutReceipt(ctx, fresh)
 	if err != nil {
 		t.Fatal(err)
@@ -891,7 +892,7 @@ func testReceipts(t *testing.T, s store.Store) {
 	if diff := cmp.Diff(fresh, put); diff != "" {
 		t.Fatalf("PutReceipt new (-want +got):\n%s", diff)
 	}
-	other := store.Receipt{Key: "k2", Method: "run/steer", Fingerprint: "b", Result: json.RawMessage(`"other"`), CreatedAt: t0.Add(2 * time.Hour)}
+	other := record.Receipt{Key: "k2", Method: "run/steer", Fingerprint: "b", Result: json.RawMessage(`"other"`), CreatedAt: t0.Add(2 * time.Hour)}
 	put, err = s.PutReceipt(ctx, other)
 	if err != nil {
 		t.Fatal(err)
@@ -902,45 +903,45 @@ func testReceipts(t *testing.T, s store.Store) {
 	if got, _ := s.Receipt(ctx, "k2", "run/steer"); got.Fingerprint != "a" {
 		t.Fatalf("existing receipt overwritten: %+v", got)
 	}
-	put, err = s.PutReceipt(ctx, store.Receipt{Key: "k1", Method: "session/create", Fingerprint: "zzz"})
+	put, err = s.PutReceipt(ctx, record.Receipt{Key: "k1", Method: "session/create", Fingerprint: "zzz"})
 	if err != nil || put.Fingerprint != "fp1" {
 		t.Fatalf("PutReceipt of a batch receipt = %+v, %v", put, err)
 	}
 	// A zero time and a nil result are kept.
-	put, err = s.PutReceipt(ctx, store.Receipt{Key: "k3", Method: "m"})
+	put, err = s.PutReceipt(ctx, record.Receipt{Key: "k3", Method: "m"})
 	if err != nil || !put.CreatedAt.IsZero() || put.Result != nil {
 		t.Fatalf("PutReceipt zero = %+v, %v", put, err)
 	}
 	if got, err := s.Receipt(ctx, "k3", "m"); err != nil || !got.CreatedAt.IsZero() || got.Result != nil {
 		t.Fatalf("Receipt zero = %+v, %v", got, err)
 	}
-	if _, err := s.PutReceipt(ctx, store.Receipt{Method: "m"}); !errors.Is(err, store.ErrInvalid) {
+	if _, err := s.PutReceipt(ctx, record.Receipt{Method: "m"}); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("PutReceipt without key = %v; want ErrInvalid", err)
 	}
 }
 
 func testReceiptConflictInAppend(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	if _, err := s.PutReceipt(ctx, store.Receipt{Key: "dup", Method: "run/start", Fingerprint: "x", CreatedAt: t0}); err != nil {
+	if _, err := s.PutReceipt(ctx, record.Receipt{Key: "dup", Method: "run/start", Fingerprint: "x", CreatedAt: t0}); err != nil {
 		t.Fatal(err)
 	}
 	o := newOwner("s1", t0)
 	mustAppend(t, s, o.create(t))
 	next := func() store.Batch {
 		return store.Batch{SessionID: "s1", Events: []event.Event{{Seq: 2, SessionID: "s1", Type: event.MessageUser, Time: t0, Data: json.RawMessage(`{}`)}},
-			Session: &store.Session{ID: "s1", Title: "changed"}, Runs: []store.Run{{ID: "rr", SessionID: "s1", Status: store.RunQueued}}}
+			Session: &record.Session{ID: "s1", Title: "changed"}, Runs: []record.Run{{ID: "rr", SessionID: "s1", Status: record.RunQueued}}}
 	}
 	b := next()
-	b.Receipts = []store.Receipt{{Key: "fresh", Method: "run/start", CreatedAt: t0}, {Key: "dup", Method: "run/start", Fingerprint: "y", CreatedAt: t0}}
+	b.Receipts = []record.Receipt{{Key: "fresh", Method: "run/start", CreatedAt: t0}, {Key: "dup", Method: "run/start", Fingerprint: "y", CreatedAt: t0}}
 	rejected(t, s, b, store.ErrReceiptExists)
 	b = next()
-	b.Receipts = []store.Receipt{{Key: "twice", Method: "run/start", CreatedAt: t0}, {Key: "twice", Method: "run/start", CreatedAt: t0}}
+	b.Receipts = []record.Receipt{{Key: "twice", Method: "run/start", CreatedAt: t0}, {Key: "twice", Method: "run/start", CreatedAt: t0}}
 	rejected(t, s, b, store.ErrReceiptExists)
 	if got, _ := s.Receipt(ctx, "dup", "run/start"); got.Fingerprint != "x" {
 		t.Fatalf("receipt overwritten: %+v", got)
 	}
 	b = next()
-	b.Receipts = []store.Receipt{{Key: "dup", Method: "run/steer", CreatedAt: t0}}
+	b.Receipts = []record.Receipt{{Key: "dup", Method: "run/steer", CreatedAt: t0}}
 	mustAppend(t, s, b)
 }
 
@@ -949,22 +950,22 @@ func testSnapshots(t *testing.T, s store.Store) {
 	o := newOwner("s1", t0)
 	mustAppend(t, s, o.create(t))
 	mustAppend(t, s, o.batch(t, ev(t, "", event.SessionUpdated, event.SessionUpdatedData{})))
-	if _, err := s.Snapshot(ctx, "s1", store.SnapshotTranscript); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.Snapshot(ctx, "s1", record.SnapshotTranscript); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("no snapshot yet: %v", err)
 	}
-	if err := s.PutSnapshot(ctx, store.Snapshot{SessionID: "nope", Kind: "k", Seq: 1, Data: []byte("x"), CreatedAt: t0}); !errors.Is(err, store.ErrNotFound) {
+	if err := s.PutSnapshot(ctx, record.Snapshot{SessionID: "nope", Kind: "k", Seq: 1, Data: []byte("x"), CreatedAt: t0}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("snapshot of an unknown session: %v", err)
 	}
-	if err := s.PutSnapshot(ctx, store.Snapshot{SessionID: "s1", Kind: "k", Seq: 3, Data: []byte("x"), CreatedAt: t0}); !errors.Is(err, store.ErrSeqConflict) {
+	if err := s.PutSnapshot(ctx, record.Snapshot{SessionID: "s1", Kind: "k", Seq: 3, Data: []byte("x"), CreatedAt: t0}); !errors.Is(err, store.ErrSeqConflict) {
 		t.Fatalf("snapshot beyond the last event: %v", err)
 	}
 	put := func(seq int64, data string) {
 		t.Helper()
-		if err := s.PutSnapshot(ctx, store.Snapshot{SessionID: "s1", Kind: "k", Seq: seq, Data: []byte(data), CreatedAt: t0.Add(time.Duration(seq) * time.Second)}); err != nil {
+		if err := s.PutSnapshot(ctx, record.Snapshot{SessionID: "s1", Kind: "k", Seq: seq, Data: []byte(data), CreatedAt: t0.Add(time.Duration(seq) * time.Second)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	get := func(kind string) store.Snapshot {
+	get := func(kind string) record.Snapshot {
 		t.Helper()
 		got, err := s.Snapshot(ctx, "s1", kind)
 		if err != nil {
@@ -973,7 +974,7 @@ func testSnapshots(t *testing.T, s store.Store) {
 		return got
 	}
 	put(2, "two")
-	want := store.Snapshot{SessionID: "s1", Kind: "k", Seq: 2, Data: []byte("two"), CreatedAt: t0.Add(2 * time.Second).UTC()}
+	want := record.Snapshot{SessionID: "s1", Kind: "k", Seq: 2, Data: []byte("two"), CreatedAt: t0.Add(2 * time.Second).UTC()}
 	if diff := cmp.Diff(want, get("k")); diff != "" {
 		t.Fatalf("snapshot (-want +got):\n%s", diff)
 	}
@@ -998,7 +999,7 @@ func testSnapshots(t *testing.T, s store.Store) {
 func testPruneReceipts(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	for i := range 5 {
-		if _, err := s.PutReceipt(ctx, store.Receipt{Key: fmt.Sprint(i), Method: "m", CreatedAt: t0.Add(time.Duration(i) * time.Minute)}); err != nil {
+		if _, err := s.PutReceipt(ctx, record.Receipt{Key: fmt.Sprint(i), Method: "m", CreatedAt: t0.Add(time.Duration(i) * time.Minute)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1024,7 +1025,7 @@ func testCopies(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	o := newOwner("s1", t0)
 	b := o.create(t)
-	b.Receipts = []store.Receipt{{Key: "k", Method: "m", Result: json.RawMessage(`{"a":1}`), CreatedAt: t0}}
+	b.Receipts = []record.Receipt{{Key: "k", Method: "m", Result: json.RawMessage(`{"a":1}`), CreatedAt: t0}}
 	wantEvents := utc([]event.Event{b.Events[0]})
 	wantEvents[0].Data = slices.Clone(wantEvents[0].Data)
 	wantSession := o.proj.Session
@@ -1069,8 +1070,8 @@ func testTimes(t *testing.T, s store.Store) {
 		b.Events = append(b.Events, event.Event{Seq: int64(i + 1), SessionID: "s1", Type: event.MessageUser, Time: tm, Data: json.RawMessage(`{}`)})
 	}
 	started := times[0]
-	b.Session = &store.Session{ID: "s1", CreatedAt: times[0], UpdatedAt: times[4]}
-	b.Runs = []store.Run{{ID: "r", SessionID: "s1", CreatedAt: times[2], StartedAt: &started}}
+	b.Session = &record.Session{ID: "s1", CreatedAt: times[0], UpdatedAt: times[4]}
+	b.Runs = []record.Run{{ID: "r", SessionID: "s1", CreatedAt: times[2], StartedAt: &started}}
 	mustAppend(t, s, b)
 	got, err := s.Read(ctx, store.ReadParams{SessionID: "s1"})
 	if err != nil {
@@ -1124,7 +1125,7 @@ func testProjection(t *testing.T, s store.Store) {
 	}
 
 	// Rebuild from the log, reading in small pages.
-	p := store.NewProjection(store.Session{}, nil)
+	p := record.NewProjection(record.Session{}, nil)
 	after := int64(0)
 	for {
 		evs, err := s.Read(ctx, store.ReadParams{SessionID: "s1", After: after, Limit: 7})
@@ -1159,7 +1160,7 @@ func testProjection(t *testing.T, s store.Store) {
 		t.Fatal(err)
 	}
 	want := p.Runs()
-	slices.SortFunc(want, func(a, b store.Run) int { return int(a.FirstSeq - b.FirstSeq) })
+	slices.SortFunc(want, func(a, b record.Run) int { return int(a.FirstSeq - b.FirstSeq) })
 	if diff := cmp.Diff(want, stored); diff != "" {
 		t.Errorf("stored runs differ from the log's projection (-log +stored):\n%s", diff)
 	}
@@ -1173,7 +1174,7 @@ func testProjection(t *testing.T, s store.Store) {
 		}
 	}
 	r1, _ := s.Run(ctx, "r1")
-	if r1.Steps != 2 || r1.Usage.InputTokens != 230 || r1.Status != store.RunCompleted {
+	if r1.Steps != 2 || r1.Usage.InputTokens != 230 || r1.Status != record.RunCompleted {
 		t.Errorf("r1 = %+v", r1)
 	}
 }
@@ -1201,7 +1202,7 @@ func testClose(t *testing.T, s store.Store) {
 		"Runs":     func() error { _, err := s.Runs(ctx, store.ListRunsParams{}); return err },
 		"Receipt":  func() error { _, err := s.Receipt(ctx, "k", "m"); return err },
 		"PutReceipt": func() error {
-			_, err := s.PutReceipt(ctx, store.Receipt{Key: "k", Method: "m"})
+			_, err := s.PutReceipt(ctx, record.Receipt{Key: "k", Method: "m"})
 			return err
 		},
 		"PruneReceipts": func() error { _, err := s.PruneReceipts(ctx, t0); return err },
@@ -1233,10 +1234,10 @@ func testRequests(t *testing.T, s store.Store) {
 		ev(t, "r1", event.ToolCallRequested, event.ToolCallRequestedData{RequestID: "tcr_1", Step: 1, ToolCall: call("c3", "pick")}),
 	))
 	r, err := s.Run(ctx, "r1")
-	if err != nil || r.Status != store.RunWaiting || len(r.Requests) != 3 {
+	if err != nil || r.Status != record.RunWaiting || len(r.Requests) != 3 {
 		t.Fatalf("run with three open requests: %+v, %v", r, err)
 	}
-	open, err := s.Requests(ctx, store.ListRequestsParams{SessionID: "s1", Statuses: []string{store.RequestOpen}})
+	open, err := s.Requests(ctx, store.ListRequestsParams{SessionID: "s1", Statuses: []string{record.RequestOpen}})
 	if err != nil || len(open) != 3 || open[0].ID != "apr_1" || open[1].ID != "inp_1" || open[2].ID != "tcr_1" {
 		t.Fatalf("open requests: %+v, %v", open, err)
 	}
@@ -1249,22 +1250,22 @@ func testRequests(t *testing.T, s store.Store) {
 		ev(t, "r1", event.InputResolved, event.InputResolvedData{RequestID: "inp_1", Status: event.InputAnswered, Text: "b", Choice: &one}),
 		ev(t, "r1", event.ToolCallCompleted, event.ToolCallCompletedData{ID: "c2", Name: "ask_user", Output: "b"}),
 	))
-	if r, _ := s.Run(ctx, "r1"); r.Status != store.RunWaiting || len(r.Requests) != 1 || r.Requests[0] != "tcr_1" {
+	if r, _ := s.Run(ctx, "r1"); r.Status != record.RunWaiting || len(r.Requests) != 1 || r.Requests[0] != "tcr_1" {
 		t.Fatalf("run with one open request: %+v", r)
 	}
 	q, err := s.Request(ctx, "apr_1")
-	if err != nil || q.Status != store.RequestResolved || q.Decision != event.DecisionAllowOnce || q.By == nil || q.By.Client != "cli" || q.ResolvedAt == nil {
+	if err != nil || q.Status != record.RequestResolved || q.Decision != event.DecisionAllowOnce || q.By == nil || q.By.Client != "cli" || q.ResolvedAt == nil {
 		t.Fatalf("resolved approval: %+v, %v", q, err)
 	}
 	// A client tool call's result closes its request.
 	mustAppend(t, s, o.batch(t,
 		ev(t, "r1", event.ToolCallCompleted, event.ToolCallCompletedData{ID: "c3", Name: "pick", Output: "ok", By: &event.By{Client: "ide"}}),
 	))
-	if r, _ := s.Run(ctx, "r1"); r.Status != store.RunWaiting || len(r.Requests) != 0 {
+	if r, _ := s.Run(ctx, "r1"); r.Status != record.RunWaiting || len(r.Requests) != 0 {
 		t.Fatalf("run after its last answer (waiting until it resumes): %+v", r)
 	}
 	mustAppend(t, s, o.batch(t, ev(t, "r1", event.RunResumed, event.RunResumedData{Step: 1})))
-	if r, _ := s.Run(ctx, "r1"); r.Status != store.RunRunning {
+	if r, _ := s.Run(ctx, "r1"); r.Status != record.RunRunning {
 		t.Fatalf("run after run.resumed: %+v", r)
 	}
 	// A second run waits again and its end cancels what is still open.
@@ -1275,7 +1276,7 @@ func testRequests(t *testing.T, s store.Store) {
 		ev(t, "r2", event.ApprovalRequested, event.ApprovalRequestedData{ApprovalID: "apr_2", Step: 1, ToolCall: call("c9", "shell"), Rule: event.Rule{Tool: "*", Action: "ask"}}),
 	))
 	mustAppend(t, s, o.batch(t, ev(t, "r2", event.RunInterrupted, event.RunEndedData{})))
-	if q, _ := s.Request(ctx, "apr_2"); q.Status != store.RequestCancelled {
+	if q, _ := s.Request(ctx, "apr_2"); q.Status != record.RequestCancelled {
 		t.Fatalf("request of an ended run: %+v", q)
 	}
 	all, err := s.Requests(ctx, store.ListRequestsParams{SessionID: "s1"})
@@ -1289,7 +1290,7 @@ func testRequests(t *testing.T, s store.Store) {
 		t.Fatalf("unknown request: %v", err)
 	}
 	// The stored records are the log's projection.
-	p := store.NewProjection(store.Session{}, nil)
+	p := record.NewProjection(record.Session{}, nil)
 	evs, err := s.Read(ctx, store.ReadParams{SessionID: "s1"})
 	if err != nil {
 		t.Fatal(err)
@@ -1300,8 +1301,8 @@ func testRequests(t *testing.T, s store.Store) {
 		}
 	}
 	var b store.Batch
-	p.Flush(&b)
-	byID := map[string]store.Request{}
+	b.SetRecords(p.Flush())
+	byID := map[string]record.Request{}
 	for _, q := range b.Requests {
 		byID[q.ID] = q
 	}

@@ -16,6 +16,7 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/env"
 	"weft.dev/weft/env/sandbox"
+	"weft.dev/weft/event"
 	"weft.dev/weft/tool"
 )
 
@@ -52,8 +53,14 @@ func (t *tools) sandboxDesc() string {
 	default:
 		net = "the network is not restricted"
 	}
+	limits := ""
+	if !st.Limits.IsZero() {
+		// What a runaway command runs into: the model can tell a limit
+		// from a bug when a result says resource_limit.
+		limits = " Each command's limits: " + st.Limits.String() + "."
+	}
 	return " Commands run in a sandbox: they may write only in read-write mounts and $TMPDIR (private, deleted after the call), " +
-		"and read read-only mounts and system directories (/usr, /bin, /lib, /etc); everything else, /tmp and /proc included, is refused; " + net + "."
+		"and read read-only mounts and system directories (/usr, /bin, /lib, /etc); everything else, /tmp and /proc included, is refused; " + net + "." + limits
 }
 
 type shellArgs struct {
@@ -151,9 +158,16 @@ func (t *tools) shell(ctx context.Context, call *tool.Call, in shellArgs) (tool.
 	if text != "" && !strings.HasSuffix(text, "\n") {
 		text += "\n"
 	}
-	res := tool.Result{Output: text}
+	res := tool.Result{Output: text, Confinement: end.confinement}
 	if end.warning != "" {
 		res.Output += "[sandbox: " + end.warning + "]\n"
+	}
+	if l := end.limit; l != nil {
+		// A typed failure, whatever the exit code: a program may report
+		// EFBIG and exit 1, or a shell go on after its child was killed.
+		res.Output += "[" + l.Error() + "]\n"
+		res.IsError = true
+		res.Failure = &event.ToolFailure{Kind: event.FailureResourceLimit, Limit: l.Limit, Scope: l.Scope}
 	}
 	switch end.status {
 	case timedOut:
@@ -189,6 +203,10 @@ type shellEnd struct {
 	status runStatus
 	// warning is what the sandbox could not enforce.
 	warning string
+	// limit is the resource limit the command ran into, if any;
+	// confinement says what held it (sandbox.Status).
+	limit       *sandbox.LimitError
+	confinement string
 }
 
 type runStatus int
@@ -210,6 +228,7 @@ func (t *tools) runShell(ctx context.Context, b *env.Binding, command, dir strin
 		wait    func() error
 		kill    func() // ends what start started, for good
 		warning string
+		sc      *sandbox.Cmd
 	)
 	if t.opts.Sandbox == nil {
 		cmd = &exec.Cmd{Path: t.opts.Shell, Args: []string{"sh", "-c", command}}
@@ -217,7 +236,8 @@ func (t *tools) runShell(ctx context.Context, b *env.Binding, command, dir strin
 		kill = func() { signalGroup(cmd.Process, syscall.SIGKILL) }
 	} else {
 		// The command is stopped below (SIGTERM, grace, Kill), not by ctx.
-		sc, err := sandbox.Command(context.WithoutCancel(ctx), sandbox.ForBinding(*t.opts.Sandbox, b), t.opts.Shell, "-c", command)
+		var err error
+		sc, err = sandbox.Command(context.WithoutCancel(ctx), sandbox.ForBinding(*t.opts.Sandbox, b), t.opts.Shell, "-c", command)
 		if err != nil {
 			return shellEnd{}, err
 		}
@@ -286,6 +306,9 @@ func (t *tools) runShell(ctx context.Context, b *env.Binding, command, dir strin
 	<-copied
 
 	end := shellEnd{code: -1, status: status, warning: warning}
+	if sc != nil {
+		end.limit, end.confinement = sc.Exceeded(), sc.Status.Confinement()
+	}
 	if st := cmd.ProcessState; st != nil {
 		end.code, end.signal = st.ExitCode(), exitSignal(st)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -19,7 +20,7 @@ const fakeEnv = "WEFT_MCP_FAKE"
 // exit status:
 //
 //   - "tools": echo, add, sleep, crash, big, image, structured, fail,
-//     grow and readfile (see newFakeServer);
+//     grow, readfile and dial (see newFakeServer);
 //   - "badschema": those and a tool whose schema does not compile;
 //   - "hugelist": 200 tools with 8 KiB descriptions;
 //   - "nostart": writes to stderr and exits 3 at once;
@@ -109,6 +110,25 @@ func newFakeServer(mode string) *sdk.Server {
 			return nil, nil, err
 		}
 		return text(string(b)), nil, nil
+	})
+	type dialIn struct {
+		Network string `json:"network"`
+		Addr    string `json:"addr"`
+	}
+	sdk.AddTool(s, &sdk.Tool{Name: "dial", Description: "Sends a datagram or connects."}, func(_ context.Context, _ *sdk.CallToolRequest, in dialIn) (*sdk.CallToolResult, any, error) {
+		c, err := net.DialTimeout(in.Network, in.Addr, 2*time.Second)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("ping")); err != nil {
+			return nil, nil, err
+		}
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Read(make([]byte, 16)); err != nil {
+			return nil, nil, err
+		}
+		return text("reached"), nil, nil
 	})
 	switch mode {
 	case "badschema":

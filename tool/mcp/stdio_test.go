@@ -3,7 +3,9 @@ package mcp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -246,6 +248,77 @@ func TestStdioSandboxed(t *testing.T) {
 	res := call(reg, "mcp__fake__readfile", `{"path":"`+filepath.Join(outside, "out.txt")+`"}`, 10*time.Second)
 	if !res.IsError || !strings.Contains(res.Output, "permission denied") {
 		t.Fatalf("outside the mount: %+v", res)
+	}
+}
+
+// TestStdioSandboxedNetwork: a sandboxed server of a session whose
+// network is denied has the same network as its shells: its own
+// session's namespace, where nothing of the host's loopback answers —
+// neither UDP nor TCP; with the network allowed both are reached.
+func TestStdioSandboxedNetwork(t *testing.T) {
+	testenv.Landlock(t, 1)
+	testenv.NetNamespace(t)
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			n, from, err := udp.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			udp.WriteToUDP(buf[:n], from)
+		}
+	}()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); b := make([]byte, 4); c.Read(b); c.Write(b) }()
+		}
+	}()
+	sessions, err := sandbox.NewSessions(sandbox.SessionsConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sessions.Close()
+	for _, network := range []string{sandbox.NetworkDeny, sandbox.NetworkAllow} {
+		t.Run(network, func(t *testing.T) {
+			b, err := env.OpenSession("ses_"+network, event.Binding{BindingVersion: 1, Network: network, Mounts: []event.Mount{
+				{ID: "work", Kind: event.KindLocal, Path: t.TempDir(), Mode: event.ModeReadWrite, Default: true, DefaultForShell: true}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			spec := fake(t, "tools")
+			spec.Trusted = false
+			spec.ReadOnly = []string{filepath.Dir(spec.Command)}
+			m := newManager(t, Config{Sandbox: &sandbox.Config{Sessions: sessions}, Servers: map[string]event.MCPServer{"fake": spec}})
+			reg := tools(t, m, b)
+			for _, target := range []struct{ network, addr string }{{"udp", udp.LocalAddr().String()}, {"tcp", ln.Addr().String()}} {
+				res := call(reg, "mcp__fake__dial", fmt.Sprintf(`{"network":%q,"addr":%q}`, target.network, target.addr), 10*time.Second)
+				// Denied: the namespace's own loopback has nothing
+				// listening, so the connection (or the datagram's
+				// answer) is refused, not forbidden by a rule.
+				want := "reached"
+				if network == sandbox.NetworkDeny {
+					want = "connection refused"
+				}
+				if !strings.Contains(res.Output, want) {
+					t.Errorf("%s to the host's loopback: %+v", target.network, res)
+				}
+			}
+		})
 	}
 }
 

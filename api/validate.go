@@ -1,0 +1,145 @@
+package api
+
+import (
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"weft.dev/weft/event"
+)
+
+// InvalidParam returns an error of kind [KindInvalidParams] whose data
+// names the param at fault ({"field": field}); a Validate method, or a
+// host checking what needs its state, reports a bad param with it.
+// Nested fields are dotted and indexed: "mounts[1].path".
+func InvalidParam(field, format string, args ...any) *Error {
+	return Errorf(KindInvalidParams, format, args...).With("field", field)
+}
+
+// firstError returns the first non-nil error of errs: the checks of a
+// Validate method, in the order a client reads about them.
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkSize refuses a field longer than limit bytes.
+func checkSize(field string, n, limit int) error {
+	if n > limit {
+		return InvalidParam(field, "%s is %d bytes; the limit is %d", field, n, limit).With("limit", limit)
+	}
+	return nil
+}
+
+// required refuses an empty field.
+func required(field, v string) error {
+	if v == "" {
+		return InvalidParam(field, "%s is required", field)
+	}
+	return nil
+}
+
+// nonNegative refuses a negative number.
+func nonNegative(field string, n int64) error {
+	if n < 0 {
+		return InvalidParam(field, "%s must not be negative", field)
+	}
+	return nil
+}
+
+// checkKey refuses an idempotency key over [MaxIDBytes].
+func checkKey(key string) error {
+	if len(key) > MaxIDBytes {
+		return InvalidParam("idempotencyKey", "idempotencyKey is longer than %d bytes", MaxIDBytes).With("limit", MaxIDBytes)
+	}
+	return nil
+}
+
+// checkInput refuses empty or oversized input.
+func checkInput(in Input) error {
+	if strings.TrimSpace(event.Text(in)) == "" {
+		return InvalidParam("input", "input is empty")
+	}
+	b, _ := json.Marshal(in)
+	return checkSize("input", len(b), MaxInputBytes)
+}
+
+// checkMetadata refuses metadata over [MaxMetadataKeys] or
+// [MaxMetadataBytes].
+func checkMetadata(md map[string]string) error {
+	if len(md) > MaxMetadataKeys {
+		return InvalidParam("metadata", "metadata has %d entries; the limit is %d", len(md), MaxMetadataKeys).With("limit", MaxMetadataKeys)
+	}
+	n := 0
+	for k, v := range md {
+		n += len(k) + len(v)
+	}
+	return checkSize("metadata", n, MaxMetadataBytes)
+}
+
+// checkMCPServers refuses more than [MaxMCPServers] servers, or more than
+// [MaxMCPServersBytes] of them.
+func checkMCPServers(servers map[string]event.MCPServer) error {
+	if len(servers) == 0 {
+		return nil
+	}
+	if len(servers) > MaxMCPServers {
+		return InvalidParam("mcpServers", "%d MCP servers; the limit is %d", len(servers), MaxMCPServers).With("limit", MaxMCPServers)
+	}
+	b, err := json.Marshal(servers)
+	if err != nil {
+		return InvalidParam("mcpServers", "mcpServers: %v", err)
+	}
+	return checkSize("mcpServers", len(b), MaxMCPServersBytes)
+}
+
+// toolNameRE is what providers accept as a tool name.
+var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// checkTools validates the tools a client declares: names providers
+// accept, each once and none the host's own ask_user, an object input
+// schema, a description of at most MaxMetadataBytes.
+func checkTools(field string, ts []ToolSpec) error {
+	seen := map[string]bool{}
+	for i, t := range ts {
+		f := field + "[" + strconv.Itoa(i) + "]"
+		if !toolNameRE.MatchString(t.Name) {
+			return InvalidParam(f+".name", "%s.name %q: 1 to 64 of a-z A-Z 0-9 _ -", f, t.Name)
+		}
+		if t.Name == ToolAskUser || seen[t.Name] {
+			return InvalidParam(f+".name", "%s.name %q is taken", f, t.Name)
+		}
+		seen[t.Name] = true
+		var schema map[string]any
+		if len(t.InputSchema) == 0 || json.Unmarshal(t.InputSchema, &schema) != nil || schema["type"] != "object" {
+			return InvalidParam(f+".inputSchema", `%s.inputSchema: want a JSON Schema object ({"type":"object",…})`, f)
+		}
+		if err := checkSize(f+".description", len(t.Description), MaxMetadataBytes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clip shortens s to n bytes for an error message.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// oneOf refuses a value that is none of want; format has one %q, for v.
+func oneOf(field, v, format string, want ...string) error {
+	for _, w := range want {
+		if v == w {
+			return nil
+		}
+	}
+	return InvalidParam(field, format, v)
+}

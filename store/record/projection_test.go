@@ -1,0 +1,71 @@
+package record_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"weft.dev/weft/event"
+	"weft.dev/weft/store/record"
+)
+
+// TestProjectionTrim checks that Trim forgets ended runs beyond the kept
+// ones, never a run that has not ended nor one changed since Flush, and
+// that the projection goes on applying events after it.
+func TestProjectionTrim(t *testing.T) {
+	p := record.NewProjection(record.Session{}, nil)
+	var seq int64
+	apply := func(runID string, typ event.Type, v any) {
+		t.Helper()
+		e, err := event.New(runID, typ, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		e.SessionID, e.Seq, e.Time = "s", seq, time.Unix(seq, 0)
+		if err := p.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply("", event.SessionCreated, event.SessionCreatedData{})
+	for i := range 10 {
+		id := fmt.Sprint("r", i)
+		apply(id, event.RunQueued, event.RunQueuedData{Model: "m"})
+		apply(id, event.RunStarted, event.RunStartedData{Model: "m"})
+		apply(id, event.RunCompleted, event.RunEndedData{Steps: 1})
+	}
+	apply("q1", event.RunQueued, event.RunQueuedData{Model: "m"})
+	apply("q1", event.RunStarted, event.RunStartedData{Model: "m"})
+	apply("q2", event.RunQueued, event.RunQueuedData{Model: "m"})
+
+	p.Trim(2) // before Flush: every ended run is dirty, none goes
+	if _, ok := p.Run("r0"); !ok {
+		t.Fatal("Trim forgot a run changed since Flush")
+	}
+	p.Flush()
+	p.Trim(2)
+	for i := range 10 {
+		_, ok := p.Run(fmt.Sprint("r", i))
+		if want := i >= 8; ok != want {
+			t.Errorf("run r%d kept = %v, want %v", i, ok, want)
+		}
+	}
+	for _, id := range []string{"q1", "q2"} {
+		if _, ok := p.Run(id); !ok {
+			t.Errorf("Trim forgot live run %s", id)
+		}
+	}
+	// The queued run becomes active when the running one ends.
+	apply("q1", event.RunCompleted, event.RunEndedData{})
+	if p.Session.ActiveRunID != "q2" {
+		t.Fatalf("active run %q, want q2", p.Session.ActiveRunID)
+	}
+	p.Flush()
+	p.Trim(0)
+	if _, ok := p.Run("q1"); ok {
+		t.Fatal("Trim(0) kept an ended run")
+	}
+	if _, ok := p.Run("q2"); !ok {
+		t.Fatal("Trim(0) forgot the queued run")
+	}
+}

@@ -1,0 +1,169 @@
+// Package record holds the rows of weft's store: the records of sessions,
+// runs, requests, receipts, snapshots and processes, the entries of a
+// process's log, and the [Projection] that derives a session's records
+// from its events.
+//
+// The records are what a store keeps and gives back; the contract that
+// keeps them (appends, reads, leases, the sentinels callers branch on) is
+// package store. Keeping the rows apart lets the wire types of package api
+// and the engine name a run or a process without the storage contract, as
+// River keeps its row types in rivertype and its storage contract in
+// riverdriver.
+//
+// Records are plain values, safe to copy; a store keeps its own copy of
+// what it is given and returns copies its caller may change.
+package record
+
+import (
+	"encoding/json"
+	"time"
+
+	"weft.dev/weft/event"
+)
+
+// Session is the projection of a session's log.
+type Session struct {
+	ID        string            `json:"id"`
+	Title     string            `json:"title,omitempty"`
+	Model     string            `json:"model,omitempty"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+	CreatedAt time.Time         `json:"createdAt"`
+	UpdatedAt time.Time         `json:"updatedAt"`
+	// LastSeq is the seq of the session's last event. Like UpdatedAt (the
+	// time of that event), stores read it from the log, not from the record.
+	LastSeq int64 `json:"lastSeq"`
+	// ActiveRunID is the run that is queued, running or waiting, if any.
+	ActiveRunID string `json:"activeRunId,omitempty"`
+	// Binding is the session's mounts.
+	Binding event.Binding `json:"binding"`
+	// Policy is the session's approval policy (api.Policy), if it has one.
+	Policy json.RawMessage `json:"policy,omitempty"`
+	// Tools are the tools the session's client executes itself.
+	Tools []event.ClientTool `json:"tools,omitempty"`
+	// MCPServers are the session's own MCP tool servers, by name.
+	MCPServers map[string]event.MCPServer `json:"mcpServers,omitempty"`
+	Deleted    bool                       `json:"deleted,omitempty"`
+}
+
+// Run statuses.
+const (
+	RunQueued      = "queued"
+	RunRunning     = "running"
+	RunWaiting     = "waiting"
+	RunCompleted   = "completed"
+	RunFailed      = "failed"
+	RunCancelled   = "cancelled"
+	RunInterrupted = "interrupted"
+)
+
+// IsTerminal reports whether a run status is final.
+func IsTerminal(status string) bool {
+	switch status {
+	case RunCompleted, RunFailed, RunCancelled, RunInterrupted:
+		return true
+	}
+	return false
+}
+
+// Run is the projection of one run.
+type Run struct {
+	ID        string           `json:"id"`
+	SessionID string           `json:"sessionId"`
+	Status    string           `json:"status"`
+	Model     string           `json:"model"`
+	MaxSteps  int              `json:"maxSteps,omitempty"`
+	Steps     int              `json:"steps"`
+	Usage     event.TokenUsage `json:"usage"`
+	Error     *event.Error     `json:"error,omitempty"`
+	CreatedAt time.Time        `json:"createdAt"`
+	StartedAt *time.Time       `json:"startedAt,omitempty"`
+	EndedAt   *time.Time       `json:"endedAt,omitempty"`
+	// FirstSeq and LastSeq bound the run's events in the session log;
+	// stores read LastSeq from the log, not from the record.
+	FirstSeq int64 `json:"firstSeq"`
+	LastSeq  int64 `json:"lastSeq"`
+	// Requests are the run's open requests (approvals, questions, client
+	// tool calls), by ID; while there are any the run is waiting.
+	Requests []string `json:"requests,omitempty"`
+}
+
+// Request statuses. Open is the only one that is not final.
+const (
+	RequestOpen      = "open"
+	RequestResolved  = "resolved"
+	RequestExpired   = "expired"
+	RequestCancelled = "cancelled"
+)
+
+// Request is the projection of one request to a person or a client: an
+// approval of a tool call, a question the model asked, or a call of a
+// tool the client executes.
+type Request struct {
+	ID        string `json:"id"`
+	SessionID string `json:"sessionId"`
+	RunID     string `json:"runId"`
+	// Kind is event.RequestApproval, event.RequestInput or event.RequestTool.
+	Kind string `json:"kind"`
+	// ToolCall is the call the request gates.
+	ToolCall event.ToolCall `json:"toolCall"`
+	Step     int            `json:"step"`
+	// Status is one of the Request* statuses.
+	Status string `json:"status"`
+	// Decision is an approval's decision (allow_once, allow_session,
+	// deny, cancelled; for an expired one, the default it took).
+	Decision string `json:"decision,omitempty"`
+	// Message is the answerer's message (an approval), or the answer's
+	// text (a question).
+	Message string `json:"message,omitempty"`
+	// By says who answered.
+	By *event.By `json:"by,omitempty"`
+	// Rule is the policy rule that asked (approvals).
+	Rule *event.Rule `json:"rule,omitempty"`
+	// Question and Choices are a question's (input requests).
+	Question string   `json:"question,omitempty"`
+	Choices  []string `json:"choices,omitempty"`
+	// Options are the decisions an approval accepts.
+	Options []string `json:"options,omitempty"`
+	// Deadline, if set, is when the request expires; Default is the
+	// decision it then takes.
+	Deadline *time.Time `json:"deadline,omitempty"`
+	Default  string     `json:"default,omitempty"`
+	// Seq is the seq of the event that opened it.
+	Seq        int64      `json:"seq"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	ResolvedAt *time.Time `json:"resolvedAt,omitempty"`
+}
+
+// IsRequestFinal reports whether a request status is final.
+func IsRequestFinal(status string) bool { return status != RequestOpen }
+
+// Receipt is a stored idempotency receipt.
+type Receipt struct {
+	Key    string `json:"key"`
+	Method string `json:"method"`
+	// Fingerprint is a digest of the canonical params.
+	Fingerprint string          `json:"fingerprint"`
+	Result      json.RawMessage `json:"result"`
+	SessionID   string          `json:"sessionId,omitempty"`
+	CreatedAt   time.Time       `json:"createdAt"`
+}
+
+// Snapshot is state an owner derived from a session's log through event
+// Seq, stored so that a later load folds only the events after it instead
+// of the whole log. It is a cache: the log stays the truth, a snapshot
+// may be dropped or ignored at any time, and the events through Seq never
+// change, so a snapshot never goes stale, it only falls behind.
+type Snapshot struct {
+	SessionID string
+	// Kind names what Data holds (e.g. SnapshotTranscript).
+	Kind string
+	// Seq is the last event the snapshot reflects.
+	Seq int64
+	// Data is the owner's encoding.
+	Data      []byte
+	CreatedAt time.Time
+}
+
+// SnapshotTranscript is the kind of a session's transcript snapshot (the
+// binary form of agent.TranscriptBuilder).
+const SnapshotTranscript = "transcript"
