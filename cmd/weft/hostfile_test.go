@@ -52,6 +52,7 @@ func TestClientFindsHost(t *testing.T) {
 
 	addr := freeAddr(t)
 	srv := e.serve(addr)
+	t.Cleanup(func() { srv.Process.Kill() }) // a failed test leaves no host behind
 	files := e.hostFiles()
 	if len(files) != 1 {
 		t.Fatalf("host files %v, want one", files)
@@ -105,6 +106,7 @@ func TestClientFindsHost(t *testing.T) {
 	if err := c2.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c2.Process.Kill() })
 	if !poll(10*time.Second, func() bool { return len(e.hostFiles()) == 2 }) {
 		c2.Process.Kill()
 		c2.Wait()
@@ -185,6 +187,7 @@ func TestServeBindsFirst(t *testing.T) {
 func TestClientFindsHostWithoutTokenFile(t *testing.T) {
 	e := newEnv(t)
 	srv := e.serve(freeAddr(t), "--insecure-no-auth")
+	t.Cleanup(func() { srv.Process.Kill() })
 	if _, stderr, code := e.weft("", "ps"); code != 0 {
 		t.Errorf("ps with an --insecure-no-auth host: %d %s", code, stderr)
 	}
