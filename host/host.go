@@ -1,5 +1,5 @@
 // Package host coordinates sessions for many clients at once. A Host is a
-// registry of session owners (internal/session): it loads a session on
+// registry of session owners (host/internal/session): it loads a session on
 // its first request, hands every command to that session's owner, makes
 // every mutation idempotent with one wrapper, and fans committed events
 // out to subscribers. The owner admits runs under a busy policy, executes
@@ -25,10 +25,10 @@ import (
 	"weft.dev/weft/agent"
 	"weft.dev/weft/api"
 	"weft.dev/weft/env"
+	"weft.dev/weft/host/internal/journal"
+	"weft.dev/weft/host/internal/session"
 	"weft.dev/weft/internal/ids"
-	"weft.dev/weft/internal/journal"
 	"weft.dev/weft/internal/lease"
-	"weft.dev/weft/internal/session"
 	"weft.dev/weft/policy"
 	"weft.dev/weft/process"
 	"weft.dev/weft/redact"

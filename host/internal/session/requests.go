@@ -12,7 +12,7 @@ import (
 	"weft.dev/weft/agent"
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
-	"weft.dev/weft/internal/idem"
+	"weft.dev/weft/host/internal/idem"
 	"weft.dev/weft/llm"
 	"weft.dev/weft/policy"
 	"weft.dev/weft/store"
