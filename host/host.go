@@ -245,7 +245,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.scfg.Journal.Redactor = cfg.Redactor.With(cfg.MCP.Secrets()...)
 	}
 	if m := cfg.Processes; m != nil {
-		m.Attach(h, h)
+		m.Attach(processHooks{h}, processHooks{h})
 	}
 	var held []string
 	if !cfg.Shared {
