@@ -134,9 +134,7 @@ func (s *Session) admit(ctx context.Context, q queuedRun, rc *idem.Claim, ref id
 	}
 	s.track(q.id)
 	if _, err := s.append(ctx, rc, ref, e); err != nil {
-		s.doneMu.Lock()
-		delete(s.done, q.id)
-		s.doneMu.Unlock()
+		s.waits.untrack(q.id)
 		return record.Run{}, err
 	}
 	if front {
@@ -512,7 +510,7 @@ func (l runLog) AppendEnd(ctx context.Context, runID string, gated []record.Requ
 	out, err := l.appendTo(ctx, l.s.j, append(evs, last...)...)
 	if err == nil {
 		for _, q := range gated {
-			l.s.stopTimer(q.ID)
+			l.s.deadlines.stop(q.ID)
 		}
 	}
 	return out, err
@@ -529,9 +527,7 @@ func (l runLog) appendTo(ctx context.Context, j journalWriter, evs ...event.Even
 	var rcpts []record.Receipt
 	for _, e := range evs {
 		if e.RunID == l.a.id && event.IsTerminalRun(e.Type) {
-			l.a.mu.Lock()
-			claims, l.a.receipts = l.a.receipts, nil
-			l.a.mu.Unlock()
+			claims = l.a.receipts.take()
 			for _, c := range claims {
 				rcpts = append(rcpts, c.Receipt(l.s.id, idem.Ref{ID: l.a.id}))
 			}
@@ -745,7 +741,7 @@ func (s *Session) steer(ctx context.Context, a *activeRun, steerID string, input
 // ended returns it as it is. rc's receipt is stored with the terminal
 // event when this cancel ends the run.
 func (s *Session) Cancel(ctx context.Context, id, reason string, rc *idem.Claim) (record.Run, error) {
-	var ch chan struct{}
+	var ch <-chan struct{}
 	err := s.command(func() error {
 		ch = s.doneChan(id)
 		if s.active != nil && s.active.id == id && s.activeID() == id {
@@ -753,9 +749,7 @@ func (s *Session) Cancel(ctx context.Context, id, reason string, rc *idem.Claim)
 				return s.cancelParked(ctx, s.active, reason, rc)
 			}
 			if rc != nil {
-				s.active.mu.Lock()
-				s.active.receipts = append(s.active.receipts, rc)
-				s.active.mu.Unlock()
+				s.active.receipts.add(rc)
 			}
 			s.active.cancel(errors.New(reason))
 			return nil

@@ -7,8 +7,8 @@
 // Lock order: a Session's mutex is never held while taking the host's
 // registry lock, and the host never holds its registry lock while calling
 // a Session. Inside a Session, the order is mu, then the active run's
-// inbox lock (agent.Steers), then the journal's; doneMu and a run's
-// receipt lock are leaves.
+// inbox lock (agent.Steers), then the journal's; the locks of the run
+// waits, the request deadlines and a run's held receipts are leaves.
 package session
 
 import (
@@ -166,15 +166,15 @@ type Session struct {
 	// and what it held is released (finish).
 	finished chan struct{}
 
-	doneMu sync.Mutex // leaf
-	done   map[string]chan struct{}
+	// waits are the done channels of the runs admitted and not settled.
+	waits runWaits
 
 	// approved are the rules that allow_session answers added, for every
 	// later run of the session; guarded by mu.
 	approved []api.Rule
 
-	timerMu sync.Mutex             // leaf
-	timers  map[string]*time.Timer // request ID -> its deadline
+	// deadlines are the timers of the open requests that have one.
+	deadlines *deadlines
 
 	// conv is the transcript kept for the next run start; the journal's
 	// Committed hook feeds it.
@@ -199,8 +199,8 @@ type activeRun struct {
 	resume  *agent.Resume
 	history []llm.Message
 
-	mu       sync.Mutex    // leaf; guards receipts
-	receipts []*idem.Claim // cancels waiting to be stored with the terminal event
+	// receipts are the cancels waiting to be stored with the terminal event.
+	receipts heldClaims
 
 	// approved is policy with the first nApproved of the session's
 	// approved rules added, guarded by the session's mu: each approval
@@ -298,8 +298,9 @@ func newSession(cfg *Config, id string) (*Session, error) {
 		}
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	s := &Session{cfg: cfg, id: id, ctx: ctx, cancel: cancel, lease: ls, done: map[string]chan struct{}{},
+	s := &Session{cfg: cfg, id: id, ctx: ctx, cancel: cancel, lease: ls,
 		conv: transcript{budget: cfg.Transcripts}, finished: make(chan struct{})}
+	s.deadlines = newDeadlines(s.expire)
 	s.Touch()
 	return s, nil
 }
@@ -510,13 +511,7 @@ func (s *Session) committed(batch []event.Event) {
 // track makes the done channel of run id, which settle closes once the
 // run has ended and the session is done with it; a run that has one
 // keeps it, with whoever waits on it.
-func (s *Session) track(id string) {
-	s.doneMu.Lock()
-	if s.done[id] == nil {
-		s.done[id] = make(chan struct{})
-	}
-	s.doneMu.Unlock()
-}
+func (s *Session) track(id string) { s.waits.track(id) }
 
 // settleEnded settles every run the session tracks that it no longer
 // holds: neither active nor queued, so ended (a recovery that reloaded
@@ -530,14 +525,7 @@ func (s *Session) settleEnded() {
 	for _, q := range s.queue {
 		held[q.id] = true
 	}
-	s.doneMu.Lock()
-	defer s.doneMu.Unlock()
-	for id, ch := range s.done {
-		if !held[id] {
-			close(ch)
-			delete(s.done, id)
-		}
-	}
+	s.waits.settleAllBut(held)
 }
 
 // settle closes run id's done channel: its terminal event is committed
@@ -545,22 +533,11 @@ func (s *Session) settleEnded() {
 // queued run has started, or the session holds it). Run/wait and
 // run/cancel return then, so that the next run/start is admitted. Called
 // by commands and by the run's goroutine once it has tidied up.
-func (s *Session) settle(id string) {
-	s.doneMu.Lock()
-	defer s.doneMu.Unlock()
-	if ch, ok := s.done[id]; ok {
-		close(ch)
-		delete(s.done, id)
-	}
-}
+func (s *Session) settle(id string) { s.waits.settle(id) }
 
 // doneChan returns run id's done channel, or nil when the session is not
 // waiting for the run to end.
-func (s *Session) doneChan(id string) chan struct{} {
-	s.doneMu.Lock()
-	defer s.doneMu.Unlock()
-	return s.done[id]
-}
+func (s *Session) doneChan(id string) <-chan struct{} { return s.waits.chanOf(id) }
 
 // idle reports whether the session has no run, no queued run, no
 // subscriber and no request since cutoff (unix nanos).
@@ -599,7 +576,7 @@ func (s *Session) Close() {
 // finish waits for the goroutines of a closed session and releases what
 // it holds.
 func (s *Session) finish() {
-	s.stopTimers()
+	s.deadlines.stopAll()
 	s.wg.Wait()
 	s.release.Do(func() {
 		s.mu.Lock()
