@@ -27,6 +27,7 @@ import (
 	"weft.dev/weft/env"
 	"weft.dev/weft/host/internal/journal"
 	"weft.dev/weft/host/internal/session"
+	"weft.dev/weft/host/internal/transcript"
 	"weft.dev/weft/internal/ids"
 	"weft.dev/weft/internal/lease"
 	"weft.dev/weft/policy"
@@ -236,7 +237,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		SubscriberBuffer: cfg.SubscriberBuffer, SubscriberBytes: cfg.SubscriberBytes, RetryBackoff: cfg.StorageRetry,
 		HoldQueued: cfg.Shared,
 		Policy:     cfg.Policy, InputTimeout: cfg.InputTimeout, NewID: cfg.NewID, Logger: cfg.Logger,
-		Transcripts: session.NewBudget(max(cfg.TranscriptBytes, 0)),
+		Transcripts: transcript.NewBudget(max(cfg.TranscriptBytes, 0)),
 	}
 	h.scfg.Journal.Redactor = cfg.Redactor
 	h.scfg.Protected = cfg.Protected

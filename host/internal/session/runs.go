@@ -12,6 +12,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/host/internal/idem"
 	"weft.dev/weft/host/internal/reconcile"
+	"weft.dev/weft/host/internal/transcript"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
@@ -388,22 +389,22 @@ func (s *Session) saveTranscript() {
 	if s.state != stateOpen {
 		return
 	}
-	j, ok := s.conv.due()
+	j, ok := s.conv.Due()
 	if !ok {
 		return
 	}
 	s.wg.Go(func() {
 		err := s.putSnapshot(j)
 		if err != nil {
-			s.cfg.Logger.Warn("store transcript snapshot", "session", s.id, "seq", j.seq, "err", err)
+			s.cfg.Logger.Warn("store transcript snapshot", "session", s.id, "seq", j.Seq(), "err", err)
 		}
-		s.conv.saved(j, err)
+		s.conv.Saved(j, err)
 	})
 }
 
 // putSnapshot encodes and stores j.
-func (s *Session) putSnapshot(j snapshotJob) error {
-	data, err := j.b.MarshalBinary()
+func (s *Session) putSnapshot(j transcript.Snapshot) error {
+	data, err := j.MarshalBinary()
 	if err != nil {
 		return err
 	}
@@ -413,15 +414,15 @@ func (s *Session) putSnapshot(j snapshotJob) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 10*time.Second)
 	defer cancel()
 	return s.cfg.Store.PutSnapshot(ctx, record.Snapshot{
-		SessionID: s.id, Kind: record.SnapshotTranscript, Seq: j.seq, Data: data, CreatedAt: time.Now(),
+		SessionID: s.id, Kind: record.SnapshotTranscript, Seq: j.Seq(), Data: data, CreatedAt: time.Now(),
 	})
 }
 
-// sessionLog is the session's [transcriptLog]: its snapshot and its log
+// sessionLog is the session's [transcript.Log]: its snapshot and its log
 // in the store.
 type sessionLog struct{ s *Session }
 
-func (l sessionLog) snapshot(ctx context.Context) (*agent.TranscriptBuilder, int64, bool) {
+func (l sessionLog) Snapshot(ctx context.Context) (*agent.TranscriptBuilder, int64, bool) {
 	snap, err := l.s.cfg.Store.Snapshot(ctx, l.s.id, record.SnapshotTranscript)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
@@ -437,7 +438,7 @@ func (l sessionLog) snapshot(ctx context.Context) (*agent.TranscriptBuilder, int
 	return b, snap.Seq, true
 }
 
-func (l sessionLog) events(ctx context.Context, after int64) ([]event.Event, error) {
+func (l sessionLog) Events(ctx context.Context, after int64) ([]event.Event, error) {
 	return l.s.readAll(ctx, after, agent.TranscriptTypes())
 }
 
@@ -616,7 +617,7 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 				return fail("log", err.Error())
 			}
 		}
-	} else if run.History, err = s.conv.messages(ctx, sessionLog{s}); err != nil {
+	} else if run.History, err = s.conv.Messages(ctx, sessionLog{s}); err != nil {
 		return fail("log", err.Error())
 	}
 	maxSteps := q.maxSteps

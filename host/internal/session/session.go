@@ -29,6 +29,7 @@ import (
 	"weft.dev/weft/host/internal/idem"
 	"weft.dev/weft/host/internal/journal"
 	"weft.dev/weft/host/internal/reconcile"
+	"weft.dev/weft/host/internal/transcript"
 	"weft.dev/weft/llm"
 	"weft.dev/weft/policy"
 	"weft.dev/weft/process"
@@ -117,7 +118,7 @@ type Config struct {
 	Protected *env.Protected
 	// Transcripts is the memory the host's sessions keep their transcripts
 	// in between runs; nil keeps none (every run start reads the log).
-	Transcripts *Budget
+	Transcripts *transcript.Budget
 	// NewID makes IDs with a prefix. Required.
 	NewID func(prefix string) string
 	// Logger receives diagnostics. Required (may discard).
@@ -178,7 +179,7 @@ type Session struct {
 
 	// conv is the transcript kept for the next run start; the journal's
 	// Committed hook feeds it.
-	conv transcript
+	conv *transcript.Cache
 }
 
 // activeRun is the session's active run. While it executes, a goroutine
@@ -299,7 +300,7 @@ func newSession(cfg *Config, id string) (*Session, error) {
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &Session{cfg: cfg, id: id, ctx: ctx, cancel: cancel, lease: ls,
-		conv: transcript{budget: cfg.Transcripts}, finished: make(chan struct{})}
+		conv: transcript.NewCache(cfg.Transcripts), finished: make(chan struct{})}
 	s.deadlines = newDeadlines(s.expire)
 	s.Touch()
 	return s, nil
@@ -505,7 +506,7 @@ func storageErr(id string, cause error) error {
 // committed is the journal's Committed hook: it folds the batch into the
 // kept transcript.
 func (s *Session) committed(batch []event.Event) {
-	s.conv.observe(batch)
+	s.conv.Observe(batch)
 }
 
 // track makes the done channel of run id, which settle closes once the
@@ -582,7 +583,7 @@ func (s *Session) finish() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.j.Close()
-		s.conv.drop()
+		s.conv.Drop()
 		s.releaseLease()
 		s.closeRetired()
 		s.bind.Close()
@@ -724,7 +725,7 @@ func (s *Session) reopen(failed *journal.Journal, cut string, failure *event.Err
 	s.j = j
 	// The failed write may have committed without the hook seeing it:
 	// the next run start reads the log.
-	s.conv.drop()
+	s.conv.Drop()
 	parked := ""
 	if a := s.active; a != nil && a.parked {
 		// A run that waits for answers had no step for the failure to
