@@ -224,4 +224,3 @@ func (s *Session) reopen(failed *journal.Journal, cut string, failure *event.Err
 	s.settleEnded()
 	return true, nil
 }
-
