@@ -8,7 +8,10 @@
 // registry lock, and the host never holds its registry lock while calling
 // a Session. Inside a Session, the order is mu, then the active run's
 // inbox lock (agent.Steers), then the journal's; the locks of the run
-// waits, the request deadlines and a run's held receipts are leaves.
+// waits, the request deadlines and a run's held receipts are leaves, and
+// so is the transcript cache's state lock (its build lock is taken only
+// by a run's start, with no lock of the session held; see package
+// transcript).
 package session
 
 import (
