@@ -28,7 +28,7 @@ import (
 
 // Log is where a run's events go. Append returns once the events are
 // durable; Delta hands over streamed text that the log coalesces.
-// internal/journal.Journal implements it.
+// The host's journal (host/internal/journal) implements it.
 type Log interface {
 	Append(ctx context.Context, events ...event.Event) ([]event.Event, error)
 	Delta(ctx context.Context, runID string, t event.Type, step int, text string) error

@@ -17,7 +17,6 @@ import (
 	"weft.dev/weft/agent"
 	"weft.dev/weft/env"
 	"weft.dev/weft/event"
-	"weft.dev/weft/internal/journal"
 	"weft.dev/weft/internal/proctest"
 	"weft.dev/weft/llm"
 	"weft.dev/weft/llm/scripted"
@@ -34,7 +33,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type fixture struct {
 	t    *testing.T
 	st   store.Store
-	j    *journal.Journal
+	j    *storeLog
 	dir  string
 	b    *env.Binding
 	reg  *tool.Registry
@@ -48,7 +47,7 @@ func newFixture(t *testing.T) *fixture {
 	dir := t.TempDir()
 	st := memory.New()
 	mounts := []event.Mount{{ID: "work", Kind: event.KindLocal, Path: dir, Mode: event.ModeReadWrite, Default: true, DefaultForShell: true}}
-	j, err := journal.Create(context.Background(), journal.Config{Store: st, CoalesceWindow: time.Millisecond}, "ses_t", event.SessionCreatedData{Mounts: mounts})
+	j, err := createLog(context.Background(), st, "ses_t", event.SessionCreatedData{Mounts: mounts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +60,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{t: t, st: st, j: j, dir: dir, b: b, reg: reg}
-	t.Cleanup(func() { j.Close(); b.Close() })
+	t.Cleanup(func() { b.Close() })
 	return f
 }
 

@@ -8,8 +8,8 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/env"
 	"weft.dev/weft/env/sandbox"
-	"weft.dev/weft/internal/journal"
-	"weft.dev/weft/internal/session"
+	"weft.dev/weft/host/internal/journal"
+	"weft.dev/weft/host/internal/session"
 	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 )

@@ -15,8 +15,8 @@ import (
 	"weft.dev/weft/agent"
 	"weft.dev/weft/api"
 	"weft.dev/weft/env"
-	"weft.dev/weft/internal/journal"
-	"weft.dev/weft/internal/session"
+	"weft.dev/weft/host/internal/journal"
+	"weft.dev/weft/host/internal/session"
 	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 )
@@ -24,8 +24,8 @@ import (
 // sentinelPackages are the packages whose sentinel errors can reach a
 // client, by directory relative to this one.
 var sentinelPackages = map[string]string{
-	"store": "../store", "process": "../process", "env": "../env", "journal": "../internal/journal",
-	"session": "../internal/session", "agent": "../agent", "api": "../api",
+	"store": "../store", "process": "../process", "env": "../env", "journal": "internal/journal",
+	"session": "internal/session", "agent": "../agent", "api": "../api",
 }
 
 // TestEverySentinelHasAKind is the one table from every sentinel error of

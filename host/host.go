@@ -1,5 +1,5 @@
 // Package host coordinates sessions for many clients at once. A Host is a
-// registry of session owners (internal/session): it loads a session on
+// registry of session owners (host/internal/session): it loads a session on
 // its first request, hands every command to that session's owner, makes
 // every mutation idempotent with one wrapper, and fans committed events
 // out to subscribers. The owner admits runs under a busy policy, executes
@@ -26,10 +26,11 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/env"
 	"weft.dev/weft/event"
+	"weft.dev/weft/host/internal/journal"
+	"weft.dev/weft/host/internal/session"
+	"weft.dev/weft/host/internal/transcript"
 	"weft.dev/weft/internal/ids"
-	"weft.dev/weft/internal/journal"
 	"weft.dev/weft/internal/lease"
-	"weft.dev/weft/internal/session"
 	"weft.dev/weft/policy"
 	"weft.dev/weft/process"
 	"weft.dev/weft/redact"
@@ -242,7 +243,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		SubscriberBuffer: cfg.SubscriberBuffer, SubscriberBytes: cfg.SubscriberBytes, RetryBackoff: cfg.StorageRetry,
 		HoldQueued: cfg.Shared,
 		Policy:     cfg.Policy, InputTimeout: cfg.InputTimeout, NewID: cfg.NewID, Logger: cfg.Logger,
-		Transcripts: session.NewBudget(max(cfg.TranscriptBytes, 0)),
+		Transcripts: transcript.NewBudget(max(cfg.TranscriptBytes, 0)),
 	}
 	h.scfg.Journal.Redactor = cfg.Redactor
 	h.scfg.Protected = cfg.Protected
@@ -251,7 +252,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.scfg.Journal.Redactor = cfg.Redactor.With(cfg.MCP.Secrets()...)
 	}
 	if m := cfg.Processes; m != nil {
-		m.Attach(h, h)
+		m.Attach(processHooks{h}, processHooks{h})
 	}
 	var held []string
 	if !cfg.Shared {

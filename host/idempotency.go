@@ -10,7 +10,7 @@ import (
 	"reflect"
 
 	"weft.dev/weft/api"
-	"weft.dev/weft/internal/idem"
+	"weft.dev/weft/host/internal/idem"
 	"weft.dev/weft/store"
 )
 

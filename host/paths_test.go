@@ -335,7 +335,7 @@ func TestBackgroundToolFollowsPathRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, args := range []string{`{"path":"notes.txt"}`, `{"path":"readme.txt"}`} {
-		res := h.RunTool(context.Background(), process.ToolRun{
+		res := host.RunTool(h, context.Background(), process.ToolRun{
 			Process: record.Process{ID: "proc_1", SessionID: s.ID, RunID: "run_gone", Kind: record.ProcessTool,
 				Spec: record.ProcessSpec{Tool: api.ToolReadFile, Args: json.RawMessage(args)}},
 			Call: &tool.Call{ID: "proc_1", SessionID: s.ID, RunID: "run_gone", Arguments: json.RawMessage(args)},

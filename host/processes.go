@@ -12,8 +12,8 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/env"
 	"weft.dev/weft/event"
-	"weft.dev/weft/internal/idem"
-	"weft.dev/weft/internal/session"
+	"weft.dev/weft/host/internal/idem"
+	"weft.dev/weft/host/internal/session"
 	"weft.dev/weft/process"
 	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
@@ -380,10 +380,10 @@ func (h *Host) revokeProcess(ctx context.Context, p api.ProcessGrantParams, rc *
 	return processResult(rec), idem.Ref{ID: p.ID}, nil
 }
 
-// RunTool runs a tool process for the process manager (process.ToolRunner):
-// the call sees the session's current mounts, and starts what it starts
-// in the background through the session's owner.
-func (h *Host) RunTool(ctx context.Context, run process.ToolRun) tool.Result {
+// runTool runs a tool process for the process manager (see
+// [processHooks]): the call sees the session's current mounts, and starts
+// what it starts in the background through the session's owner.
+func (h *Host) runTool(ctx context.Context, run process.ToolRun) tool.Result {
 	if h.cfg.Tools == nil {
 		return tool.Result{Output: "error: this host has no tools", IsError: true}
 	}
@@ -406,13 +406,6 @@ func (h *Host) RunTool(ctx context.Context, run process.ToolRun) tool.Result {
 	call := *run.Call
 	call.Env, call.Background = b.WithGuard(g), bg
 	return h.cfg.Tools.Call(ctx, run.Process.Spec.Tool, &call, tool.CallOptions{Logger: h.cfg.Logger})
-}
-
-// ProcessEnded records the end of a process in its session's log, tells
-// the session's active run at its next step boundary, or starts a
-// follow-up run for a process started with wakeOnExit (process.Notifier).
-func (h *Host) ProcessEnded(p record.Process) {
-	h.recordProcess(p, event.ProcessExited)
 }
 
 // recordProcess hands a process's end to its session's owner in a

@@ -6,8 +6,8 @@ import (
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
-	"weft.dev/weft/internal/idem"
-	"weft.dev/weft/internal/session"
+	"weft.dev/weft/host/internal/idem"
+	"weft.dev/weft/host/internal/session"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/record"
 )

@@ -2,7 +2,7 @@
 // journal and store. It holds only tests: go test ./internal/sim.
 //
 // Each seed drives the real engine in process (host.Host over
-// internal/session and internal/journal, on store/memory or, for a few
+// host/internal/session and host/internal/journal, on store/memory or, for a few
 // seeds, store/sqlite) inside a testing/synctest bubble, with a model,
 // tools and a store the seed controls: the model streams text, tool calls,
 // retryable errors and cut streams one chunk per step; a tool call ends

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"weft.dev/weft/internal/migrate"
+	"weft.dev/weft/store/internal/migrate"
 )
 
 //go:embed migrations/*.sql

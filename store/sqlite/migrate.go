@@ -8,7 +8,7 @@ import (
 	"io/fs"
 	"time"
 
-	"weft.dev/weft/internal/migrate"
+	"weft.dev/weft/store/internal/migrate"
 )
 
 //go:embed migrations/*.sql

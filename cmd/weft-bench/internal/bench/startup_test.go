@@ -15,7 +15,7 @@ var testModules = newModuleIndex("weft.dev/weft", []string{
 func TestSymbolModule(t *testing.T) {
 	for _, tc := range []struct{ sym, want string }{
 		{"weft.dev/weft/store/sqlite.(*Store).Append", "weft.dev/weft"},
-		{"weft.dev/weft/internal/journal.(*Journal).publish.func1", "weft.dev/weft"},
+		{"weft.dev/weft/host/internal/journal.(*Journal).publish.func1", "weft.dev/weft"},
 		{"main.main", "weft.dev/weft"},
 		{"main.(*benchCmd).Run", "weft.dev/weft"},
 		{"runtime.mallocgc", stdModule},

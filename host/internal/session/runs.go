@@ -10,8 +10,9 @@ import (
 	"weft.dev/weft/agent"
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
-	"weft.dev/weft/internal/idem"
-	"weft.dev/weft/internal/reconcile"
+	"weft.dev/weft/host/internal/idem"
+	"weft.dev/weft/host/internal/reconcile"
+	"weft.dev/weft/host/internal/transcript"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
@@ -134,9 +135,7 @@ func (s *Session) admit(ctx context.Context, q queuedRun, rc *idem.Claim, ref id
 	}
 	s.track(q.id)
 	if _, err := s.append(ctx, rc, ref, e); err != nil {
-		s.doneMu.Lock()
-		delete(s.done, q.id)
-		s.doneMu.Unlock()
+		s.waits.untrack(q.id)
 		return record.Run{}, err
 	}
 	if front {
@@ -390,22 +389,22 @@ func (s *Session) saveTranscript() {
 	if s.state != stateOpen {
 		return
 	}
-	j, ok := s.conv.due()
+	j, ok := s.conv.Due()
 	if !ok {
 		return
 	}
 	s.wg.Go(func() {
 		err := s.putSnapshot(j)
 		if err != nil {
-			s.cfg.Logger.Warn("store transcript snapshot", "session", s.id, "seq", j.seq, "err", err)
+			s.cfg.Logger.Warn("store transcript snapshot", "session", s.id, "seq", j.Seq(), "err", err)
 		}
-		s.conv.saved(j, err)
+		s.conv.Saved(j, err)
 	})
 }
 
 // putSnapshot encodes and stores j.
-func (s *Session) putSnapshot(j snapshotJob) error {
-	data, err := j.b.MarshalBinary()
+func (s *Session) putSnapshot(j transcript.Snapshot) error {
+	data, err := j.MarshalBinary()
 	if err != nil {
 		return err
 	}
@@ -415,15 +414,15 @@ func (s *Session) putSnapshot(j snapshotJob) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), 10*time.Second)
 	defer cancel()
 	return s.cfg.Store.PutSnapshot(ctx, record.Snapshot{
-		SessionID: s.id, Kind: record.SnapshotTranscript, Seq: j.seq, Data: data, CreatedAt: time.Now(),
+		SessionID: s.id, Kind: record.SnapshotTranscript, Seq: j.Seq(), Data: data, CreatedAt: time.Now(),
 	})
 }
 
-// sessionLog is the session's [transcriptLog]: its snapshot and its log
+// sessionLog is the session's [transcript.Log]: its snapshot and its log
 // in the store.
 type sessionLog struct{ s *Session }
 
-func (l sessionLog) snapshot(ctx context.Context) (*agent.TranscriptBuilder, int64, bool) {
+func (l sessionLog) Snapshot(ctx context.Context) (*agent.TranscriptBuilder, int64, bool) {
 	snap, err := l.s.cfg.Store.Snapshot(ctx, l.s.id, record.SnapshotTranscript)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
@@ -439,7 +438,7 @@ func (l sessionLog) snapshot(ctx context.Context) (*agent.TranscriptBuilder, int
 	return b, snap.Seq, true
 }
 
-func (l sessionLog) events(ctx context.Context, after int64) ([]event.Event, error) {
+func (l sessionLog) Events(ctx context.Context, after int64) ([]event.Event, error) {
 	return l.s.readAll(ctx, after, agent.TranscriptTypes())
 }
 
@@ -512,7 +511,7 @@ func (l runLog) AppendEnd(ctx context.Context, runID string, gated []record.Requ
 	out, err := l.appendTo(ctx, l.s.j, append(evs, last...)...)
 	if err == nil {
 		for _, q := range gated {
-			l.s.stopTimer(q.ID)
+			l.s.deadlines.stop(q.ID)
 		}
 	}
 	return out, err
@@ -529,9 +528,7 @@ func (l runLog) appendTo(ctx context.Context, j journalWriter, evs ...event.Even
 	var rcpts []record.Receipt
 	for _, e := range evs {
 		if e.RunID == l.a.id && event.IsTerminalRun(e.Type) {
-			l.a.mu.Lock()
-			claims, l.a.receipts = l.a.receipts, nil
-			l.a.mu.Unlock()
+			claims = l.a.receipts.take()
 			for _, c := range claims {
 				rcpts = append(rcpts, c.Receipt(l.s.id, idem.Ref{ID: l.a.id}))
 			}
@@ -620,7 +617,7 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 				return fail("log", err.Error())
 			}
 		}
-	} else if run.History, err = s.conv.messages(ctx, sessionLog{s}); err != nil {
+	} else if run.History, err = s.conv.Messages(ctx, sessionLog{s}); err != nil {
 		return fail("log", err.Error())
 	}
 	maxSteps := q.maxSteps
@@ -745,7 +742,7 @@ func (s *Session) steer(ctx context.Context, a *activeRun, steerID string, input
 // ended returns it as it is. rc's receipt is stored with the terminal
 // event when this cancel ends the run.
 func (s *Session) Cancel(ctx context.Context, id, reason string, rc *idem.Claim) (record.Run, error) {
-	var ch chan struct{}
+	var ch <-chan struct{}
 	err := s.command(func() error {
 		ch = s.doneChan(id)
 		if s.active != nil && s.active.id == id && s.activeID() == id {
@@ -753,9 +750,7 @@ func (s *Session) Cancel(ctx context.Context, id, reason string, rc *idem.Claim)
 				return s.cancelParked(ctx, s.active, reason, rc)
 			}
 			if rc != nil {
-				s.active.mu.Lock()
-				s.active.receipts = append(s.active.receipts, rc)
-				s.active.mu.Unlock()
+				s.active.receipts.add(rc)
 			}
 			s.active.cancel(errors.New(reason))
 			return nil

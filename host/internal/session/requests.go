@@ -12,7 +12,7 @@ import (
 	"weft.dev/weft/agent"
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
-	"weft.dev/weft/internal/idem"
+	"weft.dev/weft/host/internal/idem"
 	"weft.dev/weft/llm"
 	"weft.dev/weft/policy"
 	"weft.dev/weft/store"
@@ -284,7 +284,7 @@ func (s *Session) Decide(ctx context.Context, p api.DecideParams, by event.By, r
 		if p.Decision == event.DecisionAllowSession {
 			s.approved = append(s.approved, policy.SessionRuleFor(s.policyCall(q.ToolCall)))
 		}
-		s.stopTimer(q.ID)
+		s.deadlines.stop(q.ID)
 		s.resumeIfAnswered(q.RunID)
 		out, _ = s.request(ctx, q.ID)
 		return nil
@@ -340,7 +340,7 @@ func (s *Session) Answer(ctx context.Context, p api.AnswerParams, by event.By, r
 			return err
 		}
 		s.foldParked(q.RunID, r, c)
-		s.stopTimer(q.ID)
+		s.deadlines.stop(q.ID)
 		s.resumeIfAnswered(q.RunID)
 		out, _ = s.request(ctx, q.ID)
 		return nil
@@ -439,7 +439,7 @@ func (s *Session) cancelParked(ctx context.Context, a *activeRun, reason string,
 	for _, q := range s.j.OpenRequests() {
 		if q.RunID == a.id {
 			open = append(open, q)
-			s.stopTimer(q.ID)
+			s.deadlines.stop(q.ID)
 		}
 	}
 	evs, err := agent.CloseRequests(a.id, open, "the run was cancelled")
@@ -482,10 +482,7 @@ func (s *Session) cancelParked(ctx context.Context, a *activeRun, reason string,
 		return err
 	}
 	evs = append(evs, e)
-	a.mu.Lock()
-	claims := a.receipts
-	a.receipts = nil
-	a.mu.Unlock()
+	claims := a.receipts.take()
 	ref := idem.Ref{ID: a.id}
 	rcpts := rc.Receipts(s.id, ref)
 	for _, c := range claims {
@@ -500,9 +497,7 @@ func (s *Session) cancelParked(ctx context.Context, a *activeRun, reason string,
 		_, err = s.j.AppendReceipts(ctx, rc.Receipts(s.id, ref), evs...)
 	}
 	if err != nil {
-		a.mu.Lock()
-		a.receipts = append(claims, a.receipts...)
-		a.mu.Unlock()
+		a.receipts.putBack(claims)
 		return s.writeErr(err)
 	}
 	rc.Stored()
@@ -539,41 +534,8 @@ func (s *Session) scheduleDeadlines(evs []event.Event) {
 			continue
 		}
 		if deadline != nil {
-			s.startTimer(id, *deadline)
+			s.deadlines.start(id, *deadline)
 		}
-	}
-}
-
-// startTimer expires request id at t (at once if t has passed).
-func (s *Session) startTimer(id string, t time.Time) {
-	s.timerMu.Lock()
-	defer s.timerMu.Unlock()
-	if s.timers == nil {
-		s.timers = map[string]*time.Timer{}
-	}
-	if _, ok := s.timers[id]; ok {
-		return
-	}
-	s.timers[id] = time.AfterFunc(time.Until(t), func() { s.expire(id) })
-}
-
-// stopTimer stops request id's timer, if any.
-func (s *Session) stopTimer(id string) {
-	s.timerMu.Lock()
-	defer s.timerMu.Unlock()
-	if t, ok := s.timers[id]; ok {
-		t.Stop()
-		delete(s.timers, id)
-	}
-}
-
-// stopTimers stops every timer (the session closes).
-func (s *Session) stopTimers() {
-	s.timerMu.Lock()
-	defer s.timerMu.Unlock()
-	for id, t := range s.timers {
-		t.Stop()
-		delete(s.timers, id)
 	}
 }
 
@@ -581,9 +543,6 @@ func (s *Session) stopTimers() {
 // decision (approval.expired), a question with no answer (its call gets
 // an error result); then the run resumes if nothing else is open.
 func (s *Session) expire(id string) {
-	s.timerMu.Lock()
-	delete(s.timers, id)
-	s.timerMu.Unlock()
 	err := s.command(func() error {
 		ctx := s.ctx
 		q, err := s.request(ctx, id)
@@ -669,7 +628,7 @@ func (s *Session) restoreParked(ctx context.Context) error {
 	s.track(id)
 	for _, q := range s.j.OpenRequests() {
 		if q.RunID == id && q.Deadline != nil {
-			s.startTimer(q.ID, *q.Deadline)
+			s.deadlines.start(q.ID, *q.Deadline)
 		}
 	}
 	s.resumeIfAnswered(id)

@@ -9,7 +9,7 @@ import (
 	"weak"
 
 	"weft.dev/weft/event"
-	"weft.dev/weft/internal/journal"
+	"weft.dev/weft/host/internal/journal"
 )
 
 // probeGate admits every read and records the cost of each page; before

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"weft.dev/weft/event"
-	"weft.dev/weft/internal/idem"
+	"weft.dev/weft/host/internal/idem"
 	"weft.dev/weft/store/record"
 )
 

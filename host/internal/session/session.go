@@ -7,8 +7,11 @@
 // Lock order: a Session's mutex is never held while taking the host's
 // registry lock, and the host never holds its registry lock while calling
 // a Session. Inside a Session, the order is mu, then the active run's
-// inbox lock (agent.Steers), then the journal's; doneMu and a run's
-// receipt lock are leaves.
+// inbox lock (agent.Steers), then the journal's; the locks of the run
+// waits, the request deadlines and a run's held receipts are leaves, and
+// so is the transcript cache's state lock (its build lock is taken only
+// by a run's start, with no lock of the session held; see package
+// transcript).
 package session
 
 import (
@@ -26,9 +29,10 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/env"
 	"weft.dev/weft/event"
-	"weft.dev/weft/internal/idem"
-	"weft.dev/weft/internal/journal"
-	"weft.dev/weft/internal/reconcile"
+	"weft.dev/weft/host/internal/idem"
+	"weft.dev/weft/host/internal/journal"
+	"weft.dev/weft/host/internal/reconcile"
+	"weft.dev/weft/host/internal/transcript"
 	"weft.dev/weft/llm"
 	"weft.dev/weft/policy"
 	"weft.dev/weft/process"
@@ -117,7 +121,7 @@ type Config struct {
 	Protected *env.Protected
 	// Transcripts is the memory the host's sessions keep their transcripts
 	// in between runs; nil keeps none (every run start reads the log).
-	Transcripts *Budget
+	Transcripts *transcript.Budget
 	// NewID makes IDs with a prefix. Required.
 	NewID func(prefix string) string
 	// Logger receives diagnostics. Required (may discard).
@@ -166,19 +170,19 @@ type Session struct {
 	// and what it held is released (finish).
 	finished chan struct{}
 
-	doneMu sync.Mutex // leaf
-	done   map[string]chan struct{}
+	// waits are the done channels of the runs admitted and not settled.
+	waits runWaits
 
 	// approved are the rules that allow_session answers added, for every
 	// later run of the session; guarded by mu.
 	approved []api.Rule
 
-	timerMu sync.Mutex             // leaf
-	timers  map[string]*time.Timer // request ID -> its deadline
+	// deadlines are the timers of the open requests that have one.
+	deadlines *deadlines
 
 	// conv is the transcript kept for the next run start; the journal's
 	// Committed hook feeds it.
-	conv transcript
+	conv *transcript.Cache
 }
 
 // activeRun is the session's active run. While it executes, a goroutine
@@ -199,8 +203,8 @@ type activeRun struct {
 	resume  *agent.Resume
 	history []llm.Message
 
-	mu       sync.Mutex    // leaf; guards receipts
-	receipts []*idem.Claim // cancels waiting to be stored with the terminal event
+	// receipts are the cancels waiting to be stored with the terminal event.
+	receipts heldClaims
 
 	// approved is policy with the first nApproved of the session's
 	// approved rules added, guarded by the session's mu: each approval
@@ -298,8 +302,9 @@ func newSession(cfg *Config, id string) (*Session, error) {
 		}
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
-	s := &Session{cfg: cfg, id: id, ctx: ctx, cancel: cancel, lease: ls, done: map[string]chan struct{}{},
-		conv: transcript{budget: cfg.Transcripts}, finished: make(chan struct{})}
+	s := &Session{cfg: cfg, id: id, ctx: ctx, cancel: cancel, lease: ls,
+		conv: transcript.NewCache(cfg.Transcripts), finished: make(chan struct{})}
+	s.deadlines = newDeadlines(s.expire)
 	s.Touch()
 	return s, nil
 }
@@ -504,19 +509,13 @@ func storageErr(id string, cause error) error {
 // committed is the journal's Committed hook: it folds the batch into the
 // kept transcript.
 func (s *Session) committed(batch []event.Event) {
-	s.conv.observe(batch)
+	s.conv.Observe(batch)
 }
 
 // track makes the done channel of run id, which settle closes once the
 // run has ended and the session is done with it; a run that has one
 // keeps it, with whoever waits on it.
-func (s *Session) track(id string) {
-	s.doneMu.Lock()
-	if s.done[id] == nil {
-		s.done[id] = make(chan struct{})
-	}
-	s.doneMu.Unlock()
-}
+func (s *Session) track(id string) { s.waits.track(id) }
 
 // settleEnded settles every run the session tracks that it no longer
 // holds: neither active nor queued, so ended (a recovery that reloaded
@@ -530,14 +529,7 @@ func (s *Session) settleEnded() {
 	for _, q := range s.queue {
 		held[q.id] = true
 	}
-	s.doneMu.Lock()
-	defer s.doneMu.Unlock()
-	for id, ch := range s.done {
-		if !held[id] {
-			close(ch)
-			delete(s.done, id)
-		}
-	}
+	s.waits.settleAllBut(held)
 }
 
 // settle closes run id's done channel: its terminal event is committed
@@ -545,22 +537,11 @@ func (s *Session) settleEnded() {
 // queued run has started, or the session holds it). Run/wait and
 // run/cancel return then, so that the next run/start is admitted. Called
 // by commands and by the run's goroutine once it has tidied up.
-func (s *Session) settle(id string) {
-	s.doneMu.Lock()
-	defer s.doneMu.Unlock()
-	if ch, ok := s.done[id]; ok {
-		close(ch)
-		delete(s.done, id)
-	}
-}
+func (s *Session) settle(id string) { s.waits.settle(id) }
 
 // doneChan returns run id's done channel, or nil when the session is not
 // waiting for the run to end.
-func (s *Session) doneChan(id string) chan struct{} {
-	s.doneMu.Lock()
-	defer s.doneMu.Unlock()
-	return s.done[id]
-}
+func (s *Session) doneChan(id string) <-chan struct{} { return s.waits.chanOf(id) }
 
 // idle reports whether the session has no run, no queued run, no
 // subscriber and no request since cutoff (unix nanos).
@@ -599,13 +580,13 @@ func (s *Session) Close() {
 // finish waits for the goroutines of a closed session and releases what
 // it holds.
 func (s *Session) finish() {
-	s.stopTimers()
+	s.deadlines.stopAll()
 	s.wg.Wait()
 	s.release.Do(func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.j.Close()
-		s.conv.drop()
+		s.conv.Drop()
 		s.releaseLease()
 		s.closeRetired()
 		s.bind.Close()
@@ -619,185 +600,6 @@ func (s *Session) Closed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.state == stateClosed
-}
-
-// watch waits for a write failure of the journal and recovers from it,
-// until the session closes.
-func (s *Session) watch() {
-	for {
-		s.mu.Lock()
-		j := s.j
-		s.mu.Unlock()
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-j.Failed():
-		}
-		if err := j.Err(); errors.Is(err, store.ErrFenced) {
-			s.lose(err)
-			return
-		}
-		if !s.recover(j) {
-			return
-		}
-	}
-}
-
-// recover ends the active run and brings the session back once the store
-// takes writes again: it opens a new journal from what the store holds
-// and fails the runs the failure cut short (run.failed, kind storage),
-// so that nothing committed is lost and no seq is skipped. Queued runs
-// stay queued, and a run that waits for answers goes on waiting. The log
-// is the truth from then on: a failed write may have committed though
-// its writer heard an error (the answer was lost), so the queue, the
-// steers of the waiting run, and which runs have ended are read back
-// from it, and whoever waits for a run the log shows ended is woken. It
-// reports false when the session closed meanwhile.
-func (s *Session) recover(failed *journal.Journal) bool {
-	s.mu.Lock()
-	if s.state == stateClosed {
-		s.mu.Unlock()
-		return false
-	}
-	cause := failed.Err()
-	s.state, s.failure = stateFailed, cause
-	a := s.active
-	s.mu.Unlock()
-	defer func() {
-		// Once a new journal has replaced it, the failed one is done;
-		// until then it is the session's, and Close releases it.
-		s.mu.Lock()
-		replaced := s.j != failed
-		s.mu.Unlock()
-		if replaced {
-			failed.Close()
-		}
-	}()
-	s.cfg.Logger.Error("session write failed; recovering", "session", s.id, "err", cause)
-	// cut is the run the failure cut short: it was running, and ends as
-	// failed even if its run.started never committed.
-	cut := ""
-	if a != nil && !a.parked {
-		cut = a.id
-		a.cancel(fmt.Errorf("the store refused a write: %w", cause))
-		select {
-		case <-a.finished:
-		case <-s.ctx.Done():
-			return false
-		}
-	}
-	failure := &event.Error{Kind: "storage", Message: fmt.Sprintf("the store refused a write: %v", cause)}
-	backoff := s.cfg.RetryBackoff
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-s.ctx.Done():
-				t.Stop()
-				return false
-			}
-			backoff = min(2*backoff, 32*s.cfg.RetryBackoff)
-		}
-		ok, err := s.reopen(failed, cut, failure)
-		if errors.Is(err, store.ErrFenced) {
-			s.lose(err)
-			return false
-		}
-		if err != nil {
-			s.cfg.Logger.Warn("session recovery", "session", s.id, "attempt", attempt, "err", err)
-			continue
-		}
-		if ok {
-			s.cfg.Logger.Info("session recovered from a write failure", "session", s.id)
-		}
-		return ok
-	}
-}
-
-// reopen is one attempt of recover: a new journal from what the store
-// holds, run.failed (failure) for the runs that neither wait for answers
-// nor are queued (run cut is not queued, whatever its record says), then
-// the queue and the waiting run's steers from the log, and the session
-// open again. It reports false when the session closed meanwhile.
-func (s *Session) reopen(failed *journal.Journal, cut string, failure *event.Error) (bool, error) {
-	j, err := journal.Open(s.ctx, s.journalConfig(), s.id)
-	if err != nil {
-		return false, fmt.Errorf("reload: %w", err)
-	}
-	if j.Session().Deleted {
-		// A session/delete whose answer was lost: the session is gone,
-		// and nothing may follow session.deleted.
-		j.Close()
-		s.stop("recovery found the session deleted (a session/delete whose answer was lost)")
-		return false, nil
-	}
-	// The new journal is the session's from now on (commands still
-	// refused), so that whoever wakes on a run's terminal event reads the
-	// projection that holds it.
-	s.mu.Lock()
-	if s.state == stateClosed {
-		s.mu.Unlock()
-		j.Close()
-		return false, nil
-	}
-	if s.j != failed {
-		s.j.Close() // an earlier attempt's
-	}
-	s.j = j
-	// The failed write may have committed without the hook seeing it:
-	// the next run start reads the log.
-	s.conv.drop()
-	parked := ""
-	if a := s.active; a != nil && a.parked {
-		// A run that waits for answers had no step for the failure to
-		// cut short: it goes on waiting, resumed from the log (a write
-		// that failed may have committed an answer).
-		parked = a.id
-		a.resume, a.history = nil, nil
-	}
-	s.mu.Unlock()
-	keep := func(r record.Run) bool { return r.ID == parked || r.Status == record.RunQueued && r.ID != cut }
-	if _, err := reconcile.Session(s.ctx, s.cfg.Store, j, s.id, reconcile.Options{Keep: keep, Failure: failure}); err != nil {
-		return false, fmt.Errorf("close runs: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.state == stateClosed {
-		return false, nil
-	}
-	queue, err := s.queueFromLog(s.ctx, cut)
-	if err != nil {
-		return false, err
-	}
-	if a := s.active; a != nil {
-		if r, ok := s.j.Run(a.id); !ok || record.IsTerminal(r.Status) {
-			// Its end committed though the writer heard an error (a
-			// cancel of the waiting run whose answer was lost): the
-			// session is done with it.
-			s.active = nil
-			s.closeRetired()
-		}
-	}
-	if a := s.active; a != nil && a.parked {
-		q, err := s.parkedFromLog(s.ctx, a.id)
-		if err != nil {
-			return false, err
-		}
-		a.inbox = &agent.Steers{}
-		for _, st := range q.steers {
-			a.inbox.Add(nil, st)
-		}
-	}
-	s.queue = queue
-	s.state, s.failure = stateOpen, nil
-	if s.active == nil {
-		s.startNext()
-	} else if s.active.parked {
-		s.resumeIfAnswered(s.active.id)
-	}
-	s.settleEnded()
-	return true, nil
 }
 
 // Events returns the session's events after the cursor: the replay, then

@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"weft.dev/weft/internal/migrate"
+	"weft.dev/weft/store/internal/migrate"
 )
 
 func TestMain(m *testing.M) {

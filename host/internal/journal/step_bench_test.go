@@ -1,4 +1,4 @@
-package agent_test
+package journal_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"weft.dev/weft/agent"
 	"weft.dev/weft/event"
-	"weft.dev/weft/internal/journal"
+	"weft.dev/weft/host/internal/journal"
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"weft.dev/weft/event"
-	"weft.dev/weft/internal/journal"
+	"weft.dev/weft/host/internal/journal"
 	"weft.dev/weft/store"
 )
 

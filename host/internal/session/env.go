@@ -12,7 +12,7 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/env"
 	"weft.dev/weft/event"
-	"weft.dev/weft/internal/idem"
+	"weft.dev/weft/host/internal/idem"
 )
 
 // binding returns the session's current binding, opening it from the

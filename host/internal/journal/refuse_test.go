@@ -9,7 +9,7 @@ import (
 	"testing/synctest"
 
 	"weft.dev/weft/event"
-	"weft.dev/weft/internal/journal"
+	"weft.dev/weft/host/internal/journal"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
 	"weft.dev/weft/store/record"

@@ -8,7 +8,7 @@ import (
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
-	"weft.dev/weft/internal/idem"
+	"weft.dev/weft/host/internal/idem"
 	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/record"

@@ -8,8 +8,8 @@ import (
 	"go.uber.org/goleak"
 
 	"weft.dev/weft/event"
-	"weft.dev/weft/internal/journal"
-	"weft.dev/weft/internal/reconcile"
+	"weft.dev/weft/host/internal/journal"
+	"weft.dev/weft/host/internal/reconcile"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
 	"weft.dev/weft/store/record"

@@ -1,57 +1,24 @@
-package session
+// Package transcript keeps a session's conversation in memory between
+// runs, as its next run sends it to the model, within a byte budget the
+// host's sessions share, and decides when a snapshot of it is stored.
+// The session's owner feeds it every commit ([Cache.Observe]), asks it at
+// each run start ([Cache.Messages]), stores the snapshots it says are due
+// ([Cache.Due], [Cache.Saved]) and drops it whenever the cache may
+// disagree with the log ([Cache.Drop]).
+//
+// Lock order: a Cache's build lock, then its state lock; neither is held
+// while calling out, but for [Log] during a build, which holds the build
+// lock only. The budget is lock-free.
+package transcript
 
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 
 	"weft.dev/weft/agent"
 	"weft.dev/weft/event"
 	"weft.dev/weft/llm"
 )
-
-// A Budget is the memory, in bytes, that the loaded sessions of one host
-// may keep their transcripts in. A session whose transcript does not fit
-// keeps none and reads it from the log at each run start instead: slower,
-// never wrong. The zero Budget admits nothing; it is safe for concurrent
-// use.
-type Budget struct {
-	limit int64
-	used  atomic.Int64
-}
-
-// NewBudget returns a budget of limit bytes.
-func NewBudget(limit int64) *Budget { return &Budget{limit: limit} }
-
-// Used returns the bytes reserved now.
-func (b *Budget) Used() int64 {
-	if b == nil {
-		return 0
-	}
-	return b.used.Load()
-}
-
-// reserve takes n bytes, or reports false when they do not fit.
-func (b *Budget) reserve(n int64) bool {
-	if b == nil {
-		return false
-	}
-	for {
-		u := b.used.Load()
-		if u+n > b.limit {
-			return false
-		}
-		if b.used.CompareAndSwap(u, u+n) {
-			return true
-		}
-	}
-}
-
-func (b *Budget) release(n int64) {
-	if b != nil && n != 0 {
-		b.used.Add(-n)
-	}
-}
 
 // snapshotEvery is how many transcript events a session folds before it
 // stores a snapshot of its transcript, at the least; a long transcript
@@ -65,7 +32,7 @@ const snapshotEvery = 256
 // log when the session loads.
 const maxSnapshotBytes = 64 << 20
 
-// transcript is a session's conversation as its next run sends it to the
+// Cache is a session's conversation as its next run sends it to the
 // model, kept current from the events the session's journal commits, so
 // that a run starts without reading the log again: the first run start
 // after the session is loaded reads the latest snapshot and the log's
@@ -73,11 +40,13 @@ const maxSnapshotBytes = 64 << 20
 // own into the cache. Whatever may have made the cache disagree with the
 // log (a failed write that might have committed) drops it, and the next
 // run start reads the log again. Every so many events the session stores
-// a snapshot of it (see [transcript.due]).
-type transcript struct {
+// a snapshot of it (see [Cache.Due]).
+//
+// Its methods are safe for concurrent use. Make one with NewCache.
+type Cache struct {
 	budget *Budget
 
-	build sync.Mutex // serializes messages; taken before mu
+	build sync.Mutex // serializes Messages; taken before mu
 
 	mu       sync.Mutex
 	kept     kept
@@ -86,11 +55,15 @@ type transcript struct {
 	writing  bool          // a snapshot is being stored
 	// unkept is the last build that did not fit the budget, while its
 	// snapshot is due: stored once, then forgotten.
-	unkept *snapshotJob
+	unkept *Snapshot
 }
 
+// NewCache returns an empty cache that keeps the transcript within budget
+// (nil keeps none: every Messages reads the log).
+func NewCache(budget *Budget) *Cache { return &Cache{budget: budget} }
+
 // kept is the cached transcript and the budget it holds. It is not safe
-// for concurrent use: it lives under its transcript's mu.
+// for concurrent use: it lives under its Cache's mu.
 type kept struct {
 	b    *agent.TranscriptBuilder // nil: none
 	held int64                    // bytes reserved from the budget
@@ -106,22 +79,31 @@ type kept struct {
 	retry int
 }
 
-// snapshotJob is a transcript to store as a snapshot through seq.
-type snapshotJob struct {
+// Snapshot is a transcript to store as a snapshot through [Snapshot.Seq],
+// handed out by [Cache.Due]; it shares nothing with the cache.
+type Snapshot struct {
 	b     *agent.TranscriptBuilder // not shared with the cache
 	seq   int64
 	fresh int // the events it covers that the last snapshot did not
 	gen   int // the cache's generation, or -1 for an unkept build
 }
 
-// transcriptLog is what a transcript is built from when the cache holds
-// none: the session's latest snapshot and its log.
-type transcriptLog interface {
-	// snapshot returns the latest stored transcript and the seq it is
+// Seq returns the seq of the last event the snapshot reflects.
+func (j Snapshot) Seq() int64 { return j.seq }
+
+// MarshalBinary encodes the snapshot's transcript for the store (see
+// agent.TranscriptBuilder.MarshalBinary).
+func (j Snapshot) MarshalBinary() ([]byte, error) { return j.b.MarshalBinary() }
+
+// Log is what a transcript is built from when the cache holds none: the
+// session's latest snapshot and its log. Messages calls it with the
+// cache's build lock held, so its methods must not call the cache.
+type Log interface {
+	// Snapshot returns the latest stored transcript and the seq it is
 	// through, or ok false when there is none (or it cannot be used).
-	snapshot(ctx context.Context) (b *agent.TranscriptBuilder, seq int64, ok bool)
-	// events returns the log's transcript events after seq, in order.
-	events(ctx context.Context, after int64) ([]event.Event, error)
+	Snapshot(ctx context.Context) (b *agent.TranscriptBuilder, seq int64, ok bool)
+	// Events returns the log's transcript events after seq, in order.
+	Events(ctx context.Context, after int64) ([]event.Event, error)
 }
 
 // fit reserves budget for the cache's current size, and forgets the cache
@@ -149,9 +131,9 @@ func (k *kept) forget(budget *Budget) {
 	k.held, k.through, k.fresh, k.retry = 0, 0, 0, 0
 }
 
-// observe folds a committed batch into the cache (the journal's
+// Observe folds a committed batch into the cache (the journal's
 // Committed hook calls it, in commit order).
-func (t *transcript) observe(batch []event.Event) {
+func (t *Cache) Observe(batch []event.Event) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, e := range batch {
@@ -175,10 +157,10 @@ func (t *transcript) observe(batch []event.Event) {
 	}
 }
 
-// messages returns the transcript as of the last commit, building it
+// Messages returns the transcript as of the last commit, building it
 // from log when the cache holds none. The caller may append to the slice
 // but not modify its elements.
-func (t *transcript) messages(ctx context.Context, log transcriptLog) ([]llm.Message, error) {
+func (t *Cache) Messages(ctx context.Context, log Log) ([]llm.Message, error) {
 	t.build.Lock()
 	defer t.build.Unlock()
 	t.mu.Lock()
@@ -194,11 +176,11 @@ func (t *transcript) messages(ctx context.Context, log transcriptLog) ([]llm.Mes
 	// committed before is in the snapshot or in what events returns (it
 	// reads after this point), and some may also be in pending: those are
 	// told apart by seq.
-	b, last, ok := log.snapshot(ctx)
+	b, last, ok := log.Snapshot(ctx)
 	if !ok {
 		b, last = &agent.TranscriptBuilder{}, 0
 	}
-	evs, err := log.events(ctx, last)
+	evs, err := log.Events(ctx, last)
 	fresh := 0
 	for _, e := range evs {
 		if err != nil {
@@ -231,7 +213,7 @@ func (t *transcript) messages(ctx context.Context, log transcriptLog) ([]llm.Mes
 		t.kept.fit(t.budget)
 	}
 	if t.kept.b == nil && dueAfter(fresh, b) {
-		t.unkept = &snapshotJob{b: b, seq: last, fresh: fresh, gen: -1}
+		t.unkept = &Snapshot{b: b, seq: last, fresh: fresh, gen: -1}
 	}
 	return b.Messages(), nil
 }
@@ -242,29 +224,29 @@ func dueAfter(fresh int, b *agent.TranscriptBuilder) bool {
 	return fresh >= snapshotEvery && fresh*16 >= b.Len() && b.Size() <= maxSnapshotBytes
 }
 
-// due returns the snapshot to store now, if one is due and none is being
-// stored; the caller stores it and then calls saved, whatever happened.
-func (t *transcript) due() (snapshotJob, bool) {
+// Due returns the snapshot to store now, if one is due and none is being
+// stored; the caller stores it and then calls Saved, whatever happened.
+func (t *Cache) Due() (Snapshot, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.writing {
-		return snapshotJob{}, false
+		return Snapshot{}, false
 	}
-	var j snapshotJob
+	var j Snapshot
 	switch {
 	case t.kept.b != nil && t.kept.fresh >= t.kept.retry && dueAfter(t.kept.fresh, t.kept.b):
-		j = snapshotJob{b: t.kept.b.Clone(), seq: t.kept.through, fresh: t.kept.fresh, gen: t.kept.gen}
+		j = Snapshot{b: t.kept.b.Clone(), seq: t.kept.through, fresh: t.kept.fresh, gen: t.kept.gen}
 	case t.unkept != nil:
 		j, t.unkept = *t.unkept, nil
 	default:
-		return snapshotJob{}, false
+		return Snapshot{}, false
 	}
 	t.writing = true
 	return j, true
 }
 
-// saved records that j was stored (err nil) or not.
-func (t *transcript) saved(j snapshotJob, err error) {
+// Saved records that j was stored (err nil) or not.
+func (t *Cache) Saved(j Snapshot, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.writing = false
@@ -278,8 +260,8 @@ func (t *transcript) saved(j snapshotJob, err error) {
 	t.kept.fresh, t.kept.retry = max(t.kept.fresh-j.fresh, 0), 0
 }
 
-// drop forgets the cache; the next run start reads the log.
-func (t *transcript) drop() {
+// Drop forgets the cache; the next run start reads the log.
+func (t *Cache) Drop() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.kept.forget(t.budget)
