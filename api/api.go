@@ -43,6 +43,8 @@ const (
 
 	MethodToolsList = "tools/list"
 
+	MethodModelCheck = "model/check"
+
 	MethodProcessStart  = "process/start"
 	MethodProcessGet    = "process/get"
 	MethodProcessList   = "process/list"

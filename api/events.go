@@ -181,3 +181,37 @@ func (d *DiscoverResult) UnmarshalJSON(b []byte) error {
 	*d = append((*d)[:0], b...)
 	return nil
 }
+
+// ModelCheckParams are the params of model/check: the model a run would
+// name, or none for the one it would use by default.
+type ModelCheckParams struct {
+	// Model is the model a run would name; empty for the session's, else
+	// the host's default.
+	Model string `json:"model,omitempty" jsonschema:"the model a run would name; empty for the session's or the host's default"`
+	// SessionID is the session whose model a run naming none would use;
+	// empty for a new session's (the host's default).
+	SessionID string `json:"sessionId,omitempty" jsonschema:"the session whose model applies when model is empty"`
+}
+
+// Validate checks the model name's size.
+func (p ModelCheckParams) Validate() error {
+	return checkSize("model", len(p.Model), MaxModelBytes)
+}
+
+// The sources of the model a run would use, in ModelCheckResult.Source.
+const (
+	ModelFromParams  = "params"
+	ModelFromSession = "session"
+	ModelFromDefault = "default"
+)
+
+// ModelCheckResult is the model a run would use, which the host can use.
+// A model the host cannot use is an error instead: the one run/start
+// would return (invalid_params naming the field model, with data.env
+// when an API key is missing), so that a client can say so when it
+// starts rather than at the first prompt.
+type ModelCheckResult struct {
+	Model string `json:"model" jsonschema:"the model a run would use"`
+	// Source is where Model comes from: params, session or default.
+	Source string `json:"source" jsonschema:"where the model comes from: params, session or default"`
+}

@@ -63,6 +63,8 @@ type Host interface {
 
 	// ListTools implements [ToolsList].
 	ListTools(ctx context.Context, p ToolsListParams) (*ToolsListResult, error)
+	// CheckModel implements [ModelCheck].
+	CheckModel(ctx context.Context, p ModelCheckParams) (*ModelCheckResult, error)
 
 	// ListEnv implements [EnvList].
 	ListEnv(ctx context.Context, p ListEnvParams) (*ListEnvResult, error)

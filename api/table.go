@@ -57,6 +57,8 @@ var (
 
 	ToolsList = Method[ToolsListParams, ToolsListResult]{Name: MethodToolsList,
 		Doc: "List the tools runs are offered.", call: Host.ListTools}
+	ModelCheck = Method[ModelCheckParams, ModelCheckResult]{Name: MethodModelCheck,
+		Doc: "Say which model a run would use and whether the host can use it, before anything is written.", call: Host.CheckModel}
 
 	EnvList = Method[ListEnvParams, ListEnvResult]{Name: MethodEnvList,
 		Doc: "List a session's mounts and binding version.", call: Host.ListEnv}
@@ -111,6 +113,7 @@ func Methods() []Descriptor {
 		RunStart, RunGet, RunList, RunWait, RunSteer, RunCancel,
 		EventsRead, EventsSubscribe, EventsUnsubscribe,
 		ToolsList,
+		ModelCheck,
 		EnvList, EnvMount, EnvUnmount,
 		ApprovalDecide, InputAnswer, ToolResult, RequestList, ApprovalList, RequestGet,
 		ProcessStart, ProcessGet, ProcessList, ProcessAwait, ProcessOutput, ProcessWrite,

@@ -276,6 +276,11 @@ func (c *Client) CancelRun(ctx context.Context, p api.CancelParams) (*api.RunRes
 	return call(ctx, c, api.RunCancel, p)
 }
 
+// CheckModel calls model/check.
+func (c *Client) CheckModel(ctx context.Context, p api.ModelCheckParams) (*api.ModelCheckResult, error) {
+	return call(ctx, c, api.ModelCheck, p)
+}
+
 // ListTools calls tools/list.
 func (c *Client) ListTools(ctx context.Context, p api.ToolsListParams) (*api.ToolsListResult, error) {
 	return call(ctx, c, api.ToolsList, p)

@@ -610,6 +610,39 @@ func streamErrors[T any](seq iter.Seq2[T, error]) iter.Seq2[T, error] {
 	}
 }
 
+// CheckModel says which model a run would use and that the host can use
+// it ([api.ModelCheck]): the one named, else the session's, else the
+// host's default; an unusable one is the error run/start would return.
+func (h *Host) CheckModel(ctx context.Context, p api.ModelCheckParams) (*api.ModelCheckResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if p.Model != "" {
+		if err := h.checkModel("model", p.Model); err != nil {
+			return nil, err
+		}
+		return &api.ModelCheckResult{Model: p.Model, Source: api.ModelFromParams}, nil
+	}
+	res := &api.ModelCheckResult{Model: h.cfg.DefaultModel, Source: api.ModelFromDefault}
+	if p.SessionID != "" {
+		s, err := h.sessionRecord(ctx, p.SessionID)
+		if err != nil {
+			return nil, err
+		}
+		if s.Model != "" {
+			res.Model, res.Source = s.Model, api.ModelFromSession
+		}
+	}
+	sessionModel := ""
+	if res.Source == api.ModelFromSession {
+		sessionModel = res.Model
+	}
+	if err := h.checkImplicitModel(sessionModel); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
 // ListTools lists the tools runs are offered, Config.Tools
 // ([api.ToolsList]); the MCP servers' tools are offered per step and not
 // listed here.

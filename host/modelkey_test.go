@@ -92,3 +92,37 @@ func TestMissingAPIKey(t *testing.T) {
 		t.Fatalf("run: %+v", got)
 	}
 }
+
+// model/check says which model a run would use (named, the session's, the
+// host's default) and refuses one the host cannot use with the error
+// run/start would return, writing nothing.
+func TestCheckModel(t *testing.T) {
+	ctx := context.Background()
+	h := keylessHost(t, "openai:gpt-x")
+	_, err := h.CheckModel(ctx, api.ModelCheckParams{})
+	missingKey(t, "the host's default", err, "OPENAI_API_KEY")
+	_, err = h.CheckModel(ctx, api.ModelCheckParams{Model: "anthropic:claude-x"})
+	missingKey(t, "named", err, "ANTHROPIC_API_KEY")
+	res, err := h.CheckModel(ctx, api.ModelCheckParams{Model: "fast"})
+	if err != nil || res.Model != "fast" || res.Source != api.ModelFromParams {
+		t.Fatalf("named fast: %+v %v", res, err)
+	}
+	s, err := h.CreateSession(ctx, api.CreateSessionParams{Model: "fast"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = h.CheckModel(ctx, api.ModelCheckParams{SessionID: s.ID})
+	if err != nil || res.Model != "fast" || res.Source != api.ModelFromSession {
+		t.Fatalf("the session's: %+v %v", res, err)
+	}
+	if _, err := h.CheckModel(ctx, api.ModelCheckParams{SessionID: "ses_missing"}); !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("unknown session: %v", err)
+	}
+	if _, err := h.CheckModel(ctx, api.ModelCheckParams{Model: strings.Repeat("m", api.MaxModelBytes+1)}); !errors.Is(err, api.ErrInvalidParams) {
+		t.Fatalf("oversized model: %v", err)
+	}
+	res, err = keylessHost(t, "fast").CheckModel(ctx, api.ModelCheckParams{})
+	if err != nil || res.Model != "fast" || res.Source != api.ModelFromDefault {
+		t.Fatalf("the default: %+v %v", res, err)
+	}
+}

@@ -166,6 +166,18 @@ func (a *app) checkModel(ctx context.Context, h api.Host, model, sessionID strin
 	return err
 }
 
+// hostCheckModel asks the host behind h which model a run would use and
+// whether it can use it (model/check), so that a missing model or API
+// key is said when the command starts, not at its first prompt. A host
+// too old to know model/check is not asked.
+func hostCheckModel(ctx context.Context, h api.Host, model, sessionID string) error {
+	_, err := h.CheckModel(ctx, api.ModelCheckParams{Model: model, SessionID: sessionID})
+	if errors.Is(err, &api.Error{Kind: api.KindMethodNotFound}) {
+		return nil
+	}
+	return err
+}
+
 // approval is how a command's runs are approved: its mode (--approve, or
 // the default for a terminal or a script) and the config file's policy
 // (docs/config.md).

@@ -71,6 +71,9 @@ func (c *chatCmd) Run(ctx context.Context, a *app) error {
 	}
 	if conn.remote {
 		model = absModel(model)
+		if err := hostCheckModel(ctx, conn.h, model, sessionID); err != nil {
+			return a.hostModelError(conn, err)
+		}
 	} else if err := a.checkModel(ctx, conn.h, model, sessionID); err != nil {
 		return a.hostModelError(conn, err)
 	}

@@ -96,6 +96,9 @@ func (c *runCmd) Run(ctx context.Context, a *app) error {
 	model := c.Model
 	if conn.remote {
 		model = absModel(model)
+		if err := hostCheckModel(ctx, conn.h, model, c.Session); err != nil {
+			return a.hostModelError(conn, err)
+		}
 	} else if err := a.checkModel(ctx, conn.h, model, c.Session); err != nil {
 		// Say what is wrong with the model before anything is written.
 		return a.hostModelError(conn, err)

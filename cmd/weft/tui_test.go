@@ -443,3 +443,29 @@ func TestTUISwitch(t *testing.T) {
 		t.Fatalf("%d sessions, want 2:\n%s", n, out)
 	}
 }
+
+// TestChatHostModelAtStart: through a host with no default model, `weft`
+// says so when it starts (model/check), before the UI opens or anything
+// is written, and `weft run` does too.
+func TestChatHostModelAtStart(t *testing.T) {
+	e := newEnv(t)
+	addr := freeAddr(t)
+	srv := e.serve(addr)
+	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
+	before, _, _ := e.weft("", "sessions", "--json")
+	v := startVTerm(t, e.cmd("--host", addr), 80, 30)
+	v.expect("no model configured")
+	if code := v.exit(); code != 1 {
+		t.Fatalf("exit %d:\n%s", code, v.screen())
+	}
+	if strings.Contains(v.screen(), "›") {
+		t.Fatalf("the UI opened:\n%s", v.screen())
+	}
+	_, stderr, code := e.weft("", "--host", addr, "run", "-p", "x")
+	if code != 1 || !strings.Contains(stderr, "no model configured") {
+		t.Fatalf("weft run: %d %s", code, stderr)
+	}
+	if after, _, _ := e.weft("", "sessions", "--json"); after != before {
+		t.Errorf("a refused start left a session: %q", after)
+	}
+}
