@@ -5,6 +5,7 @@
 package examples_test
 
 import (
+	"go/ast"
 	"go/doc"
 	"go/parser"
 	"go/token"
@@ -21,8 +22,9 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestEveryPublicPackageHasRunnableExample lists the module's packages and
-// fails for each public one (not internal, not a command, not a script)
-// whose tests hold no Example with an output comment.
+// fails for each public one (not internal, not a command, not a script,
+// declaring an exported name) whose tests hold no Example with an output
+// comment.
 func TestEveryPublicPackageHasRunnableExample(t *testing.T) {
 	testenv.Command(t, "go")
 	out, err := exec.CommandContext(t.Context(), "go", "list", "-f", "{{.ImportPath}} {{.Name}} {{.Dir}}", "weft.dev/weft/...").Output()
@@ -38,6 +40,14 @@ func TestEveryPublicPackageHasRunnableExample(t *testing.T) {
 		path, name, dir := f[0], f[1], f[2]
 		if !public(path, name) {
 			continue
+		}
+		exports, err := declaresExports(dir)
+		if err != nil {
+			t.Errorf("%s: %v", path, err)
+			continue
+		}
+		if !exports {
+			continue // documentation only (the module's root): nothing to show in use
 		}
 		checked++
 		n, all, err := runnableExamples(dir)
@@ -67,6 +77,29 @@ func public(path, name string) bool {
 		}
 	}
 	return true
+}
+
+// declaresExports reports whether the package in dir (its non-test
+// files) declares an exported name.
+func declaresExports(dir string) (bool, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		return false, err
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return false, err
+		}
+		if ast.FileExports(f) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // runnableExamples counts the Example functions of the tests in dir that
