@@ -60,10 +60,11 @@ type CreateSessionParams struct {
 }
 
 // Validate checks the sizes and shapes of a session's params: title,
-// metadata, network, the model's length, the client's tools, the MCP
-// servers' number and size, the idempotency key. The host checks the
-// rest: that it can use the model, the policy over its own, the MCP
-// servers' configuration and the mounts against its file system.
+// metadata, network, the model's length, the mounts' IDs (slugs), the
+// client's tools, the MCP servers' number and size, the idempotency key.
+// The host checks the rest: that it can use the model, the policy over
+// its own, the MCP servers' configuration and the mounts against its file
+// system.
 func (p CreateSessionParams) Validate() error {
 	return firstError(
 		checkKey(p.IdempotencyKey),
@@ -71,6 +72,7 @@ func (p CreateSessionParams) Validate() error {
 		checkMetadata(p.Metadata),
 		oneOf("network", p.Network, "network %q: want allow or deny", "", "allow", "deny"),
 		checkSize("model", len(p.Model), MaxModelBytes),
+		checkMounts("mounts", p.Mounts),
 		checkTools("tools", p.Tools),
 		checkMCPServers(p.MCPServers),
 	)

@@ -126,6 +126,38 @@ func checkTools(field string, ts []ToolSpec) error {
 	return nil
 }
 
+// checkMountID refuses a mount ID that is not a slug of at most
+// [MaxIDBytes]: [a-z0-9][a-z0-9_-]*, the rule of a binding's mounts. A
+// scratch mount's directory is named after its ID, so the ID is checked
+// before the host makes anything.
+func checkMountID(field, id string) error {
+	if id == "" {
+		return InvalidParam(field, "%s is required", field)
+	}
+	if err := checkSize(field, len(id), MaxIDBytes); err != nil {
+		return err
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return InvalidParam(field, "%s %q is not a slug [a-z0-9][a-z0-9_-]*", field, clip(id, 64))
+		}
+	}
+	return nil
+}
+
+// checkMounts checks the IDs of a session's mounts.
+func checkMounts(field string, ms []event.Mount) error {
+	for i, m := range ms {
+		if err := checkMountID(field+"["+strconv.Itoa(i)+"].id", m.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // clip shortens s to n bytes for an error message.
 func clip(s string, n int) string {
 	if len(s) <= n {

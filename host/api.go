@@ -123,12 +123,24 @@ func (h *Host) normalizeMount(sessionID string, m *event.Mount) error {
 		if h.cfg.ScratchDir == "" {
 			return invalid("mount", "mount %s: scratch mounts need a host scratch directory", m.ID).With("mountId", m.ID)
 		}
+		// The directory is <ScratchDir>/<session>/<mount>: each one
+		// element, so that no ID leads it elsewhere (the params'
+		// Validate holds mount IDs to slugs; this holds whatever calls).
+		if !pathElem(sessionID) || !pathElem(m.ID) {
+			return invalid("mount", "mount %q of session %q: not a scratch directory's name", clip(m.ID, 64), clip(sessionID, 64)).With("mountId", m.ID)
+		}
 		m.Path = filepath.Join(h.cfg.ScratchDir, sessionID, m.ID)
 		if err := os.MkdirAll(m.Path, 0o700); err != nil {
 			return api.Wrap(api.KindEnvironmentUnavailable, err, "mount %s: %v", m.ID, err).With("mountId", m.ID)
 		}
 	}
 	return nil
+}
+
+// pathElem reports whether s names one entry of a directory: not empty,
+// no separator, not . or .. .
+func pathElem(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, `/\`) && filepath.IsLocal(s)
 }
 
 // GetSession returns a session ([api.SessionGet]).

@@ -109,8 +109,12 @@ func (h *Host) Mount(ctx context.Context, p api.MountParams) (*api.MountResult, 
 }
 
 func (h *Host) mount(ctx context.Context, p api.MountParams, rc *idem.Claim) (*api.MountResult, idem.Ref, error) {
-	// The host's checks: the mount's defaults and scratch directory,
-	// and, for a remote client, where its path leads.
+	// The host's checks: the session (before a scratch mount's
+	// directory is made for it), the mount's defaults and scratch
+	// directory, and, for a remote client, where its path leads.
+	if _, err := h.sessionRecord(ctx, p.SessionID); err != nil {
+		return nil, idem.Ref{}, err
+	}
 	if err := h.normalizeMount(p.SessionID, &p.Mount); err != nil {
 		return nil, idem.Ref{}, err
 	}

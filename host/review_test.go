@@ -1,0 +1,66 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"weft.dev/weft/api"
+	"weft.dev/weft/event"
+	"weft.dev/weft/host"
+	"weft.dev/weft/store/memory"
+)
+
+// A scratch mount's directory is made under the host's scratch
+// directory, at <session>/<mount id>: neither a session ID nor a mount
+// ID a client sends may lead it anywhere else, and a request refused for
+// either makes no directory at all.
+func TestScratchMountStaysInScratchDir(t *testing.T) {
+	base := t.TempDir()
+	scratch := filepath.Join(base, "a", "b", "scratch")
+	h, err := host.New(context.Background(), host.Config{Store: memory.New(), ScratchDir: scratch,
+		ResolveModel: func(name string) (*host.Model, error) { return nil, fmt.Errorf("no model %q", name) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx := context.Background()
+	s, err := h.CreateSession(ctx, api.CreateSessionParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		escape  string // the directory the request must not make, under base
+		request func(escape string) error
+	}{
+		{"mount on an unknown session", "e1", func(escape string) error {
+			_, err := h.Mount(ctx, api.MountParams{SessionID: "../../../" + escape, Mount: event.Mount{ID: "x", Kind: event.KindScratch}})
+			return err
+		}},
+		{"mount id", "e2", func(escape string) error {
+			_, err := h.Mount(ctx, api.MountParams{SessionID: s.ID, Mount: event.Mount{ID: "../../../../" + escape, Kind: event.KindScratch}})
+			return err
+		}},
+		{"a new session's mount id", "e3", func(escape string) error {
+			_, err := h.CreateSession(ctx, api.CreateSessionParams{Mounts: []event.Mount{{ID: "../../../../" + escape, Kind: event.KindScratch}}})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.request(tc.escape)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, api.ErrInvalidParams) && !errors.Is(err, api.ErrNotFound) {
+				t.Errorf("refused with %v; want invalid_params or not_found", err)
+			}
+			if _, serr := os.Stat(filepath.Join(base, tc.escape)); serr == nil {
+				t.Errorf("the request made %s, outside the scratch directory", filepath.Join(base, tc.escape))
+			}
+		})
+	}
+}
