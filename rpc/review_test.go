@@ -3,6 +3,7 @@ package rpc_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -40,3 +41,58 @@ func TestClientSubscriptionEndsOverloadedOnShutdown(t *testing.T) {
 		t.Fatalf("the subscription ended with %v (%T); want an error of kind overloaded", end, end)
 	}
 }
+
+// The params schemas say which nested fields a client may leave out as
+// the host does: a mount needs only its id (kind defaults to local, mode
+// to rw, the host fills a scratch mount's path), a client tool its name
+// and input schema. A schema that requires more refuses, in a generated
+// client or a validator, requests the host serves.
+func TestDocumentNestedRequiredFields(t *testing.T) {
+	doc, _ := hostDocument(t)
+	at := func(method string, path ...string) map[string]any {
+		t.Helper()
+		for _, m := range doc.Methods {
+			if m.Name != method {
+				continue
+			}
+			s := m.ParamsSchema
+			for _, p := range path {
+				if p == "[]" {
+					s, _ = s["items"].(map[string]any)
+				} else {
+					props, _ := s["properties"].(map[string]any)
+					s, _ = props[p].(map[string]any)
+				}
+				if s == nil {
+					t.Fatalf("%s: no schema at %v", method, path)
+				}
+			}
+			return s
+		}
+		t.Fatalf("no method %s", method)
+		return nil
+	}
+	required := func(s map[string]any) []string {
+		var out []string
+		for _, r := range s["required"].([]any) {
+			out = append(out, r.(string))
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, c := range []struct {
+		method string
+		path   []string
+		want   []string
+	}{
+		{"env/mount", []string{"mount"}, []string{"id"}},
+		{"session/create", []string{"mounts", "[]"}, []string{"id"}},
+		{"session/create", []string{"tools", "[]"}, []string{"inputSchema", "name"}},
+		{"run/start", []string{"tools", "[]"}, []string{"inputSchema", "name"}},
+	} {
+		if got := required(at(c.method, c.path...)); !slices.Equal(got, c.want) {
+			t.Errorf("%s %v: required %v, want %v", c.method, c.path, got, c.want)
+		}
+	}
+}
+
