@@ -2,7 +2,9 @@ package rpc_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -96,3 +98,29 @@ func TestDocumentNestedRequiredFields(t *testing.T) {
 	}
 }
 
+// GET /v1/processes/{id}/output on a host that runs no background
+// processes answers 404 not_found, as it did before process/follow moved
+// into api.Host: there is no process to show, whatever the ID.
+func TestProcessSSEWithoutProcesses(t *testing.T) {
+	e := newHostEnv(t)
+	req, _ := http.NewRequest("GET", e.srv.URL+"/v1/processes/proc_x/output", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Error struct {
+			Data struct {
+				Kind api.Kind `json:"kind"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusNotFound || body.Error.Data.Kind != api.KindNotFound {
+		t.Fatalf("status %d, kind %q; want 404 not_found", resp.StatusCode, body.Error.Data.Kind)
+	}
+}
