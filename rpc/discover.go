@@ -165,6 +165,9 @@ func requestSchemas(types map[reflect.Type]*jsonschema.Schema) map[reflect.Type]
 func (s *Server) registerBuiltins() {
 	s.add(newMethod(api.Initialize.Name, api.Initialize.Doc,
 		func(ctx context.Context, p *api.InitializeParams) (*api.InitializeResult, error) {
+			if err := p.Validate(); err != nil {
+				return nil, err
+			}
 			push := false
 			if c := ConnFrom(ctx); c != nil {
 				push = c.stream != nil

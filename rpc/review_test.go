@@ -6,10 +6,12 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"weft.dev/weft/api"
+	"weft.dev/weft/rpc"
 )
 
 // The api.Host contract holds for the Go client as for the host in this
@@ -122,5 +124,28 @@ func TestProcessSSEWithoutProcesses(t *testing.T) {
 	}
 	if resp.StatusCode != http.StatusNotFound || body.Error.Data.Kind != api.KindNotFound {
 		t.Fatalf("status %d, kind %q; want 404 not_found", resp.StatusCode, body.Error.Data.Kind)
+	}
+}
+
+// initialize's clientInfo is bounded: the name is recorded as who
+// answered each request (event.By in approval.resolved, the request's
+// record), so a client may not make every answer it gives carry
+// megabytes of name.
+func TestInitializeClientInfoBounded(t *testing.T) {
+	p := startStdio(t, rpc.NewServer(rpc.Config{}))
+	long := strings.Repeat("n", api.MaxTitleBytes+1)
+	p.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientInfo":{"name":"`+long+`"},"protocolVersion":"x"}}`)
+	var resp struct {
+		Error *api.Error `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(p.recv(t)), &resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Error == nil || !errors.Is(resp.Error, api.ErrInvalidParams) || resp.Error.Data["field"] != "clientInfo.name" {
+		t.Fatalf("initialize with a %d-byte name: %+v; want invalid_params on clientInfo.name", len(long), resp.Error)
+	}
+	p.send(t, `{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"clientInfo":{"name":"ok"},"protocolVersion":"x"}}`)
+	if line := p.recv(t); !strings.Contains(line, `"result"`) {
+		t.Fatalf("initialize with a short name: %s", line)
 	}
 }
