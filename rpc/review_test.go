@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -147,5 +149,37 @@ func TestInitializeClientInfoBounded(t *testing.T) {
 	p.send(t, `{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"clientInfo":{"name":"ok"},"protocolVersion":"x"}}`)
 	if line := p.recv(t); !strings.Contains(line, `"result"`) {
 		t.Fatalf("initialize with a short name: %s", line)
+	}
+}
+
+// docs/protocol.md's list of the methods that take an idempotencyKey is
+// the table's mutating methods, no more and no fewer.
+func TestDocsListEveryMutatingMethod(t *testing.T) {
+	b, err := os.ReadFile("../docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i := strings.Index(doc, "- Every mutating method takes")
+	if i < 0 {
+		t.Fatal("docs/protocol.md: no list of the mutating methods")
+	}
+	para := doc[i:]
+	para = para[:strings.Index(para, "An exact retry")]
+	listed := map[string]bool{}
+	for _, m := range regexp.MustCompile("`([a-z]+)/([a-z|]+)`").FindAllStringSubmatch(para, -1) {
+		for _, verb := range strings.Split(m[2], "|") {
+			listed[m[1]+"/"+verb] = true
+		}
+	}
+	for _, d := range api.Methods() {
+		info := d.Info()
+		if info.Mutating != listed[info.Name] {
+			t.Errorf("%s: mutating %v, listed among the methods that take an idempotencyKey %v", info.Name, info.Mutating, listed[info.Name])
+		}
+		delete(listed, info.Name)
+	}
+	for name := range listed {
+		t.Errorf("%s: listed, but no method of the table", name)
 	}
 }
