@@ -94,6 +94,8 @@ func (p UnmountParams) Validate() error {
 		checkKey(p.IdempotencyKey),
 		required("sessionId", p.SessionID),
 		required("mountId", p.MountID),
+		checkID("newDefaultMountId", p.NewDefaultMountID),
+		checkID("newDefaultShellMountId", p.NewDefaultShellMountID),
 	)
 }
 

@@ -21,8 +21,9 @@ type ReadEventsParams struct {
 // negative; the cursor is checked against the log by the host.
 func (p ReadEventsParams) Validate() error {
 	return firstError(
-		nonNegative("limit", int64(p.Limit)),
 		required("sessionId", p.SessionID),
+		checkID("runId", p.RunID),
+		nonNegative("limit", int64(p.Limit)),
 	)
 }
 
@@ -45,7 +46,7 @@ type SubscribeParams struct {
 // Validate checks that the session is named; the cursor is checked
 // against the log by the host.
 func (p SubscribeParams) Validate() error {
-	return required("sessionId", p.SessionID)
+	return firstError(required("sessionId", p.SessionID), checkID("runId", p.RunID))
 }
 
 // SubscribeResult names a subscription.

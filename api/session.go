@@ -103,7 +103,7 @@ type SessionIDParams struct {
 // Validate checks the idempotency key. (An unknown or empty session is
 // the host's ErrNotFound.)
 func (p SessionIDParams) Validate() error {
-	return checkKey(p.IdempotencyKey)
+	return firstError(checkKey(p.IdempotencyKey), checkID("sessionId", p.SessionID))
 }
 
 // UpdateSessionParams are the params of session/update: the fields to

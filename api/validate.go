@@ -36,12 +36,20 @@ func checkSize(field string, n, limit int) error {
 	return nil
 }
 
-// required refuses an empty field.
+// required refuses an empty field, and one over [MaxIDBytes] (the
+// fields it is used for are IDs and names).
 func required(field, v string) error {
 	if v == "" {
 		return InvalidParam(field, "%s is required", field)
 	}
-	return nil
+	return checkID(field, v)
+}
+
+// checkID refuses an ID over [MaxIDBytes]; "" passes. A Validate checks
+// its IDs before its other fields. (An ID is echoed in the host's
+// not_found errors and logs: a bounded one keeps them bounded.)
+func checkID(field, id string) error {
+	return checkSize(field, len(id), MaxIDBytes)
 }
 
 // nonNegative refuses a negative number.
