@@ -55,3 +55,25 @@ func isID(f reflect.StructField) bool {
 	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 	return f.Type.Kind() == reflect.String && (name == "id" || strings.HasSuffix(name, "Id"))
 }
+
+// A value refused for not being one of a field's choices (or a tool name
+// refused for its shape) is quoted in the error, clipped: the error of a
+// 64 KiB "busy" is not 64 KiB.
+func TestValidateClipsRefusedChoices(t *testing.T) {
+	big := strings.Repeat("v", 64<<10)
+	text := Input{{Type: "text", Text: "hi"}}
+	for name, p := range map[string]Params{
+		"network":       CreateSessionParams{Network: big},
+		"busy":          StartRunParams{SessionID: "s", Input: text, Busy: big},
+		"decision":      DecideParams{ApprovalID: "a", Decision: big},
+		"status":        ListRequestsParams{Status: big},
+		"kind":          ListRequestsParams{Kind: big},
+		"tools[0].name": CreateSessionParams{Tools: []ToolSpec{{Name: big, InputSchema: []byte(`{"type":"object"}`)}}},
+	} {
+		err := p.Validate()
+		checkFieldError(t, name, err, name)
+		if err != nil && len(err.Error()) > 1<<10 {
+			t.Errorf("%s: the error is %d bytes", name, len(err.Error()))
+		}
+	}
+}

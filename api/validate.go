@@ -117,7 +117,7 @@ func checkTools(field string, ts []ToolSpec) error {
 	for i, t := range ts {
 		f := field + "[" + strconv.Itoa(i) + "]"
 		if !toolNameRE.MatchString(t.Name) {
-			return InvalidParam(f+".name", "%s.name %q: 1 to 64 of a-z A-Z 0-9 _ -", f, t.Name)
+			return InvalidParam(f+".name", "%s.name %q: 1 to 64 of a-z A-Z 0-9 _ -", f, clip(t.Name, 64))
 		}
 		if t.Name == ToolAskUser || seen[t.Name] {
 			return InvalidParam(f+".name", "%s.name %q is taken", f, t.Name)
@@ -174,12 +174,13 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// oneOf refuses a value that is none of want; format has one %q, for v.
+// oneOf refuses a value that is none of want; format has one %q, for v
+// clipped to 64 bytes (the error echoes it).
 func oneOf(field, v, format string, want ...string) error {
 	for _, w := range want {
 		if v == w {
 			return nil
 		}
 	}
-	return InvalidParam(field, format, v)
+	return InvalidParam(field, format, clip(v, 64))
 }
