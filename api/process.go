@@ -101,6 +101,16 @@ type Output struct {
 	Ended bool `json:"ended,omitempty"`
 }
 
+// Limits of what process/start and process/signal put in a process's
+// record and log, in bytes.
+const (
+	// MaxProcessEnvBytes caps a process's environment (env): its names
+	// and values together.
+	MaxProcessEnvBytes = 64 << 10
+	// MaxSignalPayloadBytes caps a signal's payload.
+	MaxSignalPayloadBytes = 16 << 10
+)
+
 // ProcessStartParams are the params of process/start: a shell command or
 // a tool with its arguments, started in the background.
 type ProcessStartParams struct {
@@ -121,11 +131,27 @@ type ProcessStartParams struct {
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
-// Validate checks that either a command or a tool is given, and the
-// idempotency key; the host checks the tool's arguments, the mount and
-// the command's size.
+// Validate checks that either a command or a tool is given, the sizes
+// of what the process's record keeps (the command at most
+// [MaxShellCommandBytes], the tool's name [MaxIDBytes], its arguments
+// [MaxInputBytes], the cwd [MaxReasonBytes], the environment
+// [MaxProcessEnvBytes]), and the idempotency key; the host checks the
+// tool's arguments, the mount and the environment's names.
 func (p ProcessStartParams) Validate() error {
-	err := firstError(checkKey(p.IdempotencyKey), required("sessionId", p.SessionID), checkID("mountId", p.MountID))
+	env := 0
+	for k, v := range p.Env {
+		env += len(k) + len(v)
+	}
+	err := firstError(
+		checkKey(p.IdempotencyKey),
+		required("sessionId", p.SessionID),
+		checkID("mountId", p.MountID),
+		checkSize("command", len(p.Command), MaxShellCommandBytes),
+		checkSize("tool", len(p.Tool), MaxIDBytes),
+		checkSize("args", len(p.Args), MaxInputBytes),
+		checkSize("cwd", len(p.Cwd), MaxReasonBytes),
+		checkSize("env", env, MaxProcessEnvBytes),
+	)
 	if err == nil && (p.Command == "") == (p.Tool == "") {
 		err = InvalidParam("command", "give either command or tool")
 	}
@@ -228,10 +254,12 @@ type ProcessSignalParams struct {
 	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
 }
 
-// Validate checks that the process and the signal are named, and the
-// idempotency key.
+// Validate checks that the process and the signal are named, the
+// payload's size (at most [MaxSignalPayloadBytes]), and the idempotency
+// key.
 func (p ProcessSignalParams) Validate() error {
-	return firstError(checkKey(p.IdempotencyKey), required("id", p.ID), checkID("sessionId", p.SessionID), required("name", p.Name))
+	return firstError(checkKey(p.IdempotencyKey), required("id", p.ID), checkID("sessionId", p.SessionID), required("name", p.Name),
+		checkSize("payload", len(p.Payload), MaxSignalPayloadBytes))
 }
 
 // ProcessSignalResult acknowledges a signal.

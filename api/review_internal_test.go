@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -75,5 +76,31 @@ func TestValidateClipsRefusedChoices(t *testing.T) {
 		if err != nil && len(err.Error()) > 1<<10 {
 			t.Errorf("%s: the error is %d bytes", name, len(err.Error()))
 		}
+	}
+}
+
+// process/start and process/signal bound what they put in a process's
+// record and log: the command (MaxShellCommandBytes, before the host
+// stores an idempotency receipt, not after), the cwd, the environment,
+// a tool's arguments, a signal's payload.
+func TestValidateBoundsProcessParams(t *testing.T) {
+	env := map[string]string{}
+	for i := range 100 {
+		env[strings.Repeat("K", 10)+string(rune('a'+i%26))+strings.Repeat("x", i)] = strings.Repeat("v", 1<<10)
+	}
+	for field, p := range map[string]Params{
+		"command": ProcessStartParams{SessionID: "s", Command: strings.Repeat("c", MaxShellCommandBytes+1)},
+		"cwd":     ProcessStartParams{SessionID: "s", Command: "ls", Cwd: strings.Repeat("d", MaxReasonBytes+1)},
+		"env":     ProcessStartParams{SessionID: "s", Command: "ls", Env: env},
+		"args":    ProcessStartParams{SessionID: "s", Tool: "read", Args: json.RawMessage(`"` + strings.Repeat("a", MaxInputBytes) + `"`)},
+		"tool":    ProcessStartParams{SessionID: "s", Tool: strings.Repeat("t", 1<<10)},
+		"payload": ProcessSignalParams{ID: "p", Name: "n", Payload: json.RawMessage(`"` + strings.Repeat("p", MaxSignalPayloadBytes) + `"`)},
+	} {
+		err := p.Validate()
+		if err == nil {
+			t.Errorf("%s: passes Validate", field)
+			continue
+		}
+		checkFieldError(t, field, err, field)
 	}
 }
