@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"iter"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -442,13 +443,21 @@ func (h *Host) WaitRun(ctx context.Context, p api.WaitRunParams) (*api.WaitRunRe
 	}
 	var cur record.Run
 	err = h.with(ctx, r.SessionID, func(s *session.Session) (err error) {
-		cur, err = s.Wait(ctx, p.RunID, time.Duration(p.TimeoutMs)*time.Millisecond)
+		cur, err = s.Wait(ctx, p.RunID, millis(p.TimeoutMs))
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &api.WaitRunResult{Run: cur, TimedOut: !record.IsTerminal(cur.Status)}, nil
+}
+
+// millis is ms milliseconds as a Duration, saturated at the longest one:
+// a timeout too long for a Duration (timeoutMs up to math.MaxInt64) waits
+// without end rather than overflowing into a negative one that times out
+// at once.
+func millis(ms int64) time.Duration {
+	return time.Duration(min(ms, int64(math.MaxInt64/time.Millisecond))) * time.Millisecond
 }
 
 // CancelRun cancels a run and returns once its terminal event is

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
@@ -62,5 +64,24 @@ func TestScratchMountStaysInScratchDir(t *testing.T) {
 				t.Errorf("the request made %s, outside the scratch directory", filepath.Join(base, tc.escape))
 			}
 		})
+	}
+}
+
+// A timeout too long for a time.Duration is a wait without end (until
+// the caller's ctx), not an overflow that times out at once: process/await
+// with timeoutMs math.MaxInt64 on a running process waits.
+func TestAwaitLongestTimeoutWaits(t *testing.T) {
+	h := newProcHost(t, nil)
+	sid := session(t, h, "scripted:fast")
+	p, err := h.StartProcess(context.Background(), api.ProcessStartParams{SessionID: sid, Command: "sleep 30"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.CancelProcess(context.Background(), api.ProcessCancelParams{ID: p.ID})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	r, err := h.AwaitProcess(ctx, api.ProcessAwaitParams{ID: p.ID, TimeoutMs: math.MaxInt64})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("await with the longest timeout: %+v, %v; want it to wait until ctx ends", r, err)
 	}
 }
