@@ -156,8 +156,12 @@ func checkMountID(field, id string) error {
 	return nil
 }
 
-// checkMounts checks the IDs of a session's mounts.
+// checkMounts checks the number of a session's mounts (at most
+// [MaxMounts]) and their IDs.
 func checkMounts(field string, ms []event.Mount) error {
+	if len(ms) > MaxMounts {
+		return InvalidParam(field, "%d mounts; the limit is %d", len(ms), MaxMounts).With("limit", MaxMounts)
+	}
 	for i, m := range ms {
 		if err := checkMountID(field+"["+strconv.Itoa(i)+"].id", m.ID); err != nil {
 			return err

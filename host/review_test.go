@@ -85,3 +85,42 @@ func TestAwaitLongestTimeoutWaits(t *testing.T) {
 		t.Fatalf("await with the longest timeout: %+v, %v; want it to wait until ctx ends", r, err)
 	}
 }
+
+// A session's binding holds at most api.MaxMounts mounts: each is a
+// directory the host opens whenever it binds the session, so a client
+// may not make it open thousands (session/create, or one env/mount at a
+// time).
+func TestMountsBounded(t *testing.T) {
+	scratch := t.TempDir()
+	h, err := host.New(context.Background(), host.Config{Store: memory.New(), ScratchDir: scratch,
+		ResolveModel: func(name string) (*host.Model, error) { return nil, fmt.Errorf("no model %q", name) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx := context.Background()
+	mounts := func(n int) []event.Mount {
+		var ms []event.Mount
+		for i := range n {
+			ms = append(ms, event.Mount{ID: fmt.Sprintf("m%d", i), Kind: event.KindScratch, Default: i == 0})
+		}
+		return ms
+	}
+	_, err = h.CreateSession(ctx, api.CreateSessionParams{Mounts: mounts(api.MaxMounts + 1)})
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Kind != api.KindInvalidParams || ae.Data["field"] != "mounts" {
+		t.Fatalf("session/create with %d mounts: %v; want invalid_params on mounts", api.MaxMounts+1, err)
+	}
+	s, err := h.CreateSession(ctx, api.CreateSessionParams{Mounts: mounts(api.MaxMounts)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.Mount(ctx, api.MountParams{SessionID: s.ID, Mount: event.Mount{ID: "one-more", Kind: event.KindScratch}})
+	if !errors.As(err, &ae) || ae.Kind != api.KindInvalidParams || ae.Data["field"] != "mount" {
+		t.Fatalf("env/mount past %d mounts: %v; want invalid_params on mount", api.MaxMounts, err)
+	}
+	// Replacing a mount does not add one.
+	if _, err := h.Mount(ctx, api.MountParams{SessionID: s.ID, Mount: event.Mount{ID: "m1", Kind: event.KindScratch}, Replace: true}); err != nil {
+		t.Fatalf("replace a mount of a full binding: %v", err)
+	}
+}
