@@ -97,6 +97,9 @@ const (
 	MaxReasonBytes = 4 << 10
 	// MaxMCPServers caps the MCP servers of one session.
 	MaxMCPServers = 16
+	// MaxMounts caps the mounts of one session's binding: each is a
+	// directory the host opens whenever it binds the session.
+	MaxMounts = 64
 	// MaxMCPServersBytes caps a session's MCP server configurations,
 	// encoded.
 	MaxMCPServersBytes = 64 << 10

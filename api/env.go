@@ -60,14 +60,14 @@ type MountParams struct {
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
-// Validate checks that the session and the mount's ID are given, and
-// the idempotency key; the host checks the mount against the binding's
-// rules and its file system.
+// Validate checks that the session is named, that the mount's ID is a
+// slug ([a-z0-9][a-z0-9_-]*), and the idempotency key; the host checks
+// the mount against the binding's rules and its file system.
 func (p MountParams) Validate() error {
 	return firstError(
 		checkKey(p.IdempotencyKey),
 		required("sessionId", p.SessionID),
-		required("mount.id", p.Mount.ID),
+		checkMountID("mount.id", p.Mount.ID),
 	)
 }
 
@@ -94,6 +94,8 @@ func (p UnmountParams) Validate() error {
 		checkKey(p.IdempotencyKey),
 		required("sessionId", p.SessionID),
 		required("mountId", p.MountID),
+		checkID("newDefaultMountId", p.NewDefaultMountID),
+		checkID("newDefaultShellMountId", p.NewDefaultShellMountID),
 	)
 }
 

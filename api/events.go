@@ -21,8 +21,9 @@ type ReadEventsParams struct {
 // negative; the cursor is checked against the log by the host.
 func (p ReadEventsParams) Validate() error {
 	return firstError(
-		nonNegative("limit", int64(p.Limit)),
 		required("sessionId", p.SessionID),
+		checkID("runId", p.RunID),
+		nonNegative("limit", int64(p.Limit)),
 	)
 }
 
@@ -45,7 +46,7 @@ type SubscribeParams struct {
 // Validate checks that the session is named; the cursor is checked
 // against the log by the host.
 func (p SubscribeParams) Validate() error {
-	return required("sessionId", p.SessionID)
+	return firstError(required("sessionId", p.SessionID), checkID("runId", p.RunID))
 }
 
 // SubscribeResult names a subscription.
@@ -134,8 +135,18 @@ type InitializeParams struct {
 	ProtocolVersion string `json:"protocolVersion" jsonschema:"the protocol version the client speaks"`
 }
 
-// Validate checks nothing: every initialize is served.
-func (p InitializeParams) Validate() error { return nil }
+// Validate bounds what a client says of itself: its name and version
+// at most [MaxTitleBytes] (the name is recorded as who answered each
+// request), its cwd at most [MaxReasonBytes], the protocol version at
+// most [MaxIDBytes].
+func (p InitializeParams) Validate() error {
+	return firstError(
+		checkSize("clientInfo.name", len(p.ClientInfo.Name), MaxTitleBytes),
+		checkSize("clientInfo.version", len(p.ClientInfo.Version), MaxTitleBytes),
+		checkSize("clientInfo.cwd", len(p.ClientInfo.Cwd), MaxReasonBytes),
+		checkSize("protocolVersion", len(p.ProtocolVersion), MaxIDBytes),
+	)
+}
 
 // Capabilities tells a client what the connection supports.
 type Capabilities struct {

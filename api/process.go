@@ -101,6 +101,16 @@ type Output struct {
 	Ended bool `json:"ended,omitempty"`
 }
 
+// Limits of what process/start and process/signal put in a process's
+// record and log, in bytes.
+const (
+	// MaxProcessEnvBytes caps a process's environment (env): its names
+	// and values together.
+	MaxProcessEnvBytes = 64 << 10
+	// MaxSignalPayloadBytes caps a signal's payload.
+	MaxSignalPayloadBytes = 16 << 10
+)
+
 // ProcessStartParams are the params of process/start: a shell command or
 // a tool with its arguments, started in the background.
 type ProcessStartParams struct {
@@ -121,15 +131,31 @@ type ProcessStartParams struct {
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
 
-// Validate checks that either a command or a tool is given, and the
-// idempotency key; the host checks the tool's arguments, the mount and
-// the command's size.
+// Validate checks that either a command or a tool is given, the sizes
+// of what the process's record keeps (the command at most
+// [MaxShellCommandBytes], the tool's name [MaxIDBytes], its arguments
+// [MaxInputBytes], the cwd [MaxReasonBytes], the environment
+// [MaxProcessEnvBytes]), and the idempotency key; the host checks the
+// tool's arguments, the mount and the environment's names.
 func (p ProcessStartParams) Validate() error {
-	err := checkKey(p.IdempotencyKey)
+	env := 0
+	for k, v := range p.Env {
+		env += len(k) + len(v)
+	}
+	err := firstError(
+		checkKey(p.IdempotencyKey),
+		required("sessionId", p.SessionID),
+		checkID("mountId", p.MountID),
+		checkSize("command", len(p.Command), MaxShellCommandBytes),
+		checkSize("tool", len(p.Tool), MaxIDBytes),
+		checkSize("args", len(p.Args), MaxInputBytes),
+		checkSize("cwd", len(p.Cwd), MaxReasonBytes),
+		checkSize("env", env, MaxProcessEnvBytes),
+	)
 	if err == nil && (p.Command == "") == (p.Tool == "") {
 		err = InvalidParam("command", "give either command or tool")
 	}
-	return firstError(err, required("sessionId", p.SessionID))
+	return err
 }
 
 // ProcessResult is a process record.
@@ -149,7 +175,7 @@ type ProcessIDParams struct {
 
 // Validate checks that the process is named.
 func (p ProcessIDParams) Validate() error {
-	return required("id", p.ID)
+	return firstError(required("id", p.ID), checkID("sessionId", p.SessionID))
 }
 
 // ProcessListParams are the params of process/list. Without SessionID an
@@ -159,8 +185,9 @@ type ProcessListParams struct {
 	Status    string `json:"status,omitempty"`
 }
 
-// Validate checks nothing: every list is served (visibility applies).
-func (p ProcessListParams) Validate() error { return nil }
+// Validate checks the session's ID; every list is served (visibility
+// applies).
+func (p ProcessListParams) Validate() error { return checkID("sessionId", p.SessionID) }
 
 // ProcessListResult lists processes.
 type ProcessListResult struct {
@@ -177,8 +204,9 @@ type ProcessAwaitParams struct {
 // Validate checks the timeout and that the process is named.
 func (p ProcessAwaitParams) Validate() error {
 	return firstError(
-		nonNegative("timeoutMs", p.TimeoutMs),
 		required("id", p.ID),
+		checkID("sessionId", p.SessionID),
+		nonNegative("timeoutMs", p.TimeoutMs),
 	)
 }
 
@@ -193,10 +221,13 @@ type ProcessOutputParams struct {
 // Validate checks the offset and the limit, and that the process is
 // named.
 func (p ProcessOutputParams) Validate() error {
+	if err := firstError(required("id", p.ID), checkID("sessionId", p.SessionID)); err != nil {
+		return err
+	}
 	if p.Offset < 0 || p.Limit < 0 {
 		return InvalidParam("offset", "offset and limit must not be negative")
 	}
-	return required("id", p.ID)
+	return nil
 }
 
 // ProcessWriteParams are the params of process/write (stdin).
@@ -211,7 +242,7 @@ type ProcessWriteParams struct {
 
 // Validate checks that the process is named, and the idempotency key.
 func (p ProcessWriteParams) Validate() error {
-	return firstError(checkKey(p.IdempotencyKey), required("id", p.ID))
+	return firstError(checkKey(p.IdempotencyKey), required("id", p.ID), checkID("sessionId", p.SessionID))
 }
 
 // ProcessSignalParams are the params of process/signal.
@@ -223,10 +254,12 @@ type ProcessSignalParams struct {
 	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
 }
 
-// Validate checks that the process and the signal are named, and the
-// idempotency key.
+// Validate checks that the process and the signal are named, the
+// payload's size (at most [MaxSignalPayloadBytes]), and the idempotency
+// key.
 func (p ProcessSignalParams) Validate() error {
-	return firstError(checkKey(p.IdempotencyKey), required("id", p.ID), required("name", p.Name))
+	return firstError(checkKey(p.IdempotencyKey), required("id", p.ID), checkID("sessionId", p.SessionID), required("name", p.Name),
+		checkSize("payload", len(p.Payload), MaxSignalPayloadBytes))
 }
 
 // ProcessSignalResult acknowledges a signal.
@@ -249,8 +282,9 @@ type ProcessCancelParams struct {
 func (p ProcessCancelParams) Validate() error {
 	return firstError(
 		checkKey(p.IdempotencyKey),
-		checkSize("reason", len(p.Reason), MaxReasonBytes),
 		required("id", p.ID),
+		checkID("sessionId", p.SessionID),
+		checkSize("reason", len(p.Reason), MaxReasonBytes),
 	)
 }
 
@@ -265,7 +299,7 @@ type ProcessGrantParams struct {
 // Validate checks that the process and the other session are named, and
 // the idempotency key.
 func (p ProcessGrantParams) Validate() error {
-	return firstError(checkKey(p.IdempotencyKey), required("id", p.ID), required("toSessionId", p.ToSessionID))
+	return firstError(checkKey(p.IdempotencyKey), required("id", p.ID), checkID("sessionId", p.SessionID), required("toSessionId", p.ToSessionID))
 }
 
 // ProcessFollowParams are the params of process/follow.
@@ -277,7 +311,7 @@ type ProcessFollowParams struct {
 
 // Validate checks the offset and that the process is named.
 func (p ProcessFollowParams) Validate() error {
-	return firstError(nonNegative("offset", p.Offset), required("id", p.ID))
+	return firstError(required("id", p.ID), checkID("sessionId", p.SessionID), nonNegative("offset", p.Offset))
 }
 
 // ProcessOutputNotification is the params of the process/output

@@ -27,10 +27,11 @@ type DecideParams struct {
 func (p DecideParams) Validate() error {
 	return firstError(
 		checkKey(p.IdempotencyKey),
+		required("approvalId", p.ApprovalID),
+		checkID("sessionId", p.SessionID),
 		checkSize("message", len(p.Message), MaxReasonBytes),
 		oneOf("decision", p.Decision, "decision %q: want allow_once, allow_session or deny",
 			event.DecisionAllowOnce, event.DecisionAllowSession, event.DecisionDeny),
-		required("approvalId", p.ApprovalID),
 	)
 }
 
@@ -51,12 +52,14 @@ type AnswerParams struct {
 func (p AnswerParams) Validate() error {
 	err := firstError(
 		checkKey(p.IdempotencyKey),
+		required("requestId", p.RequestID),
+		checkID("sessionId", p.SessionID),
 		checkSize("text", len(p.Text), MaxInputBytes),
 	)
 	if err == nil && (p.Text == "") == (p.Choice == nil) {
 		err = InvalidParam("text", "give the answer's text or a choice")
 	}
-	return firstError(err, required("requestId", p.RequestID))
+	return err
 }
 
 // ToolResultParams are the params of tool/result: the result of a call of
@@ -78,6 +81,9 @@ type ToolResultParams struct {
 func (p ToolResultParams) Validate() error {
 	err := firstError(
 		checkKey(p.IdempotencyKey),
+		checkID("requestId", p.RequestID),
+		checkID("callId", p.CallID),
+		checkID("sessionId", p.SessionID),
 		checkSize("output", len(p.Output), MaxInputBytes),
 	)
 	if err == nil && p.RequestID == "" && p.CallID == "" {
@@ -103,7 +109,7 @@ func (p RequestIDParams) Validate() error {
 	if p.RequestID == "" {
 		return InvalidParam("requestId", "the request's ID is required")
 	}
-	return nil
+	return checkID("requestId", p.RequestID)
 }
 
 // ListRequestsParams are the params of request/list (and approval/list,
@@ -122,6 +128,7 @@ type ListRequestsParams struct {
 // Validate checks the limit, the status and the kind.
 func (p ListRequestsParams) Validate() error {
 	return firstError(
+		checkID("sessionId", p.SessionID),
 		nonNegative("limit", int64(p.Limit)),
 		oneOf("status", p.Status, "status %q: want open, resolved, expired, cancelled or all",
 			"", "all", record.RequestOpen, record.RequestResolved, record.RequestExpired, record.RequestCancelled),

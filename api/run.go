@@ -126,8 +126,9 @@ type SteerParams struct {
 func (p SteerParams) Validate() error {
 	return firstError(
 		checkKey(p.IdempotencyKey),
-		checkInput(p.Input),
 		required("runId", p.RunID),
+		checkID("expectedRunId", p.ExpectedRunID),
+		checkInput(p.Input),
 	)
 }
 

@@ -65,10 +65,11 @@ type CreateSessionParams struct {
 }
 
 // Validate checks the sizes and shapes of a session's params: title,
-// metadata, network, the model's length, the client's tools, the MCP
-// servers' number and size, the idempotency key. The host checks the
-// rest: that it can use the model, the policy over its own, the MCP
-// servers' configuration and the mounts against its file system.
+// metadata, network, the model's length, the mounts' IDs (slugs), the
+// client's tools, the MCP servers' number and size, the idempotency key.
+// The host checks the rest: that it can use the model, the policy over
+// its own, the MCP servers' configuration and the mounts against its file
+// system.
 func (p CreateSessionParams) Validate() error {
 	return firstError(
 		checkKey(p.IdempotencyKey),
@@ -76,6 +77,7 @@ func (p CreateSessionParams) Validate() error {
 		checkMetadata(p.Metadata),
 		oneOf("network", p.Network, "network %q: want allow or deny", "", "allow", "deny"),
 		checkSize("model", len(p.Model), MaxModelBytes),
+		checkMounts("mounts", p.Mounts),
 		checkTools("tools", p.Tools),
 		checkMCPServers(p.MCPServers),
 	)
@@ -106,7 +108,7 @@ type SessionIDParams struct {
 // Validate checks the idempotency key. (An unknown or empty session is
 // the host's ErrNotFound.)
 func (p SessionIDParams) Validate() error {
-	return checkKey(p.IdempotencyKey)
+	return firstError(checkKey(p.IdempotencyKey), checkID("sessionId", p.SessionID))
 }
 
 // UpdateSessionParams are the params of session/update: the fields to

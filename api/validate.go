@@ -36,12 +36,20 @@ func checkSize(field string, n, limit int) error {
 	return nil
 }
 
-// required refuses an empty field.
+// required refuses an empty field, and one over [MaxIDBytes] (the
+// fields it is used for are IDs and names).
 func required(field, v string) error {
 	if v == "" {
 		return InvalidParam(field, "%s is required", field)
 	}
-	return nil
+	return checkID(field, v)
+}
+
+// checkID refuses an ID over [MaxIDBytes]; "" passes. A Validate checks
+// its IDs before its other fields. (An ID is echoed in the host's
+// not_found errors and logs: a bounded one keeps them bounded.)
+func checkID(field, id string) error {
+	return checkSize(field, len(id), MaxIDBytes)
 }
 
 // nonNegative refuses a negative number.
@@ -109,7 +117,7 @@ func checkTools(field string, ts []ToolSpec) error {
 	for i, t := range ts {
 		f := field + "[" + strconv.Itoa(i) + "]"
 		if !toolNameRE.MatchString(t.Name) {
-			return InvalidParam(f+".name", "%s.name %q: 1 to 64 of a-z A-Z 0-9 _ -", f, t.Name)
+			return InvalidParam(f+".name", "%s.name %q: 1 to 64 of a-z A-Z 0-9 _ -", f, clip(t.Name, 64))
 		}
 		if t.Name == ToolAskUser || seen[t.Name] {
 			return InvalidParam(f+".name", "%s.name %q is taken", f, t.Name)
@@ -126,6 +134,42 @@ func checkTools(field string, ts []ToolSpec) error {
 	return nil
 }
 
+// checkMountID refuses a mount ID that is not a slug of at most
+// [MaxIDBytes]: [a-z0-9][a-z0-9_-]*, the rule of a binding's mounts. A
+// scratch mount's directory is named after its ID, so the ID is checked
+// before the host makes anything.
+func checkMountID(field, id string) error {
+	if id == "" {
+		return InvalidParam(field, "%s is required", field)
+	}
+	if err := checkSize(field, len(id), MaxIDBytes); err != nil {
+		return err
+	}
+	for i := 0; i < len(id); i++ {
+		switch c := id[i]; {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return InvalidParam(field, "%s %q is not a slug [a-z0-9][a-z0-9_-]*", field, clip(id, 64))
+		}
+	}
+	return nil
+}
+
+// checkMounts checks the number of a session's mounts (at most
+// [MaxMounts]) and their IDs.
+func checkMounts(field string, ms []event.Mount) error {
+	if len(ms) > MaxMounts {
+		return InvalidParam(field, "%d mounts; the limit is %d", len(ms), MaxMounts).With("limit", MaxMounts)
+	}
+	for i, m := range ms {
+		if err := checkMountID(field+"["+strconv.Itoa(i)+"].id", m.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // clip shortens s to n bytes for an error message.
 func clip(s string, n int) string {
 	if len(s) <= n {
@@ -134,12 +178,13 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// oneOf refuses a value that is none of want; format has one %q, for v.
+// oneOf refuses a value that is none of want; format has one %q, for v
+// clipped to 64 bytes (the error echoes it).
 func oneOf(field, v, format string, want ...string) error {
 	for _, w := range want {
 		if v == w {
 			return nil
 		}
 	}
-	return InvalidParam(field, format, v)
+	return InvalidParam(field, format, clip(v, 64))
 }

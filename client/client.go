@@ -371,7 +371,10 @@ func stream[T any](ctx context.Context, c *Client, id, item, end string, ended f
 	}
 }
 
-// ClosedError reports a subscription the host ended.
+// ClosedError reports a subscription the host ended. One it ended
+// because it shuts down (Reason [api.ReasonClosed]) is also an error of
+// kind overloaded (errors.Is(err, api.ErrOverloaded)), as the [api.Host]
+// contract says of a stream that ends so.
 type ClosedError struct {
 	Reason  string
 	Cursor  int64
@@ -380,6 +383,20 @@ type ClosedError struct {
 
 func (e *ClosedError) Error() string {
 	return fmt.Sprintf("subscription closed by the host (%s) at cursor %d: %s", e.Reason, e.Cursor, e.Message)
+}
+
+// Unwrap returns, for a subscription the host ended because it shuts
+// down, an *api.Error of kind overloaded (retryable: resume after
+// Cursor once the host is back); nil for other reasons.
+func (e *ClosedError) Unwrap() error {
+	if e.Reason != api.ReasonClosed {
+		return nil
+	}
+	msg := e.Message
+	if msg == "" {
+		msg = "the host is shutting down"
+	}
+	return api.NewError(api.KindOverloaded, msg)
 }
 
 // StartProcess calls process/start.
@@ -434,7 +451,9 @@ func (c *Client) RevokeProcess(ctx context.Context, p api.ProcessGrantParams) (*
 
 // FollowProcess calls process/follow and returns the output chunks from
 // p.Offset as a single-use iterator that ends (nil error) after the last
-// chunk of an ended process.
+// chunk of an ended process; as [Client.Subscribe]'s, it ends with
+// ErrLagged when the consumer falls behind and a [*ClosedError] (of kind
+// overloaded when the host shuts down) when the host ends it otherwise.
 func (c *Client) FollowProcess(ctx context.Context, p api.ProcessFollowParams) (iter.Seq2[api.Chunk, error], error) {
 	var res api.SubscribeResult
 	if err := c.c.Call(ctx, api.ProcessFollow.Name, p, &res); err != nil {
@@ -443,8 +462,11 @@ func (c *Client) FollowProcess(ctx context.Context, p api.ProcessFollowParams) (
 	return stream[api.Chunk](ctx, c, res.SubscriptionID, api.ProcessFollow.Item, api.ProcessFollow.End,
 		func(v any) error {
 			cn := v.(api.ProcessClosedNotification)
-			if cn.Reason == api.ReasonEnded {
+			switch cn.Reason {
+			case api.ReasonEnded:
 				return nil
+			case api.ReasonOverflow:
+				return ErrLagged
 			}
 			return &ClosedError{Reason: cn.Reason, Cursor: cn.Offset, Message: cn.Message}
 		}), nil

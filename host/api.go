@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"iter"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -127,12 +128,24 @@ func (h *Host) normalizeMount(sessionID string, m *event.Mount) error {
 		if h.cfg.ScratchDir == "" {
 			return invalid("mount", "mount %s: scratch mounts need a host scratch directory", m.ID).With("mountId", m.ID)
 		}
+		// The directory is <ScratchDir>/<session>/<mount>: each one
+		// element, so that no ID leads it elsewhere (the params'
+		// Validate holds mount IDs to slugs; this holds whatever calls).
+		if !pathElem(sessionID) || !pathElem(m.ID) {
+			return invalid("mount", "mount %q of session %q: not a scratch directory's name", clip(m.ID, 64), clip(sessionID, 64)).With("mountId", m.ID)
+		}
 		m.Path = filepath.Join(h.cfg.ScratchDir, sessionID, m.ID)
 		if err := os.MkdirAll(m.Path, 0o700); err != nil {
 			return api.Wrap(api.KindEnvironmentUnavailable, err, "mount %s: %v", m.ID, err).With("mountId", m.ID)
 		}
 	}
 	return nil
+}
+
+// pathElem reports whether s names one entry of a directory: not empty,
+// no separator, not . or .. .
+func pathElem(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, `/\`) && filepath.IsLocal(s)
 }
 
 // GetSession returns a session ([api.SessionGet]).
@@ -434,13 +447,21 @@ func (h *Host) WaitRun(ctx context.Context, p api.WaitRunParams) (*api.WaitRunRe
 	}
 	var cur record.Run
 	err = h.with(ctx, r.SessionID, func(s *session.Session) (err error) {
-		cur, err = s.Wait(ctx, p.RunID, time.Duration(p.TimeoutMs)*time.Millisecond)
+		cur, err = s.Wait(ctx, p.RunID, millis(p.TimeoutMs))
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &api.WaitRunResult{Run: cur, TimedOut: !record.IsTerminal(cur.Status)}, nil
+}
+
+// millis is ms milliseconds as a Duration, saturated at the longest one:
+// a timeout too long for a Duration (timeoutMs up to math.MaxInt64) waits
+// without end rather than overflowing into a negative one that times out
+// at once.
+func millis(ms int64) time.Duration {
+	return time.Duration(min(ms, int64(math.MaxInt64/time.Millisecond))) * time.Millisecond
 }
 
 // CancelRun cancels a run and returns once its terminal event is

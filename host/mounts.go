@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
@@ -109,8 +110,18 @@ func (h *Host) Mount(ctx context.Context, p api.MountParams) (*api.MountResult, 
 }
 
 func (h *Host) mount(ctx context.Context, p api.MountParams, rc *idem.Claim) (*api.MountResult, idem.Ref, error) {
-	// The host's checks: the mount's defaults and scratch directory,
-	// and, for a remote client, where its path leads.
+	// The host's checks: the session (before a scratch mount's
+	// directory is made for it), the mount's defaults and scratch
+	// directory, and, for a remote client, where its path leads.
+	rec, err := h.sessionRecord(ctx, p.SessionID)
+	if err != nil {
+		return nil, idem.Ref{}, err
+	}
+	// A binding holds at most api.MaxMounts (read outside the session's
+	// lock: concurrent mounts may pass it by as many as they are).
+	if ms := rec.Binding.Mounts; len(ms) >= api.MaxMounts && !(p.Replace && slices.ContainsFunc(ms, func(m event.Mount) bool { return m.ID == p.Mount.ID })) {
+		return nil, idem.Ref{}, invalid("mount", "the session has %d mounts; the limit is %d", len(ms), api.MaxMounts).With("limit", api.MaxMounts)
+	}
 	if err := h.normalizeMount(p.SessionID, &p.Mount); err != nil {
 		return nil, idem.Ref{}, err
 	}
@@ -120,7 +131,7 @@ func (h *Host) mount(ctx context.Context, p api.MountParams, rc *idem.Claim) (*a
 	}
 	p.Mount = ms[0]
 	var res *api.MountResult
-	err := h.with(ctx, p.SessionID, func(s *session.Session) (err error) {
+	err = h.with(ctx, p.SessionID, func(s *session.Session) (err error) {
 		res, err = s.Mount(ctx, p, rc)
 		return err
 	})

@@ -191,7 +191,7 @@ func (h *Host) AwaitProcess(ctx context.Context, p api.ProcessAwaitParams) (*api
 	if err != nil {
 		return nil, err
 	}
-	r, err := m.Await(ctx, p.ID, time.Duration(p.TimeoutMs)*time.Millisecond, caller(p.SessionID))
+	r, err := m.Await(ctx, p.ID, millis(p.TimeoutMs), caller(p.SessionID))
 	if err != nil {
 		return nil, apiError(err)
 	}

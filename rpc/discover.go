@@ -136,9 +136,38 @@ func wireSchemas(types map[reflect.Type]*jsonschema.Schema) map[reflect.Type]*js
 	return out
 }
 
+// requestSchemas returns types, copied, with the schemas of the types
+// that a request may send with fewer fields than a reply carries added
+// where types has none: a mount needs only its id (the host fills in
+// kind, mode and a scratch mount's path), a client's tool its name and
+// input schema. Params are described with them, results without.
+func requestSchemas(types map[reflect.Type]*jsonschema.Schema) map[reflect.Type]*jsonschema.Schema {
+	out := maps.Clone(types)
+	if out == nil {
+		out = map[reflect.Type]*jsonschema.Schema{}
+	}
+	requires := func(t reflect.Type, required ...string) {
+		if _, ok := out[t]; ok {
+			return
+		}
+		s, err := jsonschema.ForType(t, &jsonschema.ForOptions{TypeSchemas: types})
+		if err != nil {
+			panic(fmt.Sprintf("rpc: schema of %s: %v", t, err))
+		}
+		s.Required = required
+		out[t] = s
+	}
+	requires(reflect.TypeFor[event.Mount](), "id")
+	requires(reflect.TypeFor[api.ToolSpec](), "name", "inputSchema")
+	return out
+}
+
 func (s *Server) registerBuiltins() {
 	s.add(newMethod(api.Initialize.Name, api.Initialize.Doc,
 		func(ctx context.Context, p *api.InitializeParams) (*api.InitializeResult, error) {
+			if err := p.Validate(); err != nil {
+				return nil, err
+			}
 			push := false
 			if c := ConnFrom(ctx); c != nil {
 				push = c.stream != nil

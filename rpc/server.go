@@ -287,14 +287,15 @@ func newMethod[P, R any](name, doc string, h func(ctx context.Context, p *P) (*R
 }
 
 // describe returns method name with its params and result types and
-// their schemas, and no call yet. It panics on programmer error: an
+// their schemas (the params' as a request may send them:
+// requestSchemas), and no call yet. It panics on programmer error: an
 // empty name, or types for which no JSON Schema can be inferred.
 func describe(name, doc string, params, result reflect.Type, types map[reflect.Type]*jsonschema.Schema) *method {
 	if name == "" {
 		panic("rpc: Register: empty method name")
 	}
 	opts := &jsonschema.ForOptions{TypeSchemas: types}
-	ps, err := jsonschema.ForType(params, opts)
+	ps, err := jsonschema.ForType(params, &jsonschema.ForOptions{TypeSchemas: requestSchemas(types)})
 	if err != nil {
 		panic(fmt.Sprintf("rpc: Register(%q): params schema: %v", name, err))
 	}

@@ -220,8 +220,14 @@ func (ps *processSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// A process this caller cannot see is not found, whatever the
 		// reason: no process manager, no such process, another
-		// session's.
-		writeHTTPError(w, http.StatusNotFound, wireError(err))
+		// session's. The params are the path's and the query's, checked
+		// above, so an invalid_params from h is a host without
+		// processes (session.ErrNoProcesses): not_found here.
+		e := wireError(err)
+		if e.Kind == api.KindInvalidParams {
+			e = api.Errorf(api.KindNotFound, "process %s not found: %s", clip(id, 64), e.Message)
+		}
+		writeHTTPError(w, http.StatusNotFound, e)
 		return
 	}
 	acct.startWrite()

@@ -1,0 +1,126 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"weft.dev/weft/api"
+	"weft.dev/weft/event"
+	"weft.dev/weft/host"
+	"weft.dev/weft/store/memory"
+)
+
+// A scratch mount's directory is made under the host's scratch
+// directory, at <session>/<mount id>: neither a session ID nor a mount
+// ID a client sends may lead it anywhere else, and a request refused for
+// either makes no directory at all.
+func TestScratchMountStaysInScratchDir(t *testing.T) {
+	base := t.TempDir()
+	scratch := filepath.Join(base, "a", "b", "scratch")
+	h, err := host.New(context.Background(), host.Config{Store: memory.New(), ScratchDir: scratch,
+		ResolveModel: func(name string) (*host.Model, error) { return nil, fmt.Errorf("no model %q", name) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx := context.Background()
+	s, err := h.CreateSession(ctx, api.CreateSessionParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		escape  string // the directory the request must not make, under base
+		request func(escape string) error
+	}{
+		{"mount on an unknown session", "e1", func(escape string) error {
+			_, err := h.Mount(ctx, api.MountParams{SessionID: "../../../" + escape, Mount: event.Mount{ID: "x", Kind: event.KindScratch}})
+			return err
+		}},
+		{"mount id", "e2", func(escape string) error {
+			_, err := h.Mount(ctx, api.MountParams{SessionID: s.ID, Mount: event.Mount{ID: "../../../../" + escape, Kind: event.KindScratch}})
+			return err
+		}},
+		{"a new session's mount id", "e3", func(escape string) error {
+			_, err := h.CreateSession(ctx, api.CreateSessionParams{Mounts: []event.Mount{{ID: "../../../../" + escape, Kind: event.KindScratch}}})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.request(tc.escape)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, api.ErrInvalidParams) && !errors.Is(err, api.ErrNotFound) {
+				t.Errorf("refused with %v; want invalid_params or not_found", err)
+			}
+			if _, serr := os.Stat(filepath.Join(base, tc.escape)); serr == nil {
+				t.Errorf("the request made %s, outside the scratch directory", filepath.Join(base, tc.escape))
+			}
+		})
+	}
+}
+
+// A timeout too long for a time.Duration is a wait without end (until
+// the caller's ctx), not an overflow that times out at once: process/await
+// with timeoutMs math.MaxInt64 on a running process waits.
+func TestAwaitLongestTimeoutWaits(t *testing.T) {
+	h := newProcHost(t, nil)
+	sid := session(t, h, "scripted:fast")
+	p, err := h.StartProcess(context.Background(), api.ProcessStartParams{SessionID: sid, Command: "sleep 30"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.CancelProcess(context.Background(), api.ProcessCancelParams{ID: p.ID})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	r, err := h.AwaitProcess(ctx, api.ProcessAwaitParams{ID: p.ID, TimeoutMs: math.MaxInt64})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("await with the longest timeout: %+v, %v; want it to wait until ctx ends", r, err)
+	}
+}
+
+// A session's binding holds at most api.MaxMounts mounts: each is a
+// directory the host opens whenever it binds the session, so a client
+// may not make it open thousands (session/create, or one env/mount at a
+// time).
+func TestMountsBounded(t *testing.T) {
+	scratch := t.TempDir()
+	h, err := host.New(context.Background(), host.Config{Store: memory.New(), ScratchDir: scratch,
+		ResolveModel: func(name string) (*host.Model, error) { return nil, fmt.Errorf("no model %q", name) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx := context.Background()
+	mounts := func(n int) []event.Mount {
+		var ms []event.Mount
+		for i := range n {
+			ms = append(ms, event.Mount{ID: fmt.Sprintf("m%d", i), Kind: event.KindScratch, Default: i == 0})
+		}
+		return ms
+	}
+	_, err = h.CreateSession(ctx, api.CreateSessionParams{Mounts: mounts(api.MaxMounts + 1)})
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Kind != api.KindInvalidParams || ae.Data["field"] != "mounts" {
+		t.Fatalf("session/create with %d mounts: %v; want invalid_params on mounts", api.MaxMounts+1, err)
+	}
+	s, err := h.CreateSession(ctx, api.CreateSessionParams{Mounts: mounts(api.MaxMounts)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.Mount(ctx, api.MountParams{SessionID: s.ID, Mount: event.Mount{ID: "one-more", Kind: event.KindScratch}})
+	if !errors.As(err, &ae) || ae.Kind != api.KindInvalidParams || ae.Data["field"] != "mount" {
+		t.Fatalf("env/mount past %d mounts: %v; want invalid_params on mount", api.MaxMounts, err)
+	}
+	// Replacing a mount does not add one.
+	if _, err := h.Mount(ctx, api.MountParams{SessionID: s.ID, Mount: event.Mount{ID: "m1", Kind: event.KindScratch}, Replace: true}); err != nil {
+		t.Fatalf("replace a mount of a full binding: %v", err)
+	}
+}
