@@ -204,9 +204,9 @@ type ModelCheckParams struct {
 	SessionID string `json:"sessionId,omitempty" jsonschema:"the session whose model applies when model is empty"`
 }
 
-// Validate checks the model name's size.
+// Validate checks the session ID's and the model name's sizes.
 func (p ModelCheckParams) Validate() error {
-	return checkSize("model", len(p.Model), MaxModelBytes)
+	return firstError(checkID("sessionId", p.SessionID), checkSize("model", len(p.Model), MaxModelBytes))
 }
 
 // The sources of the model a run would use, in ModelCheckResult.Source.
