@@ -117,8 +117,9 @@ func (h *Host) mount(ctx context.Context, p api.MountParams, rc *idem.Claim) (*a
 	if err != nil {
 		return nil, idem.Ref{}, err
 	}
-	// A binding holds at most api.MaxMounts (read outside the session's
-	// lock: concurrent mounts may pass it by as many as they are).
+	// A binding holds at most api.MaxMounts: checked here, before a
+	// scratch directory is made, and again exactly by the session's
+	// Mount, in its order (concurrent mounts may all pass this one).
 	if ms := rec.Binding.Mounts; len(ms) >= api.MaxMounts && !(p.Replace && slices.ContainsFunc(ms, func(m event.Mount) bool { return m.ID == p.Mount.ID })) {
 		return nil, idem.Ref{}, invalid("mount", "the session has %d mounts; the limit is %d", len(ms), api.MaxMounts).With("limit", api.MaxMounts)
 	}

@@ -111,6 +111,11 @@ func (s *Session) Mount(ctx context.Context, p api.MountParams, rc *idem.Claim) 
 		if i >= 0 {
 			mounts[i] = m
 		} else {
+			if len(mounts) >= api.MaxMounts {
+				// The host checked before it made a scratch directory;
+				// this is the exact check, under the session's order.
+				return api.InvalidParam("mount", "the session has %d mounts; the limit is %d", len(mounts), api.MaxMounts).With("limit", api.MaxMounts)
+			}
 			mounts = append(mounts, m)
 		}
 		nb, err := s.openBinding(event.Binding{BindingVersion: cur.BindingVersion + 1, Mounts: mounts, Network: cur.Network, Limits: cur.Limits})

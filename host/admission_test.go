@@ -124,3 +124,46 @@ func TestMountsBounded(t *testing.T) {
 		t.Fatalf("replace a mount of a full binding: %v", err)
 	}
 }
+
+// TestMountsBoundedConcurrently: mounts racing for a binding's last place
+// get one of them; the binding never holds more than api.MaxMounts.
+func TestMountsBoundedConcurrently(t *testing.T) {
+	h, err := host.New(context.Background(), host.Config{Store: memory.New(), ScratchDir: t.TempDir(),
+		ResolveModel: func(name string) (*host.Model, error) { return nil, fmt.Errorf("no model %q", name) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx := context.Background()
+	var ms []event.Mount
+	for i := range api.MaxMounts - 1 {
+		ms = append(ms, event.Mount{ID: fmt.Sprintf("m%d", i), Kind: event.KindScratch, Default: i == 0})
+	}
+	s, err := h.CreateSession(ctx, api.CreateSessionParams{Mounts: ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const racers = 8
+	errs := make(chan error, racers)
+	for i := range racers {
+		go func() {
+			_, err := h.Mount(ctx, api.MountParams{SessionID: s.ID, Mount: event.Mount{ID: fmt.Sprintf("r%d", i), Kind: event.KindScratch}})
+			errs <- err
+		}()
+	}
+	ok := 0
+	for range racers {
+		if err := <-errs; err == nil {
+			ok++
+		} else if !errors.Is(err, api.ErrInvalidParams) {
+			t.Errorf("a refused mount: %v; want invalid_params", err)
+		}
+	}
+	got, err := h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok != 1 || len(got.Binding.Mounts) != api.MaxMounts {
+		t.Fatalf("%d of %d racing mounts taken, binding of %d; want 1 and %d", ok, racers, len(got.Binding.Mounts), api.MaxMounts)
+	}
+}
