@@ -3,7 +3,6 @@ package client_test
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"io"
 	"reflect"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/client"
+	"weft.dev/weft/internal/filled"
 	"weft.dev/weft/rpc"
 )
 
@@ -147,7 +147,7 @@ func TestClientCoversTable(t *testing.T) {
 			continue
 		}
 		p := d.NewParams()
-		fill(reflect.ValueOf(p).Elem(), 0)
+		filled.Fill(reflect.ValueOf(p).Elem())
 		res, err := d.Invoke(ctx, w.cl, p)
 		if err != nil {
 			t.Errorf("%s: %v", info.Name, err)
@@ -198,48 +198,4 @@ func iterate(seq any, f func(error) bool) {
 		return []reflect.Value{reflect.ValueOf(f(err))}
 	})
 	v.Call([]reflect.Value{yield})
-}
-
-// fill sets every field of v to a value that is not its zero, so that a
-// param the client drops shows: strings name their field, numbers are 3,
-// bools true, one element in slices and maps, json.RawMessage an object.
-func fill(v reflect.Value, depth int) {
-	if depth > 4 {
-		return
-	}
-	if v.Type() == reflect.TypeFor[json.RawMessage]() {
-		v.SetBytes([]byte(`{"k":1}`))
-		return
-	}
-	switch v.Kind() {
-	case reflect.String:
-		v.SetString(fmt.Sprintf("s%d", depth))
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		v.SetInt(3)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		v.SetUint(3)
-	case reflect.Float32, reflect.Float64:
-		v.SetFloat(0.5)
-	case reflect.Bool:
-		v.SetBool(true)
-	case reflect.Pointer:
-		v.Set(reflect.New(v.Type().Elem()))
-		fill(v.Elem(), depth+1)
-	case reflect.Slice:
-		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
-		fill(v.Index(0), depth+1)
-	case reflect.Map:
-		m := reflect.MakeMap(v.Type())
-		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
-		fill(k, depth+1)
-		fill(e, depth+1)
-		m.SetMapIndex(k, e)
-		v.Set(m)
-	case reflect.Struct:
-		for i := range v.NumField() {
-			if v.Type().Field(i).IsExported() {
-				fill(v.Field(i), depth+1)
-			}
-		}
-	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"weft.dev/weft/api"
+	"weft.dev/weft/internal/filled"
 	"weft.dev/weft/rpc"
 	"weft.dev/weft/rpc/rpctest"
 )
@@ -129,7 +130,7 @@ func TestHostDocumentParamsRoundTrip(t *testing.T) {
 		for _, full := range []bool{false, true} {
 			p := d.NewParams()
 			if full {
-				fill(reflect.ValueOf(p).Elem(), 0)
+				filled.Fill(reflect.ValueOf(p).Elem())
 			}
 			b, err := json.Marshal(p)
 			if err != nil {
@@ -320,50 +321,5 @@ func TestProtocolDocMatchesTable(t *testing.T) {
 	}
 	for name, row := range rows {
 		t.Errorf("docs/protocol.md:%d: %s is not a method of the table", row.line, name)
-	}
-}
-
-// fill sets every field of v to a value that is not its zero (strings
-// name their depth, numbers are 3, bools true, one element in slices and
-// maps, json.RawMessage an object), so that a param the schema or the
-// decoding drops shows.
-func fill(v reflect.Value, depth int) {
-	if depth > 4 {
-		return
-	}
-	if v.Type() == reflect.TypeFor[json.RawMessage]() {
-		v.SetBytes([]byte(`{"k":1}`))
-		return
-	}
-	switch v.Kind() {
-	case reflect.String:
-		v.SetString(fmt.Sprintf("s%d", depth))
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		v.SetInt(3)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		v.SetUint(3)
-	case reflect.Float32, reflect.Float64:
-		v.SetFloat(0.5)
-	case reflect.Bool:
-		v.SetBool(true)
-	case reflect.Pointer:
-		v.Set(reflect.New(v.Type().Elem()))
-		fill(v.Elem(), depth+1)
-	case reflect.Slice:
-		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
-		fill(v.Index(0), depth+1)
-	case reflect.Map:
-		m := reflect.MakeMap(v.Type())
-		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
-		fill(k, depth+1)
-		fill(e, depth+1)
-		m.SetMapIndex(k, e)
-		v.Set(m)
-	case reflect.Struct:
-		for i := range v.NumField() {
-			if v.Type().Field(i).IsExported() {
-				fill(v.Field(i), depth+1)
-			}
-		}
 	}
 }
