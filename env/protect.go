@@ -7,8 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
+
+	"weft.dev/weft/internal/mountinfo"
 )
 
 // ErrProtected means a host path a client supplied reaches what the host
@@ -167,28 +168,9 @@ func kernelMounts() []string {
 		if len(fields) < 5 || sep < 0 || sep+1 >= len(fields) || !kernelTypes[fields[sep+1]] {
 			continue
 		}
-		out = append(out, unescapeMount(fields[4]))
+		out = append(out, mountinfo.Unescape(fields[4]))
 	}
 	return out
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // RealPath returns the host path of mount id's root as the binding opened

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"weft.dev/weft/internal/mountinfo"
 )
 
 // Controllers of cgroup version 1 that commands use.
@@ -158,7 +160,7 @@ func readCgroupMounts(name string) (map[string]cgroupMount, error) {
 		if len(f) < 5 || len(g) < 3 || g[0] != "cgroup" {
 			continue
 		}
-		m := cgroupMount{point: unescapeMount(f[4]), root: unescapeMount(f[3])}
+		m := cgroupMount{point: mountinfo.Unescape(f[4]), root: mountinfo.Unescape(f[3])}
 		for _, opt := range strings.Split(g[2], ",") {
 			if _, seen := out[opt]; !seen {
 				out[opt] = m
@@ -166,25 +168,6 @@ func readCgroupMounts(name string) (map[string]cgroupMount, error) {
 		}
 	}
 	return out, sc.Err()
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // cgroupNode is one group in each hierarchy it uses: the host's
