@@ -103,4 +103,11 @@ const (
 	// MaxMCPServersBytes caps a session's MCP server configurations,
 	// encoded.
 	MaxMCPServersBytes = 64 << 10
+	// MaxClientTools caps the client tools a session or a run declares:
+	// each is offered to the model at every step.
+	MaxClientTools = 128
+	// MaxClientToolsBytes caps the client tools a session or a run
+	// declares, their names, descriptions and input schemas together:
+	// they are stored in the log and sent to the model at every step.
+	MaxClientToolsBytes = 256 << 10
 )

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -102,5 +103,36 @@ func TestValidateBoundsProcessParams(t *testing.T) {
 			continue
 		}
 		checkFieldError(t, field, err, field)
+	}
+}
+
+// A session's or a run's client tools are bounded in number and in bytes
+// (names, descriptions and schemas together), before any schema is
+// parsed: each is stored in the log and offered to the model at every
+// step.
+func TestValidateBoundsClientTools(t *testing.T) {
+	tool := func(i int, desc int) ToolSpec {
+		return ToolSpec{Name: "t" + strings.Repeat("x", i%8) + string(rune('a'+i%26)) + strings.Repeat("0", i/26),
+			Description: strings.Repeat("d", desc), InputSchema: json.RawMessage(`{"type":"object"}`)}
+	}
+	many := make([]ToolSpec, MaxClientTools+1)
+	for i := range many {
+		many[i] = tool(i, 0)
+	}
+	big := make([]ToolSpec, 20)
+	for i := range big {
+		big[i] = tool(i, MaxMetadataBytes) // each within its own limit
+	}
+	for name, ts := range map[string][]ToolSpec{"too many": many, "too big": big} {
+		for _, p := range []Params{CreateSessionParams{Tools: ts}, StartRunParams{SessionID: "ses_1", Input: Input{{Type: "text", Text: "x"}}, Tools: ts}} {
+			err := p.Validate()
+			var ae *Error
+			if !errors.As(err, &ae) || ae.Kind != KindInvalidParams || ae.Data["field"] != "tools" || ae.Data["limit"] == nil {
+				t.Errorf("%s, %T: %v; want invalid_params on tools with its limit", name, p, err)
+			}
+		}
+	}
+	if err := (CreateSessionParams{Tools: many[:MaxClientTools]}).Validate(); err != nil {
+		t.Errorf("%d tools: %v", MaxClientTools, err)
 	}
 }

@@ -109,10 +109,21 @@ func checkMCPServers(servers map[string]event.MCPServer) error {
 // toolNameRE is what providers accept as a tool name.
 var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
-// checkTools validates the tools a client declares: names providers
+// checkTools validates the tools a client declares: at most
+// MaxClientTools of at most MaxClientToolsBytes together, names providers
 // accept, each once and none the host's own ask_user, an object input
 // schema, a description of at most MaxMetadataBytes.
 func checkTools(field string, ts []ToolSpec) error {
+	if len(ts) > MaxClientTools {
+		return InvalidParam(field, "%d tools; the limit is %d", len(ts), MaxClientTools).With("limit", MaxClientTools)
+	}
+	n := 0
+	for _, t := range ts {
+		n += len(t.Name) + len(t.Description) + len(t.InputSchema)
+	}
+	if n > MaxClientToolsBytes {
+		return InvalidParam(field, "the tools take %d bytes; the limit is %d", n, MaxClientToolsBytes).With("limit", MaxClientToolsBytes)
+	}
 	seen := map[string]bool{}
 	for i, t := range ts {
 		f := field + "[" + strconv.Itoa(i) + "]"
