@@ -167,3 +167,26 @@ func TestMountsBoundedConcurrently(t *testing.T) {
 		t.Fatalf("%d of %d racing mounts taken, binding of %d; want 1 and %d", ok, racers, len(got.Binding.Mounts), api.MaxMounts)
 	}
 }
+
+// TestRefusedMountsLeaveNoScratch: a session/create whose mounts are
+// refused after a scratch mount's directory was made leaves nothing in
+// the scratch directory.
+func TestRefusedMountsLeaveNoScratch(t *testing.T) {
+	scratch := t.TempDir()
+	h, err := host.New(context.Background(), host.Config{Store: memory.New(), ScratchDir: scratch,
+		ResolveModel: func(name string) (*host.Model, error) { return nil, fmt.Errorf("no model %q", name) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	_, err = h.CreateSession(context.Background(), api.CreateSessionParams{Mounts: []event.Mount{
+		{ID: "work", Kind: event.KindScratch, Default: true},
+		{ID: "gone", Path: filepath.Join(t.TempDir(), "missing")},
+	}})
+	if !errors.Is(err, api.ErrInvalidParams) {
+		t.Fatalf("a missing mount: %v; want invalid_params", err)
+	}
+	if ents, _ := os.ReadDir(scratch); len(ents) != 0 {
+		t.Fatalf("the scratch directory holds %v after a refused session/create", ents)
+	}
+}

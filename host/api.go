@@ -62,6 +62,11 @@ func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc 
 	id := h.cfg.NewID("ses")
 	mounts, err := h.prepareMounts(id, p.Mounts)
 	if err != nil {
+		// No session has the ID: the scratch directories made for it
+		// before a later mount was refused go with it.
+		if h.cfg.ScratchDir != "" {
+			os.RemoveAll(filepath.Join(h.cfg.ScratchDir, id))
+		}
 		return nil, idem.Ref{}, err
 	}
 	var tools []event.ClientTool
