@@ -14,6 +14,7 @@ import (
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
+	"weft.dev/weft/internal/testenv"
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/process"
 	"weft.dev/weft/store/memory"
@@ -233,12 +234,7 @@ func TestFinalAskOffersNoAllowSession(t *testing.T) {
 // with only scratch writable, so rm of a file in work fails in the
 // sandbox, while a write in scratch works.
 func TestMountBoundShellAllow(t *testing.T) {
-	if abi, err := sandbox.Probe(); abi == 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("Landlock is missing under CI: %v", err)
-		}
-		t.Skipf("this kernel has no Landlock (%v)", err)
-	}
+	testenv.Landlock(t, 1)
 	work, scratch := t.TempDir(), t.TempDir()
 	important := filepath.Join(work, "important.txt")
 	if err := os.WriteFile(important, []byte("keep"), 0o644); err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"weft.dev/weft/internal/testenv"
 	"weft.dev/weft/policy"
 )
 
@@ -159,13 +160,7 @@ b"; rm x`, "echo 'a\\'; rm x", `echo "$((1 + $(rm x | wc -l)))"`,
 // command (or that the policy counts it as opaque): the policy sees what
 // runs.
 func TestDash(t *testing.T) {
-	dash, err := exec.LookPath("dash")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("dash is missing: %v", err)
-		}
-		t.Skipf("dash is missing: %v", err)
-	}
+	dash := testenv.Command(t, "dash")
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "shims")
 	work := filepath.Join(dir, "work")
