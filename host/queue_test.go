@@ -163,20 +163,21 @@ func startedOrder(t *testing.T, h *host.Host, sid string) []string {
 // openRequest waits until run runID has an open request and returns it.
 func openRequest(t *testing.T, h *host.Host, sid, runID string) record.Request {
 	t.Helper()
-	ctx := context.Background()
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		l, err := h.ListRequests(ctx, api.ListRequestsParams{SessionID: sid})
+	var got record.Request
+	eventually(t, 20*time.Second, "run "+runID+" opens a request", func() bool {
+		l, err := h.ListRequests(context.Background(), api.ListRequestsParams{SessionID: sid})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, q := range l.Requests {
 			if q.RunID == runID {
-				return q
+				got = q
+				return true
 			}
 		}
-	}
-	t.Fatalf("run %s opened no request", runID)
-	return record.Request{}
+		return false
+	})
+	return got
 }
 
 // Runs queued behind a running one are acknowledged work: when the host

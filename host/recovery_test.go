@@ -493,17 +493,13 @@ func TestQueuedRunWhoseAnswerWasLostRuns(t *testing.T) {
 func recovered(t *testing.T, h *host.Host, sid string) {
 	t.Helper()
 	title := "recovered"
-	for range 1000 {
+	eventually(t, 20*time.Second, "session "+sid+" recovers", func() bool {
 		_, err := h.UpdateSession(context.Background(), api.UpdateSessionParams{SessionID: sid, Title: &title})
-		if !errors.Is(err, api.ErrStorageUnavailable) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			return
+		if err != nil && !errors.Is(err, api.ErrStorageUnavailable) {
+			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("session %s does not recover", sid)
+		return err == nil
+	})
 }
 
 // terminalStatus is the run status a terminal event records.
