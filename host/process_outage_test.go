@@ -27,22 +27,8 @@ import (
 // log and as process.exited in its session's, once the store is back.
 func TestProcessEndDuringOutageReachesSessionLog(t *testing.T) {
 	fst := &storetest.Faulty{Store: memory.New()}
-	m, err := process.New(process.Config{Store: fst, KillGrace: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := host.New(context.Background(), host.Config{Store: fst, Processes: m, StorageRetry: 10 * time.Millisecond,
-		ResolveModel: func(name string) (*host.Model, error) { return nil, fmt.Errorf("no models") }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	h, s, dir := outageHost(t, fst)
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, err := h.CreateSession(ctx, api.CreateSessionParams{Mounts: []event.Mount{{ID: "work", Path: dir, Default: true}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	p, err := h.StartProcess(ctx, api.ProcessStartParams{SessionID: s.ID, Command: "echo one; while [ ! -e go ]; do sleep 0.01; done; echo two; exit 3"})
 	if err != nil {
 		t.Fatal(err)
@@ -119,22 +105,8 @@ func (s *sessionOutage) Append(ctx context.Context, b store.Batch) error {
 // once the session takes writes again.
 func TestProcessExitedSurvivesSessionOutage(t *testing.T) {
 	st := &sessionOutage{Store: memory.New()}
-	m, err := process.New(process.Config{Store: st, KillGrace: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := host.New(context.Background(), host.Config{Store: st, Processes: m, StorageRetry: 10 * time.Millisecond,
-		ResolveModel: func(name string) (*host.Model, error) { return nil, fmt.Errorf("no models") }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
+	h, s, dir := outageHost(t, st)
 	ctx := context.Background()
-	dir := t.TempDir()
-	s, err := h.CreateSession(ctx, api.CreateSessionParams{Mounts: []event.Mount{{ID: "work", Path: dir, Default: true}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	p, err := h.StartProcess(ctx, api.ProcessStartParams{SessionID: s.ID, Command: "while [ ! -e go ]; do sleep 0.01; done; echo done; exit 3"})
 	if err != nil {
 		t.Fatal(err)
@@ -155,4 +127,26 @@ func TestProcessExitedSurvivesSessionOutage(t *testing.T) {
 	if d.ProcessID != p.ID || d.Status != record.ProcessFailed || d.ExitCode == nil || *d.ExitCode != 3 {
 		t.Errorf("process.exited = %+v", d)
 	}
+}
+
+// outageHost is a host with a process manager over st, retrying writes
+// every 10 ms, and a session whose default mount is a new directory.
+func outageHost(t *testing.T, st store.Store) (*host.Host, *api.SessionResult, string) {
+	t.Helper()
+	m, err := process.New(process.Config{Store: st, KillGrace: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(context.Background(), host.Config{Store: st, Processes: m, StorageRetry: 10 * time.Millisecond,
+		ResolveModel: func(name string) (*host.Model, error) { return nil, fmt.Errorf("no models") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	dir := t.TempDir()
+	s, err := h.CreateSession(context.Background(), api.CreateSessionParams{Mounts: []event.Mount{{ID: "work", Path: dir, Default: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, s, dir
 }
