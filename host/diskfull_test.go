@@ -50,7 +50,11 @@ func TestRealDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	s, err := h.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:slow"})
+	// The run streams for seconds (3,000 tokens, 2 ms apart), so that it
+	// is still running when a write first hits the full disk: a shorter
+	// one may end before that on a loaded machine, and then no write of
+	// its own fails.
+	s, err := h.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:long"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,8 @@ func (s *Session) recover(failed *journal.Journal) bool {
 	}
 	cause := failed.Err()
 	s.state, s.failure = stateFailed, cause
-	a := s.active
+	a, orphan := s.active, s.orphan
+	s.orphan = ""
 	s.mu.Unlock()
 	defer func() {
 		// Once a new journal has replaced it, the failed one is done;
@@ -109,9 +110,10 @@ func (s *Session) recover(failed *journal.Journal) bool {
 		}
 	}()
 	s.cfg.Logger.Error("session write failed; recovering", "session", s.id, "err", cause)
-	// cut is the run the failure cut short: it was running, and ends as
-	// failed even if its run.started never committed.
-	cut := ""
+	// cut is the run the failure cut short: it was running (or its loop
+	// has just ended on the failed journal), and ends as failed even if
+	// its run.started never committed.
+	cut := orphan
 	if a != nil && !a.parked {
 		cut = a.id
 		a.cancel(fmt.Errorf("the store refused a write: %w", cause))
@@ -120,6 +122,11 @@ func (s *Session) recover(failed *journal.Journal) bool {
 		case <-s.ctx.Done():
 			return false
 		}
+		s.mu.Lock()
+		if s.orphan == a.id { // its loop ended after the failure: cut here
+			s.orphan = ""
+		}
+		s.mu.Unlock()
 	}
 	failure := &event.Error{Kind: "storage", Message: fmt.Sprintf("the store refused a write: %v", cause)}
 	r := retry{first: s.cfg.RetryBackoff, stop: func(err error) bool { return errors.Is(err, store.ErrFenced) }}

@@ -349,6 +349,11 @@ func (s *Session) launch(a *activeRun, resume bool) {
 			return
 		}
 		s.active = nil
+		if r, ok := s.j.Run(a.id); ok && !record.IsTerminal(r.Status) && s.j.Err() != nil {
+			// The journal failed under the run: the recovery ends it,
+			// whether or not its run.started committed.
+			s.orphan = a.id
+		}
 		s.closeRetired()
 		s.saveTranscript()
 		if r, ok := s.j.Run(a.id); ok && !record.IsTerminal(r.Status) && s.j.Err() == nil {

@@ -164,6 +164,10 @@ type Session struct {
 	queue   []queuedRun
 	held    bool // the queue waits for a run admitted through this host (Config.HoldQueued)
 	active  *activeRun
+	// orphan is the run whose loop ended on a journal that had failed,
+	// before the recovery looked for the active run: the recovery cuts it
+	// as it would the active one (see recover).
+	orphan  string
 	wg      sync.WaitGroup // the session's goroutines; Add only with mu held and state not closed
 	release sync.Once
 	// finished is closed once a closed session's goroutines have ended
