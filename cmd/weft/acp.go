@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"sync"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/internal/acpagent"
@@ -31,20 +32,6 @@ func (c *acpCmd) Run(ctx context.Context, a *app) error {
 		mode = localOnly
 	}
 	const name = "weft acp"
-	// A host in this process takes the config's rules without a preset:
-	// each run's mode (the session's, which the editor switches) is its
-	// defaultPreset.
-	conn, err := a.connect(ctx, name, mode, api.Policy{Rules: ap.cfg.Rules}, nil)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	model := c.Model
-	if conn.remote {
-		model = absModel(model)
-	} else {
-		ctx = clientCtx(ctx, name)
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -54,9 +41,39 @@ func (c *acpCmd) Run(ctx context.Context, a *app) error {
 		case <-ctx.Done():
 		}
 	}()
+	// The host is found (or opened) when the editor first needs it, not
+	// before initialize is answered; a failure is that method's error,
+	// which the editor shows, and the next method tries again.
+	var (
+		mu   sync.Mutex
+		open *conn
+	)
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if open != nil {
+			open.Close()
+		}
+	}()
+	dial := func(context.Context) (api.Host, acpagent.FollowFunc, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		// A host in this process takes the config's rules without a
+		// preset: each run's mode (the session's, which the editor
+		// switches) is its defaultPreset.
+		cn, err := a.connect(ctx, name, mode, api.Policy{Rules: ap.cfg.Rules}, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		open = cn
+		return cn.h, acpagent.FollowFunc(cn.follow), nil
+	}
+	// A host in this process records who answered from ctx's client
+	// (over the wire, initialize names it).
+	ctx = clientCtx(ctx, name)
 	log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	return acpagent.Serve(ctx, acpagent.Config{
-		Host: conn.h, Follow: acpagent.FollowFunc(conn.follow), Model: model, Mode: ap.preset(), Busy: c.Busy,
+		Dial: dial, Model: absModel(c.Model), Mode: ap.preset(), Busy: c.Busy,
 		Version: version, Logger: log,
 	}, a.stdin, a.stdout)
 }

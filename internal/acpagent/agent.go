@@ -27,11 +27,17 @@ type FollowFunc func(ctx context.Context, sessionID string, after int64) iter.Se
 // on each.
 type Config struct {
 	// Host is the weft host the agent drives: a *client.Client connected
-	// to a `weft serve`, or a host in this process. Required.
+	// to a `weft serve`, or a host in this process. Host or Dial is
+	// required.
 	Host api.Host
 	// Follow follows a session's log; nil subscribes once through
 	// Host.Subscribe (no reconnection when the subscription ends).
 	Follow FollowFunc
+	// Dial, when Host is nil, opens the host (and its Follow) the first
+	// time a method needs it, so that initialize is answered before a
+	// host is dialed or opened. Its error is that method's error, and the
+	// next method dials again. Serve does not close what Dial opened.
+	Dial func(ctx context.Context) (api.Host, FollowFunc, error)
 	// Model is the model of the sessions the agent creates
 	// (PROVIDER:MODEL or a name from the host's configuration); "" is the
 	// host's default.
@@ -62,8 +68,8 @@ const endedRuns = 64
 // closes r so that the connection's reader stops. Serve returns an error
 // only for a bad Config.
 func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
-	if cfg.Host == nil {
-		return errors.New("acpagent: Config.Host is required")
+	if (cfg.Host == nil) == (cfg.Dial == nil) {
+		return errors.New("acpagent: one of Config.Host and Config.Dial is required")
 	}
 	switch cfg.Mode {
 	case "":
@@ -85,25 +91,11 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Follow == nil {
-		h := cfg.Host
-		cfg.Follow = func(ctx context.Context, sessionID string, after int64) iter.Seq2[event.Event, error] {
-			return func(yield func(event.Event, error) bool) {
-				seq, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: sessionID, After: after})
-				if err != nil {
-					yield(event.Event{}, err)
-					return
-				}
-				for e, err := range seq {
-					if !yield(e, err) || err != nil {
-						return
-					}
-				}
-			}
-		}
-	}
 	ctx, cancel := context.WithCancel(ctx)
 	a := &agent{cfg: cfg, ctx: ctx, sessions: make(map[string]*session), ready: make(chan struct{})}
+	if cfg.Host != nil {
+		a.h, a.follow = cfg.Host, orSubscribe(cfg.Host, cfg.Follow)
+	}
 	a.conn = acp.NewAgentSideConnection(a, w, r)
 	a.conn.SetLogger(cfg.Logger)
 	close(a.ready)
@@ -119,6 +111,28 @@ func Serve(ctx context.Context, cfg Config, r io.Reader, w io.Writer) error {
 	return nil
 }
 
+// orSubscribe is follow, or, when nil, a follow that subscribes once
+// through h.
+func orSubscribe(h api.Host, follow FollowFunc) FollowFunc {
+	if follow != nil {
+		return follow
+	}
+	return func(ctx context.Context, sessionID string, after int64) iter.Seq2[event.Event, error] {
+		return func(yield func(event.Event, error) bool) {
+			seq, err := h.Subscribe(ctx, api.SubscribeParams{SessionID: sessionID, After: after})
+			if err != nil {
+				yield(event.Event{}, err)
+				return
+			}
+			for e, err := range seq {
+				if !yield(e, err) || err != nil {
+					return
+				}
+			}
+		}
+	}
+}
+
 // agent is one ACP connection: the sessions it attached and the
 // goroutines that stream them. The SDK calls its methods concurrently
 // (requests) and in order (notifications).
@@ -130,6 +144,12 @@ type agent struct {
 	// NewAgentSideConnection returns.
 	ready chan struct{}
 
+	// hmu guards h and follow, set once: at Serve, or by the first
+	// method that needs the host (Config.Dial).
+	hmu    sync.Mutex
+	h      api.Host
+	follow FollowFunc
+
 	mu       sync.Mutex
 	closed   bool
 	sessions map[string]*session
@@ -140,6 +160,21 @@ var (
 	_ acp.Agent       = (*agent)(nil)
 	_ acp.AgentLoader = (*agent)(nil)
 )
+
+// host is the weft host, dialed (Config.Dial) on first need.
+func (a *agent) host(ctx context.Context) (api.Host, error) {
+	a.hmu.Lock()
+	defer a.hmu.Unlock()
+	if a.h != nil {
+		return a.h, nil
+	}
+	h, follow, err := a.cfg.Dial(ctx)
+	if err != nil {
+		return nil, &acp.RequestError{Code: -32603, Message: "weft: no host: " + err.Error(), Data: map[string]any{"kind": "host_unavailable"}}
+	}
+	a.h, a.follow = h, orSubscribe(h, follow)
+	return a.h, nil
+}
 
 // client is the connection to the client, once it is set.
 func (a *agent) client() *acp.AgentSideConnection {
@@ -210,10 +245,14 @@ func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.Ne
 		}
 		mounts = append(mounts, event.Mount{ID: "dir" + strconv.Itoa(i+1), Kind: event.KindLocal, Path: filepath.Clean(d), Mode: event.ModeReadWrite})
 	}
-	if _, err := a.cfg.Host.CheckModel(ctx, api.ModelCheckParams{Model: a.cfg.Model}); err != nil && !errors.Is(err, &api.Error{Kind: api.KindMethodNotFound}) {
+	h, err := a.host(ctx)
+	if err != nil {
+		return acp.NewSessionResponse{}, err
+	}
+	if _, err := h.CheckModel(ctx, api.ModelCheckParams{Model: a.cfg.Model}); err != nil && !errors.Is(err, &api.Error{Kind: api.KindMethodNotFound}) {
 		return acp.NewSessionResponse{}, wireError(err)
 	}
-	s, err := a.cfg.Host.CreateSession(ctx, api.CreateSessionParams{
+	s, err := h.CreateSession(ctx, api.CreateSessionParams{
 		Model: a.cfg.Model, Mounts: mounts,
 		Metadata: map[string]string{"client": "acp", "acp.mode": a.cfg.Mode},
 	})
@@ -235,7 +274,11 @@ func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.Ne
 func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
 	ctx, done := a.hostCtx(ctx)
 	defer done()
-	s, err := a.cfg.Host.GetSession(ctx, api.SessionGetParams{SessionID: string(p.SessionId)})
+	h, err := a.host(ctx)
+	if err != nil {
+		return acp.LoadSessionResponse{}, err
+	}
+	s, err := h.GetSession(ctx, api.SessionGetParams{SessionID: string(p.SessionId)})
 	if err != nil {
 		return acp.LoadSessionResponse{}, wireError(err)
 	}
@@ -257,7 +300,10 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 // event, replacing a stream this connection had of it; head is the
 // log's end when the client asked, the replay's end.
 func (a *agent) attach(id string, head int64, mode string) (*session, error) {
-	s := newSession(a, id, head, mode)
+	a.hmu.Lock()
+	h, follow := a.h, a.follow
+	a.hmu.Unlock()
+	s := newSession(a, h, follow, id, head, mode)
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -284,7 +330,11 @@ func (a *agent) session(ctx context.Context, id acp.SessionId) (*session, error)
 	if s != nil {
 		return s, nil
 	}
-	if _, err := a.cfg.Host.GetSession(ctx, api.SessionGetParams{SessionID: string(id)}); err != nil {
+	h, err := a.host(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := h.GetSession(ctx, api.SessionGetParams{SessionID: string(id)}); err != nil {
 		return nil, wireError(err)
 	}
 	return nil, acp.NewInvalidParams(map[string]any{"sessionId": id, "error": "session " + string(id) + " is not loaded on this connection: call session/load first"})
@@ -300,7 +350,11 @@ func (a *agent) ListSessions(ctx context.Context, p acp.ListSessionsRequest) (ac
 	if p.Cursor != nil {
 		lp.Cursor = *p.Cursor
 	}
-	res, err := a.cfg.Host.ListSessions(ctx, lp)
+	h, err := a.host(ctx)
+	if err != nil {
+		return acp.ListSessionsResponse{}, err
+	}
+	res, err := h.ListSessions(ctx, lp)
 	if err != nil {
 		return acp.ListSessionsResponse{}, wireError(err)
 	}
@@ -348,7 +402,7 @@ func (a *agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptRespon
 	s.expectEcho(text)
 	// ctx is the connection's, not the SDK's, which a later prompt of the
 	// session cancels: admission is the host's to refuse, not the race's.
-	r, err := a.cfg.Host.StartRun(ctx, api.StartRunParams{
+	r, err := s.h.StartRun(ctx, api.StartRunParams{
 		SessionID: s.id, Input: input, Model: a.cfg.Model, Busy: a.cfg.Busy, DefaultPreset: s.currentMode(),
 	})
 	if err != nil {
@@ -375,7 +429,7 @@ func (a *agent) Cancel(_ context.Context, p acp.CancelNotification) error {
 		return err
 	}
 	runs := s.promptRuns()
-	if cur, err := a.cfg.Host.GetSession(ctx, api.SessionGetParams{SessionID: s.id}); err == nil && cur.ActiveRunID != "" {
+	if cur, err := s.h.GetSession(ctx, api.SessionGetParams{SessionID: s.id}); err == nil && cur.ActiveRunID != "" {
 		runs = append(runs, cur.ActiveRunID)
 	}
 	seen := map[string]bool{}
@@ -384,7 +438,7 @@ func (a *agent) Cancel(_ context.Context, p acp.CancelNotification) error {
 			continue
 		}
 		seen[id] = true
-		_, err := a.cfg.Host.CancelRun(ctx, api.CancelParams{RunID: id, Reason: "cancelled by the ACP client"})
+		_, err := s.h.CancelRun(ctx, api.CancelParams{RunID: id, Reason: "cancelled by the ACP client"})
 		if err != nil && !errors.Is(err, &api.Error{Kind: api.KindRunConflict}) {
 			a.cfg.Logger.Warn("acp: cancel run", "session", s.id, "run", id, "err", err)
 		}

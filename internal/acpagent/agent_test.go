@@ -452,3 +452,35 @@ func isCode(err error, code int) bool {
 	return errors.As(err, &re) && re.Code == code
 }
 
+
+// TestDialOnFirstNeed: with Config.Dial, initialize is answered without
+// a host; a failing dial is the error of the method that needed it, and
+// the next method dials again.
+func TestDialOnFirstNeed(t *testing.T) {
+	th := newTestHost(t)
+	var dials int
+	fail := true
+	p := startPeer(t, acpagent.Config{Model: "scripted:plain", Dial: func(context.Context) (api.Host, acpagent.FollowFunc, error) {
+		dials++
+		if fail {
+			return nil, nil, errors.New("the store is held by another host")
+		}
+		return th.h, nil, nil
+	}}, nil)
+	p.initialize(t)
+	if dials != 0 {
+		t.Fatalf("initialize dialed %d times", dials)
+	}
+	_, err := p.conn.NewSession(t.Context(), acp.NewSessionRequest{Cwd: th.cwd, McpServers: []acp.McpServer{}})
+	if !isCode(err, -32603) || !strings.Contains(err.Error(), "held by another host") {
+		t.Fatalf("session/new with no host: %v", err)
+	}
+	fail = false
+	s := p.newSession(t, th.cwd)
+	if res, err := p.prompt(t.Context(), s.SessionId, "you"); err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt = %+v, %v", res, err)
+	}
+	if dials != 2 {
+		t.Errorf("dialed %d times, want 2", dials)
+	}
+}

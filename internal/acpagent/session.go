@@ -17,8 +17,10 @@ import (
 // goroutine that turns the session's log into session/update
 // notifications ([session.stream]), and what prompts wait for.
 type session struct {
-	a    *agent
-	id   string
+	a      *agent
+	h      api.Host
+	follow FollowFunc
+	id     string
 	head int64 // the log's end when the client attached: the replay ends there
 
 	ctx    context.Context // ends with stop or the connection
@@ -62,10 +64,10 @@ type runEnd struct {
 	finish string
 }
 
-func newSession(a *agent, id string, head int64, mode string) *session {
+func newSession(a *agent, h api.Host, follow FollowFunc, id string, head int64, mode string) *session {
 	ctx, cancel := context.WithCancel(a.ctx)
 	return &session{
-		a: a, id: id, head: head, ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		a: a, h: h, follow: follow, id: id, head: head, ctx: ctx, cancel: cancel, done: make(chan struct{}),
 		mode: mode, notify: make(chan struct{}), prompts: map[string]int{}, asking: map[string]context.CancelFunc{},
 		st: streamState{open: map[string]string{}, finish: map[string]string{}, streamed: map[string]map[int]uint8{}, deferred: map[string]event.ApprovalRequestedData{}},
 	}
@@ -83,7 +85,7 @@ func (s *session) stop() {
 func (s *session) stream() {
 	defer close(s.done)
 	conn := s.a.client()
-	for e, err := range s.a.cfg.Follow(s.ctx, s.id, 0) {
+	for e, err := range s.follow(s.ctx, s.id, 0) {
 		if err != nil {
 			s.fail(err)
 			return
@@ -300,7 +302,7 @@ func (s *session) ask(d event.ApprovalRequestedData) {
 		}
 		dctx, dcancel := context.WithTimeout(context.WithoutCancel(s.a.ctx), 30*time.Second)
 		defer dcancel()
-		_, err = s.a.cfg.Host.DecideApproval(dctx, api.DecideParams{ApprovalID: d.ApprovalID, SessionID: s.id, Decision: string(resp.Outcome.Selected.OptionId)})
+		_, err = s.h.DecideApproval(dctx, api.DecideParams{ApprovalID: d.ApprovalID, SessionID: s.id, Decision: string(resp.Outcome.Selected.OptionId)})
 		if err != nil && !errors.Is(err, &api.Error{Kind: api.KindAlreadyResolved}) {
 			s.a.cfg.Logger.Warn("acp: decide approval", "session", s.id, "approval", d.ApprovalID, "err", err)
 		}
