@@ -452,7 +452,6 @@ func isCode(err error, code int) bool {
 	return errors.As(err, &re) && re.Code == code
 }
 
-
 // TestDialOnFirstNeed: with Config.Dial, initialize is answered without
 // a host; a failing dial is the error of the method that needed it, and
 // the next method dials again.

@@ -24,6 +24,7 @@ import (
 	"weft.dev/weft/internal/acpagent"
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/rpc"
+	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
@@ -38,6 +39,7 @@ var scripts = map[string]string{
 	"gated": `{"steps": [
 		{"text": "I'll write the file.", "toolCalls": [{"name": "write_file", "arguments": {"path": "hello.txt", "content": "hi"}}]},
 		{"text": "Done."}]}`,
+	"wide": wideScript(),
 	"slow": `{"steps": [{"text": "one two three four five six seven eight nine ten eleven twelve", "delayMs": 80}], "loop": true}`,
 }
 
@@ -49,7 +51,13 @@ type testHost struct {
 	cwd string
 }
 
-func newTestHost(t *testing.T) *testHost {
+func newTestHost(t testing.TB) *testHost {
+	t.Helper()
+	return newTestHostOn(t, memory.New())
+}
+
+// newTestHostOn is newTestHost over st.
+func newTestHostOn(t testing.TB, st store.Store) *testHost {
 	t.Helper()
 	reg := tool.NewRegistry()
 	if err := builtin.Register(reg, builtin.Options{}); err != nil {
@@ -66,7 +74,7 @@ func newTestHost(t *testing.T) *testHost {
 		}
 		return &host.Model{Name: name, Provider: p, Model: name}, nil
 	}
-	h, err := host.New(context.Background(), host.Config{Store: memory.New(), Tools: reg, ResolveModel: resolve, DefaultModel: "scripted:plain"})
+	h, err := host.New(context.Background(), host.Config{Store: st, Tools: reg, ResolveModel: resolve, DefaultModel: "scripted:plain"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,12 +100,13 @@ func (th *testHost) dial(ctx context.Context) (*client.Client, error) {
 // peer is an ACP client (an editor) connected to a `weft acp` agent
 // that drives the test host through the Go client.
 type peer struct {
-	t    *testing.T
-	conn *acp.ClientSideConnection
-	in   io.Closer // what the agent reads
-	out  io.Closer // what the client reads
-	done chan struct{}
-	cl   *client.Client
+	t         testing.TB
+	closeOnce sync.Once
+	conn      *acp.ClientSideConnection
+	in        io.Closer // what the agent reads
+	out       io.Closer // what the client reads
+	done      chan struct{}
+	cl        *client.Client
 
 	mu      sync.Mutex
 	updates []acp.SessionNotification
@@ -112,7 +121,7 @@ type peer struct {
 
 // connect starts an agent over th with cfg's other fields and returns
 // the client side.
-func (th *testHost) connect(t *testing.T, cfg acpagent.Config) *peer {
+func (th *testHost) connect(t testing.TB, cfg acpagent.Config) *peer {
 	t.Helper()
 	cl, err := th.dial(t.Context())
 	if err != nil {
@@ -125,7 +134,7 @@ func (th *testHost) connect(t *testing.T, cfg acpagent.Config) *peer {
 	return startPeer(t, cfg, cl)
 }
 
-func startPeer(t *testing.T, cfg acpagent.Config, cl *client.Client) *peer {
+func startPeer(t testing.TB, cfg acpagent.Config, cl *client.Client) *peer {
 	t.Helper()
 	c2aR, c2aW := io.Pipe()
 	a2cR, a2cW := io.Pipe()
@@ -145,7 +154,9 @@ func startPeer(t *testing.T, cfg acpagent.Config, cl *client.Client) *peer {
 
 // close ends the connection as an editor that exits does, and waits for
 // the agent.
-func (p *peer) close() {
+func (p *peer) close() { p.closeOnce.Do(p.doClose) }
+
+func (p *peer) doClose() {
 	p.in.Close()
 	select {
 	case <-p.done:
@@ -159,7 +170,7 @@ func (p *peer) close() {
 	}
 }
 
-func (p *peer) initialize(t *testing.T) acp.InitializeResponse {
+func (p *peer) initialize(t testing.TB) acp.InitializeResponse {
 	t.Helper()
 	res, err := p.conn.Initialize(t.Context(), acp.InitializeRequest{ProtocolVersion: acp.ProtocolVersionNumber,
 		ClientCapabilities: acp.ClientCapabilities{}})

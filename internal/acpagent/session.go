@@ -21,7 +21,7 @@ type session struct {
 	h      api.Host
 	follow FollowFunc
 	id     string
-	head int64 // the log's end when the client attached: the replay ends there
+	head   int64 // the log's end when the client attached: the replay ends there
 
 	ctx    context.Context // ends with stop or the connection
 	cancel context.CancelFunc
