@@ -318,6 +318,15 @@ func TestBusyPolicy(t *testing.T) {
 			if len(runs.Runs) != want {
 				t.Errorf("%d runs, want %d", len(runs.Runs), want)
 			}
+			// A reload shows both prompts once each.
+			q := th.connect(t, acpagent.Config{Model: "scripted:slow"})
+			q.initialize(t)
+			if _, err := q.conn.LoadSession(t.Context(), acp.LoadSessionRequest{SessionId: s.SessionId, Cwd: th.cwd, McpServers: []acp.McpServer{}}); err != nil {
+				t.Fatal(err)
+			}
+			if got := joined(q.snapshot(), "user"); got != "countand again" {
+				t.Errorf("replayed user messages = %q\n%s", got, describe(q.snapshot()))
+			}
 		})
 	}
 }
