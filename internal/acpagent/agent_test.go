@@ -1,8 +1,11 @@
 package acpagent_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -490,5 +493,74 @@ func TestDialOnFirstNeed(t *testing.T) {
 	}
 	if dials != 2 {
 		t.Errorf("dialed %d times, want 2", dials)
+	}
+}
+
+// TestMalformedFrames writes broken frames as a buggy editor might: a
+// line that is not JSON, a prompt whose params are not a prompt, a
+// method ACP does not have. Each malformed request gets a JSON-RPC
+// error, and the connection and the session go on.
+func TestMalformedFrames(t *testing.T) {
+	th := newTestHost(t)
+	cl, err := th.dial(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	c2aR, c2aW := io.Pipe()
+	a2cR, a2cW := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		acpagent.Serve(context.Background(), acpagent.Config{Host: cl, Model: "scripted:plain"}, c2aR, a2cW)
+		a2cW.Close()
+	}()
+	defer func() {
+		go io.Copy(io.Discard, a2cR) // what the agent still writes
+		c2aW.Close()
+		<-done
+	}()
+	lines := bufio.NewScanner(a2cR)
+	lines.Buffer(nil, 1<<20)
+	// call writes a frame and returns the response with id, skipping
+	// notifications.
+	call := func(frame string, id int) map[string]any {
+		t.Helper()
+		if _, err := io.WriteString(c2aW, frame+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		for lines.Scan() {
+			var m map[string]any
+			if err := json.Unmarshal(lines.Bytes(), &m); err != nil {
+				t.Fatalf("the agent wrote %q: %v", lines.Text(), err)
+			}
+			if m["id"] == float64(id) {
+				return m
+			}
+		}
+		t.Fatalf("no answer to %s: %v", frame, lines.Err())
+		return nil
+	}
+	errCode := func(m map[string]any) float64 {
+		e, _ := m["error"].(map[string]any)
+		c, _ := e["code"].(float64)
+		return c
+	}
+	call(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`, 1)
+	res := call(`{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"`+th.cwd+`","mcpServers":[]}}`, 2)
+	sid := res["result"].(map[string]any)["sessionId"].(string)
+	io.WriteString(c2aW, "{not json\n")
+	if m := call(`{"jsonrpc":"2.0","id":3,"method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":"hello"}}`, 3); errCode(m) != -32602 {
+		t.Errorf("a prompt that is a string: %v", m)
+	}
+	if m := call(`{"jsonrpc":"2.0","id":4,"method":"session/prompt","params":{"sessionId":"`+sid+`"}}`, 4); errCode(m) != -32602 {
+		t.Errorf("a prompt without a prompt: %v", m)
+	}
+	if m := call(`{"jsonrpc":"2.0","id":5,"method":"session/fly","params":{}}`, 5); errCode(m) != -32601 {
+		t.Errorf("an unknown method: %v", m)
+	}
+	m := call(`{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"sessionId":"`+sid+`","prompt":[{"type":"text","text":"again"}]}}`, 6)
+	if r, _ := m["result"].(map[string]any); r["stopReason"] != "end_turn" {
+		t.Errorf("the prompt after the broken frames: %v", m)
 	}
 }
