@@ -259,7 +259,7 @@ func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.Ne
 	if err != nil {
 		return acp.NewSessionResponse{}, wireError(err)
 	}
-	ss, err := a.attach(s.ID, s.LastSeq, a.cfg.Mode)
+	ss, err := a.attach(s.ID, s.LastSeq, a.cfg.Mode, s.Title != "")
 	if err != nil {
 		return acp.NewSessionResponse{}, err
 	}
@@ -286,7 +286,7 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	if mode == "" {
 		mode = a.cfg.Mode
 	}
-	ss, err := a.attach(s.ID, s.LastSeq, mode)
+	ss, err := a.attach(s.ID, s.LastSeq, mode, s.Title != "")
 	if err != nil {
 		return acp.LoadSessionResponse{}, err
 	}
@@ -299,11 +299,12 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 // attach starts streaming session id to the client from its first
 // event, replacing a stream this connection had of it; head is the
 // log's end when the client asked, the replay's end.
-func (a *agent) attach(id string, head int64, mode string) (*session, error) {
+func (a *agent) attach(id string, head int64, mode string, titled bool) (*session, error) {
 	a.hmu.Lock()
 	h, follow := a.h, a.follow
 	a.hmu.Unlock()
 	s := newSession(a, h, follow, id, head, mode)
+	s.titled.Store(titled)
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -399,6 +400,14 @@ func (a *agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptRespon
 		return acp.PromptResponse{}, err
 	}
 	text := event.Text(input)
+	if s.titled.CompareAndSwap(false, true) {
+		// An untitled session takes its first prompt as its title, as
+		// weft run's do; the editor hears of it as session_info_update.
+		title := clip(text, 60)
+		if _, err := s.h.UpdateSession(ctx, api.UpdateSessionParams{SessionID: s.id, Title: &title}); err != nil {
+			a.cfg.Logger.Warn("acp: title the session", "session", s.id, "err", err)
+		}
+	}
 	s.expectEcho(text)
 	// ctx is the connection's, not the SDK's, which a later prompt of the
 	// session cancels: admission is the host's to refuse, not the race's.

@@ -55,6 +55,9 @@ func TestPromptStreams(t *testing.T) {
 	if got := joined(ups, "thought"); got != "Thinking it over." {
 		t.Errorf("thought = %q", got)
 	}
+	if got := joined(ups, "title"); got != "world" {
+		t.Errorf("title updates = %q, want the first prompt", got)
+	}
 	if got := joined(ups, "user"); got != "" {
 		t.Errorf("the prompt came back as a user message: %q", got)
 	}
@@ -62,6 +65,9 @@ func TestPromptStreams(t *testing.T) {
 	got, err := p.cl.GetSession(t.Context(), api.SessionGetParams{SessionID: string(s.SessionId)})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got.Title != "world" {
+		t.Errorf("session title = %q", got.Title)
 	}
 	if m := got.Binding.Mounts; len(m) != 1 || m[0].Path != th.cwd || !m[0].Default || m[0].Mode != "rw" {
 		t.Errorf("mounts = %+v, want the cwd read-write as the default", m)
@@ -218,8 +224,9 @@ func TestLoadReplaysHistory(t *testing.T) {
 		t.Errorf("modes = %+v", res.Modes)
 	}
 	replay := q.snapshot()
-	// The live stream did not echo the prompt; the replay has it first.
-	want := "user: write it\n" + describe(first)
+	// The live stream did not echo the prompt; the replay has it, after
+	// the title the prompt gave the session.
+	want := "title: write it\nuser: write it\n" + strings.TrimPrefix(describe(first), "title: write it\n")
 	if got := describe(replay); got != want {
 		t.Errorf("replay:\n%s\nwant:\n%s", got, want)
 	}

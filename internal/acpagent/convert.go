@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"unicode/utf8"
 
 	acp "github.com/coder/acp-go-sdk"
 
@@ -122,6 +123,15 @@ func runFailure(t event.Type, d event.RunEndedData) string {
 		return what + ": " + d.Error.Message
 	}
 	return what
+}
+
+// clip is s on one line, at most n runes, with an ellipsis when cut.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
 }
 
 // userChunks are a user's input as user_message_chunk updates.

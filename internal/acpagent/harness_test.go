@@ -286,6 +286,8 @@ func line(u acp.SessionUpdate) string {
 			s = string(*u.ToolCallUpdate.Status)
 		}
 		return fmt.Sprintf("tool_call_update %s %s", u.ToolCallUpdate.ToolCallId, s)
+	case u.SessionInfoUpdate != nil && u.SessionInfoUpdate.Title != nil:
+		return "title: " + *u.SessionInfoUpdate.Title
 	}
 	return "other"
 }

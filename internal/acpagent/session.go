@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -22,6 +23,8 @@ type session struct {
 	follow FollowFunc
 	id     string
 	head   int64 // the log's end when the client attached: the replay ends there
+
+	titled atomic.Bool // the session has a title (else the first prompt gives it one)
 
 	ctx    context.Context // ends with stop or the connection
 	cancel context.CancelFunc
@@ -178,6 +181,12 @@ func (s *session) updates(e event.Event) []acp.SessionUpdate {
 			return nil
 		}
 		return userChunks(d.Input)
+	case event.SessionUpdated:
+		var d event.SessionUpdatedData
+		if e.Decode(&d) != nil || d.Title == nil {
+			return nil
+		}
+		return []acp.SessionUpdate{{SessionInfoUpdate: &acp.SessionSessionInfoUpdate{Title: d.Title, UpdatedAt: acp.Ptr(e.Time.UTC().Format(time.RFC3339Nano))}}}
 	case event.RunQueued:
 		var d event.RunQueuedData
 		if !live && e.Decode(&d) == nil && validMode(d.DefaultPreset) {

@@ -86,6 +86,8 @@ function short(u) {
       return `tool_call ${u.toolCallId} ${u.status}`;
     case "tool_call_update":
       return `tool_call_update ${u.toolCallId} ${u.status ?? ""}`;
+    case "session_info_update":
+      return "title: " + u.title;
     default:
       return u.sessionUpdate;
   }
@@ -139,7 +141,10 @@ try {
     out.loadFirstUpdateMs = first;
     assert.equal(loaded.modes.currentModeId, "ask-writes");
     const replay = ed.updates.map(short);
-    const want = ["user: write it", ...history.slice(0, before), "user: count", ...history.slice(before)];
+    // The first prompt titled the session before its run began; the
+    // prompts themselves were not echoed live, but are replayed.
+    assert.equal(history[0], "title: write it");
+    const want = [history[0], "user: write it", ...history.slice(1, before), "user: count", ...history.slice(before)];
     assert.deepEqual(replay, want);
     assert.equal(ed.asked.length, 0, "nothing to ask again");
     out.replayed = replay.length;
