@@ -409,6 +409,22 @@ func (a *agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptRespon
 		}
 	}
 	s.expectEcho(text)
+	// A run that asked the user a question takes the prompt as the
+	// answer, and the prompt follows that run.
+	for {
+		q, ok := s.nextQuestion()
+		if !ok {
+			break
+		}
+		_, err := s.h.AnswerInput(ctx, api.AnswerParams{RequestID: q.id, SessionID: s.id, Text: text})
+		if err == nil {
+			return a.await(s, q.run)
+		}
+		if !errors.Is(err, &api.Error{Kind: api.KindAlreadyResolved}) {
+			s.dropEcho(text)
+			return acp.PromptResponse{}, wireError(err)
+		}
+	}
 	// ctx is the connection's, not the SDK's, which a later prompt of the
 	// session cancels: admission is the host's to refuse, not the race's.
 	r, err := s.h.StartRun(ctx, api.StartRunParams{
@@ -418,9 +434,14 @@ func (a *agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptRespon
 		s.dropEcho(text)
 		return acp.PromptResponse{}, wireError(err)
 	}
-	s.addPrompt(r.ID)
-	defer s.removePrompt(r.ID)
-	end, err := s.waitRun(r.ID)
+	return a.await(s, r.ID)
+}
+
+// await waits for run, for a prompt, and answers as the run ended.
+func (a *agent) await(s *session, run string) (acp.PromptResponse, error) {
+	s.addPrompt(run)
+	defer s.removePrompt(run)
+	end, err := s.waitRun(run)
 	if err != nil {
 		return acp.PromptResponse{}, err
 	}

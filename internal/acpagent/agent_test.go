@@ -571,3 +571,40 @@ func TestMalformedFrames(t *testing.T) {
 		t.Errorf("the prompt after the broken frames: %v", m)
 	}
 }
+
+// TestQuestion: the model asks the user (ask_user): the turn ends with
+// the question, and the next prompt is the answer, which the run takes
+// and goes on with.
+func TestQuestion(t *testing.T) {
+	th := newTestHost(t)
+	p := th.connect(t, acpagent.Config{Model: "scripted:question"})
+	p.initialize(t)
+	s := p.newSession(t, th.cwd)
+	res, err := p.prompt(t.Context(), s.SessionId, "pick")
+	if err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("prompt = %+v, %v", res, err)
+	}
+	if got := joined(p.snapshot(), "agent"); !strings.Contains(got, "Which color?") || !strings.Contains(got, "2. blue") {
+		t.Fatalf("the question did not reach the editor: %q\n%s", got, describe(p.snapshot()))
+	}
+	res, err = p.prompt(t.Context(), s.SessionId, "blue")
+	if err != nil || res.StopReason != acp.StopReasonEndTurn {
+		t.Fatalf("answer = %+v, %v", res, err)
+	}
+	ups := p.snapshot()
+	if !strings.HasSuffix(joined(ups, "agent"), "Noted.") || toolStatus(ups, "call_0_0") != "completed" || joined(ups, "user") != "" {
+		t.Errorf("after the answer:\n%s", describe(ups))
+	}
+	runs, err := p.cl.ListRuns(t.Context(), api.ListRunsParams{SessionID: string(s.SessionId)})
+	if err != nil || len(runs.Runs) != 1 {
+		t.Fatalf("runs = %+v, %v; want the one run that asked", runs, err)
+	}
+	q := th.connect(t, acpagent.Config{Model: "scripted:question"})
+	q.initialize(t)
+	if _, err := q.conn.LoadSession(t.Context(), acp.LoadSessionRequest{SessionId: s.SessionId, Cwd: th.cwd, McpServers: []acp.McpServer{}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := joined(q.snapshot(), "user"); got != "pickblue" {
+		t.Errorf("replayed user messages = %q", got)
+	}
+}

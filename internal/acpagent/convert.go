@@ -93,6 +93,10 @@ func (r runEnd) response() (acp.PromptResponse, error) {
 		}
 	case event.RunCancelled:
 		stop = acp.StopReasonCancelled
+	case event.InputRequested:
+		// The run waits for the user's answer: the turn ends with the
+		// question, and the next prompt answers it.
+		return acp.PromptResponse{StopReason: acp.StopReasonEndTurn}, nil
 	case event.RunFailed:
 		if r.data.Error != nil && r.data.Error.Kind == "max_steps" {
 			stop = acp.StopReasonMaxTurnRequests

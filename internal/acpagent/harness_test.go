@@ -40,6 +40,9 @@ var scripts = map[string]string{
 		{"text": "I'll write the file.", "toolCalls": [{"name": "write_file", "arguments": {"path": "hello.txt", "content": "hi"}}]},
 		{"text": "Done."}]}`,
 	"wide": wideScript(),
+	"question": `{"steps": [
+		{"toolCalls": [{"name": "ask_user", "arguments": {"question": "Which color?", "choices": ["red", "blue"]}}]},
+		{"text": "Noted."}]}`,
 	"slow": `{"steps": [{"text": "one two three four five six seven eight nine ten eleven twelve", "delayMs": 80}], "loop": true}`,
 }
 

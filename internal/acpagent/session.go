@@ -3,7 +3,9 @@ package acpagent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,6 +44,14 @@ type session struct {
 	prompts map[string]int                // run → prompts of this connection waiting for it
 	echo    []string                      // prompt texts whose message.user the client shows itself
 	asking  map[string]context.CancelFunc // open permission requests, by approval
+	// questions are the open input requests (ask_user) whose question
+	// the client was sent, in log order: a prompt answers the first.
+	questions []question
+}
+
+// question is an open input request of a run.
+type question struct {
+	id, run string
 }
 
 // streamState is what the stream goroutine tracks of the log.
@@ -241,6 +251,30 @@ func (s *session) updates(e event.Event) []acp.SessionUpdate {
 		}
 		delete(st.open, d.ID)
 		return []acp.SessionUpdate{toolCallDone(d)}
+	case event.InputRequested:
+		var d event.InputRequestedData
+		if e.Decode(&d) != nil {
+			return nil
+		}
+		s.mu.Lock()
+		s.questions = append(s.questions, question{id: d.RequestID, run: e.RunID})
+		s.mu.Unlock()
+		var b strings.Builder
+		b.WriteString("\n\n**" + d.Question + "**\n")
+		for i, c := range d.Choices {
+			fmt.Fprintf(&b, "%d. %s\n", i+1, c)
+		}
+		return []acp.SessionUpdate{acp.UpdateAgentMessageText(b.String())}
+	case event.InputResolved:
+		var d event.InputResolvedData
+		if e.Decode(&d) != nil {
+			return nil
+		}
+		s.forgetQuestion(d.RequestID)
+		if d.Status != event.InputAnswered || d.Text == "" || (live && s.takeEcho(d.Text)) {
+			return nil
+		}
+		return userChunks(event.TextParts(d.Text))
 	case event.ApprovalRequested:
 		var d event.ApprovalRequestedData
 		if e.Decode(&d) != nil {
@@ -342,7 +376,8 @@ func (s *session) waitSeq(ctx context.Context, seq int64) error {
 }
 
 // waitRun waits until run's terminal event and every update before it
-// were sent.
+// were sent, or until the run asks the user a question: the turn then
+// ends (end_turn) with the question, and the next prompt answers it.
 func (s *session) waitRun(run string) (runEnd, error) {
 	for {
 		s.mu.Lock()
@@ -350,6 +385,8 @@ func (s *session) waitRun(run string) (runEnd, error) {
 		var end runEnd
 		if i >= 0 {
 			end = s.ended[i]
+		} else if slices.ContainsFunc(s.questions, func(q question) bool { return q.run == run }) {
+			i, end = 0, runEnd{runID: run, typ: event.InputRequested}
 		}
 		err, ch := s.err, s.notify
 		s.mu.Unlock()
@@ -361,6 +398,26 @@ func (s *session) waitRun(run string) (runEnd, error) {
 		}
 		<-ch
 	}
+}
+
+// nextQuestion returns the first open question the client was sent,
+// and forgets it: the caller answers it.
+func (s *session) nextQuestion() (question, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.questions) == 0 {
+		return question{}, false
+	}
+	q := s.questions[0]
+	s.questions = s.questions[1:]
+	return q, true
+}
+
+// forgetQuestion forgets question id, answered or closed.
+func (s *session) forgetQuestion(id string) {
+	s.mu.Lock()
+	s.questions = slices.DeleteFunc(s.questions, func(q question) bool { return q.id == id })
+	s.mu.Unlock()
 }
 
 // expectEcho notes a prompt's text, whose message.user (or steer) the
