@@ -15,5 +15,7 @@
 // the session's active run. The session's approval requests become
 // session/request_permission requests, and the answer is the
 // approval's decision; an approval still open when a client loads the
-// session is asked again. The mapping is documented in docs/acp.md.
+// session is asked again. A question the model asks (ask_user) ends
+// the prompt's turn, and the next prompt answers it. The mapping is
+// documented in docs/acp.md.
 package acpagent
