@@ -18,7 +18,7 @@ type acpCmd struct {
 	Model   string `short:"m" help:"Model of the sessions it creates, as PROVIDER:MODEL or a name from the config file (default: the config's)." env:"WEFT_MODEL" placeholder:"PROVIDER:MODEL"`
 	Local   bool   `help:"Run a host in this process even when a host is reachable."`
 	Approve string `help:"The mode new sessions start in: ask-writes, ask-all, read-only or never-ask (default: the config's preset, else ask-writes); the editor switches it per session." enum:",read-only,ask-writes,ask-all,never-ask" default:"" placeholder:"MODE"`
-	Busy    string `help:"What a prompt does while the session has an active run: queue (after it) or steer (into it)." enum:"queue,steer" default:"queue"`
+	Busy    string `help:"What a prompt does while the session has an active run, for new sessions: queue (after it) or steer (into it); the editor switches it per session." enum:"queue,steer" default:"queue"`
 }
 
 func (c *acpCmd) Run(ctx context.Context, a *app) error {

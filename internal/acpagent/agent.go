@@ -263,7 +263,7 @@ func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.Ne
 	if err != nil {
 		return acp.NewSessionResponse{}, err
 	}
-	return acp.NewSessionResponse{SessionId: acp.SessionId(s.ID), Modes: ss.modeState()}, nil
+	return acp.NewSessionResponse{SessionId: acp.SessionId(s.ID), Modes: ss.modeState(), ConfigOptions: ss.configOptions()}, nil
 }
 
 // LoadSession implements acp.AgentLoader: it replays the session's whole
@@ -293,7 +293,7 @@ func (a *agent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.
 	if err := ss.waitSeq(ctx, s.LastSeq); err != nil {
 		return acp.LoadSessionResponse{}, err
 	}
-	return acp.LoadSessionResponse{Modes: ss.modeState()}, nil
+	return acp.LoadSessionResponse{Modes: ss.modeState(), ConfigOptions: ss.configOptions()}, nil
 }
 
 // attach starts streaming session id to the client from its first
@@ -428,7 +428,7 @@ func (a *agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptRespon
 	// ctx is the connection's, not the SDK's, which a later prompt of the
 	// session cancels: admission is the host's to refuse, not the race's.
 	r, err := s.h.StartRun(ctx, api.StartRunParams{
-		SessionID: s.id, Input: input, Model: a.cfg.Model, Busy: a.cfg.Busy, DefaultPreset: s.currentMode(),
+		SessionID: s.id, Input: input, Model: a.cfg.Model, Busy: s.currentBusy(), DefaultPreset: s.currentMode(),
 	})
 	if err != nil {
 		s.dropEcho(text)
@@ -511,8 +511,25 @@ func (a *agent) ResumeSession(context.Context, acp.ResumeSessionRequest) (acp.Re
 	return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
 }
 
-// SetSessionConfigOption implements acp.Agent; weft offers no config
-// options (modes are its approval presets).
-func (a *agent) SetSessionConfigOption(context.Context, acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
-	return acp.SetSessionConfigOptionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetConfigOption)
+// SetSessionConfigOption implements acp.Agent: the session's one option,
+// "busy", is what its prompts do while a run is active (queue or steer).
+func (a *agent) SetSessionConfigOption(ctx context.Context, p acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
+	ctx, done := a.hostCtx(ctx)
+	defer done()
+	v := p.ValueId
+	if v == nil {
+		return acp.SetSessionConfigOptionResponse{}, acp.NewInvalidParams(map[string]any{"error": "weft's session options are selects: give a value"})
+	}
+	s, err := a.session(ctx, v.SessionId)
+	if err != nil {
+		return acp.SetSessionConfigOptionResponse{}, err
+	}
+	switch {
+	case v.ConfigId != busyOption:
+		return acp.SetSessionConfigOptionResponse{}, acp.NewInvalidParams(map[string]any{"configId": v.ConfigId, "error": "unknown option: weft's is \"busy\""})
+	case v.Value != api.BusyQueue && v.Value != api.BusySteer:
+		return acp.SetSessionConfigOptionResponse{}, acp.NewInvalidParams(map[string]any{"value": v.Value, "error": "busy: want queue or steer"})
+	}
+	s.setBusy(string(v.Value))
+	return acp.SetSessionConfigOptionResponse{ConfigOptions: s.configOptions()}, nil
 }

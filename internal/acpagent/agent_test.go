@@ -298,9 +298,19 @@ func TestBusyPolicy(t *testing.T) {
 	for _, busy := range []string{api.BusyQueue, api.BusySteer} {
 		t.Run(busy, func(t *testing.T) {
 			th := newTestHost(t)
-			p := th.connect(t, acpagent.Config{Model: "scripted:slow", Busy: busy})
+			p := th.connect(t, acpagent.Config{Model: "scripted:slow"})
 			p.initialize(t)
 			s := p.newSession(t, th.cwd)
+			// The editor picks the policy with the session's "busy" option.
+			opts := s.ConfigOptions
+			if len(opts) != 1 || opts[0].Select == nil || opts[0].Select.Id != "busy" || opts[0].Select.CurrentValue != api.BusyQueue {
+				t.Fatalf("config options = %+v", opts)
+			}
+			set, err := p.conn.SetSessionConfigOption(t.Context(), acp.SetSessionConfigOptionRequest{ValueId: &acp.SetSessionConfigOptionValueId{
+				SessionId: s.SessionId, ConfigId: "busy", Value: acp.SessionConfigValueId(busy)}})
+			if err != nil || set.ConfigOptions[0].Select.CurrentValue != acp.SessionConfigValueId(busy) {
+				t.Fatalf("set busy: %+v, %v", set, err)
+			}
 			first := make(chan acp.StopReason, 1)
 			go func() {
 				res, err := p.prompt(context.Background(), s.SessionId, "count")
@@ -331,11 +341,20 @@ func TestBusyPolicy(t *testing.T) {
 			// A reload shows both prompts once each.
 			q := th.connect(t, acpagent.Config{Model: "scripted:slow"})
 			q.initialize(t)
-			if _, err := q.conn.LoadSession(t.Context(), acp.LoadSessionRequest{SessionId: s.SessionId, Cwd: th.cwd, McpServers: []acp.McpServer{}}); err != nil {
+			loaded, err := q.conn.LoadSession(t.Context(), acp.LoadSessionRequest{SessionId: s.SessionId, Cwd: th.cwd, McpServers: []acp.McpServer{}})
+			if err != nil {
 				t.Fatal(err)
 			}
 			if got := joined(q.snapshot(), "user"); got != "countand again" {
 				t.Errorf("replayed user messages = %q\n%s", got, describe(q.snapshot()))
+			}
+			if v := loaded.ConfigOptions[0].Select.CurrentValue; v != acp.SessionConfigValueId(busy) {
+				t.Errorf("busy after a reload = %q, want %q", v, busy)
+			}
+			_, err = q.conn.SetSessionConfigOption(t.Context(), acp.SetSessionConfigOptionRequest{ValueId: &acp.SetSessionConfigOptionValueId{
+				SessionId: s.SessionId, ConfigId: "busy", Value: "interrupt"}})
+			if !isCode(err, -32602) {
+				t.Errorf("busy interrupt: %v, want invalid params", err)
 			}
 		})
 	}

@@ -37,8 +37,9 @@ type session struct {
 
 	mu      sync.Mutex
 	mode    string
-	seq     int64 // the last event whose updates were sent
-	err     error // why the stream ended, once it did
+	busy    string // api.BusyQueue or api.BusySteer
+	seq     int64  // the last event whose updates were sent
+	err     error  // why the stream ended, once it did
 	notify  chan struct{}
 	ended   []runEnd                      // the latest runs' ends, at most endedRuns
 	prompts map[string]int                // run → prompts of this connection waiting for it
@@ -81,7 +82,7 @@ func newSession(a *agent, h api.Host, follow FollowFunc, id string, head int64, 
 	ctx, cancel := context.WithCancel(a.ctx)
 	return &session{
 		a: a, h: h, follow: follow, id: id, head: head, ctx: ctx, cancel: cancel, done: make(chan struct{}),
-		mode: mode, notify: make(chan struct{}), prompts: map[string]int{}, asking: map[string]context.CancelFunc{},
+		mode: mode, busy: a.cfg.Busy, notify: make(chan struct{}), prompts: map[string]int{}, asking: map[string]context.CancelFunc{},
 		st: streamState{open: map[string]string{}, finish: map[string]string{}, streamed: map[string]map[int]uint8{}, deferred: map[string]event.ApprovalRequestedData{}},
 	}
 }
@@ -199,9 +200,14 @@ func (s *session) updates(e event.Event) []acp.SessionUpdate {
 		return []acp.SessionUpdate{{SessionInfoUpdate: &acp.SessionSessionInfoUpdate{Title: d.Title, UpdatedAt: acp.Ptr(e.Time.UTC().Format(time.RFC3339Nano))}}}
 	case event.RunQueued:
 		var d event.RunQueuedData
-		if !live && e.Decode(&d) == nil && validMode(d.DefaultPreset) {
+		if !live && e.Decode(&d) == nil {
 			s.mu.Lock()
-			s.mode = d.DefaultPreset
+			if validMode(d.DefaultPreset) {
+				s.mode = d.DefaultPreset
+			}
+			if d.Busy == api.BusyQueue || d.Busy == api.BusySteer {
+				s.busy = d.Busy
+			}
 			s.mu.Unlock()
 		}
 	case event.MessageDelta, event.ReasoningDelta:
@@ -482,6 +488,40 @@ func (s *session) setMode(m string) {
 	s.mu.Lock()
 	s.mode = m
 	s.mu.Unlock()
+}
+
+func (s *session) currentBusy() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.busy
+}
+
+func (s *session) setBusy(b string) {
+	s.mu.Lock()
+	s.busy = b
+	s.mu.Unlock()
+}
+
+// busyOption is the ID of the session's config option that sets its
+// busy policy.
+const busyOption = "busy"
+
+// configOptions are the session's options for the client: what a prompt
+// does while a run is active.
+func (s *session) configOptions() []acp.SessionConfigOption {
+	opt := func(v, name, desc string) acp.SessionConfigSelectOption {
+		return acp.SessionConfigSelectOption{Value: acp.SessionConfigValueId(v), Name: name, Description: acp.Ptr(desc)}
+	}
+	ungrouped := acp.SessionConfigSelectOptionsUngrouped{
+		opt(api.BusyQueue, "Queue", "A prompt sent while the agent works runs after the current turn."),
+		opt(api.BusySteer, "Steer", "A prompt sent while the agent works joins the current turn at its next step."),
+	}
+	return []acp.SessionConfigOption{{Select: &acp.SessionConfigOptionSelect{
+		Id: busyOption, Name: "While the agent works", Type: "select",
+		Description:  acp.Ptr("What a prompt does while a turn of this session is running."),
+		CurrentValue: acp.SessionConfigValueId(s.currentBusy()),
+		Options:      acp.SessionConfigSelectOptions{Ungrouped: &ungrouped},
+	}}}
 }
 
 // modeState is the session's modes for the client: weft's approval
