@@ -47,8 +47,11 @@ type Config struct {
 	// PresetReadOnly, PresetNeverAsk. A client switches it with
 	// session/set_mode.
 	Mode string
-	// Busy is what a prompt does while the session has an active run:
-	// api.BusyQueue (the default) or api.BusySteer.
+	// Busy is what a prompt does while the session has an active run,
+	// for the sessions the agent creates: api.BusyQueue (the default) or
+	// api.BusySteer. A client switches it per session with the session's
+	// "busy" config option; a loaded session takes the policy its last
+	// run was admitted under.
 	Busy string
 	// Version is the version the agent names in initialize; "" is "dev".
 	Version string
