@@ -387,7 +387,8 @@ func (a *agent) ListSessions(ctx context.Context, p acp.ListSessionsRequest) (ac
 
 // Prompt implements acp.Agent: it starts a run with the prompt (or, while
 // the session has an active run, queues it or steers the active run, as
-// Config.Busy says), and answers when that run ended and its every
+// the session's busy option says; or, when a run asked the user a
+// question, answers it), and answers when that run ended and its every
 // update was sent, with the run's stop reason. A failed or interrupted
 // run is an error carrying the run's. The SDK cancels ctx when another
 // prompt of the session arrives; the run's end, a session/cancel or the
