@@ -221,11 +221,7 @@ func permissionRequest(sessionID string, d event.ApprovalRequestedData) acp.Requ
 		case event.DecisionAllowOnce:
 			opts = append(opts, acp.PermissionOption{OptionId: acp.PermissionOptionId(o), Kind: acp.PermissionOptionKindAllowOnce, Name: "Allow once"})
 		case event.DecisionAllowSession:
-			name := "Always allow in this session"
-			if d.SessionRule != nil && d.SessionRule.Reason != "" {
-				name += " (" + d.SessionRule.Reason + ")"
-			}
-			opts = append(opts, acp.PermissionOption{OptionId: acp.PermissionOptionId(o), Kind: acp.PermissionOptionKindAllowAlways, Name: name})
+			opts = append(opts, acp.PermissionOption{OptionId: acp.PermissionOptionId(o), Kind: acp.PermissionOptionKindAllowAlways, Name: alwaysName(d)})
 		case event.DecisionDeny:
 			opts = append(opts, acp.PermissionOption{OptionId: acp.PermissionOptionId(o), Kind: acp.PermissionOptionKindRejectOnce, Name: "Reject"})
 		}
@@ -237,4 +233,32 @@ func permissionRequest(sessionID string, d event.ApprovalRequestedData) acp.Requ
 		ToolCall: acp.ToolCallUpdate{ToolCallId: acp.ToolCallId(d.ToolCall.ID), Title: &title, Kind: &kind, Status: &status,
 			RawInput: toolInput(d.ToolCall), Meta: map[string]any{"weft": map[string]any{"approvalId": d.ApprovalID, "rule": d.Rule}}},
 	}
+}
+
+// alwaysName is the "allow always" option's name: the scope of the
+// session rule it adds (this exact command, this tool in this mount,
+// this tool).
+func alwaysName(d event.ApprovalRequestedData) string {
+	r := d.SessionRule
+	if r == nil {
+		return "Always allow in this session"
+	}
+	var m struct {
+		CommandExact string `json:"commandExact"`
+		Mount        string `json:"mount"`
+	}
+	json.Unmarshal(r.Match, &m)
+	switch {
+	case m.CommandExact != "":
+		c := m.CommandExact
+		if len(c) > 80 {
+			c = c[:80] + "…"
+		}
+		return "Always allow `" + c + "` in this session"
+	case m.Mount != "":
+		return "Always allow " + r.Tool + " in mount " + m.Mount + " for this session"
+	case r.Tool != "" && r.Tool != "*":
+		return "Always allow " + r.Tool + " in this session"
+	}
+	return "Always allow in this session"
 }

@@ -75,3 +75,20 @@ func TestPromptInput(t *testing.T) {
 		}
 	}
 }
+
+// TestAlwaysName names the scope an "allow always" answer adds.
+func TestAlwaysName(t *testing.T) {
+	for _, tc := range []struct {
+		rule *event.Rule
+		want string
+	}{
+		{nil, "Always allow in this session"},
+		{&event.Rule{Tool: "shell", Match: []byte(`{"commandExact":"go test ./..."}`)}, "Always allow `go test ./...` in this session"},
+		{&event.Rule{Tool: "write_file", Match: []byte(`{"mount":"work"}`)}, "Always allow write_file in mount work for this session"},
+		{&event.Rule{Tool: "mcp__gh__create_issue"}, "Always allow mcp__gh__create_issue in this session"},
+	} {
+		if got := alwaysName(event.ApprovalRequestedData{SessionRule: tc.rule}); got != tc.want {
+			t.Errorf("alwaysName(%+v) = %q, want %q", tc.rule, got, tc.want)
+		}
+	}
+}
