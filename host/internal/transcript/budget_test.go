@@ -61,7 +61,7 @@ func TestBudgetNilAndZero(t *testing.T) {
 func TestCacheForgetsWhatDoesNotFit(t *testing.T) {
 	b := NewBudget(64 << 10)
 	tr := NewCache(b)
-	if _, err := tr.Messages(t.Context(), emptyLog{}); err != nil {
+	if _, _, err := tr.Messages(t.Context(), emptyLog{}); err != nil {
 		t.Fatal(err)
 	}
 	seq := commit(t, tr, 0, 4, "short")
@@ -84,7 +84,7 @@ func TestCacheForgetsWhatDoesNotFit(t *testing.T) {
 func TestCacheDropReleases(t *testing.T) {
 	b := NewBudget(1 << 20)
 	tr := NewCache(b)
-	if _, err := tr.Messages(t.Context(), emptyLog{}); err != nil {
+	if _, _, err := tr.Messages(t.Context(), emptyLog{}); err != nil {
 		t.Fatal(err)
 	}
 	commit(t, tr, 0, 3, "hello")
