@@ -77,7 +77,9 @@ func longScript(n int, extra string) string {
 // conversation the loop had.
 func TestCompactionKeepsALongRunGoing(t *testing.T) {
 	f := newFixture(t)
-	f.state = func(context.Context) string { return "Live background processes:\n- proc_bg: running; handle {\"__handle__\":\"process\",\"id\":\"proc_bg\"}" }
+	f.state = func(context.Context) string {
+		return "Live background processes:\n- proc_bg: running; handle {\"__handle__\":\"process\",\"id\":\"proc_bg\"}"
+	}
 	rec := &recorder{Provider: script(t, longScript(40, `"summary":"Wrote files so far.",`))}
 	const window = 8000
 	out, evs := f.run(context.Background(), agent.Config{Provider: rec, ContextWindow: window, MaxSteps: 60}, "write forty files", nil)

@@ -166,7 +166,7 @@ type Session struct {
 	held    bool // the queue waits for a run admitted through this host (Config.HoldQueued)
 	// compacting is set while session/compact runs: the queue waits.
 	compacting bool
-	active  *activeRun
+	active     *activeRun
 	// orphan is the run whose loop ended on a journal that had failed,
 	// before the recovery looked for the active run: the recovery cuts it
 	// as it would the active one (see recover).
