@@ -41,3 +41,24 @@ func TestCompactCommand(t *testing.T) {
 		t.Fatalf("compact an unknown session: %d %s", code, stderr)
 	}
 }
+
+// TestCompactInTheTUI: /compact in the terminal UI compacts the current
+// session and shows the summary; before any prompt it says there is
+// nothing to compact.
+func TestCompactInTheTUI(t *testing.T) {
+	e := newEnv(t)
+	s := e.script("chat.json", `{"loop":true,"summary":"We said hello.","steps":[{"text":"Hello, human."}]}`)
+	c := e.cmd()
+	c.Env = append(c.Env, "WEFT_MODEL=scripted:"+s)
+	v := startVTerm(t, c, 100, 40)
+	v.expect("/help lists the commands")
+	v.send("/compact\r")
+	v.expect("nothing to compact")
+	v.send("hello\r")
+	v.expect("Hello, human.")
+	v.expect("· completed")
+	v.send("/compact\r")
+	v.expect("compacted: about")
+	v.expect("We said hello.")
+	v.send("\x04")
+}
