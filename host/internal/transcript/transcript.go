@@ -111,6 +111,14 @@ type Log interface {
 func (k *kept) fit(budget *Budget) {
 	need := k.b.Size() - k.held
 	if need <= 0 {
+		if k.held > 8<<10 && -need > k.held/2 {
+			// A compaction shrank the transcript: give back what it
+			// no longer needs, keeping the same headroom as a reserve.
+			if keep := k.b.Size() + k.b.Size()/2 + 4<<10; keep < k.held {
+				budget.release(k.held - keep)
+				k.held = keep
+			}
+		}
 		return
 	}
 	// Reserve ahead, so that a growing transcript does not take the
