@@ -260,3 +260,23 @@ func dump(ms []llm.Message) string {
 	}
 	return string(b)
 }
+
+// TestContextTokens: cached input counts once whether the provider
+// includes it in the input (OpenAI, Gemini) or reports it apart
+// (Anthropic).
+func TestContextTokens(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		u    event.TokenUsage
+		want int64
+	}{
+		{"plain", event.TokenUsage{InputTokens: 1000, OutputTokens: 50}, 1050},
+		{"openai cached inside the input", event.TokenUsage{InputTokens: 1000, OutputTokens: 50, CacheReadTokens: 800}, 1050},
+		{"anthropic cache read apart", event.TokenUsage{InputTokens: 20, OutputTokens: 50, CacheReadTokens: 980}, 1050},
+		{"anthropic cache write apart", event.TokenUsage{InputTokens: 20, OutputTokens: 50, CacheWriteTokens: 980}, 1050},
+	} {
+		if got := agent.ContextTokens(tc.u); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
