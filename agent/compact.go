@@ -133,11 +133,36 @@ func Compact(ctx context.Context, p CompactParams) (event.ContextCompactedData, 
 		if err != nil {
 			return event.ContextCompactedData{}, err
 		}
+		if strings.TrimSpace(text) == "" && p.Tools != nil {
+			// The model called a tool instead of answering: ask again
+			// with the conversation as text and no tools to call.
+			hist, p.Tools = []llm.Message{{Role: llm.RoleUser, Content: flatten(hist)}}, nil
+			continue
+		}
 		if strings.TrimSpace(text) == "" {
 			return event.ContextCompactedData{}, &llm.Error{Provider: "agent", Kind: llm.KindMalformed, Err: errors.New("the summary is empty")}
 		}
 		return event.ContextCompactedData{Summary: text, State: p.State, Model: p.Model.Name, Usage: usage}, nil
 	}
+}
+
+// flatten renders hist as one text, for a summary request that offers no
+// tools.
+func flatten(hist []llm.Message) string {
+	var b strings.Builder
+	b.WriteString("The conversation so far:\n")
+	for _, m := range hist {
+		switch m.Role {
+		case llm.RoleTool:
+			fmt.Fprintf(&b, "\n[result of %s (%s)]\n%s\n", m.ToolName, m.ToolCallID, m.Content)
+		default:
+			fmt.Fprintf(&b, "\n%s: %s\n", m.Role, m.Content)
+			for _, c := range m.ToolCalls {
+				fmt.Fprintf(&b, "[call %s (%s): %s]\n", c.Name, c.ID, c.Arguments)
+			}
+		}
+	}
+	return b.String()
 }
 
 // historyBytes is the text hist sends, in bytes.

@@ -280,3 +280,42 @@ func TestContextTokens(t *testing.T) {
 		}
 	}
 }
+
+// toolCaller answers a summary request that offers tools with a tool
+// call, and one that offers none with text.
+type toolCaller struct{ seen []llm.Request }
+
+func (p *toolCaller) Stream(_ context.Context, req *llm.Request) iter.Seq2[llm.StreamEvent, error] {
+	p.seen = append(p.seen, *req)
+	return func(yield func(llm.StreamEvent, error) bool) {
+		if len(req.Tools) > 0 {
+			if !yield(llm.StreamEvent{ToolCall: &llm.ToolCallDelta{ID: "c", Name: "list_dir", Arguments: "{}"}}, nil) {
+				return
+			}
+			yield(llm.StreamEvent{Finish: &llm.Finish{Reason: llm.FinishToolCalls}}, nil)
+			return
+		}
+		if yield(llm.StreamEvent{Text: "summary as text"}, nil) {
+			yield(llm.StreamEvent{Finish: &llm.Finish{Reason: llm.FinishStop}}, nil)
+		}
+	}
+}
+
+// TestCompactModelCallsATool: a summariser that calls a tool instead of
+// answering is asked again with the conversation as text and no tools.
+func TestCompactModelCallsATool(t *testing.T) {
+	p := &toolCaller{}
+	d, err := agent.Compact(context.Background(), agent.CompactParams{
+		Model: &agent.Model{Name: "x:y", Provider: p, Model: "y"},
+		History: []llm.Message{{Role: llm.RoleUser, Content: "hi"},
+			{Role: llm.RoleAssistant, ToolCalls: []event.ToolCall{{ID: "c1", Name: "list_dir", Arguments: "{}"}}},
+			{Role: llm.RoleTool, ToolCallID: "c1", ToolName: "list_dir", Content: "a.txt"}},
+		Tools: []llm.ToolSpec{{Name: "list_dir"}},
+	})
+	if err != nil || d.Summary != "summary as text" || len(p.seen) != 2 {
+		t.Fatalf("summary %q, %v after %d requests", d.Summary, err, len(p.seen))
+	}
+	if m := p.seen[1].Messages[0].Content; !strings.Contains(m, "[result of list_dir (c1)]") || !strings.Contains(m, "[call list_dir (c1): {}]") {
+		t.Fatalf("the conversation as text: %q", m)
+	}
+}
