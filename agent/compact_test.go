@@ -319,3 +319,26 @@ func TestCompactModelCallsATool(t *testing.T) {
 		t.Fatalf("the conversation as text: %q", m)
 	}
 }
+
+// TestTranscriptSnapshotV1: a snapshot stored before compaction existed
+// (format WTX1, without the basis) still decodes.
+func TestTranscriptSnapshotV1(t *testing.T) {
+	var b agent.TranscriptBuilder
+	e, _ := event.New("run", event.MessageUser, event.MessageUserData{Content: event.TextParts("hello")})
+	if err := b.Add(e); err != nil {
+		t.Fatal(err)
+	}
+	v2, err := b.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Version 2 ends with three zero varints here: basis, its offset, compactions.
+	v1 := append([]byte("WTX1"), v2[4:len(v2)-3]...)
+	var c agent.TranscriptBuilder
+	if err := c.UnmarshalBinary(v1); err != nil {
+		t.Fatal(err)
+	}
+	if !sameMessages(b.Messages(), c.Messages()) {
+		t.Fatalf("v1 decodes to %+v", c.Messages())
+	}
+}
