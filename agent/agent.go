@@ -76,6 +76,15 @@ type Model struct {
 	Model string
 	// MaxTokens caps output tokens per step; zero means the provider's default.
 	MaxTokens int
+	// ContextWindow is the model's context window in tokens; zero means
+	// unknown (see [Config.ContextWindow]).
+	ContextWindow int
+	// CompactAt is the share of the window that triggers a compaction;
+	// zero means [DefaultCompactAt].
+	CompactAt float64
+	// CompactModel names the model that writes compaction summaries;
+	// empty means this one. The host resolves it.
+	CompactModel string
 }
 
 // Config is the fixed part of a run. Zero fields take the documented defaults.
@@ -98,6 +107,17 @@ type Config struct {
 	ResultBudget int
 	// Retry governs model retries.
 	Retry RetryPolicy
+	// ContextWindow is the model's context window in tokens; zero means
+	// unknown: the loop then compacts only when the provider refuses a
+	// request as too long.
+	ContextWindow int
+	// CompactAt is the share of ContextWindow a request may fill before
+	// the loop compacts the conversation between steps; zero means
+	// [DefaultCompactAt] (80 %).
+	CompactAt float64
+	// CompactModel writes the summaries of compactions; nil means
+	// Provider and Model.
+	CompactModel *Model
 	// Logger receives diagnostics. Nil means silent.
 	Logger *slog.Logger
 }
@@ -149,6 +169,16 @@ type Run struct {
 	Resume *Resume
 	// MaxSteps overrides Config.MaxSteps when positive.
 	MaxSteps int
+	// Basis is what is known of History's size in tokens (see
+	// [TranscriptBuilder.Basis]); the zero Basis makes the loop estimate
+	// it from History's text.
+	Basis Basis
+	// State, if set, describes what must stay reachable across a
+	// compaction — live processes with their handles and status, pending
+	// requests, mounts — as text for the model: the summary request
+	// carries it and the loop re-injects it after the summary. It is
+	// called between steps, only when the loop compacts.
+	State func(ctx context.Context) string
 }
 
 // Outcome is how a run ended; it mirrors the run's terminal event.
@@ -205,6 +235,14 @@ func Execute(ctx context.Context, cfg Config, log Log, r Run) (Outcome, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	l := &loop{cfg: cfg, log: log, run: r}
+	if cfg.ContextWindow > 0 {
+		at := cfg.CompactAt
+		if at <= 0 || at > 1 {
+			at = DefaultCompactAt
+		}
+		l.win.size = int64(cfg.ContextWindow)
+		l.win.compact = int64(float64(cfg.ContextWindow) * at)
+	}
 	return l.execute(ctx)
 }
 
@@ -221,6 +259,10 @@ type loop struct {
 	parked *Resume
 	// tools are the current step's tools (see Run.Tools).
 	tools *tool.Registry
+	// win estimates the size of the next request (see window).
+	win window
+	// lastSeq is the seq of the last event the loop appended.
+	lastSeq int64
 }
 
 // stepTools takes the tools of the step about to run.
@@ -237,15 +279,17 @@ func (l *loop) emit(ctx context.Context, t event.Type, data any) error {
 	if err != nil {
 		return err
 	}
-	_, err = l.log.Append(ctx, e)
-	return err
+	return l.emitMany(ctx, []event.Event{e})
 }
 
 func (l *loop) emitMany(ctx context.Context, evs []event.Event) error {
 	if len(evs) == 0 {
 		return nil
 	}
-	_, err := l.log.Append(ctx, evs...)
+	out, err := l.log.Append(ctx, evs...)
+	if len(out) > 0 {
+		l.lastSeq = out[len(out)-1].Seq
+	}
 	return err
 }
 
@@ -285,6 +329,8 @@ func (l *loop) execute(ctx context.Context) (Outcome, error) {
 		return l.end(ctx, err)
 	}
 	msgs := append(append([]llm.Message(nil), l.run.History...), llm.Message{Role: llm.RoleUser, Content: event.Text(l.run.Input)})
+	l.startWindow(l.run.History)
+	l.win.grow(msgs[len(msgs)-1])
 	return l.loopSteps(ctx, binding, msgs)
 }
 
@@ -297,6 +343,8 @@ func (l *loop) resume(ctx context.Context) (Outcome, error) {
 	}
 	l.stepTools(ctx)
 	msgs, err := l.settle(ctx, rs.Calls)
+	l.startWindow(l.run.History)
+	l.win.grow(msgs...)
 	msgs = append(append([]llm.Message(nil), l.run.History...), msgs...)
 	if err != nil {
 		return l.end(ctx, err)
@@ -333,6 +381,7 @@ func (l *loop) loopSteps(ctx context.Context, binding *env.Binding, msgs []llm.M
 				return l.end(ctx, err)
 			}
 			msgs = append(msgs, m...)
+			l.win.grow(m...)
 		}
 		if l.steps >= l.cfg.MaxSteps {
 			return l.end(ctx, &runError{kind: KindMaxSteps, msg: fmt.Sprintf("the run reached its limit of %d steps", l.cfg.MaxSteps)})
@@ -347,16 +396,41 @@ func (l *loop) loopSteps(ctx context.Context, binding *env.Binding, msgs []llm.M
 				}
 			}
 			tools = append(tools, l.run.ClientTools...)
+			l.win.fixed = int64(len(system)) + specsBytes(tools)
+		}
+		if l.win.needs() {
+			// Between steps, before this one: the conversation would
+			// fill more than its share of the window.
+			var err error
+			if msgs, err = l.compact(ctx, msgs, tools, event.CompactThreshold); err != nil {
+				return l.end(ctx, err)
+			}
 		}
 		if err := l.emit(ctx, event.StepStarted, event.StepData{Step: l.steps}); err != nil {
 			return l.end(ctx, err)
 		}
 		req := &llm.Request{Model: l.cfg.Model, System: system, Messages: msgs, Tools: tools, MaxTokens: l.cfg.MaxTokens}
 		out, err := l.stream(ctx, req)
+		if err != nil && overflowed(err) && ctx.Err() == nil {
+			// The provider refused the request as too long: compact
+			// once and retry the step.
+			l.win.fresh = false
+			if msgs, err = l.compact(ctx, msgs, tools, event.CompactOverflow); err != nil {
+				return l.end(ctx, err)
+			}
+			req = &llm.Request{Model: l.cfg.Model, System: system, Messages: msgs, Tools: tools, MaxTokens: l.cfg.MaxTokens}
+			if out, err = l.stream(ctx, req); err != nil && overflowed(err) {
+				le, _ := llm.AsError(err)
+				err = &runError{kind: KindContextOverflow, msg: fmt.Sprintf(
+					"the model refused step %d as too long even after compaction (about %d tokens estimated%s): %v", l.steps, l.win.estimate(), l.windowText(), le)}
+			}
+		}
 		if err != nil {
 			return l.end(ctx, err)
 		}
+		l.win.fresh = false
 		msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Content: out.Text, Reasoning: out.Reasoning, ToolCalls: out.ToolCalls, ProviderState: out.ProviderState})
+		l.win.reported(out.Usage, msgs[len(msgs)-1])
 		if len(out.ToolCalls) == 0 {
 			final = out.Text
 			if l.run.Inbox != nil {
@@ -368,6 +442,7 @@ func (l *loop) loopSteps(ctx context.Context, binding *env.Binding, msgs []llm.M
 						return l.end(ctx, err)
 					}
 					msgs = append(msgs, m...)
+					l.win.grow(m...)
 					continue
 				}
 			}
@@ -381,6 +456,7 @@ func (l *loop) loopSteps(ctx context.Context, binding *env.Binding, msgs []llm.M
 			return Outcome{Waiting: true, Steps: l.steps, Usage: l.usage, Resume: l.parked, History: slices.Clip(msgs)}, nil
 		}
 		msgs = append(msgs, results...)
+		l.win.grow(results...)
 		if err != nil {
 			return l.end(ctx, err)
 		}
@@ -388,6 +464,28 @@ func (l *loop) loopSteps(ctx context.Context, binding *env.Binding, msgs []llm.M
 			return l.end(ctx, ctx.Err())
 		}
 	}
+}
+
+// startWindow takes the estimate of history's size from Run.Basis, or
+// from its text when the basis is unknown.
+func (l *loop) startWindow(history []llm.Message) {
+	if l.win.compact == 0 {
+		return
+	}
+	if b := l.run.Basis; b.Tokens > 0 || b.Bytes > 0 {
+		l.win.basis, l.win.added = b.Tokens, b.Bytes
+		return
+	}
+	l.win.grow(history...)
+}
+
+// specsBytes is the text of tools a model reads, in bytes.
+func specsBytes(tools []llm.ToolSpec) int64 {
+	var n int64
+	for _, t := range tools {
+		n += int64(16 + len(t.Name) + len(t.Description) + len(t.InputSchema))
+	}
+	return n
 }
 
 // consume writes steer.consumed for steers and returns them as user
@@ -420,8 +518,11 @@ func (e *runError) Error() string { return e.kind + ": " + e.msg }
 
 // modelErrorKind is the kind of a run that failed with le.
 func modelErrorKind(le *llm.Error) string {
-	if le.Kind == llm.KindTimeout {
+	switch le.Kind {
+	case llm.KindTimeout:
 		return KindTimeout
+	case llm.KindContextOverflow:
+		return KindContextOverflow
 	}
 	return KindModel
 }

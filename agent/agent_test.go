@@ -40,6 +40,8 @@ type fixture struct {
 	runs int
 	// stepTools, if set, is the runs' Run.Tools.
 	stepTools func(context.Context) *tool.Registry
+	// state, if set, is the runs' Run.State.
+	state func(context.Context) string
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -89,10 +91,11 @@ func (f *fixture) run(ctx context.Context, cfg agent.Config, input string, inbox
 	if _, err := f.j.Append(ctx, q); err != nil {
 		f.t.Fatal(err)
 	}
-	history := f.transcript()
+	history, basis := f.transcriptBasis()
 	out, err := agent.Execute(ctx, cfg, f.j, agent.Run{
 		ID: runID, SessionID: "ses_t", ModelName: "scripted:test", Input: event.TextParts(input),
 		History: history, Env: func() *env.Binding { return f.b }, Inbox: inbox, Tools: f.stepTools,
+		Basis: basis, State: f.state,
 	})
 	if err != nil {
 		f.t.Fatal(err)
@@ -120,6 +123,22 @@ func (f *fixture) transcript() []llm.Message {
 		f.t.Fatal(err)
 	}
 	return msgs
+}
+
+// transcriptBasis is the session's transcript and its Basis, as a host
+// hands them to a run.
+func (f *fixture) transcriptBasis() ([]llm.Message, agent.Basis) {
+	evs, err := f.st.Read(context.Background(), store.ReadParams{SessionID: "ses_t", Limit: 1 << 20, Types: agent.TranscriptTypes()})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var b agent.TranscriptBuilder
+	for _, e := range evs {
+		if err := b.Add(e); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	return b.Messages(), b.Basis()
 }
 
 func types(evs []event.Event) []event.Type {

@@ -452,7 +452,7 @@ func CloseRequests(runID string, open []record.Request, reason string) ([]event.
 // ResumeTypes returns the event types [ResumeState] reads: the
 // transcript's, and a run's steps, usage, tool calls and requests.
 func ResumeTypes() []event.Type {
-	return append(TranscriptTypes(), event.StepStarted, event.Usage, event.ToolCallStarted,
+	return append(TranscriptTypes(), event.StepStarted, event.ToolCallStarted,
 		event.ApprovalRequested, event.ApprovalResolved, event.ApprovalExpired,
 		event.InputRequested, event.InputResolved, event.ToolCallRequested)
 }
@@ -484,6 +484,12 @@ func ResumeState(events []event.Event, runID string) ([]llm.Message, *Resume, er
 			rs.Steps = max(rs.Steps, d.Step)
 		case event.Usage:
 			var d event.UsageData
+			if err := e.Decode(&d); err != nil {
+				return nil, nil, err
+			}
+			rs.Usage.Add(d.Usage)
+		case event.ContextCompacted:
+			var d event.ContextCompactedData
 			if err := e.Decode(&d); err != nil {
 				return nil, nil, err
 			}

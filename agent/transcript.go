@@ -14,13 +14,15 @@ import (
 // TranscriptTypes returns the event types [Transcript] reads; a caller that
 // loads a session's history from a store may filter its read to them.
 func TranscriptTypes() []event.Type {
-	return []event.Type{event.MessageUser, event.MessageCompleted, event.ToolCallCompleted, event.SteerConsumed}
+	return []event.Type{event.MessageUser, event.MessageCompleted, event.ToolCallCompleted, event.SteerConsumed,
+		event.ContextCompacted, event.Usage}
 }
 
 // IsTranscriptType reports whether t is one of the [TranscriptTypes].
 func IsTranscriptType(t event.Type) bool {
 	switch t {
-	case event.MessageUser, event.MessageCompleted, event.ToolCallCompleted, event.SteerConsumed:
+	case event.MessageUser, event.MessageCompleted, event.ToolCallCompleted, event.SteerConsumed,
+		event.ContextCompacted, event.Usage:
 		return true
 	}
 	return false
@@ -54,13 +56,32 @@ func LoadTranscript(ctx context.Context, st eventReader, sessionID string) ([]ll
 // Transcript rebuilds the model-visible conversation from a session's log:
 // user input, steering the model saw, assistant messages with their tool
 // calls, and tool results placed right after the assistant message that
-// asked for them, in the model's order. Events of other types are ignored.
+// asked for them, in the model's order. A context.compacted event
+// replaces everything before it with its summary and re-injected state
+// (see [FullTranscript] for the conversation without compactions).
+// Events of other types are ignored.
 //
 // A tool call without a result (which recovery prevents) is answered with
 // an error result, so that the transcript is always a valid model request.
 func Transcript(events []event.Event) ([]llm.Message, error) {
 	var b TranscriptBuilder
 	for _, e := range events {
+		if err := b.Add(e); err != nil {
+			return nil, err
+		}
+	}
+	return b.Messages(), nil
+}
+
+// FullTranscript is [Transcript] as if the session had never been
+// compacted: every message of the log, for people (session/get's full
+// view), not for a model, whose window it may exceed.
+func FullTranscript(events []event.Event) ([]llm.Message, error) {
+	var b TranscriptBuilder
+	for _, e := range events {
+		if e.Type == event.ContextCompacted {
+			continue
+		}
 		if err := b.Add(e); err != nil {
 			return nil, err
 		}
@@ -82,6 +103,14 @@ type TranscriptBuilder struct {
 	results map[string]llm.Message
 	size    int64 // of msgs
 	pending int64 // of results
+	// basis is the context size the provider last reported (usage), and
+	// basisAt the builder's Size when it did (see Basis).
+	basis, basisAt int64
+	// est and estPending estimate, in bytes of text, what msgs and
+	// results send to a model (see estimateBytes).
+	est, estPending int64
+	// compactions counts the context.compacted events folded.
+	compactions int
 }
 
 // Add folds e into the transcript; events of types other than
@@ -123,13 +152,51 @@ func (b *TranscriptBuilder) Add(e event.Event) error {
 		}
 		if old, ok := b.results[d.ID]; ok {
 			b.pending -= messageSize(old)
+			b.estPending -= estimateBytes(old)
 		}
 		r := llm.Message{Role: llm.RoleTool, ToolCallID: d.ID, ToolName: d.Name, Content: d.Output, IsError: d.IsError}
 		b.results[d.ID] = r
 		b.pending += messageSize(r)
+		b.estPending += estimateBytes(r)
+	case event.Usage:
+		var d event.UsageData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		if n := ContextTokens(d.Usage); n > 0 {
+			b.basis, b.basisAt = n, b.est+b.estPending
+		}
+	case event.ContextCompacted:
+		var d event.ContextCompactedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		// A compaction comes between steps, when every call has its
+		// result; the summary covers them all.
+		b.open = nil
+		clear(b.results)
+		b.pending, b.estPending = 0, 0
+		b.msgs, b.size, b.est = nil, 0, 0 // a new array: Messages shares the old one
+		for _, m := range CompactedMessages(d) {
+			b.push(m)
+		}
+		b.basis, b.basisAt = 0, 0
+		b.compactions++
 	}
 	return nil
 }
+
+// Basis returns what the builder knows of the transcript's size in
+// tokens: the context size the provider reported for the last step
+// ([ContextTokens] of its usage) and the bytes added since; with no
+// report since the last compaction, Tokens is zero and Bytes the size of
+// the whole transcript.
+func (b *TranscriptBuilder) Basis() Basis {
+	return Basis{Tokens: b.basis, Bytes: max(b.est+b.estPending-b.basisAt, 0)}
+}
+
+// Compactions returns the number of compactions the transcript folded.
+func (b *TranscriptBuilder) Compactions() int { return b.compactions }
 
 // Messages returns the transcript so far. The calls of the last assistant
 // message that have no result yet are answered with an error result in
@@ -156,7 +223,8 @@ func (b *TranscriptBuilder) Messages() []llm.Message {
 func (b *TranscriptBuilder) Clone() *TranscriptBuilder {
 	return &TranscriptBuilder{
 		msgs: slices.Clip(b.msgs), open: slices.Clip(b.open), results: maps.Clone(b.results),
-		size: b.size, pending: b.pending,
+		size: b.size, pending: b.pending, basis: b.basis, basisAt: b.basisAt, compactions: b.compactions,
+		est: b.est, estPending: b.estPending,
 	}
 }
 
@@ -170,6 +238,7 @@ func (b *TranscriptBuilder) Len() int { return len(b.msgs) + len(b.open) }
 func (b *TranscriptBuilder) push(m llm.Message) {
 	b.msgs = append(b.msgs, m)
 	b.size += messageSize(m)
+	b.est += estimateBytes(m)
 }
 
 // closeOpen moves the results of the open calls into the transcript, in
@@ -180,7 +249,7 @@ func (b *TranscriptBuilder) closeOpen() {
 	}
 	b.open = nil
 	clear(b.results)
-	b.pending = 0
+	b.pending, b.estPending = 0, 0
 }
 
 // result is call c's result, or the error result of a call that never

@@ -9,8 +9,13 @@ import (
 	"weft.dev/weft/llm"
 )
 
-// transcriptMagic begins the binary form of a TranscriptBuilder (version 1).
-const transcriptMagic = "WTX1"
+// transcriptMagic begins the binary form of a TranscriptBuilder (version
+// 2: version 1, which UnmarshalBinary still reads, lacks the trailer of
+// basis and compactions).
+const (
+	transcriptMagic   = "WTX2"
+	transcriptMagicV1 = "WTX1"
+)
 
 // errCorrupt reports binary data that is not a transcript.
 var errCorrupt = errors.New("agent: transcript snapshot is corrupt")
@@ -35,6 +40,9 @@ func (b *TranscriptBuilder) MarshalBinary() ([]byte, error) {
 	for _, r := range b.results {
 		out = appendMessage(out, r)
 	}
+	out = binary.AppendUvarint(out, uint64(b.basis))
+	out = binary.AppendUvarint(out, uint64(b.basisAt))
+	out = binary.AppendUvarint(out, uint64(b.compactions))
 	return out, nil
 }
 
@@ -42,7 +50,11 @@ func (b *TranscriptBuilder) MarshalBinary() ([]byte, error) {
 // (see MarshalBinary). Corrupt or truncated data is an error, never a
 // panic, and leaves the builder unchanged.
 func (b *TranscriptBuilder) UnmarshalBinary(data []byte) error {
-	if len(data) < len(transcriptMagic) || string(data[:len(transcriptMagic)]) != transcriptMagic {
+	if len(data) < len(transcriptMagic) {
+		return fmt.Errorf("%w: unknown format", errCorrupt)
+	}
+	v2 := string(data[:len(transcriptMagic)]) == transcriptMagic
+	if !v2 && string(data[:len(transcriptMagicV1)]) != transcriptMagicV1 {
 		return fmt.Errorf("%w: unknown format", errCorrupt)
 	}
 	// One string holds every byte; the messages' strings are its slices,
@@ -55,6 +67,7 @@ func (b *TranscriptBuilder) UnmarshalBinary(data []byte) error {
 		m := d.message()
 		nb.msgs = append(nb.msgs, m)
 		nb.size += messageSize(m)
+		nb.est += estimateBytes(m)
 	}
 	n = d.count()
 	for range n {
@@ -68,6 +81,12 @@ func (b *TranscriptBuilder) UnmarshalBinary(data []byte) error {
 		r := d.message()
 		nb.results[r.ToolCallID] = r
 		nb.pending += messageSize(r)
+		nb.estPending += estimateBytes(r)
+	}
+	if v2 {
+		nb.basis = int64(d.uvarint("basis"))
+		nb.basisAt = int64(d.uvarint("basis offset"))
+		nb.compactions = int(d.uvarint("compactions"))
 	}
 	if d.err != nil {
 		return d.err

@@ -25,6 +25,8 @@ const (
 	MethodSessionList   = "session/list"
 	MethodSessionDelete = "session/delete"
 	MethodSessionUpdate = "session/update"
+	// MethodSessionCompact compacts a session's conversation on demand.
+	MethodSessionCompact = "session/compact"
 
 	MethodRunStart  = "run/start"
 	MethodRunGet    = "run/get"

@@ -40,6 +40,8 @@ type Host interface {
 	UpdateSession(ctx context.Context, p UpdateSessionParams) (*SessionResult, error)
 	// DeleteSession implements [SessionDelete].
 	DeleteSession(ctx context.Context, p SessionIDParams) (*DeleteResult, error)
+	// CompactSession implements [SessionCompact].
+	CompactSession(ctx context.Context, p CompactParams) (*CompactResult, error)
 
 	// StartRun implements [RunStart].
 	StartRun(ctx context.Context, p StartRunParams) (*RunResult, error)

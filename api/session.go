@@ -87,16 +87,79 @@ func (p CreateSessionParams) Validate() error {
 type SessionResult struct {
 	record.Session
 	Replayed bool `json:"replayed,omitempty"`
+	// Transcript is the conversation, when session/get asked for it.
+	Transcript *Transcript `json:"transcript,omitempty"`
 }
 
 // SessionGetParams are the params of session/get.
 type SessionGetParams struct {
 	SessionID string `json:"sessionId"`
+	// Transcript, if set, adds the session's conversation to the result:
+	// "compacted" is what the model is sent next (the latest compaction's
+	// summary and what follows it), "full" every message of the log as if
+	// it had never been compacted.
+	Transcript string `json:"transcript,omitempty"`
 }
 
-// Validate checks that the session is named.
+// Transcript views of session/get.
+const (
+	TranscriptCompacted = "compacted"
+	TranscriptFull      = "full"
+)
+
+// Validate checks that the session is named and the view known.
 func (p SessionGetParams) Validate() error {
-	return required("sessionId", p.SessionID)
+	return firstError(required("sessionId", p.SessionID),
+		oneOf("transcript", p.Transcript, "transcript %q: want compacted or full", "", TranscriptCompacted, TranscriptFull))
+}
+
+// Transcript is a session's conversation, as session/get shows it.
+type Transcript struct {
+	// View is compacted or full.
+	View     string              `json:"view"`
+	Messages []TranscriptMessage `json:"messages"`
+	// Compactions counts the compactions in the log.
+	Compactions int `json:"compactions"`
+	// Omitted counts the oldest messages left out to keep the reply
+	// within its size cap.
+	Omitted int `json:"omitted,omitempty"`
+}
+
+// TranscriptMessage is one message of a [Transcript].
+type TranscriptMessage struct {
+	// Role is user, assistant or tool.
+	Role      string           `json:"role"`
+	Content   string           `json:"content,omitempty"`
+	Reasoning string           `json:"reasoning,omitempty"`
+	ToolCalls []event.ToolCall `json:"toolCalls,omitempty"`
+	// ToolCallID and ToolName identify the call a tool message answers.
+	ToolCallID string `json:"toolCallId,omitempty"`
+	ToolName   string `json:"toolName,omitempty"`
+	IsError    bool   `json:"isError,omitempty"`
+}
+
+// CompactParams are the params of session/compact.
+type CompactParams struct {
+	SessionID      string `json:"sessionId"`
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+}
+
+// Validate checks the session id and the idempotency key.
+func (p CompactParams) Validate() error {
+	return firstError(checkKey(p.IdempotencyKey), required("sessionId", p.SessionID), checkID("sessionId", p.SessionID))
+}
+
+// CompactResult is the result of session/compact: the compaction the
+// context.compacted event at Seq records.
+type CompactResult struct {
+	SessionID string `json:"sessionId"`
+	Seq       int64  `json:"seq"`
+	// UpToSeq, TokensBefore, TokensAfter and Summary are the event's.
+	UpToSeq      int64  `json:"upToSeq"`
+	TokensBefore int64  `json:"tokensBefore"`
+	TokensAfter  int64  `json:"tokensAfter"`
+	Summary      string `json:"summary"`
+	Replayed     bool   `json:"replayed,omitempty"`
 }
 
 // SessionIDParams name a session for a mutation (session/delete).

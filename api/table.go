@@ -32,6 +32,8 @@ var (
 		Doc: "Change a session's title or model; fields left out stay as they are.", call: Host.UpdateSession}
 	SessionDelete = Method[SessionIDParams, DeleteResult]{Name: MethodSessionDelete, Mutating: true,
 		Doc: "Delete a session without an active run.", call: Host.DeleteSession}
+	SessionCompact = Method[CompactParams, CompactResult]{Name: MethodSessionCompact, Mutating: true,
+		Doc: "Compact a session's conversation now: a summary by its model replaces what the next request sends; the log keeps everything.", call: Host.CompactSession}
 
 	RunStart = Method[StartRunParams, RunResult]{Name: MethodRunStart, Mutating: true,
 		Doc: "Start a run; busy decides what happens when one is active.", call: Host.StartRun}
@@ -110,6 +112,7 @@ func Methods() []Descriptor {
 	return []Descriptor{
 		Initialize, Discover,
 		SessionCreate, SessionGet, SessionList, SessionUpdate, SessionDelete,
+		SessionCompact,
 		RunStart, RunGet, RunList, RunWait, RunSteer, RunCancel,
 		EventsRead, EventsSubscribe, EventsUnsubscribe,
 		ToolsList,
@@ -176,6 +179,7 @@ func Events() []EventInfo {
 		{event.ToolCallCompleted, "A tool call's result.", reflect.TypeFor[event.ToolCallCompletedData]()},
 		{event.Usage, "Tokens of one step.", reflect.TypeFor[event.UsageData]()},
 		{event.ModelRetry, "A model request is retried.", reflect.TypeFor[event.ModelRetryData]()},
+		{event.ContextCompacted, "The conversation was compacted: later requests start from its summary and re-injected state.", reflect.TypeFor[event.ContextCompactedData]()},
 		{event.SteerAccepted, "Input injected into the active run.", reflect.TypeFor[event.SteerData]()},
 		{event.SteerConsumed, "The model saw a steer.", reflect.TypeFor[event.SteerData]()},
 		{event.SteerDropped, "A steer the run ended before consuming.", reflect.TypeFor[event.SteerData]()},

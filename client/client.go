@@ -246,6 +246,11 @@ func (c *Client) DeleteSession(ctx context.Context, p api.SessionIDParams) (*api
 	return call(ctx, c, api.SessionDelete, p)
 }
 
+// CompactSession calls session/compact.
+func (c *Client) CompactSession(ctx context.Context, p api.CompactParams) (*api.CompactResult, error) {
+	return call(ctx, c, api.SessionCompact, p)
+}
+
 // StartRun calls run/start.
 func (c *Client) StartRun(ctx context.Context, p api.StartRunParams) (*api.RunResult, error) {
 	return call(ctx, c, api.RunStart, p)

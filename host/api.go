@@ -158,7 +158,14 @@ func (h *Host) GetSession(ctx context.Context, p api.SessionGetParams) (*api.Ses
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return h.sessionRecord(ctx, p.SessionID)
+	res, err := h.sessionRecord(ctx, p.SessionID)
+	if err != nil || p.Transcript == "" {
+		return res, err
+	}
+	if res.Transcript, err = h.transcript(ctx, p.SessionID, p.Transcript); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // sessionRecord returns session id's record, loaded or not; an unknown or

@@ -45,7 +45,9 @@ type checked struct {
 }
 
 func (p checked) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.StreamEvent, error] {
-	p.c.check(ctx, req)
+	if req.Purpose == "" { // a summary request adds its instruction
+		p.c.check(ctx, req)
+	}
 	return p.inner.Stream(ctx, req)
 }
 

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strings"
 	"time"
 
 	"weft.dev/weft/event"
@@ -56,6 +57,11 @@ type Request struct {
 	MaxTokens int
 	// Temperature, if set, is passed through.
 	Temperature *float64
+	// Purpose says what the request is for; empty means an ordinary step
+	// of the agent loop. Providers send every request alike: it is for
+	// providers that answer without a model, such as the scripted one,
+	// and for logs.
+	Purpose string
 }
 
 // Message is one transcript entry.
@@ -138,7 +144,35 @@ const (
 	KindSafety      = "safety"       // the provider blocked the prompt or the response (safety, recitation, prohibited content)
 	KindScript      = "script"       // the scripted provider's file is wrong or ran out
 	KindTimeout     = "timeout"      // a limit of [Timeouts] was hit; Err is a *TimeoutError naming it
+	// KindContextOverflow: the request did not fit the model's context
+	// window (OpenAI's context_length_exceeded, Anthropic's "prompt is
+	// too long", Gemini's "exceeds the maximum number of tokens"). The
+	// agent loop compacts the conversation and retries the step once.
+	KindContextOverflow = "context_overflow"
 )
+
+// PurposeSummary is the [Request.Purpose] of the request by which the
+// agent loop asks a model to summarise the conversation so far, to
+// compact it.
+const PurposeSummary = "summary"
+
+// Overflow returns e with its kind set to [KindContextOverflow] (and not
+// retryable) when its text holds one of wordings, the phrases by which a
+// provider says that a request exceeded the context window; otherwise e
+// unchanged. Each provider passes its own wordings.
+func Overflow(e *Error, wordings ...string) *Error {
+	if e == nil || e.Err == nil {
+		return e
+	}
+	msg := strings.ToLower(e.Err.Error())
+	for _, w := range wordings {
+		if strings.Contains(msg, strings.ToLower(w)) {
+			e.Kind, e.Retryable, e.RetryAfter = KindContextOverflow, false, 0
+			break
+		}
+	}
+	return e
+}
 
 // Error is a typed provider failure.
 type Error struct {

@@ -194,6 +194,19 @@ func TestEveryMutationIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 	del1, del2 := mk(), mk()
+	// Two idle sessions with a conversation, to compact.
+	talked := func() *api.SessionResult {
+		ses := mk()
+		r, err := c.StartRun(ctx, api.StartRunParams{SessionID: ses.ID, Input: in("hi"), Model: "fast"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 10000}); err != nil {
+			t.Fatal(err)
+		}
+		return ses
+	}
+	cmp1, cmp2 := talked(), talked()
 	// A run that waits on an approval, a question and a client tool call.
 	asks, err := c.CreateSession(ctx, api.CreateSessionParams{Model: "asks", Policy: &api.Policy{Preset: api.PresetAskWrites},
 		Mounts: []event.Mount{{ID: "work", Path: t.TempDir(), Default: true}},
@@ -238,6 +251,15 @@ func TestEveryMutationIsIdempotent(t *testing.T) {
 				return c.DeleteSession(ctx, api.SessionIDParams{SessionID: del2.ID, IdempotencyKey: k})
 			},
 			replayed: func(r any) bool { return r.(*api.DeleteResult).Replayed },
+		},
+		api.MethodSessionCompact: {
+			call: func(k string) (any, error) {
+				return c.CompactSession(ctx, api.CompactParams{SessionID: cmp1.ID, IdempotencyKey: k})
+			},
+			other: func(k string) (any, error) {
+				return c.CompactSession(ctx, api.CompactParams{SessionID: cmp2.ID, IdempotencyKey: k})
+			},
+			replayed: func(r any) bool { return r.(*api.CompactResult).Replayed },
 		},
 		api.MethodSessionUpdate: {
 			call: func(k string) (any, error) {
@@ -399,7 +421,8 @@ func TestEveryMutationIsIdempotent(t *testing.T) {
 	order := []string{api.MethodSessionCreate, api.MethodSessionDelete, api.MethodSessionUpdate, api.MethodRunStart, api.MethodRunSteer,
 		api.MethodEnvMount, api.MethodEnvUnmount, api.MethodProcessStart, api.MethodProcessWrite, api.MethodProcessSignal,
 		api.MethodProcessGrant, api.MethodProcessRevoke, api.MethodProcessCancel, api.MethodRunCancel,
-		api.MethodApprovalDecide, api.MethodInputAnswer, api.MethodToolResult}
+		api.MethodApprovalDecide, api.MethodInputAnswer, api.MethodToolResult,
+		api.MethodSessionCompact}
 	for _, name := range order {
 		m := table[name]
 		key := "key-" + name

@@ -221,7 +221,8 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 			if err != nil {
 				return nil, err
 			}
-			return &host.Model{Name: m.Name, Provider: m.Provider, Model: m.Model, MaxTokens: m.MaxTokens}, nil
+			return &host.Model{Name: m.Name, Provider: m.Provider, Model: m.Model, MaxTokens: m.MaxTokens,
+				ContextWindow: m.ContextWindow, CompactAt: m.CompactAt, CompactModel: m.CompactModel}, nil
 		},
 	})
 	if err != nil {

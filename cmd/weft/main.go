@@ -54,6 +54,7 @@ type cli struct {
 	Steer     steerCmd     `cmd:"" help:"Inject input into an active run."`
 	Cancel    cancelCmd    `cmd:"" help:"Cancel a run."`
 	Status    statusCmd    `cmd:"" help:"Show a run."`
+	Compact   compactCmd   `cmd:"" help:"Compact a session's conversation now: a summary replaces what its next run sends the model (the log keeps everything)."`
 	Mount     mountCmd     `cmd:"" help:"Attach a directory to a session at /environment/ID (through the host)."`
 	Unmount   unmountCmd   `cmd:"" help:"Detach a mount from a session (through the host)."`
 	Mounts    mountsCmd    `cmd:"" help:"List a session's mounts (through the host)."`

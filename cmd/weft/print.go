@@ -151,6 +151,12 @@ func (p *printer) print(e event.Event) {
 		_ = e.Decode(&d)
 		p.clearStatus()
 		fmt.Fprintf(p.stderr, "weft: model request failed (%s); retry %d in %d ms\n", d.Error, d.Attempt, d.DelayMs)
+	case event.ContextCompacted:
+		var d event.ContextCompactedData
+		_ = e.Decode(&d)
+		p.clearStatus()
+		p.endLine()
+		fmt.Fprintf(p.stderr, "⇣ context compacted (%s): about %d tokens → %d\n", d.Reason, d.TokensBefore, d.TokensAfter)
 	case event.SteerConsumed:
 		var d event.SteerData
 		_ = e.Decode(&d)

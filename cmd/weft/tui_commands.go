@@ -21,6 +21,7 @@ const chatHelp = `a line that does not start with / is a prompt: the agent answe
   /rename TITLE     give the session a new title
   /history          the prompts of this session
   /cancel           cancel the run that goes
+  /compact          compact the session's conversation now (a summary replaces what the next run sends)
   /help             this list
   /quit             exit (also Ctrl-D; Ctrl-C twice at an empty prompt)
 keys: Enter sends; while a run goes, Enter steers it (the model reads it at its next step) and Tab queues it as the next run;
@@ -90,10 +91,34 @@ func (t *tui) command(line string) tea.Cmd {
 		c := t.interrupt()
 		t.opt.chat = chat
 		return c
+	case "/compact":
+		return t.compact()
 	default:
 		t.notice(fmt.Sprintf("weft: unknown command %s (/help lists them)", cmd), true)
 	}
 	return nil
+}
+
+// compact compacts the current session through the host (session/compact).
+func (t *tui) compact() tea.Cmd {
+	if t.sessionID == "" {
+		t.info("no session yet: nothing to compact")
+		return nil
+	}
+	if t.run != nil {
+		t.info("a run goes: it compacts by itself between its steps when it needs to; /compact once it has ended")
+		return nil
+	}
+	sid := t.sessionID
+	fail := func(err error) tea.Msg { return infoMsg{err: compactErr(sid, err)} }
+	return t.call(func(ctx context.Context, h api.Host) tea.Msg {
+		r, err := h.CompactSession(ctx, api.CompactParams{SessionID: sid})
+		if err != nil {
+			return fail(err)
+		}
+		return infoMsg{text: fmt.Sprintf("compacted: about %d tokens → %d; the next run starts from this summary:\n%s",
+			r.TokensBefore, r.TokensAfter, clip(r.Summary, 2000))}
+	}, fail)
 }
 
 // mount mounts a directory: in the current session through the host, or

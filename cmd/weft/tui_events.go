@@ -163,6 +163,10 @@ func (t *tui) event(e event.Event) tea.Cmd {
 		var d event.ModelRetryData
 		_ = e.Decode(&d)
 		t.notice(fmt.Sprintf("weft: model request failed (%s); retry %d in %d ms", d.Error, d.Attempt, d.DelayMs), true)
+	case event.ContextCompacted:
+		var d event.ContextCompactedData
+		_ = e.Decode(&d)
+		t.info(fmt.Sprintf("context compacted (%s): about %d tokens → %d; the model goes on from a summary", d.Reason, d.TokensBefore, d.TokensAfter))
 	case event.SteerConsumed:
 		var d event.SteerData
 		_ = e.Decode(&d)

@@ -171,8 +171,18 @@ type Model struct {
 	BaseURL string `json:"baseURL,omitempty"`
 	// APIKeyEnv names the environment variable holding the key; empty means the provider's usual one.
 	APIKeyEnv string `json:"apiKeyEnv,omitempty"`
-	// ContextWindow is the model's context size in tokens, for display and budgeting.
+	// ContextWindow is the model's context size in tokens: runs compact
+	// their conversation before a request would fill CompactAt of it.
+	// Zero means the default for known models ([DefaultContextWindow]),
+	// else none (compaction only when the provider refuses a request as
+	// too long).
 	ContextWindow int `json:"contextWindow,omitempty"`
+	// CompactAt is the share of ContextWindow (0 < x ≤ 1) a request may
+	// fill before a compaction; zero means 0.8.
+	CompactAt float64 `json:"compactAt,omitempty"`
+	// CompactModel names the model (a named model or "provider:model")
+	// that writes compaction summaries; empty means this model.
+	CompactModel string `json:"compactModel,omitempty"`
 	// MaxTokens caps output tokens per step.
 	MaxTokens int `json:"maxTokens,omitempty"`
 	// ConnectTimeoutMs, FirstByteTimeoutMs and IdleTimeoutMs are the
@@ -230,7 +240,7 @@ func Keys() []string {
 }
 
 // modelKeys lists the keys of a named model.
-var modelKeys = []string{"provider", "model", "baseURL", "apiKeyEnv", "contextWindow", "maxTokens", "connectTimeoutMs", "firstByteTimeoutMs", "idleTimeoutMs"}
+var modelKeys = []string{"provider", "model", "baseURL", "apiKeyEnv", "contextWindow", "compactAt", "compactModel", "maxTokens", "connectTimeoutMs", "firstByteTimeoutMs", "idleTimeoutMs"}
 
 // mcpKeys lists the keys of an MCP server.
 func mcpKeys() []string {
@@ -275,6 +285,12 @@ func Parse(b []byte) (File, error) {
 		m := f.Models[name]
 		if m.Provider == "" || m.Model == "" {
 			return f, fmt.Errorf("%s: models.%s: provider and model are required", keyPosition(b, name), name)
+		}
+		if m.CompactAt < 0 || m.CompactAt > 1 {
+			return f, fmt.Errorf("%s: models.%s.compactAt %g: want a share of the context window, above 0 and at most 1", keyPosition(b, "compactAt"), name, m.CompactAt)
+		}
+		if m.ContextWindow < 0 {
+			return f, fmt.Errorf("%s: models.%s.contextWindow %d: want tokens", keyPosition(b, "contextWindow"), name, m.ContextWindow)
 		}
 		for _, t := range []struct {
 			key string

@@ -28,6 +28,51 @@ type Resolved struct {
 	// Model is the provider's model name.
 	Model     string
 	MaxTokens int
+	// ContextWindow is the model's context window in tokens: the
+	// configured one, else [DefaultContextWindow]'s; zero if unknown.
+	ContextWindow int
+	// CompactAt and CompactModel are the model's configured ones (see
+	// [Model]).
+	CompactAt    float64
+	CompactModel string
+}
+
+// DefaultContextWindow returns the context window, in tokens, of a known
+// model of provider (its published limit), or zero. A configured
+// contextWindow takes precedence; local models (openai-chat) have none
+// by default, since the server decides.
+func DefaultContextWindow(provider, model string) int {
+	m := strings.ToLower(model)
+	has := func(prefixes ...string) bool {
+		for _, p := range prefixes {
+			if strings.HasPrefix(m, p) {
+				return true
+			}
+		}
+		return false
+	}
+	switch provider {
+	case "openai":
+		switch {
+		case has("gpt-5"):
+			return 400_000
+		case has("gpt-4.1"):
+			return 1_047_576
+		case has("o1", "o3", "o4"):
+			return 200_000
+		case has("gpt-4o", "gpt-4-turbo"):
+			return 128_000
+		}
+	case "anthropic":
+		if has("claude-") {
+			return 200_000
+		}
+	case "gemini":
+		if has("gemini-1.5", "gemini-2", "gemini-3") {
+			return 1_048_576
+		}
+	}
+	return 0
 }
 
 // errNoModel explains how to configure a model.
@@ -54,7 +99,11 @@ func Resolve(spec string, f File, configPath string, getenv func(string) string)
 		}
 		m = Model{Provider: prov, Model: model}
 	}
-	r := &Resolved{Name: m.Provider + ":" + m.Model, Model: m.Model, MaxTokens: m.MaxTokens}
+	r := &Resolved{Name: m.Provider + ":" + m.Model, Model: m.Model, MaxTokens: m.MaxTokens,
+		ContextWindow: m.ContextWindow, CompactAt: m.CompactAt, CompactModel: m.CompactModel}
+	if r.ContextWindow == 0 {
+		r.ContextWindow = DefaultContextWindow(m.Provider, m.Model)
+	}
 	key := func(def string) (string, error) {
 		v := def
 		if m.APIKeyEnv != "" {
@@ -110,7 +159,13 @@ func Resolve(spec string, f File, configPath string, getenv func(string) string)
 		}
 		r.Provider, err = gemini.New(gemini.Config{APIKey: k, BaseURL: base("GEMINI_BASE_URL"), Timeouts: m.Timeouts()})
 	case "scripted":
-		r.Provider, err = scripted.Load(m.Model)
+		var p *scripted.Provider
+		if p, err = scripted.Load(m.Model); err == nil {
+			r.Provider = p
+			if r.ContextWindow == 0 {
+				r.ContextWindow = p.ContextWindow()
+			}
+		}
 	default:
 		known := Providers()
 		sort.Strings(known)

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -157,5 +159,51 @@ func TestResolveTimeouts(t *testing.T) {
 			}
 			t.Fatal("no error")
 		})
+	}
+}
+
+// TestResolveContextWindow: a configured window wins; known models have
+// their published one; a scripted model takes its script's; compactAt
+// outside (0, 1] is refused where it is written.
+func TestResolveContextWindow(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "s.json")
+	if err := os.WriteFile(script, []byte(`{"contextWindow":3000,"steps":[{"text":"hi"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := File{Models: map[string]Model{
+		"small": {Provider: "anthropic", Model: "claude-sonnet-4-5", ContextWindow: 50_000, CompactAt: 0.5, CompactModel: "anthropic:claude-haiku-4-5"},
+	}}
+	env := func(name string) string {
+		if strings.HasSuffix(name, "_KEY") {
+			return "key"
+		}
+		return ""
+	}
+	for _, tc := range []struct {
+		spec   string
+		window int
+	}{
+		{"small", 50_000},
+		{"anthropic:claude-sonnet-4-5", 200_000},
+		{"openai:gpt-5.1", 400_000},
+		{"gemini:gemini-2.5-flash", 1_048_576},
+		{"openai-chat:llama3", 0},
+		{"scripted:" + script, 3000},
+	} {
+		r, err := Resolve(tc.spec, f, "config.json", env)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.spec, err)
+		}
+		if r.ContextWindow != tc.window {
+			t.Errorf("%s: window %d, want %d", tc.spec, r.ContextWindow, tc.window)
+		}
+	}
+	if r, _ := Resolve("small", f, "config.json", env); r.CompactAt != 0.5 || r.CompactModel != "anthropic:claude-haiku-4-5" {
+		t.Errorf("compaction settings %+v", r)
+	}
+	_, err := Parse([]byte(`{"models":{"x":{"provider":"openai","model":"gpt-5","compactAt":1.5}}}`))
+	if err == nil || !strings.Contains(err.Error(), "compactAt 1.5") {
+		t.Errorf("compactAt 1.5: %v", err)
 	}
 }

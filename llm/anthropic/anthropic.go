@@ -197,7 +197,7 @@ func classify(ctx context.Context, err error, resp *http.Response) error {
 				h := apiErr.Response.Header
 				ra = llm.ParseRetryAfter(h.Get("Retry-After"), h.Get("Retry-After-Ms"), time.Now())
 			}
-			return llm.StatusError(providerName, apiErr.StatusCode, ra, err)
+			return llm.Overflow(llm.StatusError(providerName, apiErr.StatusCode, ra, err), overflowWording)
 		}
 		// An "error" SSE event inside a 200 response: the SDK builds an
 		// *anthropic.Error with the response's status (200), so the kind
@@ -215,6 +215,10 @@ func classify(ctx context.Context, err error, resp *http.Response) error {
 	}
 	return &llm.Error{Provider: providerName, Kind: llm.KindConnection, Retryable: true, Err: err}
 }
+
+// overflowWording is how Anthropic says that a request exceeded the
+// model's context window (an invalid_request_error, HTTP 400).
+const overflowWording = "prompt is too long"
 
 // eventError classifies an "error" event of the stream by its error type.
 func eventError(apiErr *anthropic.Error) *llm.Error {
@@ -238,7 +242,7 @@ func eventError(apiErr *anthropic.Error) *llm.Error {
 		typ = "unknown"
 	}
 	e.Err = fmt.Errorf("error event %s: %s", typ, msg)
-	return e
+	return llm.Overflow(e, overflowWording)
 }
 
 // decoder turns the SDK's stream events into weft stream events. It holds

@@ -732,3 +732,19 @@ func BenchmarkStream1000Tokens(b *testing.B) {
 		}
 	}
 }
+
+// TestContextOverflow: Anthropic's "prompt is too long" (HTTP 400, or an
+// error event) is the kind context_overflow, on which the loop compacts.
+func TestContextOverflow(t *testing.T) {
+	s := newServer(t, reply{status: 400,
+		body: `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 215402 tokens > 200000 maximum"}}`})
+	r := collect(t.Context(), newProvider(t, s), simpleRequest())
+	wantKind(t, r.err, llm.KindContextOverflow, false)
+
+	var b sse
+	b.messageStart(10, 0, 0)
+	b.event("error", obj{"type": "error", "error": obj{"type": "invalid_request_error", "message": "prompt is too long: 215402 tokens > 200000 maximum"}})
+	s = newServer(t, reply{body: b.String()})
+	r = collect(t.Context(), newProvider(t, s), simpleRequest())
+	wantKind(t, r.err, llm.KindContextOverflow, false)
+}

@@ -128,7 +128,14 @@ func statusError(res *http.Response) *llm.Error {
 		// The API answers a bad key with 400 INVALID_ARGUMENT.
 		e.Kind = llm.KindAuth
 	}
-	return e
+	return overflow(e)
+}
+
+// overflow classifies e by how Gemini says that a request exceeded the
+// model's context window: "The input token count (N) exceeds the maximum
+// number of tokens allowed (M)." (400 INVALID_ARGUMENT).
+func overflow(e *llm.Error) *llm.Error {
+	return llm.Overflow(e, "exceeds the maximum number of tokens", "input token count")
 }
 
 func isKeyError(st *apiStatus) bool {
@@ -146,7 +153,7 @@ func streamError(st *apiStatus) *llm.Error {
 			code = http.StatusInternalServerError
 		}
 	}
-	return llm.StatusError(providerName, code, st.retryDelay(), fmt.Errorf("error in stream: %s", st.text()))
+	return overflow(llm.StatusError(providerName, code, st.retryDelay(), fmt.Errorf("error in stream: %s", st.text())))
 }
 
 // statusCode maps a google.rpc.Code name to the HTTP status the API gives

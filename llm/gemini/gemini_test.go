@@ -333,6 +333,7 @@ func TestHTTPErrorKinds(t *testing.T) {
 	}{
 		{"bad request", 400, `{"error":{"code":400,"message":"* GenerateContentRequest.contents: contents is not specified","status":"INVALID_ARGUMENT"}}`, llm.KindBadRequest, false, "INVALID_ARGUMENT: * GenerateContentRequest.contents"},
 		{"bad key", 400, `{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com"}]}}`, llm.KindAuth, false, "API key not valid. Please pass a valid API key. (API_KEY_INVALID)"},
+		{"context overflow", 400, `{"error":{"code":400,"message":"The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).","status":"INVALID_ARGUMENT"}}`, llm.KindContextOverflow, false, "exceeds the maximum number of tokens"},
 		{"unauthenticated", 401, `{"error":{"code":401,"message":"Request had invalid authentication credentials.","status":"UNAUTHENTICATED"}}`, llm.KindAuth, false, "UNAUTHENTICATED"},
 		{"permission", 403, `{"error":{"code":403,"message":"Method doesn't allow unregistered callers.","status":"PERMISSION_DENIED"}}`, llm.KindAuth, false, "PERMISSION_DENIED"},
 		{"unknown model", 404, `{"error":{"code":404,"message":"models/gemini-9 is not found for API version v1beta","status":"NOT_FOUND"}}`, llm.KindBadRequest, false, "models/gemini-9 is not found"},

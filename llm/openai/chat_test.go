@@ -489,3 +489,19 @@ func assertJSON(t testing.TB, what string, got json.RawMessage, want string) {
 		t.Errorf("%s =\n%s\nwant\n%s", what, mustJSON(g), mustJSON(w))
 	}
 }
+
+// TestChatContextOverflow: OpenAI's context_length_exceeded, and the
+// wording of OpenAI-compatible servers, are the kind context_overflow.
+func TestChatContextOverflow(t *testing.T) {
+	for _, body := range []string{
+		`{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}`,
+		`{"object":"error","message":"This model's maximum context length is 8192 tokens. However, you requested 9000 tokens","code":400}`,
+	} {
+		s := newServer(t, reply{status: 400, parts: []string{body}})
+		r := collect(t, newChat(t, s).Stream(ctxT(t), simpleRequest()))
+		wantError(t, r.err, "openai-chat", llm.KindContextOverflow, false)
+	}
+	if e := codeError("openai", "context_length_exceeded", errors.New("too long")); e.Kind != llm.KindContextOverflow {
+		t.Errorf("error code context_length_exceeded in a stream: %s", e.Kind)
+	}
+}

@@ -225,7 +225,14 @@ func (c *client) statusError(status int, res *http.Response, err error) *llm.Err
 	if res != nil {
 		retryAfter = llm.ParseRetryAfter(res.Header.Get("Retry-After"), res.Header.Get("Retry-After-Ms"), time.Now())
 	}
-	return llm.StatusError(c.provider, status, retryAfter, err)
+	return overflow(llm.StatusError(c.provider, status, retryAfter, err))
+}
+
+// overflow classifies e by how OpenAI (the context_length_exceeded code) and
+// the OpenAI-compatible servers (vLLM, llama.cpp, Ollama) say that a
+// request exceeded the model's context window.
+func overflow(e *llm.Error) *llm.Error {
+	return llm.Overflow(e, "context_length_exceeded", "maximum context length", "context window", "exceeds the context size")
 }
 
 // bodySnippet returns the start of an error response's body, which the SDK
@@ -371,7 +378,7 @@ func (c *client) streamError(raw json.RawMessage) error {
 	err := fmt.Errorf("error in stream: %s", msg)
 	var status int
 	if json.Unmarshal(e.Code, &status) == nil && status >= 400 && status <= 599 {
-		return llm.StatusError(c.provider, status, 0, err)
+		return overflow(llm.StatusError(c.provider, status, 0, err))
 	}
 	var code string
 	_ = json.Unmarshal(e.Code, &code)
@@ -382,6 +389,8 @@ func (c *client) streamError(raw json.RawMessage) error {
 func codeError(provider, code string, err error) *llm.Error {
 	e := &llm.Error{Provider: provider, Err: err}
 	switch {
+	case code == "context_length_exceeded":
+		e.Kind = llm.KindContextOverflow
 	case strings.Contains(code, "rate_limit"):
 		e.Kind, e.Retryable = llm.KindRateLimited, true
 	case code == "" || code == "server_error" || strings.Contains(code, "timeout") || strings.Contains(code, "overloaded"):

@@ -17,6 +17,10 @@ type script struct {
 	steps []step
 	loop  bool
 	usage bool
+	// summary is the template of the answer to a summary request.
+	summary string
+	// contextWindow is the window the script declares for its model.
+	contextWindow int
 }
 
 // step is one scripted response.
@@ -30,6 +34,14 @@ type step struct {
 	// the step has tool calls, else stop).
 	finish        string
 	providerState json.RawMessage
+	// usage, if set, is the usage the step reports in place of the
+	// synthetic one.
+	usage *stepUsage
+}
+
+// stepUsage is a step's scripted token usage.
+type stepUsage struct {
+	input, output int
 }
 
 // toolCall is one scripted tool call.
@@ -65,7 +77,8 @@ func defaultRetryable(kind string) bool {
 
 // errorKinds returns the kinds a script's error may name.
 func errorKinds() []string {
-	return []string{llm.KindRateLimited, llm.KindServer, llm.KindConnection, llm.KindAuth, llm.KindBadRequest, llm.KindStreamCut, llm.KindMalformed}
+	return []string{llm.KindRateLimited, llm.KindServer, llm.KindConnection, llm.KindAuth, llm.KindBadRequest, llm.KindStreamCut, llm.KindMalformed,
+		llm.KindContextOverflow}
 }
 
 // finishReasons returns the Finish reasons a step may name.
@@ -121,10 +134,14 @@ func parse(data []byte) (script, error) {
 			s.loop, err = boolean("loop", v)
 		case "usage":
 			s.usage, err = boolean("usage", v)
+		case "summary":
+			s.summary, err = str("summary", v)
+		case "contextWindow":
+			s.contextWindow, err = nonNegative("contextWindow", v)
 		case "comment":
 			_, err = str("comment", v)
 		default:
-			return unknown("", key, "steps", "loop", "usage", "comment")
+			return unknown("", key, "steps", "loop", "usage", "summary", "contextWindow", "comment")
 		}
 		return err
 	})
@@ -176,10 +193,12 @@ func parseStep(path string, v json.RawMessage) (step, error) {
 			st.finish, err = oneOf(p, v, finishReasons())
 		case "providerState":
 			st.providerState, err = compact(p, v)
+		case "usage":
+			st.usage, err = parseUsage(p, v)
 		case "comment":
 			_, err = str(p, v)
 		default:
-			return unknown(path, key, "text", "reasoning", "toolCalls", "delayMs", "error", "finish", "providerState", "comment")
+			return unknown(path, key, "text", "reasoning", "toolCalls", "delayMs", "error", "finish", "providerState", "usage", "comment")
 		}
 		return err
 	})
@@ -190,6 +209,24 @@ func parseStep(path string, v json.RawMessage) (step, error) {
 		return st, fmt.Errorf("%s: empty step: give text, reasoning, toolCalls or error", path)
 	}
 	return st, nil
+}
+
+func parseUsage(path string, v json.RawMessage) (*stepUsage, error) {
+	u := &stepUsage{}
+	err := fields(path, v, func(key string, v json.RawMessage) error {
+		p := path + "." + key
+		var err error
+		switch key {
+		case "inputTokens":
+			u.input, err = nonNegative(p, v)
+		case "outputTokens":
+			u.output, err = nonNegative(p, v)
+		default:
+			return unknown(path, key, "inputTokens", "outputTokens")
+		}
+		return err
+	})
+	return u, err
 }
 
 func parseToolCalls(path string, v json.RawMessage) ([]toolCall, error) {

@@ -33,6 +33,10 @@ type Provider struct {
 // Name returns the name the script was parsed under (its path, for Load).
 func (p *Provider) Name() string { return p.name }
 
+// ContextWindow returns the context window the script declares for its
+// model (its "contextWindow"), or zero.
+func (p *Provider) ContextWindow() int { return p.script.contextWindow }
+
 // Steps returns the number of steps in the script.
 func (p *Provider) Steps() int { return len(p.script.steps) }
 
@@ -49,15 +53,29 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.S
 		if req == nil {
 			req = &llm.Request{}
 		}
+		msgs := req.Messages
+		summary := req.Purpose == llm.PurposeSummary
+		if summary && len(msgs) > 0 {
+			msgs = msgs[:len(msgs)-1] // the request's own instruction
+		}
 		turn := 0
 		input := ""
-		for _, m := range req.Messages {
+		for _, m := range msgs {
 			switch m.Role {
 			case llm.RoleAssistant:
 				turn++
 			case llm.RoleUser:
 				input = m.Content
+				if t, ok := summaryTurns(m.Content); ok {
+					// The summary of a compaction: the script goes on
+					// from the turn it covered.
+					turn = t
+				}
 			}
+		}
+		if summary {
+			p.summarize(req, turn, input, yield)
+			return
 		}
 		n := len(p.script.steps)
 		idx := turn
@@ -108,11 +126,14 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.S
 			yield(llm.StreamEvent{}, fail.err)
 			return
 		}
-		if p.script.usage {
+		if p.script.usage || st.usage != nil {
 			u := event.TokenUsage{
 				InputTokens:     quarter(requestChars(req)),
 				OutputTokens:    quarter(outChars),
 				ReasoningTokens: quarter(utf8.RuneCountInString(vars.Replace(st.reasoning))),
+			}
+			if st.usage != nil {
+				u = event.TokenUsage{InputTokens: int64(st.usage.input), OutputTokens: int64(st.usage.output)}
 			}
 			if !yield(llm.StreamEvent{Usage: &u}, nil) {
 				return
@@ -128,6 +149,56 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.S
 		}
 		yield(llm.StreamEvent{Finish: f}, nil)
 	}
+}
+
+// summaryMark ends every summary the provider writes, with the number of
+// turns (assistant messages) it covers, so that a compacted request
+// goes on with the step after them.
+const summaryMark = "[scripted summary of %d turns]"
+
+// summaryTurns returns the turns a summary of the provider's covers, if
+// text holds one.
+func summaryTurns(text string) (int, bool) {
+	i := strings.LastIndex(text, "[scripted summary of ")
+	if i < 0 {
+		return 0, false
+	}
+	var n int
+	if _, err := fmt.Sscanf(text[i:], summaryMark, &n); err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
+// summarize answers a summary request (llm.PurposeSummary): the script's
+// summary template, or a default naming the latest input, then the mark
+// of the turns it covers. It reports synthetic usage unless the script
+// turned usage off.
+func (p *Provider) summarize(req *llm.Request, turn int, input string, yield func(llm.StreamEvent, error) bool) {
+	tmpl := p.script.summary
+	if tmpl == "" {
+		tmpl = "Summary: {{turn}} turns so far; the latest input was: {{input}}"
+	}
+	if strings.HasPrefix(input, "[") {
+		// An earlier summary is not an input of the user's.
+		if i := strings.Index(input, "]"); i >= 0 && strings.Contains(input[:i], "compacted") {
+			input = "(compacted)"
+		}
+	}
+	text := strings.NewReplacer("{{input}}", input, "{{turn}}", strconv.Itoa(turn), "{{step}}", strconv.Itoa(turn)).Replace(tmpl) +
+		"\n" + fmt.Sprintf(summaryMark, turn)
+	for _, w := range words(text) {
+		if !yield(llm.StreamEvent{Text: w}, nil) {
+			return
+		}
+	}
+	if p.script.usage {
+		u := event.TokenUsage{InputTokens: quarter(requestChars(req)), OutputTokens: quarter(utf8.RuneCountInString(text))}
+		if !yield(llm.StreamEvent{Usage: &u}, nil) {
+			return
+		}
+	}
+	yield(llm.StreamEvent{Finish: &llm.Finish{Reason: llm.FinishStop}}, nil)
 }
 
 // failure is a scripted failure of one request.

@@ -179,7 +179,7 @@ func (s *Session) steerQueued(ctx context.Context, steerID string, input []event
 // next run must stay queued for the recovery to start, not start on a
 // journal that refuses every write.
 func (s *Session) startNext() {
-	if len(s.queue) == 0 || s.held || s.state != stateOpen || s.ctx.Err() != nil || s.j.Err() != nil {
+	if len(s.queue) == 0 || s.held || s.compacting || s.state != stateOpen || s.ctx.Err() != nil || s.j.Err() != nil {
 		return
 	}
 	q := s.queue[0]
@@ -608,6 +608,11 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 	if s.cfg.MCP != nil {
 		run.Tools = s.stepTools
 	}
+	run.State = s.compactionState
+	summarizer, err := s.compactModel(m)
+	if err != nil {
+		return fail("model", err.Error())
+	}
 	if resume {
 		s.mu.Lock()
 		run.History, run.Resume = a.history, a.resume
@@ -622,7 +627,7 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 				return fail("log", err.Error())
 			}
 		}
-	} else if run.History, err = s.conv.Messages(ctx, sessionLog{s}); err != nil {
+	} else if run.History, run.Basis, err = s.conv.Messages(ctx, sessionLog{s}); err != nil {
 		return fail("log", err.Error())
 	}
 	maxSteps := q.maxSteps
@@ -632,6 +637,7 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 	out, err := agent.Execute(ctx, agent.Config{
 		Provider: m.Provider, Model: m.Model, Tools: s.cfg.Tools, MaxSteps: maxSteps,
 		MaxTokens: m.MaxTokens, Logger: s.cfg.Logger,
+		ContextWindow: m.ContextWindow, CompactAt: m.CompactAt, CompactModel: summarizer,
 	}, log, run)
 	if err != nil {
 		s.cfg.Logger.Error("run ended without its terminal event", "session", s.id, "run", q.id, "err", err)

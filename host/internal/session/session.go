@@ -48,12 +48,13 @@ var ErrClosed = fmt.Errorf("session closed: %w", agent.ErrHostStopped)
 
 // Store is what a session needs of the store: what its journal appends
 // and reads (which covers what reconciling it reads), the runs and
-// requests it looks up, and the snapshots of its transcript. Every
-// [store.Store] is one.
+// requests it looks up, the processes a compaction names, and the
+// snapshots of its transcript. Every [store.Store] is one.
 type Store interface {
 	journal.Store
 	Run(ctx context.Context, id string) (record.Run, error)
 	Request(ctx context.Context, id string) (record.Request, error)
+	Processes(ctx context.Context, p store.ListProcessesParams) ([]record.Process, error)
 	store.Snapshots
 }
 
@@ -163,7 +164,9 @@ type Session struct {
 	retired []*env.Binding // replaced while a run was active
 	queue   []queuedRun
 	held    bool // the queue waits for a run admitted through this host (Config.HoldQueued)
-	active  *activeRun
+	// compacting is set while session/compact runs: the queue waits.
+	compacting bool
+	active     *activeRun
 	// orphan is the run whose loop ended on a journal that had failed,
 	// before the recovery looked for the active run: the recovery cuts it
 	// as it would the active one (see recover).

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"weft.dev/weft/event"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -61,7 +63,7 @@ func TestBudgetNilAndZero(t *testing.T) {
 func TestCacheForgetsWhatDoesNotFit(t *testing.T) {
 	b := NewBudget(64 << 10)
 	tr := NewCache(b)
-	if _, err := tr.Messages(t.Context(), emptyLog{}); err != nil {
+	if _, _, err := tr.Messages(t.Context(), emptyLog{}); err != nil {
 		t.Fatal(err)
 	}
 	seq := commit(t, tr, 0, 4, "short")
@@ -84,7 +86,7 @@ func TestCacheForgetsWhatDoesNotFit(t *testing.T) {
 func TestCacheDropReleases(t *testing.T) {
 	b := NewBudget(1 << 20)
 	tr := NewCache(b)
-	if _, err := tr.Messages(t.Context(), emptyLog{}); err != nil {
+	if _, _, err := tr.Messages(t.Context(), emptyLog{}); err != nil {
 		t.Fatal(err)
 	}
 	commit(t, tr, 0, 3, "hello")
@@ -94,5 +96,30 @@ func TestCacheDropReleases(t *testing.T) {
 	tr.Drop()
 	if b.Used() != 0 {
 		t.Fatalf("a dropped transcript still holds %d bytes", b.Used())
+	}
+}
+
+// A compaction shrinks a kept transcript: the cache gives back the
+// budget it no longer needs, and keeps the compacted conversation.
+func TestCompactionReturnsBudget(t *testing.T) {
+	b := NewBudget(1 << 30)
+	tr := NewCache(b)
+	if _, _, err := tr.Messages(t.Context(), emptyLog{}); err != nil {
+		t.Fatal(err)
+	}
+	seq := commit(t, tr, 0, 200, string(make([]byte, 2<<10)))
+	before := b.Used()
+	e, err := event.New("run", event.ContextCompacted, event.ContextCompactedData{Summary: "short", UpToSeq: seq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Seq = seq + 1
+	tr.Observe([]event.Event{e})
+	if after := b.Used(); after*4 > before {
+		t.Fatalf("the budget held %d before the compaction and %d after", before, after)
+	}
+	msgs, _, err := tr.Messages(t.Context(), emptyLog{})
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("after the compaction: %d messages, %v", len(msgs), err)
 	}
 }

@@ -111,6 +111,14 @@ type Log interface {
 func (k *kept) fit(budget *Budget) {
 	need := k.b.Size() - k.held
 	if need <= 0 {
+		if k.held > 8<<10 && -need > k.held/2 {
+			// A compaction shrank the transcript: give back what it
+			// no longer needs, keeping the same headroom as a reserve.
+			if keep := k.b.Size() + k.b.Size()/2 + 4<<10; keep < k.held {
+				budget.release(k.held - keep)
+				k.held = keep
+			}
+		}
 		return
 	}
 	// Reserve ahead, so that a growing transcript does not take the
@@ -157,16 +165,17 @@ func (t *Cache) Observe(batch []event.Event) {
 	}
 }
 
-// Messages returns the transcript as of the last commit, building it
-// from log when the cache holds none. The caller may append to the slice
-// but not modify its elements.
-func (t *Cache) Messages(ctx context.Context, log Log) ([]llm.Message, error) {
+// Messages returns the transcript as of the last commit, and what is
+// known of its size in tokens (agent.TranscriptBuilder.Basis), building
+// it from log when the cache holds none. The caller may append to the
+// slice but not modify its elements.
+func (t *Cache) Messages(ctx context.Context, log Log) ([]llm.Message, agent.Basis, error) {
 	t.build.Lock()
 	defer t.build.Unlock()
 	t.mu.Lock()
 	if t.kept.b != nil {
 		defer t.mu.Unlock()
-		return t.kept.b.Messages(), nil
+		return t.kept.b.Messages(), t.kept.b.Basis(), nil
 	}
 	t.building, t.pending = true, nil
 	gen := t.kept.gen
@@ -196,14 +205,14 @@ func (t *Cache) Messages(ctx context.Context, log Log) ([]llm.Message, error) {
 	pending := t.pending
 	t.building, t.pending = false, nil
 	if err != nil {
-		return nil, err
+		return nil, agent.Basis{}, err
 	}
 	for _, e := range pending {
 		if e.Seq <= last {
 			continue
 		}
 		if err := b.Add(e); err != nil {
-			return nil, err
+			return nil, agent.Basis{}, err
 		}
 		last = e.Seq
 		fresh++
@@ -215,7 +224,7 @@ func (t *Cache) Messages(ctx context.Context, log Log) ([]llm.Message, error) {
 	if t.kept.b == nil && dueAfter(fresh, b) {
 		t.unkept = &Snapshot{b: b, seq: last, fresh: fresh, gen: -1}
 	}
-	return b.Messages(), nil
+	return b.Messages(), b.Basis(), nil
 }
 
 // dueAfter reports whether transcript b, which folded fresh events since

@@ -39,7 +39,7 @@ func commit(t *testing.T, tr *Cache, seq int64, n int, text string) int64 {
 // more events as make one due, not at the next run's end.
 func TestTranscriptSnapshotRetryWaits(t *testing.T) {
 	tr := NewCache(NewBudget(1 << 30))
-	if _, err := tr.Messages(context.Background(), emptyLog{}); err != nil {
+	if _, _, err := tr.Messages(context.Background(), emptyLog{}); err != nil {
 		t.Fatal(err)
 	}
 	seq := commit(t, tr, 0, snapshotEvery, "hi")
@@ -65,7 +65,7 @@ func TestTranscriptSnapshotRetryWaits(t *testing.T) {
 // A transcript beyond maxSnapshotBytes is never stored as a snapshot.
 func TestTranscriptSnapshotBounded(t *testing.T) {
 	tr := NewCache(NewBudget(1 << 30))
-	if _, err := tr.Messages(context.Background(), emptyLog{}); err != nil {
+	if _, _, err := tr.Messages(context.Background(), emptyLog{}); err != nil {
 		t.Fatal(err)
 	}
 	big := strings.Repeat("x", maxSnapshotBytes/snapshotEvery+1)
