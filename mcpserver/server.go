@@ -103,7 +103,7 @@ func New(h Host, opts *Options) *mcp.Server {
 	s := &server{h: h, opts: o, log: log}
 	ms := mcp.NewServer(&mcp.Implementation{Name: "weft", Title: "weft: a durable host for agent runs", Version: o.Version}, &mcp.ServerOptions{
 		Instructions: instructions,
-		Logger:       o.Logger,
+		Logger:       sdkLogger(o.Logger),
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 	})
 	s.register(ms)
@@ -128,9 +128,28 @@ func Handler(h Host, opts *Options) http.Handler {
 		log = opts.Logger
 	}
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, &mcp.StreamableHTTPOptions{
-		Stateless: true, Logger: log,
+		Stateless: true, Logger: sdkLogger(log),
 	})
 }
+
+// sdkLogger is log for the SDK, which logs every connection at Info: only
+// its warnings and errors pass. nil stays nil (silent).
+func sdkLogger(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return nil
+	}
+	return slog.New(warnings{log.Handler()})
+}
+
+// warnings passes a handler's records of level Warn and above.
+type warnings struct{ slog.Handler }
+
+func (w warnings) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
+}
+
+func (w warnings) WithAttrs(as []slog.Attr) slog.Handler { return warnings{w.Handler.WithAttrs(as)} }
+func (w warnings) WithGroup(name string) slog.Handler    { return warnings{w.Handler.WithGroup(name)} }
 
 // handlerFunc is a typed tool handler: its input decoded and validated,
 // its output the result's structured content.

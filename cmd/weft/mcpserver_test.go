@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"weft.dev/weft/api"
+	"weft.dev/weft/event"
+	"weft.dev/weft/mcpserver"
+)
+
+// mcpSpawn starts `weft ARGS...` (a weft mcp-server) as an agent does,
+// speaking MCP on its stdin and stdout, and returns the client's session.
+func (e *testEnv) mcpSpawn(args ...string) *mcp.ClientSession {
+	e.t.Helper()
+	c := e.cmd(args...)
+	c.Stderr = os.Stderr
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "1"}, nil).
+		Connect(ctx, &mcp.CommandTransport{Command: c, TerminateDuration: 5 * time.Second}, nil)
+	if err != nil {
+		e.t.Fatalf("connect to weft mcp-server: %v", err)
+	}
+	return cs
+}
+
+// mcpCall calls tool name with args on cs; the call must succeed; its
+// structured result is decoded into out.
+func mcpCall(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any, out any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if res.IsError {
+		t.Fatalf("%s: error result %v", name, res.Content[0].(*mcp.TextContent).Text)
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatalf("%s: %s: %v", name, b, err)
+	}
+}
+
+// mcpKind calls tool name with args on cs, which must fail, and returns
+// the error's kind.
+func mcpKind(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) api.Kind {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if !res.IsError {
+		t.Fatalf("%s: succeeded, want an error", name)
+	}
+	b, _ := json.Marshal(res.Meta[mcpserver.ErrorMetaKey])
+	var info struct {
+		Kind api.Kind `json:"kind"`
+	}
+	json.Unmarshal(b, &info)
+	return info.Kind
+}
+
+// An agent spawns `weft mcp-server` (a host in its own process), starts
+// a run, awaits it, and gets typed errors for bad calls.
+func TestMCPServerStdio(t *testing.T) {
+	e := newEnv(t)
+	fast := e.script("fast.json", `{"loop":true,"steps":[{"text":"hi {{input}}"}]}`)
+	cs := e.mcpSpawn("mcp-server", "--local")
+	var r mcpserver.RunOutput
+	mcpCall(t, cs, "start_run", map[string]any{"prompt": "over stdio", "model": "scripted:" + fast}, &r)
+	if len(r.RunID) < 5 || !r.SessionCreated {
+		t.Fatalf("start_run = %+v", r)
+	}
+	var done mcpserver.RunOutput
+	mcpCall(t, cs, "await_run", map[string]any{"runId": r.RunID, "timeoutSeconds": 20}, &done)
+	if done.Status != "completed" || done.Answer != "hi over stdio" {
+		t.Fatalf("await_run = %+v", done)
+	}
+	var ses mcpserver.ListSessionsOutput
+	mcpCall(t, cs, "list_sessions", map[string]any{}, &ses)
+	if len(ses.Sessions) != 1 || len(ses.Sessions[0].Mounts) != 1 || ses.Sessions[0].Mounts[0].Path != e.work {
+		t.Errorf("list_sessions = %+v, want one session working in %s", ses, e.work)
+	}
+	if k := mcpKind(t, cs, "await_run", map[string]any{"runId": "run_nope"}); k != api.KindNotFound {
+		t.Errorf("await_run of an unknown run: %s, want not_found", k)
+	}
+	if k := mcpKind(t, cs, "start_run", map[string]any{"prompt": 3}); k != api.KindInvalidParams {
+		t.Errorf("start_run with a number for a prompt: %s, want invalid_params", k)
+	}
+	if err := cs.Close(); err != nil {
+		t.Errorf("weft mcp-server exited with %v", err)
+	}
+	// The run is in the store, for every other command.
+	evs := e.events(r.SessionID)
+	if last := evs[len(evs)-1]; last.Type != event.RunCompleted || last.RunID != r.RunID {
+		t.Errorf("the log ends with %s of %s, want the run's run.completed", last.Type, last.RunID)
+	}
+}
+
+// Through `weft serve`, a run outlives the agent's MCP server: one
+// `weft mcp-server` starts it and exits, another awaits the same run ID;
+// a restart of the host is bridged by the next call.
+func TestMCPServerDurableHandle(t *testing.T) {
+	e := newEnv(t)
+	addr := freeAddr(t)
+	srv := e.serve(addr)
+	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
+	slow := e.script("slow.json", `{"loop":true,"steps":[{"text":"one two three four five six seven eight nine ten","delayMs":40}]}`)
+	first := e.mcpSpawn("--host", addr, "mcp-server")
+	var r mcpserver.RunOutput
+	mcpCall(t, first, "start_run", map[string]any{"prompt": "go", "model": "scripted:" + slow}, &r)
+	if r.Done {
+		t.Fatalf("start_run = %+v, want a run that goes on", r)
+	}
+	first.Close()
+	second := e.mcpSpawn("--host", addr, "mcp-server")
+	defer second.Close()
+	var done mcpserver.RunOutput
+	mcpCall(t, second, "await_run", map[string]any{"runId": r.RunID, "timeoutSeconds": 20}, &done)
+	if done.Status != "completed" || !strings.HasPrefix(done.Answer, "one two") {
+		t.Fatalf("await_run from a new mcp-server = %+v", done)
+	}
+
+	// The host restarts; the same mcp-server dials it again.
+	srv.Process.Signal(os.Interrupt)
+	srv.Wait()
+	srv = e.serve(addr)
+	var got mcpserver.RunOutput
+	mcpCall(t, second, "get_run", map[string]any{"runId": r.RunID}, &got)
+	if got.Status != "completed" {
+		t.Errorf("get_run after the host's restart = %+v", got)
+	}
+}
+
+// bearer adds a bearer token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// `weft serve` serves the MCP tools at /mcp as streamable HTTP behind its
+// token: with it an agent starts and awaits a run; without it nothing.
+func TestServeMCPHTTP(t *testing.T) {
+	e := newEnv(t)
+	addr := freeAddr(t)
+	srv := e.serve(addr)
+	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
+	fast := e.script("fast.json", `{"loop":true,"steps":[{"text":"hi {{input}}"}]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	endpoint := "http://" + addr + "/mcp"
+
+	for _, tok := range []string{"", "wrong"} {
+		hc := &http.Client{Transport: bearer{tok, http.DefaultTransport}}
+		if tok == "" {
+			hc = http.DefaultClient
+		}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "intruder"}, nil).
+			Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: -1}, nil)
+		if err == nil {
+			cs.Close()
+			t.Fatalf("token %q: connected to /mcp", tok)
+		}
+	}
+	resp, err := http.Post(endpoint, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("POST /mcp without a token: %s, want 401", resp.Status)
+	}
+
+	hc := &http.Client{Transport: bearer{e.token(), http.DefaultTransport}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-agent"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatalf("connect with the token: %v", err)
+	}
+	defer cs.Close()
+	var r mcpserver.RunOutput
+	mcpCall(t, cs, "start_run", map[string]any{"prompt": "over http", "model": "scripted:" + fast}, &r)
+	var done mcpserver.RunOutput
+	mcpCall(t, cs, "await_run", map[string]any{"runId": r.RunID, "timeoutSeconds": 20}, &done)
+	if done.Answer != "hi over http" {
+		t.Fatalf("await_run = %+v", done)
+	}
+	if k := mcpKind(t, cs, "get_run", map[string]any{"runId": "run_nope"}); k != api.KindNotFound {
+		t.Errorf("get_run of an unknown run: %s, want not_found", k)
+	}
+}
