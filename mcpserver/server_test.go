@@ -14,6 +14,7 @@ import (
 	"weft.dev/weft/host"
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/mcpserver"
+	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
 	"weft.dev/weft/tool"
 )
@@ -31,6 +32,12 @@ var scripts = map[string]string{
 // newHost is a host in this process over a memory store, with the tools
 // note and wait and the models of scripts; its policy never asks.
 func newHost(t testing.TB) *host.Host {
+	t.Helper()
+	return hostOn(t, memory.New())
+}
+
+// hostOn is newHost over st.
+func hostOn(t testing.TB, st store.Store) *host.Host {
 	t.Helper()
 	reg := tool.NewRegistry()
 	note, err := tool.Func("note", "Note a text.", func(_ context.Context, _ *tool.Call, in struct {
@@ -54,7 +61,7 @@ func newHost(t testing.TB) *host.Host {
 		}
 	}
 	h, err := host.New(context.Background(), host.Config{
-		Store: memory.New(), Tools: reg, DefaultModel: "hello", CoalesceWindow: time.Millisecond,
+		Store: st, Tools: reg, DefaultModel: "hello", CoalesceWindow: time.Millisecond,
 		Policy: api.Policy{Preset: api.PresetNeverAsk},
 		ResolveModel: func(name string) (*host.Model, error) {
 			src, ok := scripts[name]
