@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,10 @@ var scripts = map[string]string{
 	"hello": `{"loop":true,"steps":[{"text":"hi: {{input}}"}]}`,
 	// tool calls note, then answers.
 	"tool": `{"steps":[{"text":"noting","toolCalls":[{"name":"note","arguments":{"text":"x"}}]},{"text":"noted: {{input}}"}]}`,
+	// ask asks the user a question, then answers.
+	"ask": `{"steps":[{"toolCalls":[{"name":"ask_user","arguments":{"question":"which one?","choices":["red","blue"]}}]},{"text":"thanks"}]}`,
+	// steps calls note twice, in two steps, then answers.
+	"steps": `{"steps":[{"text":"one","delayMs":100,"toolCalls":[{"name":"note","arguments":{"text":"1"}}]},{"text":"two","delayMs":100,"toolCalls":[{"name":"note","arguments":{"text":"2"}}]},{"text":"two notes"}]}`,
 	// slow calls wait, which blocks until the run is cancelled.
 	"slow": `{"steps":[{"text":"waiting","toolCalls":[{"name":"wait","arguments":{}}]},{"text":"waited"}]}`,
 }
@@ -394,5 +399,98 @@ func TestCreateSessionMounts(t *testing.T) {
 	call(t, cs, "create_session", map[string]any{"mounts": []any{map[string]any{"path": ".", "readOnly": true, "id": "src"}}}, &s)
 	if len(s.Mounts) != 1 || s.Mounts[0].ID != "src" || s.Mounts[0].Path != dir || s.Mounts[0].Mode != "ro" {
 		t.Errorf("relative mounts = %+v", s.Mounts)
+	}
+}
+
+// A question of the model stops await_run like an approval; answer_question
+// answers it and the run goes on.
+func TestQuestion(t *testing.T) {
+	cs := connect(t, newHost(t), nil)
+	var r mcpserver.RunOutput
+	call(t, cs, "start_run", map[string]any{"prompt": "pick", "model": "ask"}, &r)
+	call(t, cs, "await_run", map[string]any{"runId": r.RunID, "timeoutSeconds": 10}, &r)
+	if r.Status != "waiting" || len(r.PendingRequests) != 1 {
+		t.Fatalf("await_run = %+v, want waiting on the question", r)
+	}
+	q := r.PendingRequests[0]
+	if q.Kind != "input" || q.Question != "which one?" || strings.Join(q.Choices, ",") != "red,blue" {
+		t.Errorf("question = %+v", q)
+	}
+	if k := callErr(t, cs, "answer_question", map[string]any{"requestId": q.ID, "choice": 5}); k != api.KindInvalidParams {
+		t.Errorf("a choice out of range: %s, want invalid_params", k)
+	}
+	var ans mcpserver.RequestOutput
+	call(t, cs, "answer_question", map[string]any{"requestId": q.ID, "choice": 1}, &ans)
+	if ans.Status != "resolved" {
+		t.Errorf("answer_question = %+v", ans)
+	}
+	var done mcpserver.RunOutput
+	call(t, cs, "await_run", map[string]any{"runId": r.RunID, "timeoutSeconds": 10}, &done)
+	if done.Status != "completed" || done.Answer != "thanks" {
+		t.Errorf("await_run after the answer = %+v", done)
+	}
+}
+
+// A start_run retried with its idempotencyKey answers with the same run
+// and session, and starts nothing; the same key with another prompt is a
+// conflict.
+func TestStartRunIdempotent(t *testing.T) {
+	cs := connect(t, newHost(t), nil)
+	args := map[string]any{"prompt": "once", "idempotencyKey": "k-1"}
+	var first, again mcpserver.RunOutput
+	call(t, cs, "start_run", args, &first)
+	call(t, cs, "start_run", args, &again)
+	if again.RunID != first.RunID || again.SessionID != first.SessionID || !again.Replayed || again.SessionCreated {
+		t.Errorf("retry = %+v, want a replay of %+v", again, first)
+	}
+	if k := callErr(t, cs, "start_run", map[string]any{"prompt": "twice", "idempotencyKey": "k-1"}); k != api.KindIdempotencyConflict {
+		t.Errorf("the key with another prompt: %s, want idempotency_conflict", k)
+	}
+	var sessions mcpserver.ListSessionsOutput
+	call(t, cs, "list_sessions", map[string]any{}, &sessions)
+	if len(sessions.Sessions) != 1 {
+		t.Errorf("%d sessions, want 1", len(sessions.Sessions))
+	}
+}
+
+// await_run called with a progress token reports the run's steps and
+// tool calls as MCP progress notifications.
+func TestAwaitProgress(t *testing.T) {
+	h := newHost(t)
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := mcpserver.New(h, nil).Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 16)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+			got <- r.Params.Message
+		},
+	}).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cs.Close(); ss.Wait() }()
+	var r mcpserver.RunOutput
+	call(t, cs, "start_run", map[string]any{"prompt": "go", "model": "steps"}, &r)
+	p := &mcp.CallToolParams{Name: "await_run", Arguments: map[string]any{"runId": r.RunID, "timeoutSeconds": 10}}
+	p.SetProgressToken("tok")
+	res, err := cs.CallTool(ctx, p)
+	if err != nil || res.IsError {
+		t.Fatalf("await_run: %v %v", err, res)
+	}
+	// The notifications were sent before the result; the client's
+	// handler may see them a little after it.
+	var msgs []string
+	timeout := time.After(10 * time.Second)
+	for !slices.Contains(msgs, "step 2") || !slices.Contains(msgs, "tool note") {
+		select {
+		case m := <-got:
+			msgs = append(msgs, m)
+		case <-timeout:
+			t.Fatalf("progress = %q, want the steps and tool calls", msgs)
+		}
 	}
 }
