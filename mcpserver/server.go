@@ -60,6 +60,11 @@ type Options struct {
 	Transport string
 	// MaxAwait caps await_run's timeout; zero means 10 minutes.
 	MaxAwait time.Duration
+	// Done, when closed, ends the waits in progress: await_run answers
+	// at once with the run where it stands, as at its timeout. A server
+	// that shuts down closes it, so that an agent's await does not hold
+	// the shutdown. Nil never closes.
+	Done <-chan struct{}
 	// Logger receives diagnostics (the cause of an internal error); nil
 	// means silent.
 	Logger *slog.Logger

@@ -494,3 +494,28 @@ func TestAwaitProgress(t *testing.T) {
 		}
 	}
 }
+
+// Closing Options.Done ends an await_run in progress with the run where
+// it stands, so that a server's shutdown does not wait for it.
+func TestDoneEndsAwait(t *testing.T) {
+	done := make(chan struct{})
+	cs := connect(t, newHost(t), &mcpserver.Options{Done: done})
+	var r mcpserver.RunOutput
+	call(t, cs, "start_run", map[string]any{"prompt": "wait", "model": "slow"}, &r)
+	got := make(chan mcpserver.RunOutput, 1)
+	go func() {
+		var w mcpserver.RunOutput
+		call(t, cs, "await_run", map[string]any{"runId": r.RunID, "timeoutSeconds": 600}, &w)
+		got <- w
+	}()
+	close(done)
+	select {
+	case w := <-got:
+		if !w.TimedOut || w.Done {
+			t.Errorf("await_run after Done = %+v, want timed out", w)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("await_run went on after Done closed")
+	}
+	call(t, cs, "cancel_run", map[string]any{"runId": r.RunID}, &r)
+}

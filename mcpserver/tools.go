@@ -536,6 +536,15 @@ func (s *server) awaitRun(ctx context.Context, req *mcp.CallToolRequest, in Awai
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if s.opts.Done != nil {
+		go func() {
+			select {
+			case <-s.opts.Done:
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+	}
 	prog := newProgress(req)
 	after := r.LastSeq
 	timedOut := true

@@ -139,7 +139,11 @@ func do[R any](ctx context.Context, r *redialHost, f func(*client.Client) (R, er
 	return v, err
 }
 
+// CreateSession and StartRun send a scripted model's path absolute, as
+// the other commands do, so that the host finds the script the agent
+// means.
 func (r *redialHost) CreateSession(ctx context.Context, p api.CreateSessionParams) (*api.SessionResult, error) {
+	p.Model = absModel(p.Model)
 	return do(ctx, r, func(c *client.Client) (*api.SessionResult, error) { return c.CreateSession(ctx, p) })
 }
 
@@ -152,6 +156,7 @@ func (r *redialHost) ListSessions(ctx context.Context, p api.ListSessionsParams)
 }
 
 func (r *redialHost) StartRun(ctx context.Context, p api.StartRunParams) (*api.RunResult, error) {
+	p.Model = absModel(p.Model)
 	return do(ctx, r, func(c *client.Client) (*api.RunResult, error) { return c.StartRun(ctx, p) })
 }
 

@@ -206,3 +206,64 @@ func TestServeMCPHTTP(t *testing.T) {
 		t.Errorf("get_run of an unknown run: %s, want not_found", k)
 	}
 }
+
+// An agent awaiting a run over /mcp does not hold `weft serve`'s
+// shutdown: await_run answers (timed out, the run where it stands) and
+// the host exits at once.
+func TestServeShutdownWithMCPAwait(t *testing.T) {
+	e := newEnv(t)
+	addr := freeAddr(t)
+	srv := e.serve(addr)
+	slow := e.script("slow.json", `{"loop":true,"steps":[{"text":"a b c d e f g h i j k l m n o p q r s t u v w x y z","delayMs":500}]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	hc := &http.Client{Transport: bearer{e.token(), http.DefaultTransport}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-agent"}, nil).
+		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: hc, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	var r mcpserver.RunOutput
+	mcpCall(t, cs, "start_run", map[string]any{"prompt": "go", "model": "scripted:" + slow}, &r)
+	awaited := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, _ := cs.CallTool(ctx, &mcp.CallToolParams{Name: "await_run", Arguments: map[string]any{"runId": r.RunID, "timeoutSeconds": 60}})
+		awaited <- res
+	}()
+	// The await is in the host once the run streams; give it its first
+	// deltas.
+	if !poll(10*time.Second, func() bool {
+		for _, e := range e.events(r.SessionID) {
+			if e.Type == "message.delta" {
+				return true
+			}
+		}
+		return false
+	}) {
+		t.Fatal("the run did not stream")
+	}
+	srv.Process.Signal(os.Interrupt)
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		srv.Process.Kill()
+		<-exited
+		t.Fatal("weft serve took more than 5 s to shut down with an await_run in flight (its shutdown timeout is 10 s)")
+	}
+	select {
+	case res := <-awaited:
+		if res != nil && !res.IsError {
+			var out mcpserver.RunOutput
+			b, _ := json.Marshal(res.StructuredContent)
+			json.Unmarshal(b, &out)
+			if out.Done || !out.TimedOut {
+				t.Errorf("await_run at shutdown = %+v, want timed out", out)
+			}
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("await_run did not answer when the host shut down")
+	}
+}

@@ -259,10 +259,12 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	// with the token of memory or file descriptors.
 	// /mcp serves weft's MCP tools (package mcpserver) as streamable
 	// HTTP, behind the same token as the rest.
+	// Its waits end when the shutdown starts.
+	mcpDone := make(chan struct{})
 	mux := http.NewServeMux()
 	mux.Handle("/", rpc.HTTPHandler(srv, h.host, rpc.SSEOptions{}))
 	mux.Handle("/mcp", srv.Authenticate(mcpserver.Handler(h.host, &mcpserver.Options{
-		Version: version, Transport: "mcp-http", Logger: log,
+		Version: version, Transport: "mcp-http", Logger: log, Done: mcpDone,
 	})))
 	hs := rpc.NewHTTPServer(mux, rpc.ConnLimits{
 		IdleTimeout: c.IdleTimeout, MaxIdleConns: c.MaxIdleConns, MaxOpenConns: c.MaxOpenConns, Logger: log,
@@ -301,7 +303,7 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	// Shutdown triggers. The host closes last (deferred).
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer scancel()
-	hs.RegisterOnShutdown(func() { srv.Close() })
+	hs.RegisterOnShutdown(func() { srv.Close(); close(mcpDone) })
 	hs.Shutdown(sctx)
 	return nil
 }
