@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
+	"weft.dev/weft/internal/testenv"
 	"weft.dev/weft/mcpserver"
 )
 
@@ -265,5 +268,48 @@ func TestServeShutdownWithMCPAwait(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("await_run did not answer when the host shut down")
+	}
+}
+
+// The official TypeScript SDK's client drives `weft mcp-server` as an
+// agent written in it would: every tool has an output schema, and every
+// structured result passes the SDK's check against it.
+func TestMCPServerTypeScriptClient(t *testing.T) {
+	sdk, node := testenv.NPMPackage(t, "@modelcontextprotocol/sdk")
+	e := newEnv(t)
+	fast := e.script("fast.json", `{"loop":true,"steps":[{"text":"hi {{input}}"}]}`)
+	script, err := filepath.Abs("testdata/mcp_ts_client.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command(node, script, sdk, weftBin, "scripted:"+fast)
+	c.Dir, c.Env, c.Stderr = e.work, e.cmd().Env, os.Stderr
+	b, err := c.Output()
+	if err != nil {
+		t.Fatalf("the TypeScript client failed: %v\n%s", err, b)
+	}
+	var got struct {
+		Tools            []string `json:"tools"`
+		WithOutputSchema int      `json:"withOutputSchema"`
+		Status, Answer   string
+		Types            []string `json:"types"`
+		BadIsError       bool     `json:"badIsError"`
+		BadText          string   `json:"badText"`
+		BadKind          string   `json:"badKind"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	if len(got.Tools) != 11 || got.WithOutputSchema != len(got.Tools) {
+		t.Errorf("tools %v, %d with an output schema", got.Tools, got.WithOutputSchema)
+	}
+	if got.Status != "completed" || got.Answer != "hi from typescript" {
+		t.Errorf("the run: %s %q", got.Status, got.Answer)
+	}
+	if strings.Join(got.Types, " ") != "run.queued run.started run.completed" {
+		t.Errorf("read_events types %v", got.Types)
+	}
+	if !got.BadIsError || got.BadKind != "not_found" || !strings.HasPrefix(got.BadText, "not_found: ") {
+		t.Errorf("an unknown run: isError %v, kind %q, text %q", got.BadIsError, got.BadKind, got.BadText)
 	}
 }
