@@ -240,8 +240,8 @@ func TestApproval(t *testing.T) {
 		t.Errorf("list_approvals = %+v", list)
 	}
 	var ans mcpserver.RequestOutput
-	call(t, cs, "answer_approval", map[string]any{"approvalId": req.ID, "decision": "allow_once"}, &ans)
-	if ans.Status != "resolved" || ans.Decision != "allow_once" {
+	call(t, cs, "answer_approval", map[string]any{"approvalId": req.ID, "decision": "always"}, &ans)
+	if ans.Status != "resolved" || ans.Decision != "allow_session" {
 		t.Errorf("answer_approval = %+v", ans)
 	}
 	call(t, cs, "await_run", map[string]any{"runId": r.RunID, "timeoutSeconds": 10}, &r)

@@ -191,7 +191,7 @@ type ListApprovalsOutput struct {
 // AnswerApprovalInput is answer_approval's input.
 type AnswerApprovalInput struct {
 	ApprovalID     string `json:"approvalId"`
-	Decision       string `json:"decision" jsonschema:"allow_once, allow_session (always: also allows such calls for the rest of the session) or deny"`
+	Decision       string `json:"decision" jsonschema:"allow_once, allow_session (also allows such calls for the rest of the session; always is the same) or deny"`
 	Message        string `json:"message,omitempty" jsonschema:"shown to the agent with a deny"`
 	IdempotencyKey string `json:"idempotencyKey,omitempty"`
 }
@@ -277,7 +277,7 @@ func (s *server) register(ms *mcp.Server) {
 		Name:        "answer_approval",
 		Description: "Answer an approval: allow_once, allow_session (always, for the rest of the session) or deny with a message for the agent. The first answer wins.",
 		Annotations: &mcp.ToolAnnotations{Title: "Answer an approval", OpenWorldHint: falsePtr()},
-	}, enum("decision", event.DecisionAllowOnce, event.DecisionAllowSession, event.DecisionDeny), s.answerApproval)
+	}, enum("decision", event.DecisionAllowOnce, event.DecisionAllowSession, decisionAlways, event.DecisionDeny), s.answerApproval)
 	addTool(s, ms, &mcp.Tool{
 		Name:        "answer_question",
 		Description: "Answer a question the agent asked, with a text or the index of one of its choices.",
@@ -763,7 +763,13 @@ func (s *server) listApprovals(ctx context.Context, _ *mcp.CallToolRequest, in L
 	return &ListApprovalsOutput{Requests: reqs}, nil
 }
 
+// decisionAlways is answer_approval's word for allow_session.
+const decisionAlways = "always"
+
 func (s *server) answerApproval(ctx context.Context, _ *mcp.CallToolRequest, in AnswerApprovalInput) (*RequestOutput, error) {
+	if in.Decision == decisionAlways {
+		in.Decision = event.DecisionAllowSession
+	}
 	r, err := s.h.DecideApproval(ctx, api.DecideParams{ApprovalID: in.ApprovalID, Decision: in.Decision, Message: in.Message, IdempotencyKey: in.IdempotencyKey})
 	if err != nil {
 		return nil, err
