@@ -138,6 +138,9 @@ func TestMCPServerDurableHandle(t *testing.T) {
 	// The host restarts; the same mcp-server dials it again.
 	srv.Process.Signal(os.Interrupt)
 	srv.Wait()
+	if k := mcpKind(t, second, "get_run", map[string]any{"runId": r.RunID}); k != api.KindOverloaded {
+		t.Errorf("get_run while the host is down: %s, want overloaded (retryable)", k)
+	}
 	srv = e.serve(addr)
 	var got mcpserver.RunOutput
 	mcpCall(t, second, "get_run", map[string]any{"runId": r.RunID}, &got)
