@@ -430,13 +430,97 @@ func (s *server) describe(ctx context.Context, r record.Run) (*RunOutput, error)
 		}
 		out.Answer = a
 	case record.RunWaiting:
+		open, err := s.unanswered(ctx, r)
+		if err != nil || len(open) == 0 {
+			return out, err
+		}
 		reqs, err := s.openRequests(ctx, r.SessionID, r.ID)
 		if err != nil {
 			return nil, err
 		}
-		out.PendingRequests = reqs
+		for _, q := range reqs {
+			if open[q.ID] {
+				out.PendingRequests = append(out.PendingRequests, q)
+			}
+		}
 	}
 	return out, nil
+}
+
+// unanswered returns the requests of waiting run r that its log shows no
+// answer to. A run stays waiting from its last answer until its loop
+// resumes it (run.resumed), so its status alone does not say whether it
+// still asks. The requests are those after the step's start or the last
+// resume, read back from the end of the run's events.
+func (s *server) unanswered(ctx context.Context, r record.Run) (map[string]bool, error) {
+	low := max(r.FirstSeq-1, 0)
+	for span := int64(answerWindow); ; span *= 4 {
+		after := max(r.LastSeq-span, low)
+		var events []event.Event
+		for cur := after; cur < r.LastSeq; {
+			page, err := s.h.ReadEvents(ctx, api.ReadEventsParams{SessionID: r.SessionID, RunID: r.ID, After: cur, Limit: int(min(r.LastSeq-cur, 1000))})
+			if err != nil {
+				return nil, err
+			}
+			events = append(events, page.Events...)
+			if !page.HasMore || page.NextCursor <= cur {
+				break
+			}
+			cur = page.NextCursor
+		}
+		start := -1
+		for i, e := range events {
+			if e.Type == event.StepStarted || e.Type == event.RunResumed {
+				start = i
+			}
+		}
+		if start < 0 && after > low {
+			continue // the step began before the window
+		}
+		return openIn(events[start+1:]), nil
+	}
+}
+
+// openIn returns the requests that events open and do not answer.
+func openIn(events []event.Event) map[string]bool {
+	open := map[string]bool{}
+	calls := map[string]string{} // a client tool call's ID → its request
+	for _, e := range events {
+		switch e.Type {
+		case event.ApprovalRequested:
+			var d event.ApprovalRequestedData
+			if e.Decode(&d) == nil {
+				open[d.ApprovalID] = true
+			}
+		case event.InputRequested:
+			var d event.InputRequestedData
+			if e.Decode(&d) == nil {
+				open[d.RequestID] = true
+			}
+		case event.ToolCallRequested:
+			var d event.ToolCallRequestedData
+			if e.Decode(&d) == nil {
+				open[d.RequestID] = true
+				calls[d.ToolCall.ID] = d.RequestID
+			}
+		case event.ApprovalResolved, event.ApprovalExpired:
+			var d event.ApprovalResolvedData
+			if e.Decode(&d) == nil {
+				delete(open, d.ApprovalID)
+			}
+		case event.InputResolved:
+			var d event.InputResolvedData
+			if e.Decode(&d) == nil {
+				delete(open, d.RequestID)
+			}
+		case event.ToolCallCompleted:
+			var d event.ToolCallCompletedData
+			if e.Decode(&d) == nil {
+				delete(open, calls[d.ID])
+			}
+		}
+	}
+	return open
 }
 
 // answerWindow is how many of a run's last events answer reads at a
@@ -531,8 +615,15 @@ func (s *server) awaitRun(ctx context.Context, req *mcp.CallToolRequest, in Awai
 	if err != nil {
 		return nil, err
 	}
-	if record.IsTerminal(r.Status) || (r.Status == record.RunWaiting && !in.UntilDone) {
+	if record.IsTerminal(r.Status) {
 		return s.describe(ctx, r.Run)
+	}
+	if r.Status == record.RunWaiting && !in.UntilDone {
+		// It asks, unless its answers are in and it is about to resume.
+		out, err := s.describe(ctx, r.Run)
+		if err != nil || len(out.PendingRequests) > 0 {
+			return out, err
+		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -592,7 +683,7 @@ follow:
 	if err != nil {
 		return nil, err
 	}
-	out.TimedOut = timedOut && !out.Done && !(out.Status == record.RunWaiting && !in.UntilDone)
+	out.TimedOut = timedOut && !out.Done && !(len(out.PendingRequests) > 0 && !in.UntilDone)
 	return out, nil
 }
 
@@ -651,8 +742,12 @@ func matchType(types []string, t event.Type) bool {
 }
 
 // maxFilteredPages bounds the pages read_events reads to fill a page
-// with events of the types asked for.
-const maxFilteredPages = 8
+// with events of the types asked for; maxPageBytes bounds the data of the
+// events it answers with (at least one event is answered).
+const (
+	maxFilteredPages = 8
+	maxPageBytes     = 1 << 20
+)
 
 func (s *server) readEvents(ctx context.Context, _ *mcp.CallToolRequest, in ReadEventsInput) (*ReadEventsOutput, error) {
 	limit := in.Limit
@@ -668,19 +763,30 @@ func (s *server) readEvents(ctx context.Context, _ *mcp.CallToolRequest, in Read
 		return nil, api.InvalidParam("after", "the cursor is negative")
 	}
 	out := &ReadEventsOutput{Events: []Event{}, NextCursor: in.After}
+	size := 0
 	for range maxFilteredPages {
 		page, err := s.h.ReadEvents(ctx, api.ReadEventsParams{SessionID: in.SessionID, After: out.NextCursor, Limit: limit - len(out.Events), RunID: in.RunID})
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range page.Events {
-			if matchType(in.Types, e.Type) {
-				ev := Event{Seq: e.Seq, Type: string(e.Type), RunID: e.RunID, Time: e.Time}
-				if len(e.Data) > 0 {
-					ev.Data = e.Data
-				}
-				out.Events = append(out.Events, ev)
+		for i, e := range page.Events {
+			if !matchType(in.Types, e.Type) {
+				continue
 			}
+			if size += len(e.Data); size > maxPageBytes && len(out.Events) > 0 {
+				// Full: the page ends before e, after the events skipped
+				// before it.
+				out.NextCursor, out.HasMore = page.Events[i-1].Seq, true
+				if i == 0 {
+					out.NextCursor = out.Events[len(out.Events)-1].Seq
+				}
+				return out, nil
+			}
+			ev := Event{Seq: e.Seq, Type: string(e.Type), RunID: e.RunID, Time: e.Time}
+			if len(e.Data) > 0 {
+				ev.Data = e.Data
+			}
+			out.Events = append(out.Events, ev)
 		}
 		out.NextCursor = max(page.NextCursor, out.NextCursor)
 		out.HasMore = page.HasMore
