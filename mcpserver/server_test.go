@@ -519,3 +519,42 @@ func TestDoneEndsAwait(t *testing.T) {
 	}
 	call(t, cs, "cancel_run", map[string]any{"runId": r.RunID}, &r)
 }
+
+// read_events answers at most about 1 MiB of event data a page, and the
+// pages, read on by their cursors, hold every event once.
+func TestReadEventsBoundedPages(t *testing.T) {
+	cs := connect(t, newHost(t), nil)
+	var r mcpserver.RunOutput
+	call(t, cs, "start_run", map[string]any{"prompt": strings.Repeat("big ", 100<<10), "model": "hello"}, &r)
+	call(t, cs, "await_run", map[string]any{"runId": r.RunID}, &r)
+	var seqs []int64
+	pages := 0
+	for after := int64(0); ; pages++ {
+		var page mcpserver.ReadEventsOutput
+		call(t, cs, "read_events", map[string]any{"sessionId": r.SessionID, "after": after, "limit": 1000}, &page)
+		size := 0
+		for _, e := range page.Events {
+			seqs = append(seqs, e.Seq)
+			b, _ := json.Marshal(e.Data)
+			size += len(b)
+		}
+		if len(page.Events) > 1 && size > 1<<20+1<<16 {
+			t.Errorf("a page of %d bytes of data", size)
+		}
+		after = page.NextCursor
+		if !page.HasMore {
+			break
+		}
+	}
+	if pages == 0 {
+		t.Errorf("one page for %d events of ~1.6 MB: not cut", len(seqs))
+	}
+	for i, s := range seqs {
+		if s != int64(i+1) {
+			t.Fatalf("seqs %v: want 1..%d once each", seqs, r.LastSeq)
+		}
+	}
+	if int64(len(seqs)) != r.LastSeq {
+		t.Errorf("%d events, want %d", len(seqs), r.LastSeq)
+	}
+}
