@@ -502,16 +502,20 @@ func TestDoneEndsAwait(t *testing.T) {
 	cs := connect(t, newHost(t), &mcpserver.Options{Done: done})
 	var r mcpserver.RunOutput
 	call(t, cs, "start_run", map[string]any{"prompt": "wait", "model": "slow"}, &r)
-	got := make(chan mcpserver.RunOutput, 1)
+	got := make(chan *mcp.CallToolResult, 1)
 	go func() {
-		var w mcpserver.RunOutput
-		call(t, cs, "await_run", map[string]any{"runId": r.RunID, "timeoutSeconds": 600}, &w)
-		got <- w
+		res, _ := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "await_run", Arguments: map[string]any{"runId": r.RunID, "timeoutSeconds": 600}})
+		got <- res
 	}()
 	close(done)
 	select {
-	case w := <-got:
-		if !w.TimedOut || w.Done {
+	case res := <-got:
+		var w mcpserver.RunOutput
+		if res != nil {
+			b, _ := json.Marshal(res.StructuredContent)
+			json.Unmarshal(b, &w)
+		}
+		if res == nil || res.IsError || !w.TimedOut || w.Done {
 			t.Errorf("await_run after Done = %+v, want timed out", w)
 		}
 	case <-time.After(10 * time.Second):
