@@ -201,4 +201,3 @@ type RequestOutput struct {
 	Request
 	Replayed bool `json:"replayed,omitempty"`
 }
-
