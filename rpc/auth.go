@@ -28,6 +28,13 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	return s.checkHost(next)
 }
 
+// Authenticate wraps next, a route of the embedder's beside the server's
+// own (such as `weft serve`'s /mcp), with the same access rules as
+// [Server.Handler]'s authenticated routes: the Host rule of
+// [Config.Loopback], then the bearer token (or [Config.NoAuth]). A
+// refused request never reaches next. Safe for concurrent use.
+func (s *Server) Authenticate(next http.Handler) http.Handler { return s.authenticate(next) }
+
 // checkHost wraps next with the Host rule of [Config.Loopback]; without
 // it, next is returned as is.
 func (s *Server) checkHost(next http.Handler) http.Handler {

@@ -66,6 +66,7 @@ type cli struct {
 	Schema    schemaCmd    `cmd:"" help:"Print the protocol as an OpenRPC document: methods, params and results as JSON Schema, notifications, event types, error codes."`
 	Version   versionCmd   `cmd:"" help:"Print the version."`
 	ACP       acpCmd       `cmd:"" name:"acp" help:"Speak the Agent Client Protocol on stdin/stdout, for editors (Zed, JetBrains, Neovim)."`
+	MCPServer mcpServerCmd `cmd:"" name:"mcp-server" help:"Serve weft to other agents as MCP tools on stdin/stdout: start, await, read, steer and cancel runs, answer approvals."`
 }
 
 // app carries what every command needs: the streams and the environment.

@@ -10,12 +10,14 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
+	"weft.dev/weft/mcpserver"
 	"weft.dev/weft/rpc"
 )
 
@@ -255,7 +257,16 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	// Idle connections and those that never authenticated are bounded
 	// and shed oldest first, so a crowd of them cannot starve a client
 	// with the token of memory or file descriptors.
-	hs := rpc.NewHTTPServer(rpc.HTTPHandler(srv, h.host, rpc.SSEOptions{}), rpc.ConnLimits{
+	// /mcp serves weft's MCP tools (package mcpserver) as streamable
+	// HTTP, behind the same token as the rest.
+	// Its waits end when the shutdown starts.
+	mcpDone := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.Handle("/", rpc.HTTPHandler(srv, h.host, rpc.SSEOptions{}))
+	mux.Handle("/mcp", srv.Authenticate(mcpserver.Handler(h.host, &mcpserver.Options{
+		Version: version, Transport: "mcp-http", Logger: log, Done: mcpDone,
+	})))
+	hs := rpc.NewHTTPServer(mux, rpc.ConnLimits{
 		IdleTimeout: c.IdleTimeout, MaxIdleConns: c.MaxIdleConns, MaxOpenConns: c.MaxOpenConns, Logger: log,
 	})
 	// The host file is written before serving, so a client that finds
@@ -292,7 +303,7 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	// Shutdown triggers. The host closes last (deferred).
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer scancel()
-	hs.RegisterOnShutdown(func() { srv.Close() })
+	hs.RegisterOnShutdown(func() { srv.Close(); close(mcpDone) })
 	hs.Shutdown(sctx)
 	return nil
 }
