@@ -278,8 +278,10 @@ func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, 
 			output, err := l.emitResult(wctx, event.ToolCallCompletedData{
 				ID: c.ID, Name: c.Name, Output: res.Output, IsError: res.IsError, Truncated: res.Truncated,
 				DurationMs: time.Since(t0).Milliseconds(), Failure: res.Failure, Confinement: res.Confinement,
+				Attachments: res.Attachments,
 			})
-			results[i] = llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: output, IsError: res.IsError}
+			results[i] = llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: output, IsError: res.IsError,
+				Attachments: Attachments(res.Attachments)}
 			errs[i] = err
 		})
 	}

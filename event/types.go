@@ -60,11 +60,35 @@ const (
 	SteerDropped Type = "steer.dropped"
 )
 
-// Part is one piece of message content. Only text is defined today; Type
-// leaves room for images and files.
+// Part is one piece of message content: text ({"type":"text","text":…})
+// or an image ({"type":"image","mediaType":"image/png","data":<base64>}).
+// An image's bytes are kept inline in the event that carries it (see
+// [CheckImage] for what an image may be); the log stays the one truth.
 type Part struct {
-	Type string `json:"type"` // "text"
+	// Type is [PartText] or [PartImage].
+	Type string `json:"type"`
 	Text string `json:"text,omitempty"`
+	// MediaType is an image's type: one of [ImageMediaTypes].
+	MediaType string `json:"mediaType,omitempty"`
+	// Data is an image's bytes, base64 in JSON.
+	Data []byte `json:"data,omitempty"`
+}
+
+// Part types.
+const (
+	PartText  = "text"
+	PartImage = "image"
+)
+
+// Images returns the image parts of parts, in order; nil if none.
+func Images(parts []Part) []Part {
+	var out []Part
+	for _, p := range parts {
+		if p.Type == PartImage {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // TokenUsage counts tokens. Zero fields mean the provider did not report them.
@@ -283,6 +307,10 @@ type ToolCallCompletedData struct {
 	// By, for the call of a tool a client executes, says which client
 	// answered (or, with Policy set, that the run's cancel closed it).
 	By *By `json:"by,omitempty"`
+	// Attachments are the images the result carries beside Output (an
+	// MCP tool's image content), as image parts; the model sees them
+	// after Output. At most MaxImages and MaxImagesBytes.
+	Attachments []Part `json:"attachments,omitempty"`
 }
 
 // UsageData is the data of [Usage].

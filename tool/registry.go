@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"weft.dev/weft/event"
 )
 
 // DefaultResultBudget is the output budget of [Registry.Call] when
@@ -218,7 +220,44 @@ func (r *Registry) Call(ctx context.Context, name string, call *Call, opts CallO
 	case err != nil:
 		res = Result{Output: err.Error(), IsError: true}
 	}
-	return truncate(res, budget)
+	return truncate(checkAttachments(res), budget)
+}
+
+// checkAttachments keeps the attachments of res that pass
+// event.CheckImage, in order, while they stay within event.MaxImages and
+// event.MaxImagesBytes together; Output says which were left out and why,
+// so the model knows an image is missing rather than seeing nothing.
+func checkAttachments(res Result) Result {
+	if len(res.Attachments) == 0 {
+		return res
+	}
+	var kept []event.Part
+	var notes []string
+	total := 0
+	for i, p := range res.Attachments {
+		err := event.CheckImage(p)
+		switch {
+		case err != nil:
+		case len(kept) == event.MaxImages:
+			err = fmt.Errorf("more than %d images", event.MaxImages)
+		case total+len(p.Data) > event.MaxImagesBytes:
+			err = fmt.Errorf("the images of one result may have %d bytes in all", event.MaxImagesBytes)
+		}
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("[image %d (%s, %d bytes) left out: %v]", i+1, p.MediaType, len(p.Data), err))
+			continue
+		}
+		total += len(p.Data)
+		kept = append(kept, p)
+	}
+	res.Attachments = kept
+	if len(notes) > 0 {
+		if res.Output != "" {
+			res.Output += "\n"
+		}
+		res.Output += strings.Join(notes, "\n")
+	}
+	return res
 }
 
 // validateArgs parses and validates raw arguments. It returns the

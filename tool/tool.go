@@ -91,6 +91,9 @@ type Result struct {
 	// Confinement says what held a command the call ran (see
 	// [event.ToolCallCompletedData]); empty for other tools.
 	Confinement string `json:"confinement,omitempty"`
+	// Attachments are images the model sees after Output, as image parts
+	// that pass event.CheckImages (an MCP tool's image content).
+	Attachments []event.Part `json:"attachments,omitempty"`
 }
 
 // Tool is a capability offered to the model. Call must honour ctx: when it
