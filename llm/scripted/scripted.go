@@ -51,13 +51,22 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.S
 		}
 		turn := 0
 		input := ""
+		var images []string // the attachments since the last assistant message
 		for _, m := range req.Messages {
 			switch m.Role {
 			case llm.RoleAssistant:
 				turn++
+				images = images[:0]
 			case llm.RoleUser:
 				input = m.Content
 			}
+			for _, a := range m.Attachments {
+				images = append(images, fmt.Sprintf("%s %d bytes", a.MediaType, len(a.Data)))
+			}
+		}
+		seen := strings.Join(images, ", ")
+		if seen == "" {
+			seen = "no images"
 		}
 		n := len(p.script.steps)
 		idx := turn
@@ -72,8 +81,8 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.S
 		st := &p.script.steps[idx]
 		fail := p.failure(st, idx)
 
-		vars := strings.NewReplacer("{{input}}", input, "{{step}}", strconv.Itoa(idx), "{{turn}}", strconv.Itoa(turn))
-		jsonVars := strings.NewReplacer("{{input}}", jsonEscape(input), "{{step}}", strconv.Itoa(idx), "{{turn}}", strconv.Itoa(turn))
+		vars := strings.NewReplacer("{{input}}", input, "{{step}}", strconv.Itoa(idx), "{{turn}}", strconv.Itoa(turn), "{{images}}", seen)
+		jsonVars := strings.NewReplacer("{{input}}", jsonEscape(input), "{{step}}", strconv.Itoa(idx), "{{turn}}", strconv.Itoa(turn), "{{images}}", seen)
 		out, outChars := render(st, vars, jsonVars, turn)
 
 		var timer *time.Timer

@@ -119,7 +119,7 @@ func testEverything(t *testing.T, m *Manager) {
 		{"long running past its timeout", "trigger-long-running-operation", `{"duration":30,"steps":3}`, 500 * time.Millisecond, "timed out after 500ms", true},
 		{"the tool fails", "get-resource-reference", `{"resourceType":"Text","resourceId":-1}`, 0, "Invalid resourceId", true},
 		{"schema checked by weft", "get-sum", `{"a":1}`, 0, `missing properties: ["b"]`, true},
-		{"an image", "get-tiny-image", `{}`, 0, "[image: image/png,", false},
+		{"an image", "get-tiny-image", `{}`, 0, "[image 1 attached: image/png,", false},
 		{"structured content", "get-structured-content", `{"location":"Chicago"}`, 0, "temperature", false},
 	}
 	for _, tc := range tests {
@@ -131,6 +131,9 @@ func testEverything(t *testing.T, m *Manager) {
 			res := call(reg, "mcp__everything__"+tc.tool, tc.args, timeout)
 			if res.IsError != tc.isError || !strings.Contains(res.Output, tc.want) {
 				t.Fatalf("result %+v, want %q (isError %v)", res, tc.want, tc.isError)
+			}
+			if tc.tool == "get-tiny-image" && (len(res.Attachments) != 1 || res.Attachments[0].MediaType != "image/png" || event.CheckImage(res.Attachments[0]) != nil) {
+				t.Fatalf("attachments %+v, want the tiny PNG", res.Attachments)
 			}
 		})
 	}
