@@ -3,11 +3,11 @@ package mcp
 import (
 	"bufio"
 	"bytes"
-	"image"
-	"image/png"
 	"context"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/png"
 	"net"
 	"os"
 	"strings"
