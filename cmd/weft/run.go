@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"weft.dev/weft/api"
@@ -30,6 +32,7 @@ type runCmd struct {
 	Network  string   `help:"A new session's shell network policy: allow or deny (default: the config's, deny)." enum:",allow,deny" default:""`
 	Approve  string   `help:"Approval mode: read-only, ask-writes, ask-all or never-ask (default: ask-writes on a terminal, never-ask for scripts and --json)." enum:",read-only,ask-writes,ask-all,never-ask" default:"" placeholder:"MODE"`
 	Wait     bool     `name:"wait-for-answers" help:"When no one is at a terminal, let approvals and questions wait for weft approve|deny|answer (through weft serve) instead of cancelling the run."`
+	Image    []string `help:"Attach an image file (PNG, JPEG, GIF or WebP) to the prompt. Repeatable." placeholder:"FILE"`
 }
 
 // interactive reports whether a person answers at the terminal: stdin
@@ -57,7 +60,11 @@ func (c *runCmd) Run(ctx context.Context, a *app) error {
 			prompt = string(b)
 		}
 	}
-	if strings.TrimSpace(prompt) == "" {
+	images, err := readImages(c.Image)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(prompt) == "" && len(images) == 0 {
 		return usageErr("empty prompt: pass -p PROMPT or write the prompt on stdin")
 	}
 	cfg, _, err := a.loadConfig()
@@ -103,8 +110,43 @@ func (c *runCmd) Run(ctx context.Context, a *app) error {
 		// Say what is wrong with the model before anything is written.
 		return a.hostModelError(conn, err)
 	}
-	err = c.runOn(ctx, a, conn, ap, model, prompt)
+	err = c.runOn(ctx, a, conn, ap, model, prompt, images)
 	return a.hostModelError(conn, withFlags("run", err))
+}
+
+// readImages reads the image files of --image, each as an image part
+// whose media type is sniffed from its bytes, and checks them as the host
+// will (type, size, that they decode), so that a bad file is refused
+// before anything is written, naming it.
+func readImages(paths []string) ([]event.Part, error) {
+	var parts []event.Part
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, usageErr("--image: %v", err)
+		}
+		data, err := io.ReadAll(io.LimitReader(f, event.MaxImageBytes+1))
+		f.Close()
+		if err != nil {
+			return nil, usageErr("--image %s: %v", path, err)
+		}
+		if len(data) > event.MaxImageBytes {
+			return nil, usageErr("--image %s: the file is larger than %d bytes, the limit of one image", path, event.MaxImageBytes)
+		}
+		mediaType := http.DetectContentType(data)
+		if !slices.Contains(event.ImageMediaTypes(), mediaType) {
+			return nil, usageErr("--image %s: the file is %s, not one of %s", path, mediaType, strings.Join(event.ImageMediaTypes(), ", "))
+		}
+		p, err := event.ImagePart(mediaType, data)
+		if err != nil {
+			return nil, usageErr("--image %s: %v", path, err)
+		}
+		parts = append(parts, p)
+	}
+	if _, err := event.CheckImages(parts); err != nil {
+		return nil, usageErr("--image: %v", err)
+	}
+	return parts, nil
 }
 
 // latestSession is the ID of the session updated last.
@@ -122,7 +164,7 @@ func latestSession(ctx context.Context, h api.Host) (string, error) {
 // runOn runs c on conn: creates or continues the session, starts the
 // run, and (unless detached) prints its events until it ends, dealing
 // with its requests and with Ctrl-C.
-func (c *runCmd) runOn(ctx context.Context, a *app, conn *conn, ap *approval, model, prompt string) error {
+func (c *runCmd) runOn(ctx context.Context, a *app, conn *conn, ap *approval, model, prompt string, images []event.Part) error {
 	h := conn.h
 	sessionID := c.Session
 	var cursor int64
@@ -144,7 +186,12 @@ func (c *runCmd) runOn(ctx context.Context, a *app, conn *conn, ap *approval, mo
 		}
 		cursor = s.LastSeq
 	}
-	r, err := h.StartRun(ctx, api.StartRunParams{SessionID: sessionID, Input: api.Input(event.TextParts(prompt)), Model: model,
+	var in api.Input
+	if prompt != "" {
+		in = api.Input(event.TextParts(prompt))
+	}
+	in = append(in, images...)
+	r, err := h.StartRun(ctx, api.StartRunParams{SessionID: sessionID, Input: in, Model: model,
 		MaxSteps: c.MaxSteps, Busy: c.Busy, DefaultPreset: ap.defaultPreset()})
 	if err != nil {
 		if created {
