@@ -267,10 +267,13 @@ func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, 
 				if l.run.Guard != nil {
 					cb = cb.WithGuard(l.run.Guard(c, how))
 				}
+				pr := &progress{l: l, call: c}
 				res = l.tools.Call(ctx, c.Name, &tool.Call{
 					ID: c.ID, SessionID: l.run.SessionID, RunID: l.run.ID,
 					Arguments: []byte(c.Arguments), Env: cb, Background: l.run.Background,
+					Progress: pr,
 				}, tool.CallOptions{Timeout: l.cfg.ToolTimeout, ResultBudget: l.cfg.ResultBudget})
+				pr.close()
 			}
 			// The model reads the result as the log stored it (the log
 			// masks secrets), so the step's next request and a later

@@ -191,5 +191,6 @@ func Events() []EventInfo {
 		{event.InputResolved, "A question was answered, expired or cancelled.", reflect.TypeFor[event.InputResolvedData]()},
 		{event.ToolCallRequested, "A call of a tool the client executes; tool/result answers it.", reflect.TypeFor[event.ToolCallRequestedData]()},
 		{event.RunResumed, "A run that waited for answers goes on.", reflect.TypeFor[event.RunResumedData]()},
+		{event.ToolProgress, "A running tool call's progress (an MCP server's progress notification).", reflect.TypeFor[event.ToolProgressData]()},
 	}
 }

@@ -459,3 +459,28 @@ type ProcessData struct {
 	// Tail is the end of the output, for process.exited.
 	Tail string `json:"tail,omitempty"`
 }
+
+// Tool progress events.
+const (
+	// ToolProgress reports the progress of a running tool call (an MCP
+	// server's notifications/progress). Data: [ToolProgressData].
+	ToolProgress Type = "tool.progress"
+)
+
+// ToolProgressData is the data of [ToolProgress]. Progress is a level,
+// not a stream: a later event says all an earlier one did, so a producer
+// may coalesce updates that come faster than it records them.
+type ToolProgressData struct {
+	// ID and Name are the tool call's.
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Progress is how far the call is; it grows with each event.
+	Progress float64 `json:"progress"`
+	// Total is what Progress reaches at the end; zero means unknown.
+	Total float64 `json:"total,omitempty"`
+	// Message says what the call is doing, at most MaxProgressMessageBytes.
+	Message string `json:"message,omitempty"`
+}
+
+// MaxProgressMessageBytes caps the message of a [ToolProgressData].
+const MaxProgressMessageBytes = 1 << 10

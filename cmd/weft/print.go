@@ -134,6 +134,17 @@ func (p *printer) print(e event.Event) {
 			mark = "error"
 		}
 		fmt.Fprintf(p.stderr, "← %s %s (%d ms): %s%s\n", d.Name, mark, d.DurationMs, clip(d.Output, 100), imagesNote(d.Attachments))
+	case event.ToolProgress:
+		var d event.ToolProgressData
+		_ = e.Decode(&d)
+		status := fmt.Sprintf("%s: %g", d.Name, d.Progress)
+		if d.Total > 0 {
+			status += fmt.Sprintf("/%g", d.Total)
+		}
+		if d.Message != "" {
+			status += " " + clip(d.Message, 60)
+		}
+		p.setStatus(status)
 	case event.ApprovalRequested:
 		var d event.ApprovalRequestedData
 		_ = e.Decode(&d)

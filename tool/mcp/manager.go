@@ -99,6 +99,9 @@ type Manager struct {
 	servers map[string]*server // by launch key
 	wg      sync.WaitGroup     // every goroutine of the manager; Add only under mu while open
 
+	// progress routes servers' progress notifications to their calls.
+	progress progressRoutes
+
 	// dial, if set (tests), makes the transport of every server instead
 	// of a command or an HTTP endpoint.
 	dial func(name string) (sdk.Transport, error)

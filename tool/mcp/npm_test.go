@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/testenv"
+	"weft.dev/weft/tool"
 )
 
 // npmPackage returns the directory of an npm package installed where
@@ -137,6 +140,21 @@ func testEverything(t *testing.T, m *Manager) {
 			}
 		})
 	}
+	// The long-running operation's progress notifications reach the
+	// call's Progress, in order. (The last may come after the result,
+	// which ends the route: notifications are not ordered with it.)
+	rec := &progressRecorder{}
+	res := reg.Call(context.Background(), "mcp__everything__trigger-long-running-operation",
+		&tool.Call{ID: "p1", Arguments: []byte(`{"duration":1,"steps":4}`), Progress: rec}, tool.CallOptions{Timeout: 30 * time.Second})
+	got := rec.got()
+	if res.IsError || len(got) < 3 || got[0].Progress != 1 {
+		t.Fatalf("progress %+v of result %+v, want 1..4 of 4", got, res)
+	}
+	for i, u := range got {
+		if u.Progress != float64(i+1) || u.Total != 4 {
+			t.Fatalf("progress %+v, want 1..4 of 4", got)
+		}
+	}
 	// After the timeout the server still answers.
 	if res := call(reg, "mcp__everything__echo", `{"message":"again"}`, 30*time.Second); res.Output != "Echo: again" {
 		t.Fatalf("echo after a timeout: %+v", res)
@@ -187,4 +205,22 @@ func freePort(t *testing.T) string {
 	}
 	defer l.Close()
 	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
+}
+
+// progressRecorder is a tool.Progress that keeps every report.
+type progressRecorder struct {
+	mu      sync.Mutex
+	updates []tool.ProgressUpdate
+}
+
+func (r *progressRecorder) Report(_ context.Context, u tool.ProgressUpdate) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.updates = append(r.updates, u)
+}
+
+func (r *progressRecorder) got() []tool.ProgressUpdate {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.updates)
 }

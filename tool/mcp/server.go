@@ -346,6 +346,9 @@ func (s *server) start(ctx context.Context) (*conn, error) {
 		Logger: m.log.With("server", s.l.name),
 		// No roots: a server's files are what its configuration says.
 		Capabilities: &sdk.ClientCapabilities{},
+		ProgressNotificationHandler: func(ctx context.Context, req *sdk.ProgressNotificationClientRequest) {
+			m.progress.report(ctx, req.Params)
+		},
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
 			s.mu.Lock()
 			c.gen++
@@ -642,7 +645,13 @@ func (t *mcpTool) Call(ctx context.Context, call *tool.Call) (tool.Result, error
 		return tool.Result{}, err
 	}
 	defer done()
-	res, err := c.cs.CallTool(ctx, &sdk.CallToolParams{Name: t.orig, Arguments: json.RawMessage(call.Arguments)})
+	params := &sdk.CallToolParams{Name: t.orig, Arguments: json.RawMessage(call.Arguments)}
+	token, unroute := t.m.progress.add(call.Progress)
+	defer unroute()
+	if token != "" {
+		params.SetProgressToken(token)
+	}
+	res, err := c.cs.CallTool(ctx, params)
 	if err != nil {
 		if ctx.Err() != nil {
 			return tool.Result{}, ctx.Err()
