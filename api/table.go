@@ -192,5 +192,6 @@ func Events() []EventInfo {
 		{event.ToolCallRequested, "A call of a tool the client executes; tool/result answers it.", reflect.TypeFor[event.ToolCallRequestedData]()},
 		{event.RunResumed, "A run that waited for answers goes on.", reflect.TypeFor[event.RunResumedData]()},
 		{event.ToolProgress, "A running tool call's progress (an MCP server's progress notification).", reflect.TypeFor[event.ToolProgressData]()},
+		{event.MCPServerFailed, "An MCP server a step needed failed to start, crashed, or could not list its tools.", reflect.TypeFor[event.MCPServerFailedData]()},
 	}
 }

@@ -484,3 +484,27 @@ type ToolProgressData struct {
 
 // MaxProgressMessageBytes caps the message of a [ToolProgressData].
 const MaxProgressMessageBytes = 1 << 10
+
+// MCP server events.
+const (
+	// MCPServerFailed records that an MCP server a run's step needed
+	// failed: it did not start, it crashed, or its tools could not be
+	// listed. Data: [MCPServerFailedData].
+	MCPServerFailed Type = "mcp.server_failed"
+)
+
+// MCPServerFailedData is the data of [MCPServerFailed]. A session
+// records each failure once: the steps that meet the same failure again
+// (while the server waits out its backoff) add nothing.
+type MCPServerFailedData struct {
+	// Server is the server's name.
+	Server string `json:"server"`
+	// Error says what failed: the exit status and the tail of a
+	// command's stderr, the HTTP error, the refused tool list.
+	Error string `json:"error"`
+	// Failures counts the server's failures one after another.
+	Failures int `json:"failures,omitempty"`
+	// Tools are the server's tools the model is still offered, which
+	// answer each call with this error until the server is back.
+	Tools []string `json:"tools,omitempty"`
+}

@@ -46,6 +46,9 @@ type CallOptions struct {
 type Registry struct {
 	mu    sync.RWMutex
 	tools map[string]*entry
+	// missing maps a name prefix to why the tools under it are missing
+	// (see [Registry.SetMissing]).
+	missing map[string]string
 }
 
 type entry struct {
@@ -118,6 +121,35 @@ func resolveSchema(raw json.RawMessage) (*jsonschema.Resolved, error) {
 	return rs, nil
 }
 
+// SetMissing makes a call of an unregistered tool whose name starts with
+// prefix answer with reason instead of "unknown tool": the tools of a
+// server that could not start ("mcp__<server>__") are missing for a
+// reason the model should read. Merge keeps it. An empty reason removes
+// the prefix.
+func (r *Registry) SetMissing(prefix, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if reason == "" {
+		delete(r.missing, prefix)
+		return
+	}
+	if r.missing == nil {
+		r.missing = map[string]string{}
+	}
+	r.missing[prefix] = reason
+}
+
+// missingReason is why the unregistered tool name is missing, if a
+// prefix of SetMissing says; called with r.mu held.
+func (r *Registry) missingReason(name string) (string, bool) {
+	for prefix, reason := range r.missing {
+		if strings.HasPrefix(name, prefix) {
+			return reason, true
+		}
+	}
+	return "", false
+}
+
 // Lookup returns the tool registered under name.
 func (r *Registry) Lookup(name string) (Tool, bool) {
 	r.mu.RLock()
@@ -180,7 +212,14 @@ func (r *Registry) Call(ctx context.Context, name string, call *Call, opts CallO
 	}
 	r.mu.RLock()
 	e := r.tools[name]
+	reason, isMissing := "", false
+	if e == nil {
+		reason, isMissing = r.missingReason(name)
+	}
 	r.mu.RUnlock()
+	if isMissing {
+		return errorResult(fmt.Sprintf("tool %q is not available: %s", name, reason), budget)
+	}
 	if e == nil {
 		return errorResult(fmt.Sprintf("unknown tool %q; available tools: %s", name, r.names()), budget)
 	}
@@ -393,6 +432,12 @@ func Merge(rs ...*Registry) (*Registry, error) {
 				return nil, fmt.Errorf("tool %q: offered twice", name)
 			}
 			out.tools[name] = e
+		}
+		for prefix, reason := range r.missing {
+			if out.missing == nil {
+				out.missing = map[string]string{}
+			}
+			out.missing[prefix] = reason
 		}
 		r.mu.RUnlock()
 	}

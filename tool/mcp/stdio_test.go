@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -165,6 +166,23 @@ func TestStdioCrashMidCall(t *testing.T) {
 		t.Logf("restarted at once: %+v", res)
 	} else if !strings.Contains(res.Output, "failed 2 times in a row") || !strings.Contains(res.Output, "exited with status 2") {
 		t.Fatalf("during the backoff: %+v", res)
+	}
+	// A step during the backoff still offers the tools the server listed
+	// last, and names the server's failure: a call answers with the
+	// server's last error, not "unknown tool".
+	reg, err := m.Tools(context.Background(), nil, nil)
+	var se *ServerError
+	switch {
+	case err == nil:
+		t.Logf("restarted at once")
+	case !errors.As(err, &se) || se.Server != "fake" || !slices.Contains(se.Tools, "mcp__fake__echo") ||
+		!strings.Contains(se.Last.Error(), "exited with status 2") || se.Failures != 2:
+		t.Fatalf("Tools during the backoff: err %#v", err)
+	default:
+		res := call(reg, "mcp__fake__echo", `{"text":"x"}`, 10*time.Second)
+		if !res.IsError || strings.Contains(res.Output, "unknown tool") || !strings.Contains(res.Output, "exited with status 2") {
+			t.Fatalf("a call of the failed server's tool: %+v", res)
+		}
 	}
 }
 
