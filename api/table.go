@@ -118,6 +118,7 @@ func Methods() []Descriptor {
 		ApprovalDecide, InputAnswer, ToolResult, RequestList, ApprovalList, RequestGet,
 		ProcessStart, ProcessGet, ProcessList, ProcessAwait, ProcessOutput, ProcessWrite,
 		ProcessSignal, ProcessCancel, ProcessGrant, ProcessRevoke, ProcessFollow,
+		MCPResources, MCPReadResource, MCPPrompts, MCPGetPrompt,
 	}
 }
 

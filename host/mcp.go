@@ -1,0 +1,102 @@
+package host
+
+import (
+	"context"
+	"errors"
+
+	"weft.dev/weft/api"
+	"weft.dev/weft/env"
+	"weft.dev/weft/event"
+	"weft.dev/weft/host/internal/session"
+	"weft.dev/weft/tool/mcp"
+)
+
+// mcpScope returns what an MCP request reaches: the host's MCP client,
+// and with sessionID the session's own servers and binding.
+func (h *Host) mcpScope(ctx context.Context, sessionID string) (*mcp.Manager, map[string]event.MCPServer, *env.Binding, error) {
+	if h.cfg.MCP == nil {
+		return nil, nil, nil, api.Errorf(api.KindNotFound, "this host has no MCP client (no MCP servers are configured)")
+	}
+	if sessionID == "" {
+		return h.cfg.MCP, nil, nil, nil
+	}
+	var servers map[string]event.MCPServer
+	var b *env.Binding
+	err := h.with(ctx, sessionID, func(s *session.Session) error {
+		var err error
+		servers, b, err = s.MCPServers()
+		return err
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return h.cfg.MCP, servers, b, nil
+}
+
+// mcpError maps an MCP request's failure: an unknown server is
+// not_found; a server that failed, or refused the request, is
+// environment_unavailable, with its message.
+func mcpError(server string, err error) error {
+	var ae *api.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.Is(err, mcp.ErrNoServer):
+		return api.Wrap(api.KindNotFound, err, "%v", err).With("server", server)
+	}
+	return api.Wrap(api.KindEnvironmentUnavailable, err, "%v", err).With("server", server)
+}
+
+// MCPResources lists the resources of the MCP servers ([api.MCPResources]).
+func (h *Host) MCPResources(ctx context.Context, p api.MCPListParams) (*api.MCPResourcesResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	m, servers, b, err := h.mcpScope(ctx, p.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := m.Resources(ctx, p.Server, servers, b)
+	return res, mcpError(p.Server, err)
+}
+
+// MCPReadResource reads a resource of an MCP server ([api.MCPReadResource]).
+func (h *Host) MCPReadResource(ctx context.Context, p api.MCPReadResourceParams) (*api.MCPReadResourceResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	m, servers, b, err := h.mcpScope(ctx, p.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := m.ReadResource(ctx, p.Server, p.URI, servers, b)
+	return res, mcpError(p.Server, err)
+}
+
+// MCPPrompts lists the prompts of the MCP servers ([api.MCPPrompts]).
+func (h *Host) MCPPrompts(ctx context.Context, p api.MCPListParams) (*api.MCPPromptsResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	m, servers, b, err := h.mcpScope(ctx, p.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := m.Prompts(ctx, p.Server, servers, b)
+	return res, mcpError(p.Server, err)
+}
+
+// MCPGetPrompt gets a prompt of an MCP server ([api.MCPGetPrompt]).
+func (h *Host) MCPGetPrompt(ctx context.Context, p api.MCPGetPromptParams) (*api.MCPGetPromptResult, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	m, servers, b, err := h.mcpScope(ctx, p.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	res, err := m.GetPrompt(ctx, p.Server, p.Name, p.Arguments, servers, b)
+	return res, mcpError(p.Server, err)
+}
