@@ -3,6 +3,7 @@ package mcp
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/env"
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/event"
@@ -155,6 +157,7 @@ func testEverything(t *testing.T, m *Manager) {
 			t.Fatalf("progress %+v, want 1..4 of 4", got)
 		}
 	}
+	testEverythingFeatures(t, m)
 	// After the timeout the server still answers.
 	if res := call(reg, "mcp__everything__echo", `{"message":"again"}`, 30*time.Second); res.Output != "Echo: again" {
 		t.Fatalf("echo after a timeout: %+v", res)
@@ -223,4 +226,59 @@ func (r *progressRecorder) got() []tool.ProgressUpdate {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.updates)
+}
+
+// testEverythingFeatures lists and reads server-everything's resources
+// and prompts; an unknown server or resource is an error.
+func testEverythingFeatures(t *testing.T, m *Manager) {
+	t.Helper()
+	ctx := context.Background()
+	rs, err := m.Resources(ctx, "", nil, nil)
+	if err != nil || len(rs.Failed) > 0 || len(rs.Resources) == 0 {
+		t.Fatalf("resources %+v, %v", rs, err)
+	}
+	var text api.MCPResource
+	for _, r := range rs.Resources {
+		if r.Server != "everything" || r.URI == "" {
+			t.Fatalf("resource %+v", r)
+		}
+		if strings.HasPrefix(r.MIMEType, "text/") && text.URI == "" {
+			text = r
+		}
+	}
+	if text.URI == "" {
+		t.Fatalf("no text resource in %+v", rs.Resources)
+	}
+	got, err := m.ReadResource(ctx, "everything", text.URI, nil, nil)
+	if err != nil || len(got.Contents) == 0 || got.Contents[0].Text == "" {
+		t.Fatalf("read %s: %+v, %v", text.URI, got, err)
+	}
+	if _, err := m.ReadResource(ctx, "everything", "demo://no/such/thing", nil, nil); err == nil {
+		t.Errorf("reading an unknown resource: no error")
+	}
+	if _, err := m.Resources(ctx, "nope", nil, nil); !errors.Is(err, ErrNoServer) {
+		t.Errorf("an unknown server: err = %v", err)
+	}
+
+	ps, err := m.Prompts(ctx, "everything", nil, nil)
+	if err != nil || len(ps.Failed) > 0 || len(ps.Prompts) == 0 {
+		t.Fatalf("prompts %+v, %v", ps, err)
+	}
+	var simple api.MCPPrompt
+	for _, p := range ps.Prompts {
+		required := false
+		for _, a := range p.Arguments {
+			required = required || a.Required
+		}
+		if !required && simple.Name == "" {
+			simple = p
+		}
+	}
+	pr, err := m.GetPrompt(ctx, "everything", simple.Name, nil, nil, nil)
+	if err != nil || len(pr.Messages) == 0 || len(pr.Messages[0].Content) == 0 || event.Text(pr.Messages[0].Content) == "" {
+		t.Fatalf("prompt %s: %+v, %v", simple.Name, pr, err)
+	}
+	if _, err := m.GetPrompt(ctx, "everything", "no-such-prompt", nil, nil, nil); err == nil {
+		t.Errorf("an unknown prompt: no error")
+	}
 }
