@@ -53,11 +53,17 @@ func TestMCPResourcesAndPrompts(t *testing.T) {
 
 	// Without the session, its server is unknown.
 	for name, err := range map[string]error{
-		"unknown server":   func() error { _, err := h.MCPResources(ctx, api.MCPListParams{Server: "docs"}); return err }(),
-		"unknown session":  func() error { _, err := h.MCPPrompts(ctx, api.MCPListParams{SessionID: "ses_nope"}); return err }(),
-		"no uri":           func() error { _, err := h.MCPReadResource(ctx, api.MCPReadResourceParams{Server: "docs"}); return err }(),
-		"unknown resource": func() error { _, err := h.MCPReadResource(ctx, api.MCPReadResourceParams{SessionID: s.ID, Server: "docs", URI: "docs://nope"}); return err }(),
-		"unknown prompt":   func() error { _, err := h.MCPGetPrompt(ctx, api.MCPGetPromptParams{SessionID: s.ID, Server: "docs", Name: "nope"}); return err }(),
+		"unknown server":  func() error { _, err := h.MCPResources(ctx, api.MCPListParams{Server: "docs"}); return err }(),
+		"unknown session": func() error { _, err := h.MCPPrompts(ctx, api.MCPListParams{SessionID: "ses_nope"}); return err }(),
+		"no uri":          func() error { _, err := h.MCPReadResource(ctx, api.MCPReadResourceParams{Server: "docs"}); return err }(),
+		"unknown resource": func() error {
+			_, err := h.MCPReadResource(ctx, api.MCPReadResourceParams{SessionID: s.ID, Server: "docs", URI: "docs://nope"})
+			return err
+		}(),
+		"unknown prompt": func() error {
+			_, err := h.MCPGetPrompt(ctx, api.MCPGetPromptParams{SessionID: s.ID, Server: "docs", Name: "nope"})
+			return err
+		}(),
 	} {
 		want := map[string]error{"unknown server": api.ErrNotFound, "unknown session": api.ErrNotFound, "no uri": api.ErrInvalidParams,
 			"unknown resource": api.ErrEnvUnavailable, "unknown prompt": api.ErrEnvUnavailable}[name]

@@ -18,7 +18,7 @@ import (
 
 // mcpCmd shows the MCP servers of the config file.
 type mcpCmd struct {
-	List  mcpListCmd  `cmd:"" help:"List the MCP servers of the config file."`
+	List      mcpListCmd      `cmd:"" help:"List the MCP servers of the config file."`
 	Tools     mcpToolsCmd     `cmd:"" help:"Start an MCP server of the config file and list its tools as the model sees them."`
 	Resources mcpResourcesCmd `cmd:"" help:"List the resources of the config file's MCP servers, or print one."`
 	Prompts   mcpPromptsCmd   `cmd:"" help:"List the prompts of the config file's MCP servers, or print one with its arguments filled in."`
