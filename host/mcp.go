@@ -3,11 +3,13 @@ package host
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/env"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host/internal/session"
+	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/mcp"
 )
 
@@ -100,3 +102,41 @@ func (h *Host) MCPGetPrompt(ctx context.Context, p api.MCPGetPromptParams) (*api
 	res, err := m.GetPrompt(ctx, p.Server, p.Name, p.Arguments, servers, b)
 	return res, mcpError(p.Server, err)
 }
+
+// toolsFor returns the tools a call of session sessionID may name: the
+// host's (Config.Tools) and the MCP servers' of the host's configuration
+// and, with a session, the session's own, started if they are not
+// running. A server that fails is named in failed; its tools are left
+// out but for those it listed last, which answer with its error.
+func (h *Host) toolsFor(ctx context.Context, sessionID string) (reg *tool.Registry, failed []api.MCPServerFailure, err error) {
+	if h.cfg.MCP == nil {
+		return h.cfg.Tools, nil, nil
+	}
+	m, servers, b, err := h.mcpScope(ctx, sessionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	mreg, terr := m.Tools(ctx, servers, b)
+	if terr != nil {
+		errs := []error{terr}
+		if j, ok := terr.(interface{ Unwrap() []error }); ok {
+			errs = j.Unwrap()
+		}
+		for _, e := range errs {
+			var se *mcp.ServerError
+			if errors.As(e, &se) {
+				failed = append(failed, api.MCPServerFailure{Server: se.Server, Error: se.Error()})
+			}
+		}
+	}
+	reg, err = tool.Merge(h.cfg.Tools, mreg)
+	if err != nil {
+		return nil, nil, apiError(err)
+	}
+	return reg, failed, nil
+}
+
+// isMCPTool reports whether name is an MCP server's tool's name
+// (mcp__<server>__<tool>): the only ones toolsFor must start servers
+// for.
+func isMCPTool(name string) bool { return strings.HasPrefix(name, "mcp__") }
