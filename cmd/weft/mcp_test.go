@@ -104,4 +104,22 @@ func TestMCPEndToEnd(t *testing.T) {
 	if last := evs[len(evs)-1]; last.Type != event.RunCompleted {
 		t.Fatalf("the run ended with %s", last.Type)
 	}
+	// --resource SERVER:URI puts the resource into the run's input.
+	see := e.script("see.json", `{"steps":[{"text":"got it"}]}`)
+	_, stderr, code = e.weft("", "run", "-m", "scripted:"+see, "-p", "summarise this", "--resource", "everything:"+uri)
+	if code != 0 {
+		t.Fatalf("weft run --resource: %d %s", code, stderr)
+	}
+	var user event.MessageUserData
+	for _, ev := range e.events(e.latestSession()) {
+		if ev.Type == event.MessageUser {
+			ev.Decode(&user)
+		}
+	}
+	if text := event.Text(user.Content); !strings.Contains(text, "summarise this") || !strings.Contains(text, "[resource "+uri+"]") {
+		t.Fatalf("message.user %q", text)
+	}
+	if _, stderr, code = e.weft("", "run", "-m", "scripted:"+see, "-p", "x", "--resource", "everything:demo://nope"); code == 0 || !strings.Contains(stderr, "demo://nope") {
+		t.Fatalf("an unknown resource: %d %s", code, stderr)
+	}
 }

@@ -33,6 +33,7 @@ type runCmd struct {
 	Approve  string   `help:"Approval mode: read-only, ask-writes, ask-all or never-ask (default: ask-writes on a terminal, never-ask for scripts and --json)." enum:",read-only,ask-writes,ask-all,never-ask" default:"" placeholder:"MODE"`
 	Wait     bool     `name:"wait-for-answers" help:"When no one is at a terminal, let approvals and questions wait for weft approve|deny|answer (through weft serve) instead of cancelling the run."`
 	Image    []string `help:"Attach an image file (PNG, JPEG, GIF or WebP) to the prompt. Repeatable." placeholder:"FILE"`
+	Resource []string `help:"Attach a resource of an MCP server to the prompt, read when the run starts. Repeatable." placeholder:"SERVER:URI"`
 }
 
 // interactive reports whether a person answers at the terminal: stdin
@@ -64,7 +65,12 @@ func (c *runCmd) Run(ctx context.Context, a *app) error {
 	if err != nil {
 		return err
 	}
-	if strings.TrimSpace(prompt) == "" && len(images) == 0 {
+	for _, r := range c.Resource {
+		if server, uri, ok := strings.Cut(r, ":"); !ok || server == "" || uri == "" {
+			return usageErr("--resource %q: want SERVER:URI (weft mcp resources lists them)", r)
+		}
+	}
+	if strings.TrimSpace(prompt) == "" && len(images) == 0 && len(c.Resource) == 0 {
 		return usageErr("empty prompt: pass -p PROMPT or write the prompt on stdin")
 	}
 	cfg, _, err := a.loadConfig()
@@ -112,6 +118,31 @@ func (c *runCmd) Run(ctx context.Context, a *app) error {
 	}
 	err = c.runOn(ctx, a, conn, ap, model, prompt, images)
 	return a.hostModelError(conn, withFlags("run", err))
+}
+
+// resourceParts reads the resource uri of the MCP server through the
+// host (mcp/read_resource, the session's servers included) and returns
+// it as input parts: each text content as a text part that names its
+// URI, each image as an image part, any other binary content as a line
+// naming its type and size.
+func resourceParts(ctx context.Context, h api.Host, sessionID, server, uri string) ([]event.Part, error) {
+	res, err := h.MCPReadResource(ctx, api.MCPReadResourceParams{SessionID: sessionID, Server: server, URI: uri})
+	if err != nil {
+		return nil, err
+	}
+	var parts []event.Part
+	for _, c := range res.Contents {
+		switch {
+		case c.Blob == nil:
+			parts = append(parts, event.TextParts(fmt.Sprintf("\n[resource %s]\n%s", c.URI, c.Text))...)
+		case slices.Contains(event.ImageMediaTypes(), c.MIMEType) && event.CheckImage(event.Part{Type: event.PartImage, MediaType: c.MIMEType, Data: c.Blob}) == nil:
+			parts = append(parts, event.TextParts(fmt.Sprintf("\n[resource %s: an image]", c.URI))...)
+			parts = append(parts, event.Part{Type: event.PartImage, MediaType: c.MIMEType, Data: c.Blob})
+		default:
+			parts = append(parts, event.TextParts(fmt.Sprintf("\n[resource %s: %s, %d bytes of binary data, not shown]", c.URI, orType(c.MIMEType), len(c.Blob)))...)
+		}
+	}
+	return parts, nil
 }
 
 // readImages reads the image files of --image, each as an image part
@@ -191,6 +222,17 @@ func (c *runCmd) runOn(ctx context.Context, a *app, conn *conn, ap *approval, mo
 		in = api.Input(event.TextParts(prompt))
 	}
 	in = append(in, images...)
+	for _, r := range c.Resource {
+		server, uri, _ := strings.Cut(r, ":")
+		parts, err := resourceParts(ctx, h, sessionID, server, uri)
+		if err != nil {
+			if created {
+				discardSession(ctx, h, sessionID)
+			}
+			return fmt.Errorf("--resource %s: %w", r, err)
+		}
+		in = append(in, parts...)
+	}
 	r, err := h.StartRun(ctx, api.StartRunParams{SessionID: sessionID, Input: in, Model: model,
 		MaxSteps: c.MaxSteps, Busy: c.Busy, DefaultPreset: ap.defaultPreset()})
 	if err != nil {
