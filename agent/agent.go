@@ -328,7 +328,7 @@ func (l *loop) execute(ctx context.Context) (Outcome, error) {
 	if err := l.emitMany(ctx, start); err != nil {
 		return l.end(ctx, err)
 	}
-	msgs := append(append([]llm.Message(nil), l.run.History...), llm.Message{Role: llm.RoleUser, Content: event.Text(l.run.Input)})
+	msgs := append(append([]llm.Message(nil), l.run.History...), UserMessage(l.run.Input))
 	l.startWindow(l.run.History)
 	l.win.grow(msgs[len(msgs)-1])
 	return l.loopSteps(ctx, binding, msgs)
@@ -502,7 +502,7 @@ func (l *loop) consume(ctx context.Context, steers []Steer) ([]llm.Message, erro
 			return nil, err
 		}
 		evs = append(evs, e)
-		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: event.Text(s.Input)})
+		msgs = append(msgs, UserMessage(s.Input))
 	}
 	return msgs, l.emitMany(ctx, evs)
 }

@@ -267,10 +267,13 @@ func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, 
 				if l.run.Guard != nil {
 					cb = cb.WithGuard(l.run.Guard(c, how))
 				}
+				pr := &progress{l: l, call: c}
 				res = l.tools.Call(ctx, c.Name, &tool.Call{
 					ID: c.ID, SessionID: l.run.SessionID, RunID: l.run.ID,
 					Arguments: []byte(c.Arguments), Env: cb, Background: l.run.Background,
+					Progress: pr,
 				}, tool.CallOptions{Timeout: l.cfg.ToolTimeout, ResultBudget: l.cfg.ResultBudget})
+				pr.close()
 			}
 			// The model reads the result as the log stored it (the log
 			// masks secrets), so the step's next request and a later
@@ -278,8 +281,10 @@ func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, 
 			output, err := l.emitResult(wctx, event.ToolCallCompletedData{
 				ID: c.ID, Name: c.Name, Output: res.Output, IsError: res.IsError, Truncated: res.Truncated,
 				DurationMs: time.Since(t0).Milliseconds(), Failure: res.Failure, Confinement: res.Confinement,
+				Attachments: res.Attachments,
 			})
-			results[i] = llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: output, IsError: res.IsError}
+			results[i] = llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, Content: output, IsError: res.IsError,
+				Attachments: Attachments(res.Attachments)}
 			errs[i] = err
 		})
 	}

@@ -123,14 +123,14 @@ func (b *TranscriptBuilder) Add(e event.Event) error {
 			return err
 		}
 		b.closeOpen()
-		b.push(llm.Message{Role: llm.RoleUser, Content: event.Text(d.Content)})
+		b.push(UserMessage(d.Content))
 	case event.SteerConsumed:
 		var d event.SteerData
 		if err := e.Decode(&d); err != nil {
 			return err
 		}
 		b.closeOpen()
-		b.push(llm.Message{Role: llm.RoleUser, Content: event.Text(d.Input)})
+		b.push(UserMessage(d.Input))
 	case event.MessageCompleted:
 		var d event.MessageCompletedData
 		if err := e.Decode(&d); err != nil {
@@ -154,7 +154,8 @@ func (b *TranscriptBuilder) Add(e event.Event) error {
 			b.pending -= messageSize(old)
 			b.estPending -= estimateBytes(old)
 		}
-		r := llm.Message{Role: llm.RoleTool, ToolCallID: d.ID, ToolName: d.Name, Content: d.Output, IsError: d.IsError}
+		r := llm.Message{Role: llm.RoleTool, ToolCallID: d.ID, ToolName: d.Name, Content: d.Output, IsError: d.IsError,
+			Attachments: Attachments(d.Attachments)}
 		b.results[d.ID] = r
 		b.pending += messageSize(r)
 		b.estPending += estimateBytes(r)
@@ -262,10 +263,31 @@ func (b *TranscriptBuilder) result(c event.ToolCall) llm.Message {
 		Content: "error: this tool call never finished (the run ended before its result)"}
 }
 
-// messageSize estimates the memory m holds: its strings and a fixed
-// overhead for the struct and slice headers.
+// UserMessage is the user message of input parts: their text, and their
+// images as attachments.
+func UserMessage(parts []event.Part) llm.Message {
+	return llm.Message{Role: llm.RoleUser, Content: event.Text(parts), Attachments: Attachments(parts)}
+}
+
+// Attachments returns the image parts of parts as attachments; nil if
+// none. The attachments share the parts' bytes.
+func Attachments(parts []event.Part) []llm.Attachment {
+	var out []llm.Attachment
+	for _, p := range parts {
+		if p.Type == event.PartImage {
+			out = append(out, llm.Attachment{MediaType: p.MediaType, Data: p.Data})
+		}
+	}
+	return out
+}
+
+// messageSize estimates the memory m holds: its strings and attachments,
+// and a fixed overhead for the struct and slice headers.
 func messageSize(m llm.Message) int64 {
 	n := 160 + len(m.Content) + len(m.Reasoning) + len(m.ToolCallID) + len(m.ToolName) + len(m.ProviderState)
+	for _, a := range m.Attachments {
+		n += 48 + len(a.MediaType) + len(a.Data)
+	}
 	for _, c := range m.ToolCalls {
 		n += 48 + len(c.ID) + len(c.Name) + len(c.Arguments)
 	}

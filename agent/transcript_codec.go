@@ -115,6 +115,9 @@ func appendMessage(out []byte, m llm.Message) []byte {
 	if m.IsError {
 		flags |= 1
 	}
+	if len(m.Attachments) > 0 {
+		flags |= 2 // attachments follow the tool calls
+	}
 	out = append(out, flags)
 	out = appendString(out, m.Content)
 	out = appendString(out, m.Reasoning)
@@ -124,6 +127,13 @@ func appendMessage(out []byte, m llm.Message) []byte {
 	out = binary.AppendUvarint(out, uint64(len(m.ToolCalls)))
 	for _, c := range m.ToolCalls {
 		out = appendCall(out, c)
+	}
+	if len(m.Attachments) > 0 {
+		out = binary.AppendUvarint(out, uint64(len(m.Attachments)))
+		for _, a := range m.Attachments {
+			out = appendString(out, a.MediaType)
+			out = appendString(out, string(a.Data))
+		}
 	}
 	return out
 }
@@ -207,6 +217,13 @@ func (d *decoder) message() llm.Message {
 		m.ToolCalls = make([]event.ToolCall, 0, n)
 		for range n {
 			m.ToolCalls = append(m.ToolCalls, d.call())
+		}
+	}
+	if flags&2 != 0 {
+		n := d.count()
+		m.Attachments = make([]llm.Attachment, 0, n)
+		for range n {
+			m.Attachments = append(m.Attachments, llm.Attachment{MediaType: d.str("media type"), Data: []byte(d.str("attachment"))})
 		}
 	}
 	return m

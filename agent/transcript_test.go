@@ -29,7 +29,11 @@ func randomLog(t *testing.T, r *rand.Rand, n int) []event.Event {
 	for i := 0; len(evs) < n; i++ {
 		switch r.IntN(6) {
 		case 0:
-			evs = append(evs, mk(event.MessageUser, event.MessageUserData{Content: event.TextParts(fmt.Sprint("user ", i))}))
+			in := event.TextParts(fmt.Sprint("user ", i))
+			if r.IntN(3) == 0 { // an image
+				in = append(in, event.Part{Type: event.PartImage, MediaType: "image/png", Data: []byte(fmt.Sprint("png ", i))})
+			}
+			evs = append(evs, mk(event.MessageUser, event.MessageUserData{Content: in}))
 		case 1:
 			evs = append(evs, mk(event.SteerConsumed, event.SteerData{SteerID: "s", Input: event.TextParts(fmt.Sprint("steer ", i))}))
 		case 2:
@@ -43,12 +47,47 @@ func randomLog(t *testing.T, r *rand.Rand, n int) []event.Event {
 				continue
 			}
 			c := calls[r.IntN(len(calls))]
-			evs = append(evs, mk(event.ToolCallCompleted, event.ToolCallCompletedData{ID: c.ID, Name: c.Name, Output: fmt.Sprint("out ", i), IsError: r.IntN(5) == 0}))
+			var images []event.Part
+			for k := range r.IntN(3) / 2 * 2 { // 0 or 2 images
+				images = append(images, event.Part{Type: event.PartImage, MediaType: "image/gif", Data: []byte(fmt.Sprint("gif ", i, k))})
+			}
+			evs = append(evs, mk(event.ToolCallCompleted, event.ToolCallCompletedData{ID: c.ID, Name: c.Name, Output: fmt.Sprint("out ", i),
+				IsError: r.IntN(5) == 0, Attachments: images}))
 		case 5:
 			evs = append(evs, mk(event.StepStarted, event.StepData{Step: i}))
 		}
 	}
 	return evs
+}
+
+// A user message's images and a tool result's images are attachments of
+// their messages in the transcript, in order.
+func TestTranscriptAttachments(t *testing.T) {
+	mk := func(typ event.Type, v any) event.Event {
+		e, err := event.New("run", typ, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	img := event.Part{Type: event.PartImage, MediaType: "image/png", Data: []byte("p")}
+	shot := event.Part{Type: event.PartImage, MediaType: "image/jpeg", Data: []byte("j")}
+	msgs, err := agent.Transcript([]event.Event{
+		mk(event.MessageUser, event.MessageUserData{Content: []event.Part{{Type: "text", Text: "what is it?"}, img}}),
+		mk(event.MessageCompleted, event.MessageCompletedData{ToolCalls: []event.ToolCall{{ID: "c1", Name: "shot", Arguments: "{}"}}}),
+		mk(event.ToolCallCompleted, event.ToolCallCompletedData{ID: "c1", Name: "shot", Output: "a screenshot", Attachments: []event.Part{shot}}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []llm.Message{
+		{Role: llm.RoleUser, Content: "what is it?", Attachments: []llm.Attachment{{MediaType: "image/png", Data: []byte("p")}}},
+		{Role: llm.RoleAssistant, ToolCalls: []event.ToolCall{{ID: "c1", Name: "shot", Arguments: "{}"}}},
+		{Role: llm.RoleTool, ToolCallID: "c1", ToolName: "shot", Content: "a screenshot", Attachments: []llm.Attachment{{MediaType: "image/jpeg", Data: []byte("j")}}},
+	}
+	if !reflect.DeepEqual(msgs, want) {
+		t.Errorf("transcript\n got %+v\nwant %+v", msgs, want)
+	}
 }
 
 // TestTranscriptBuilderIncremental checks that a builder fed a log one

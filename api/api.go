@@ -87,7 +87,8 @@ const (
 	// model's path.
 	MaxModelBytes = 1 << 10
 	// MaxInputBytes caps the input of one run or steer (text and parts,
-	// encoded).
+	// encoded), not counting its images' data, which event.MaxImageBytes
+	// and event.MaxImagesBytes cap.
 	MaxInputBytes = 1 << 20
 	// MaxMetadataBytes caps a session's metadata (keys and values).
 	MaxMetadataBytes = 16 << 10

@@ -26,10 +26,10 @@ func Example() {
 	if err := json.Unmarshal([]byte(`{"sessionId":"ses_1","input":"hello"}`), &q); err != nil {
 		fmt.Println(err)
 	}
-	fmt.Printf("%+v\n", q.Input)
+	fmt.Println(len(q.Input), q.Input[0].Type, q.Input[0].Text)
 	// Output:
 	// {"sessionId":"ses_1","input":[{"type":"text","text":"Summarise README.md"}],"busy":"queue","idempotencyKey":"retry-me-safely"}
-	// [{Type:text Text:hello}]
+	// 1 text hello
 }
 
 // A host's errors are *api.Error values of a kind from the error table.

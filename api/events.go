@@ -100,10 +100,14 @@ type ClosedNotification struct {
 }
 
 // ToolsListParams are the params of tools/list.
-type ToolsListParams struct{}
+type ToolsListParams struct {
+	// SessionID, if set, adds the tools of the session's own MCP
+	// servers to the host's and its configured servers'.
+	SessionID string `json:"sessionId,omitempty"`
+}
 
-// Validate checks nothing.
-func (p ToolsListParams) Validate() error { return nil }
+// Validate checks the session ID's size.
+func (p ToolsListParams) Validate() error { return checkID("sessionId", p.SessionID) }
 
 // ToolSpec describes a tool as the model sees it.
 type ToolSpec struct {
@@ -115,6 +119,9 @@ type ToolSpec struct {
 // ToolsListResult lists the tools runs are offered.
 type ToolsListResult struct {
 	Tools []ToolSpec `json:"tools"`
+	// Failed are the MCP servers whose tools could not be listed (their
+	// tools are left out, but for those they listed last).
+	Failed []MCPServerFailure `json:"failed,omitempty"`
 }
 
 // Info names a program on either end of a connection, as exchanged by

@@ -65,6 +65,15 @@ type Host interface {
 
 	// ListTools implements [ToolsList].
 	ListTools(ctx context.Context, p ToolsListParams) (*ToolsListResult, error)
+
+	// MCPResources implements [MCPResources].
+	MCPResources(ctx context.Context, p MCPListParams) (*MCPResourcesResult, error)
+	// MCPReadResource implements [MCPReadResource].
+	MCPReadResource(ctx context.Context, p MCPReadResourceParams) (*MCPReadResourceResult, error)
+	// MCPPrompts implements [MCPPrompts].
+	MCPPrompts(ctx context.Context, p MCPListParams) (*MCPPromptsResult, error)
+	// MCPGetPrompt implements [MCPGetPrompt].
+	MCPGetPrompt(ctx context.Context, p MCPGetPromptParams) (*MCPGetPromptResult, error)
 	// CheckModel implements [ModelCheck].
 	CheckModel(ctx context.Context, p ModelCheckParams) (*ModelCheckResult, error)
 

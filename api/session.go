@@ -1,13 +1,17 @@
 package api
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store/record"
 )
 
-// Input is user input: a string or a list of content parts.
+// Input is user input: a string or a list of content parts, text
+// ({"type":"text","text":…}) and images ({"type":"image","mediaType":
+// "image/png","data":<base64>}; see [event.Part]).
 type Input []event.Part
 
 // UnmarshalJSON accepts "text" or [{"type":"text","text":"…"}]; null is
@@ -24,6 +28,10 @@ func (in *Input) UnmarshalJSON(b []byte) error {
 	}
 	var parts []event.Part
 	if err := json.Unmarshal(b, &parts); err != nil {
+		var b64 base64.CorruptInputError
+		if errors.As(err, &b64) {
+			return Errorf(KindInvalidParams, "input: an image's data is not valid base64 (%v)", err).With("field", "input")
+		}
 		return Errorf(KindInvalidParams, "input: want a string or a list of content parts").With("field", "input")
 	}
 	*in = parts

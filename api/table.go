@@ -121,6 +121,7 @@ func Methods() []Descriptor {
 		ApprovalDecide, InputAnswer, ToolResult, RequestList, ApprovalList, RequestGet,
 		ProcessStart, ProcessGet, ProcessList, ProcessAwait, ProcessOutput, ProcessWrite,
 		ProcessSignal, ProcessCancel, ProcessGrant, ProcessRevoke, ProcessFollow,
+		MCPResources, MCPReadResource, MCPPrompts, MCPGetPrompt,
 	}
 }
 
@@ -195,5 +196,7 @@ func Events() []EventInfo {
 		{event.InputResolved, "A question was answered, expired or cancelled.", reflect.TypeFor[event.InputResolvedData]()},
 		{event.ToolCallRequested, "A call of a tool the client executes; tool/result answers it.", reflect.TypeFor[event.ToolCallRequestedData]()},
 		{event.RunResumed, "A run that waited for answers goes on.", reflect.TypeFor[event.RunResumedData]()},
+		{event.ToolProgress, "A running tool call's progress (an MCP server's progress notification).", reflect.TypeFor[event.ToolProgressData]()},
+		{event.MCPServerFailed, "An MCP server a step needed failed to start, crashed, or could not list its tools.", reflect.TypeFor[event.MCPServerFailedData]()},
 	}
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"regexp"
 	"strconv"
 	"strings"
@@ -68,13 +69,61 @@ func checkKey(key string) error {
 	return nil
 }
 
-// checkInput refuses empty or oversized input.
+// checkInput refuses input that is empty (no text and no image), of an
+// unknown part type, over MaxInputBytes without its images' bytes, or
+// with an image [event.CheckImages] refuses: of a type other than
+// [event.ImageMediaTypes] (error data: field, mediaTypes), over
+// [event.MaxImageBytes] or, all together, over [event.MaxImagesBytes] or
+// [event.MaxImages] (field, limit), or that does not decode (field).
 func checkInput(in Input) error {
-	if strings.TrimSpace(event.Text(in)) == "" {
+	images := 0
+	text := make(Input, 0, len(in))
+	for i, p := range in {
+		f := "input[" + strconv.Itoa(i) + "]"
+		switch p.Type {
+		case event.PartText:
+			if p.MediaType != "" || len(p.Data) > 0 {
+				return InvalidParam(f, "%s: a text part has no mediaType or data", f)
+			}
+			text = append(text, p)
+		case event.PartImage:
+			if p.Text != "" {
+				return InvalidParam(f, "%s: an image part has no text", f)
+			}
+			images++
+			text = append(text, event.Part{Type: p.Type, MediaType: p.MediaType})
+		default:
+			return InvalidParam(f, "%s: unknown part type %q: want text or image", f, p.Type)
+		}
+	}
+	if images == 0 && strings.TrimSpace(event.Text(in)) == "" {
 		return InvalidParam("input", "input is empty")
 	}
-	b, _ := json.Marshal(in)
-	return checkSize("input", len(b), MaxInputBytes)
+	b, _ := json.Marshal(text)
+	if err := checkSize("input", len(b), MaxInputBytes); err != nil {
+		return err
+	}
+	if images == 0 {
+		return nil
+	}
+	i, err := event.CheckImages(in)
+	if err == nil {
+		return nil
+	}
+	f := "input"
+	if i >= 0 {
+		f = "input[" + strconv.Itoa(i) + "]"
+	}
+	e := InvalidParam(f, "%s: %v", f, err)
+	switch {
+	case errors.Is(err, event.ErrImageType):
+		e = e.With("mediaTypes", event.ImageMediaTypes())
+	case errors.Is(err, event.ErrImageTooLarge) && i >= 0:
+		e = e.With("limit", event.MaxImageBytes)
+	case errors.Is(err, event.ErrImageTooLarge):
+		e = e.With("limit", event.MaxImagesBytes).With("maxImages", event.MaxImages)
+	}
+	return e
 }
 
 // checkMetadata refuses metadata over [MaxMetadataKeys] or

@@ -291,6 +291,26 @@ func (c *Client) ListTools(ctx context.Context, p api.ToolsListParams) (*api.Too
 	return call(ctx, c, api.ToolsList, p)
 }
 
+// MCPResources calls mcp/resources.
+func (c *Client) MCPResources(ctx context.Context, p api.MCPListParams) (*api.MCPResourcesResult, error) {
+	return call(ctx, c, api.MCPResources, p)
+}
+
+// MCPReadResource calls mcp/read_resource.
+func (c *Client) MCPReadResource(ctx context.Context, p api.MCPReadResourceParams) (*api.MCPReadResourceResult, error) {
+	return call(ctx, c, api.MCPReadResource, p)
+}
+
+// MCPPrompts calls mcp/prompts.
+func (c *Client) MCPPrompts(ctx context.Context, p api.MCPListParams) (*api.MCPPromptsResult, error) {
+	return call(ctx, c, api.MCPPrompts, p)
+}
+
+// MCPGetPrompt calls mcp/get_prompt.
+func (c *Client) MCPGetPrompt(ctx context.Context, p api.MCPGetPromptParams) (*api.MCPGetPromptResult, error) {
+	return call(ctx, c, api.MCPGetPrompt, p)
+}
+
 // ListEnv calls env/list.
 func (c *Client) ListEnv(ctx context.Context, p api.ListEnvParams) (*api.ListEnvResult, error) {
 	return call(ctx, c, api.EnvList, p)

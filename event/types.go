@@ -60,11 +60,35 @@ const (
 	SteerDropped Type = "steer.dropped"
 )
 
-// Part is one piece of message content. Only text is defined today; Type
-// leaves room for images and files.
+// Part is one piece of message content: text ({"type":"text","text":…})
+// or an image ({"type":"image","mediaType":"image/png","data":<base64>}).
+// An image's bytes are kept inline in the event that carries it (see
+// [CheckImage] for what an image may be); the log stays the one truth.
 type Part struct {
-	Type string `json:"type"` // "text"
+	// Type is [PartText] or [PartImage].
+	Type string `json:"type"`
 	Text string `json:"text,omitempty"`
+	// MediaType is an image's type: one of [ImageMediaTypes].
+	MediaType string `json:"mediaType,omitempty"`
+	// Data is an image's bytes, base64 in JSON.
+	Data []byte `json:"data,omitempty"`
+}
+
+// Part types.
+const (
+	PartText  = "text"
+	PartImage = "image"
+)
+
+// Images returns the image parts of parts, in order; nil if none.
+func Images(parts []Part) []Part {
+	var out []Part
+	for _, p := range parts {
+		if p.Type == PartImage {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // TokenUsage counts tokens. Zero fields mean the provider did not report them.
@@ -283,6 +307,10 @@ type ToolCallCompletedData struct {
 	// By, for the call of a tool a client executes, says which client
 	// answered (or, with Policy set, that the run's cancel closed it).
 	By *By `json:"by,omitempty"`
+	// Attachments are the images the result carries beside Output (an
+	// MCP tool's image content), as image parts; the model sees them
+	// after Output. At most MaxImages and MaxImagesBytes.
+	Attachments []Part `json:"attachments,omitempty"`
 }
 
 // UsageData is the data of [Usage].
@@ -430,4 +458,53 @@ type ProcessData struct {
 	ExitCode    *int   `json:"exitCode,omitempty"`
 	// Tail is the end of the output, for process.exited.
 	Tail string `json:"tail,omitempty"`
+}
+
+// Tool progress events.
+const (
+	// ToolProgress reports the progress of a running tool call (an MCP
+	// server's notifications/progress). Data: [ToolProgressData].
+	ToolProgress Type = "tool.progress"
+)
+
+// ToolProgressData is the data of [ToolProgress]. Progress is a level,
+// not a stream: a later event says all an earlier one did, so a producer
+// may coalesce updates that come faster than it records them.
+type ToolProgressData struct {
+	// ID and Name are the tool call's.
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Progress is how far the call is; it grows with each event.
+	Progress float64 `json:"progress"`
+	// Total is what Progress reaches at the end; zero means unknown.
+	Total float64 `json:"total,omitempty"`
+	// Message says what the call is doing, at most MaxProgressMessageBytes.
+	Message string `json:"message,omitempty"`
+}
+
+// MaxProgressMessageBytes caps the message of a [ToolProgressData].
+const MaxProgressMessageBytes = 1 << 10
+
+// MCP server events.
+const (
+	// MCPServerFailed records that an MCP server a run's step needed
+	// failed: it did not start, it crashed, or its tools could not be
+	// listed. Data: [MCPServerFailedData].
+	MCPServerFailed Type = "mcp.server_failed"
+)
+
+// MCPServerFailedData is the data of [MCPServerFailed]. A session
+// records each failure once: the steps that meet the same failure again
+// (while the server waits out its backoff) add nothing.
+type MCPServerFailedData struct {
+	// Server is the server's name.
+	Server string `json:"server"`
+	// Error says what failed: the exit status and the tail of a
+	// command's stderr, the HTTP error, the refused tool list.
+	Error string `json:"error"`
+	// Failures counts the server's failures one after another.
+	Failures int `json:"failures,omitempty"`
+	// Tools are the server's tools the model is still offered, which
+	// answer each call with this error until the server is back.
+	Tools []string `json:"tools,omitempty"`
 }

@@ -676,16 +676,21 @@ func (h *Host) CheckModel(ctx context.Context, p api.ModelCheckParams) (*api.Mod
 	return res, nil
 }
 
-// ListTools lists the tools runs are offered, Config.Tools
-// ([api.ToolsList]); the MCP servers' tools are offered per step and not
-// listed here.
+// ListTools lists the tools runs are offered ([api.ToolsList]): the
+// host's own and those of the MCP servers of its configuration and, with
+// a session, the session's (started if they are not running, as a step
+// would); the servers that fail are named in Failed.
 func (h *Host) ListTools(ctx context.Context, p api.ToolsListParams) (*api.ToolsListResult, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	res := &api.ToolsListResult{Tools: []api.ToolSpec{}}
-	if h.cfg.Tools != nil {
-		for _, t := range h.cfg.Tools.Specs() {
+	reg, failed, err := h.toolsFor(ctx, p.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	res := &api.ToolsListResult{Tools: []api.ToolSpec{}, Failed: failed}
+	if reg != nil {
+		for _, t := range reg.Specs() {
 			res.Tools = append(res.Tools, api.ToolSpec{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
 		}
 	}

@@ -121,10 +121,17 @@ func (h *Host) launch(ctx context.Context, p api.ProcessStartParams, id string) 
 	if p.Command != "" {
 		sp.Kind, sp.Command = record.ProcessShell, p.Command
 	} else {
-		if h.cfg.Tools == nil {
+		reg := h.cfg.Tools
+		if isMCPTool(p.Tool) && h.cfg.MCP != nil {
+			var err error
+			if reg, _, err = h.toolsFor(ctx, p.SessionID); err != nil {
+				return nil, err
+			}
+		}
+		if reg == nil {
 			return nil, invalid("tool", "this host has no tools")
 		}
-		args, err := h.cfg.Tools.Validate(p.Tool, p.Args)
+		args, err := reg.Validate(p.Tool, p.Args)
 		if err != nil {
 			return nil, invalid("args", "%v", err)
 		}
@@ -384,7 +391,16 @@ func (h *Host) revokeProcess(ctx context.Context, p api.ProcessGrantParams, rc *
 // [processHooks]): the call sees the session's current mounts, and starts
 // what it starts in the background through the session's owner.
 func (h *Host) runTool(ctx context.Context, run process.ToolRun) tool.Result {
-	if h.cfg.Tools == nil {
+	reg := h.cfg.Tools
+	if isMCPTool(run.Process.Spec.Tool) && h.cfg.MCP != nil {
+		// An MCP tool: its server is started (or found running) for the
+		// session, as a step would; one that fails answers with its error.
+		var err error
+		if reg, _, err = h.toolsFor(ctx, run.Process.SessionID); err != nil {
+			return tool.Result{Output: "error: " + err.Error(), IsError: true}
+		}
+	}
+	if reg == nil {
 		return tool.Result{Output: "error: this host has no tools", IsError: true}
 	}
 	var (
@@ -405,7 +421,7 @@ func (h *Host) runTool(ctx context.Context, run process.ToolRun) tool.Result {
 	defer b.Close()
 	call := *run.Call
 	call.Env, call.Background = b.WithGuard(g), bg
-	return h.cfg.Tools.Call(ctx, run.Process.Spec.Tool, &call, tool.CallOptions{Logger: h.cfg.Logger})
+	return reg.Call(ctx, run.Process.Spec.Tool, &call, tool.CallOptions{Logger: h.cfg.Logger})
 }
 
 // recordProcess hands a process's end to its session's owner in a

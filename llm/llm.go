@@ -78,9 +78,21 @@ type Message struct {
 	ToolName   string
 	// IsError marks a tool result that reports a failure.
 	IsError bool
+	// Attachments are the images of a user message or of a tool result
+	// (an assistant message has none), after Content. Each provider
+	// sends them in its own wire shape.
+	Attachments []Attachment
 	// ProviderState is opaque data from the provider's earlier response that
 	// must be sent back (e.g. thinking signatures, encrypted reasoning).
 	ProviderState json.RawMessage
+}
+
+// Attachment is binary content of a message: an image, whose MediaType
+// is one of event.ImageMediaTypes (the host checks that before an image
+// reaches a transcript). Data is read-only: transcripts share it.
+type Attachment struct {
+	MediaType string
+	Data      []byte
 }
 
 // ToolSpec describes a tool to the model.

@@ -17,7 +17,8 @@ import (
 // RegisterTools adds the model's process tools to reg, working on m:
 // process_await, process_output, process_signal, process_cancel,
 // process_list and start_tool (which validates a call with reg's schema
-// for that tool before registering the process). The caller of each tool
+// for that tool before registering the process; an MCP server's tool,
+// mcp__…, which reg does not hold, is checked when it runs). The caller of each tool
 // is the call's session and run. Handles are the objects
 // {"__handle__":"process","id":…}; a bad handle or a process the caller
 // cannot address is an error result. It fails if a name is taken.
@@ -264,6 +265,12 @@ func (t *tools) startTool(ctx context.Context, c *tool.Call, in startToolArgs) (
 		raw = json.RawMessage(`{}`)
 	}
 	args, err := t.reg.Validate(in.Tool, raw)
+	if _, known := t.reg.Lookup(in.Tool); !known && strings.HasPrefix(in.Tool, "mcp__") {
+		// An MCP server's tool is not in the host's registry: the host
+		// finds it (starting its server) when the process runs, and
+		// checks the arguments against its schema then.
+		args, err = raw, nil
+	}
 	if err != nil {
 		return tool.Result{}, err
 	}

@@ -117,6 +117,10 @@ func wireSchemas(types map[reflect.Type]*jsonschema.Schema) map[reflect.Type]*js
 	if err != nil {
 		panic(fmt.Sprintf("rpc: schema of input parts: %v", err))
 	}
+	// An image's data is []byte in Go and base64 text on the wire.
+	if parts.Items != nil && parts.Items.Properties["data"] != nil {
+		parts.Items.Properties["data"] = &jsonschema.Schema{Type: "string", ContentEncoding: "base64", Description: "an image's bytes"}
+	}
 	add(reflect.TypeFor[api.Input](), &jsonschema.Schema{
 		Description: "text, or a list of content parts",
 		OneOf:       []*jsonschema.Schema{{Type: "string"}, parts},

@@ -189,7 +189,7 @@ func protocolRows(t *testing.T) map[string]docRow {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := regexp.MustCompile("`([a-z.]+(?:/[a-z]+)?)`")
+	name := regexp.MustCompile("`([a-z.]+(?:/[a-z_]+)?)`")
 	rows := map[string]docRow{}
 	inTable := false
 	for i, line := range strings.Split(string(b), "\n") {

@@ -35,7 +35,7 @@ func ExampleFunc() {
 	fmt.Printf("%+v\n", res)
 	// Output:
 	// {"type":"object","properties":{"text":{"type":"string","description":"the text to shout"}},"required":["text"],"additionalProperties":false}
-	// {Output:HELLO IsError:false Truncated:false Failure:<nil> Confinement:}
-	// {Output:tool "shout": invalid arguments: unexpected additional properties ["txt"] IsError:true Truncated:false Failure:<nil> Confinement:}
-	// {Output:unknown tool "whisper"; available tools: shout IsError:true Truncated:false Failure:<nil> Confinement:}
+	// {Output:HELLO IsError:false Truncated:false Failure:<nil> Confinement: Attachments:[]}
+	// {Output:tool "shout": invalid arguments: unexpected additional properties ["txt"] IsError:true Truncated:false Failure:<nil> Confinement: Attachments:[]}
+	// {Output:unknown tool "whisper"; available tools: shout IsError:true Truncated:false Failure:<nil> Confinement: Attachments:[]}
 }

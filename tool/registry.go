@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
+
+	"weft.dev/weft/event"
 )
 
 // DefaultResultBudget is the output budget of [Registry.Call] when
@@ -44,6 +46,9 @@ type CallOptions struct {
 type Registry struct {
 	mu    sync.RWMutex
 	tools map[string]*entry
+	// missing maps a name prefix to why the tools under it are missing
+	// (see [Registry.SetMissing]).
+	missing map[string]string
 }
 
 type entry struct {
@@ -116,6 +121,35 @@ func resolveSchema(raw json.RawMessage) (*jsonschema.Resolved, error) {
 	return rs, nil
 }
 
+// SetMissing makes a call of an unregistered tool whose name starts with
+// prefix answer with reason instead of "unknown tool": the tools of a
+// server that could not start ("mcp__<server>__") are missing for a
+// reason the model should read. Merge keeps it. An empty reason removes
+// the prefix.
+func (r *Registry) SetMissing(prefix, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if reason == "" {
+		delete(r.missing, prefix)
+		return
+	}
+	if r.missing == nil {
+		r.missing = map[string]string{}
+	}
+	r.missing[prefix] = reason
+}
+
+// missingReason is why the unregistered tool name is missing, if a
+// prefix of SetMissing says; called with r.mu held.
+func (r *Registry) missingReason(name string) (string, bool) {
+	for prefix, reason := range r.missing {
+		if strings.HasPrefix(name, prefix) {
+			return reason, true
+		}
+	}
+	return "", false
+}
+
 // Lookup returns the tool registered under name.
 func (r *Registry) Lookup(name string) (Tool, bool) {
 	r.mu.RLock()
@@ -178,7 +212,14 @@ func (r *Registry) Call(ctx context.Context, name string, call *Call, opts CallO
 	}
 	r.mu.RLock()
 	e := r.tools[name]
+	reason, isMissing := "", false
+	if e == nil {
+		reason, isMissing = r.missingReason(name)
+	}
 	r.mu.RUnlock()
+	if isMissing {
+		return errorResult(fmt.Sprintf("tool %q is not available: %s", name, reason), budget)
+	}
 	if e == nil {
 		return errorResult(fmt.Sprintf("unknown tool %q; available tools: %s", name, r.names()), budget)
 	}
@@ -218,7 +259,44 @@ func (r *Registry) Call(ctx context.Context, name string, call *Call, opts CallO
 	case err != nil:
 		res = Result{Output: err.Error(), IsError: true}
 	}
-	return truncate(res, budget)
+	return truncate(checkAttachments(res), budget)
+}
+
+// checkAttachments keeps the attachments of res that pass
+// event.CheckImage, in order, while they stay within event.MaxImages and
+// event.MaxImagesBytes together; Output says which were left out and why,
+// so the model knows an image is missing rather than seeing nothing.
+func checkAttachments(res Result) Result {
+	if len(res.Attachments) == 0 {
+		return res
+	}
+	var kept []event.Part
+	var notes []string
+	total := 0
+	for i, p := range res.Attachments {
+		err := event.CheckImage(p)
+		switch {
+		case err != nil:
+		case len(kept) == event.MaxImages:
+			err = fmt.Errorf("more than %d images", event.MaxImages)
+		case total+len(p.Data) > event.MaxImagesBytes:
+			err = fmt.Errorf("the images of one result may have %d bytes in all", event.MaxImagesBytes)
+		}
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("[image %d (%s, %d bytes) left out: %v]", i+1, p.MediaType, len(p.Data), err))
+			continue
+		}
+		total += len(p.Data)
+		kept = append(kept, p)
+	}
+	res.Attachments = kept
+	if len(notes) > 0 {
+		if res.Output != "" {
+			res.Output += "\n"
+		}
+		res.Output += strings.Join(notes, "\n")
+	}
+	return res
 }
 
 // validateArgs parses and validates raw arguments. It returns the
@@ -354,6 +432,12 @@ func Merge(rs ...*Registry) (*Registry, error) {
 				return nil, fmt.Errorf("tool %q: offered twice", name)
 			}
 			out.tools[name] = e
+		}
+		for prefix, reason := range r.missing {
+			if out.missing == nil {
+				out.missing = map[string]string{}
+			}
+			out.missing[prefix] = reason
 		}
 		r.mu.RUnlock()
 	}

@@ -39,6 +39,9 @@ type Call struct {
 	// owner of the calling session; nil means the caller has none, and
 	// tools that would start one refuse.
 	Background Background
+	// Progress receives the call's progress while it runs (an MCP
+	// server's progress notifications); nil means nobody listens.
+	Progress Progress
 	// ResultBudget is the most bytes of Output the caller keeps
 	// ([Registry.Call] sets it; zero means unknown). A tool whose output
 	// may be longer shapes it to fit, keeping what matters (a command's
@@ -76,6 +79,22 @@ type Background interface {
 	StartProcess(ctx context.Context, call *Call, req BackgroundRequest) (record.Process, error)
 }
 
+// Progress receives the progress of a running call: the agent loop
+// records each report as a tool.progress event of the call. Report must
+// not block for long (it may coalesce reports that come faster than it
+// records them) and is safe for concurrent use.
+type Progress interface {
+	Report(ctx context.Context, p ProgressUpdate)
+}
+
+// ProgressUpdate is how far a running call is (see event.ToolProgressData).
+type ProgressUpdate struct {
+	// Progress grows with each report; Total is its end, zero if unknown.
+	Progress, Total float64
+	// Message says what the call is doing.
+	Message string
+}
+
 // Result is what the model sees.
 type Result struct {
 	// Output is the text shown to the model.
@@ -91,6 +110,9 @@ type Result struct {
 	// Confinement says what held a command the call ran (see
 	// [event.ToolCallCompletedData]); empty for other tools.
 	Confinement string `json:"confinement,omitempty"`
+	// Attachments are images the model sees after Output, as image parts
+	// that pass event.CheckImages (an MCP tool's image content).
+	Attachments []event.Part `json:"attachments,omitempty"`
 }
 
 // Tool is a capability offered to the model. Call must honour ctx: when it

@@ -49,6 +49,36 @@ func TestMCPEndToEnd(t *testing.T) {
 		t.Fatalf("weft mcp tools nothing: %d %s", code, stderr)
 	}
 
+	// Resources and prompts: listed, read, filled in; an unknown
+	// resource or prompt is an error naming it.
+	out, stderr, code = e.weft("", "mcp", "resources", "everything", "--json")
+	var rs struct {
+		Resources []struct{ Server, URI, MIMEType string }
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rs) != nil || len(rs.Resources) == 0 {
+		t.Fatalf("weft mcp resources: %d\n%s%s", code, out, stderr)
+	}
+	uri := ""
+	for _, r := range rs.Resources {
+		if strings.HasPrefix(r.MIMEType, "text/") && uri == "" {
+			uri = r.URI
+		}
+	}
+	out, stderr, code = e.weft("", "mcp", "resources", "everything", uri)
+	if code != 0 || strings.TrimSpace(out) == "" {
+		t.Fatalf("weft mcp resources everything %s: %d\n%s%s", uri, code, out, stderr)
+	}
+	if _, stderr, code = e.weft("", "mcp", "resources", "everything", "demo://nope"); code == 0 || !strings.Contains(stderr, "demo://nope") {
+		t.Fatalf("an unknown resource: %d %s", code, stderr)
+	}
+	out, stderr, code = e.weft("", "mcp", "prompts")
+	if code != 0 || !strings.Contains(out, "SERVER") || !strings.Contains(out, "everything") {
+		t.Fatalf("weft mcp prompts: %d\n%s%s", code, out, stderr)
+	}
+	if _, stderr, code = e.weft("", "mcp", "prompts", "everything", "no-such-prompt"); code == 0 || !strings.Contains(stderr, "no-such-prompt") {
+		t.Fatalf("an unknown prompt: %d %s", code, stderr)
+	}
+
 	s := e.script("mcp.json", `{"steps":[
 		{"text":"calling echo","toolCalls":[{"name":"mcp__everything__echo","arguments":{"message":"{{input}}"}}]},
 		{"text":"the server said it"}]}`)
@@ -73,5 +103,23 @@ func TestMCPEndToEnd(t *testing.T) {
 	}
 	if last := evs[len(evs)-1]; last.Type != event.RunCompleted {
 		t.Fatalf("the run ended with %s", last.Type)
+	}
+	// --resource SERVER:URI puts the resource into the run's input.
+	see := e.script("see.json", `{"steps":[{"text":"got it"}]}`)
+	_, stderr, code = e.weft("", "run", "-m", "scripted:"+see, "-p", "summarise this", "--resource", "everything:"+uri)
+	if code != 0 {
+		t.Fatalf("weft run --resource: %d %s", code, stderr)
+	}
+	var user event.MessageUserData
+	for _, ev := range e.events(e.latestSession()) {
+		if ev.Type == event.MessageUser {
+			ev.Decode(&user)
+		}
+	}
+	if text := event.Text(user.Content); !strings.Contains(text, "summarise this") || !strings.Contains(text, "[resource "+uri+"]") {
+		t.Fatalf("message.user %q", text)
+	}
+	if _, stderr, code = e.weft("", "run", "-m", "scripted:"+see, "-p", "x", "--resource", "everything:demo://nope"); code == 0 || !strings.Contains(stderr, "demo://nope") {
+		t.Fatalf("an unknown resource: %d %s", code, stderr)
 	}
 }

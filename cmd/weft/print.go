@@ -100,7 +100,7 @@ func (p *printer) print(e event.Event) {
 			_ = e.Decode(&d)
 			p.clearStatus()
 			p.endLine()
-			fmt.Fprintf(p.stdout, "› %s\n", clip(event.Text(d.Content), 400))
+			fmt.Fprintf(p.stdout, "› %s%s\n", clip(event.Text(d.Content), 400), imagesNote(d.Content))
 		}
 	case event.Usage:
 		var d event.UsageData
@@ -133,7 +133,18 @@ func (p *printer) print(e event.Event) {
 		if d.IsError {
 			mark = "error"
 		}
-		fmt.Fprintf(p.stderr, "← %s %s (%d ms): %s\n", d.Name, mark, d.DurationMs, clip(d.Output, 100))
+		fmt.Fprintf(p.stderr, "← %s %s (%d ms): %s%s\n", d.Name, mark, d.DurationMs, clip(d.Output, 100), imagesNote(d.Attachments))
+	case event.ToolProgress:
+		var d event.ToolProgressData
+		_ = e.Decode(&d)
+		status := fmt.Sprintf("%s: %g", d.Name, d.Progress)
+		if d.Total > 0 {
+			status += fmt.Sprintf("/%g", d.Total)
+		}
+		if d.Message != "" {
+			status += " " + clip(d.Message, 60)
+		}
+		p.setStatus(status)
 	case event.ApprovalRequested:
 		var d event.ApprovalRequestedData
 		_ = e.Decode(&d)
@@ -200,4 +211,14 @@ func summary(e event.Event) string {
 		return string(b)
 	}
 	return clip(string(e.Data), 160)
+}
+
+// imagesNote says which images parts hold (" [image/png 5120 bytes]"),
+// or nothing.
+func imagesNote(parts []event.Part) string {
+	var b strings.Builder
+	for _, im := range event.Images(parts) {
+		fmt.Fprintf(&b, " [%s %d bytes]", im.MediaType, len(im.Data))
+	}
+	return b.String()
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"iter"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"weft.dev/weft/api"
@@ -30,6 +32,8 @@ type runCmd struct {
 	Network  string   `help:"A new session's shell network policy: allow or deny (default: the config's, deny)." enum:",allow,deny" default:""`
 	Approve  string   `help:"Approval mode: read-only, ask-writes, ask-all or never-ask (default: ask-writes on a terminal, never-ask for scripts and --json)." enum:",read-only,ask-writes,ask-all,never-ask" default:"" placeholder:"MODE"`
 	Wait     bool     `name:"wait-for-answers" help:"When no one is at a terminal, let approvals and questions wait for weft approve|deny|answer (through weft serve) instead of cancelling the run."`
+	Image    []string `help:"Attach an image file (PNG, JPEG, GIF or WebP) to the prompt. Repeatable." placeholder:"FILE"`
+	Resource []string `help:"Attach a resource of an MCP server to the prompt, read when the run starts. Repeatable." placeholder:"SERVER:URI"`
 }
 
 // interactive reports whether a person answers at the terminal: stdin
@@ -57,7 +61,16 @@ func (c *runCmd) Run(ctx context.Context, a *app) error {
 			prompt = string(b)
 		}
 	}
-	if strings.TrimSpace(prompt) == "" {
+	images, err := readImages(c.Image)
+	if err != nil {
+		return err
+	}
+	for _, r := range c.Resource {
+		if server, uri, ok := strings.Cut(r, ":"); !ok || server == "" || uri == "" {
+			return usageErr("--resource %q: want SERVER:URI (weft mcp resources lists them)", r)
+		}
+	}
+	if strings.TrimSpace(prompt) == "" && len(images) == 0 && len(c.Resource) == 0 {
 		return usageErr("empty prompt: pass -p PROMPT or write the prompt on stdin")
 	}
 	cfg, _, err := a.loadConfig()
@@ -103,8 +116,68 @@ func (c *runCmd) Run(ctx context.Context, a *app) error {
 		// Say what is wrong with the model before anything is written.
 		return a.hostModelError(conn, err)
 	}
-	err = c.runOn(ctx, a, conn, ap, model, prompt)
+	err = c.runOn(ctx, a, conn, ap, model, prompt, images)
 	return a.hostModelError(conn, withFlags("run", err))
+}
+
+// resourceParts reads the resource uri of the MCP server through the
+// host (mcp/read_resource, the session's servers included) and returns
+// it as input parts: each text content as a text part that names its
+// URI, each image as an image part, any other binary content as a line
+// naming its type and size.
+func resourceParts(ctx context.Context, h api.Host, sessionID, server, uri string) ([]event.Part, error) {
+	res, err := h.MCPReadResource(ctx, api.MCPReadResourceParams{SessionID: sessionID, Server: server, URI: uri})
+	if err != nil {
+		return nil, err
+	}
+	var parts []event.Part
+	for _, c := range res.Contents {
+		switch {
+		case c.Blob == nil:
+			parts = append(parts, event.TextParts(fmt.Sprintf("\n[resource %s]\n%s", c.URI, c.Text))...)
+		case slices.Contains(event.ImageMediaTypes(), c.MIMEType) && event.CheckImage(event.Part{Type: event.PartImage, MediaType: c.MIMEType, Data: c.Blob}) == nil:
+			parts = append(parts, event.TextParts(fmt.Sprintf("\n[resource %s: an image]", c.URI))...)
+			parts = append(parts, event.Part{Type: event.PartImage, MediaType: c.MIMEType, Data: c.Blob})
+		default:
+			parts = append(parts, event.TextParts(fmt.Sprintf("\n[resource %s: %s, %d bytes of binary data, not shown]", c.URI, orType(c.MIMEType), len(c.Blob)))...)
+		}
+	}
+	return parts, nil
+}
+
+// readImages reads the image files of --image, each as an image part
+// whose media type is sniffed from its bytes, and checks them as the host
+// will (type, size, that they decode), so that a bad file is refused
+// before anything is written, naming it.
+func readImages(paths []string) ([]event.Part, error) {
+	var parts []event.Part
+	for _, path := range paths {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, usageErr("--image: %v", err)
+		}
+		data, err := io.ReadAll(io.LimitReader(f, event.MaxImageBytes+1))
+		f.Close()
+		if err != nil {
+			return nil, usageErr("--image %s: %v", path, err)
+		}
+		if len(data) > event.MaxImageBytes {
+			return nil, usageErr("--image %s: the file is larger than %d bytes, the limit of one image", path, event.MaxImageBytes)
+		}
+		mediaType := http.DetectContentType(data)
+		if !slices.Contains(event.ImageMediaTypes(), mediaType) {
+			return nil, usageErr("--image %s: the file is %s, not one of %s", path, mediaType, strings.Join(event.ImageMediaTypes(), ", "))
+		}
+		p, err := event.ImagePart(mediaType, data)
+		if err != nil {
+			return nil, usageErr("--image %s: %v", path, err)
+		}
+		parts = append(parts, p)
+	}
+	if _, err := event.CheckImages(parts); err != nil {
+		return nil, usageErr("--image: %v", err)
+	}
+	return parts, nil
 }
 
 // latestSession is the ID of the session updated last.
@@ -122,7 +195,7 @@ func latestSession(ctx context.Context, h api.Host) (string, error) {
 // runOn runs c on conn: creates or continues the session, starts the
 // run, and (unless detached) prints its events until it ends, dealing
 // with its requests and with Ctrl-C.
-func (c *runCmd) runOn(ctx context.Context, a *app, conn *conn, ap *approval, model, prompt string) error {
+func (c *runCmd) runOn(ctx context.Context, a *app, conn *conn, ap *approval, model, prompt string, images []event.Part) error {
 	h := conn.h
 	sessionID := c.Session
 	var cursor int64
@@ -144,7 +217,23 @@ func (c *runCmd) runOn(ctx context.Context, a *app, conn *conn, ap *approval, mo
 		}
 		cursor = s.LastSeq
 	}
-	r, err := h.StartRun(ctx, api.StartRunParams{SessionID: sessionID, Input: api.Input(event.TextParts(prompt)), Model: model,
+	var in api.Input
+	if prompt != "" {
+		in = api.Input(event.TextParts(prompt))
+	}
+	in = append(in, images...)
+	for _, r := range c.Resource {
+		server, uri, _ := strings.Cut(r, ":")
+		parts, err := resourceParts(ctx, h, sessionID, server, uri)
+		if err != nil {
+			if created {
+				discardSession(ctx, h, sessionID)
+			}
+			return fmt.Errorf("--resource %s: %w", r, err)
+		}
+		in = append(in, parts...)
+	}
+	r, err := h.StartRun(ctx, api.StartRunParams{SessionID: sessionID, Input: in, Model: model,
 		MaxSteps: c.MaxSteps, Busy: c.Busy, DefaultPreset: ap.defaultPreset()})
 	if err != nil {
 		if created {

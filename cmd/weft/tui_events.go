@@ -58,7 +58,7 @@ func (t *tui) event(e event.Event) tea.Cmd {
 		var d event.MessageUserData
 		_ = e.Decode(&d)
 		text := event.Text(d.Content)
-		t.tr.add(&item{kind: itemUser, runID: e.RunID, text: text})
+		t.tr.add(&item{kind: itemUser, runID: e.RunID, text: text + imagesNote(d.Content)})
 		t.runsSeen[e.RunID] = true
 		t.prompts = append(t.prompts, text)
 		for _, in := range t.sent {

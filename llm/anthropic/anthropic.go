@@ -483,6 +483,13 @@ func messages(msgs []llm.Message) ([]anthropic.MessageParam, error) {
 			if m.Content != "" {
 				add(false, anthropic.NewTextBlock(m.Content))
 			}
+			for _, a := range m.Attachments {
+				img, err := imageBlock(a)
+				if err != nil {
+					return nil, fmt.Errorf("messages[%d]: %w", i, err)
+				}
+				add(false, anthropic.ContentBlockParamUnion{OfImage: img})
+			}
 		case llm.RoleAssistant:
 			var blocks []anthropic.ContentBlockParamUnion
 			blocks = append(blocks, thinkingBlocks(m.ProviderState)...)
@@ -500,6 +507,13 @@ func messages(msgs []llm.Message) ([]anthropic.MessageParam, error) {
 			tr := &anthropic.ToolResultBlockParam{ToolUseID: m.ToolCallID}
 			if m.Content != "" {
 				tr.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: m.Content}}}
+			}
+			for _, a := range m.Attachments {
+				img, err := imageBlock(a)
+				if err != nil {
+					return nil, fmt.Errorf("messages[%d]: %w", i, err)
+				}
+				tr.Content = append(tr.Content, anthropic.ToolResultBlockParamContentUnion{OfImage: img})
 			}
 			if m.IsError {
 				tr.IsError = anthropic.Bool(true)

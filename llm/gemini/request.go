@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/genai"
 
@@ -92,12 +93,25 @@ func contents(msgs []llm.Message) ([]*genai.Content, error) {
 		out = append(out, &genai.Content{Role: role, Parts: parts})
 	}
 	names := map[string]string{} // call ID -> function name
+	// images holds the images of the tool results of the current run of
+	// them: they follow the results' functionResponse parts, in the same
+	// content, so that the responses of parallel calls stay together.
+	var images []*genai.Part
 	for i, m := range msgs {
+		if m.Role != llm.RoleTool && len(images) > 0 {
+			add(genai.RoleUser, images...)
+			images = nil
+		}
 		switch m.Role {
 		case llm.RoleUser:
 			if m.Content != "" {
 				add(genai.RoleUser, &genai.Part{Text: m.Content})
 			}
+			parts, err := imageParts(m.Attachments)
+			if err != nil {
+				return nil, fmt.Errorf("messages[%d]: %w", i, err)
+			}
+			add(genai.RoleUser, parts...)
 		case llm.RoleAssistant:
 			for _, tc := range m.ToolCalls {
 				names[tc.ID] = tc.Name
@@ -118,11 +132,31 @@ func contents(msgs []llm.Message) ([]*genai.Content, error) {
 			add(genai.RoleUser, &genai.Part{FunctionResponse: &genai.FunctionResponse{
 				ID: wireID(m.ToolCallID), Name: name, Response: map[string]any{key: m.Content},
 			}})
+			parts, err := imageParts(m.Attachments)
+			if err != nil {
+				return nil, fmt.Errorf("messages[%d]: %w", i, err)
+			}
+			images = append(images, parts...)
 		default:
 			return nil, fmt.Errorf("messages[%d]: unknown role %q", i, m.Role)
 		}
 	}
+	add(genai.RoleUser, images...)
 	return out, nil
+}
+
+// imageParts are attachments as inline_data parts (a MIME type and the
+// bytes, base64 on the wire): one wire shape per function, so that an
+// encoder without the SDK can carry it over.
+func imageParts(atts []llm.Attachment) ([]*genai.Part, error) {
+	var parts []*genai.Part
+	for _, a := range atts {
+		if !strings.HasPrefix(a.MediaType, "image/") {
+			return nil, fmt.Errorf("attachment of type %q: only images are sent", a.MediaType)
+		}
+		parts = append(parts, &genai.Part{InlineData: &genai.Blob{MIMEType: a.MediaType, Data: a.Data}})
+	}
+	return parts, nil
 }
 
 // wireID is the call ID sent to the API: none for IDs weft made up.

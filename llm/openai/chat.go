@@ -84,9 +84,16 @@ func (p *Chat) params(req *llm.Request) (sdk.ChatCompletionNewParams, error) {
 	if req.System != "" {
 		out.Messages = append(out.Messages, sdk.SystemMessage(req.System))
 	}
-	for i, m := range req.Messages {
+	for i, m := range chatMessages(req.Messages) {
+		if err := checkAttachments(i, m); err != nil {
+			return out, err
+		}
 		switch m.Role {
 		case llm.RoleUser:
+			if len(m.Attachments) > 0 {
+				out.Messages = append(out.Messages, chatUserMessage(m.Content, m.Attachments))
+				break
+			}
 			out.Messages = append(out.Messages, sdk.UserMessage(m.Content))
 		case llm.RoleAssistant:
 			var a sdk.ChatCompletionAssistantMessageParam

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"slices"
 	"sync"
@@ -56,6 +57,9 @@ func requestChars(req *llm.Request) int {
 	n := len(req.System)
 	for _, m := range req.Messages {
 		n += 48 + len(m.Content) + len(m.Reasoning) + len(m.ToolCallID)
+		for _, a := range m.Attachments {
+			n += 64 + len(a.MediaType) + base64.StdEncoding.EncodedLen(len(a.Data))
+		}
 		for _, c := range m.ToolCalls {
 			n += 64 + len(c.ID) + len(c.Name) + len(c.Arguments)
 		}
@@ -80,10 +84,23 @@ func (p *Chat) appendMessages(b []byte, req *llm.Request) ([]byte, error) {
 		b = append(b, `,"role":"system"}`...)
 	}
 	replay := p.c.cfg.ReasoningReplayField
-	for i, m := range req.Messages {
+	for i, m := range chatMessages(req.Messages) {
+		if err := checkAttachments(i, m); err != nil {
+			return nil, err
+		}
 		switch m.Role {
 		case llm.RoleUser:
 			open()
+			if len(m.Attachments) > 0 {
+				// Rare and large: the SDK encodes these (one base64 copy
+				// of each image either way).
+				js, err := chatUserMessage(m.Content, m.Attachments).MarshalJSON()
+				if err != nil {
+					return nil, fmt.Errorf("message %d: %w", i, err)
+				}
+				b = append(b, js...)
+				break
+			}
 			b = append(b, `{"content":`...)
 			b = appendJSONString(b, m.Content)
 			b = append(b, `,"role":"user"}`...)

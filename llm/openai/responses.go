@@ -94,8 +94,15 @@ func (p *Responses) params(req *llm.Request) (responses.ResponseNewParams, error
 	}
 	items := make(responses.ResponseInputParam, 0, len(req.Messages))
 	for i, m := range req.Messages {
+		if err := checkAttachments(i, m); err != nil {
+			return out, err
+		}
 		switch m.Role {
 		case llm.RoleUser:
+			if len(m.Attachments) > 0 {
+				items = append(items, responsesUserMessage(m.Content, m.Attachments))
+				break
+			}
 			items = append(items, message(responses.EasyInputMessageRoleUser, m.Content))
 		case llm.RoleAssistant:
 			var st providerState
@@ -120,10 +127,14 @@ func (p *Responses) params(req *llm.Request) (responses.ResponseNewParams, error
 			if m.ToolCallID == "" {
 				return out, fmt.Errorf("message %d: tool result without ToolCallID", i)
 			}
+			output := responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: param.NewOpt(m.Content)}
+			if len(m.Attachments) > 0 {
+				output = responsesToolOutput(m.Content, m.Attachments)
+			}
 			items = append(items, responses.ResponseInputItemUnionParam{
 				OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
 					CallID: param.NewOpt(m.ToolCallID),
-					Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: param.NewOpt(m.Content)},
+					Output: output,
 				},
 			})
 		default:

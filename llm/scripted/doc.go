@@ -47,8 +47,10 @@
 // deltas concatenate to exactly the scripted string. Tool call arguments
 // are streamed in up to three fragments. {{input}} in text, reasoning and
 // tool call arguments becomes the text of the latest user message in the
-// request, {{step}} the step's index in steps and {{turn}} the number of
-// assistant messages in the request. Tool calls without an id get
+// request, {{step}} the step's index in steps, {{turn}} the number of
+// assistant messages in the request and {{images}} the media types and
+// sizes of the images the request carries since its last assistant
+// message ("no images" if none). Tool calls without an id get
 // "call_<turn>_<i>". Usage is synthetic but deterministic: a quarter of
 // the characters of the request (input) and of the response (output),
 // rounded up.

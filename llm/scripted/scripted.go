@@ -60,10 +60,12 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.S
 		}
 		turn := 0
 		input := ""
+		var images []string // the attachments since the last assistant message
 		for _, m := range msgs {
 			switch m.Role {
 			case llm.RoleAssistant:
 				turn++
+				images = images[:0]
 			case llm.RoleUser:
 				input = m.Content
 				if t, ok := summaryTurns(m.Content); ok {
@@ -72,6 +74,13 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.S
 					turn = t
 				}
 			}
+			for _, a := range m.Attachments {
+				images = append(images, fmt.Sprintf("%s %d bytes", a.MediaType, len(a.Data)))
+			}
+		}
+		seen := strings.Join(images, ", ")
+		if seen == "" {
+			seen = "no images"
 		}
 		if summary {
 			p.summarize(req, turn, input, yield)
@@ -90,8 +99,8 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.S
 		st := &p.script.steps[idx]
 		fail := p.failure(st, idx)
 
-		vars := strings.NewReplacer("{{input}}", input, "{{step}}", strconv.Itoa(idx), "{{turn}}", strconv.Itoa(turn))
-		jsonVars := strings.NewReplacer("{{input}}", jsonEscape(input), "{{step}}", strconv.Itoa(idx), "{{turn}}", strconv.Itoa(turn))
+		vars := strings.NewReplacer("{{input}}", input, "{{step}}", strconv.Itoa(idx), "{{turn}}", strconv.Itoa(turn), "{{images}}", seen)
+		jsonVars := strings.NewReplacer("{{input}}", jsonEscape(input), "{{step}}", strconv.Itoa(idx), "{{turn}}", strconv.Itoa(turn), "{{images}}", seen)
 		out, outChars := render(st, vars, jsonVars, turn)
 
 		var timer *time.Timer

@@ -277,6 +277,29 @@ func TestEcho(t *testing.T) {
 	}
 }
 
+// {{images}} names the images the model was given since its last
+// message: the user's and the tool results'.
+func TestImagesPlaceholder(t *testing.T) {
+	p := parse(t, `{"steps": [{"text": "I see {{images}}.", "toolCalls": [{"name": "shot"}]}, {"text": "Now {{images}}."}, {"text": "And {{images}}."}]}`)
+	png := llm.Attachment{MediaType: "image/png", Data: make([]byte, 68)}
+	r := collect(t.Context(), p, request(llm.Message{Role: llm.RoleUser, Content: "look", Attachments: []llm.Attachment{png}}))
+	if r.text != "I see image/png 68 bytes." {
+		t.Errorf("text = %q", r.text)
+	}
+	msgs := []llm.Message{
+		{Role: llm.RoleUser, Content: "look", Attachments: []llm.Attachment{png}},
+		{Role: llm.RoleAssistant, ToolCalls: []event.ToolCall{{ID: "call_0_0", Name: "shot"}}},
+		{Role: llm.RoleTool, ToolCallID: "call_0_0", Content: "ok", Attachments: []llm.Attachment{{MediaType: "image/jpeg", Data: make([]byte, 5)}}},
+	}
+	if r = collect(t.Context(), p, request(msgs...)); r.text != "Now image/jpeg 5 bytes." {
+		t.Errorf("text = %q", r.text)
+	}
+	msgs = append(msgs, assistant("hm"), user("and?"))
+	if r = collect(t.Context(), p, request(msgs...)); r.text != "And no images." {
+		t.Errorf("text = %q", r.text)
+	}
+}
+
 func TestDelay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := parse(t, `{"steps": [{"text": "one two three", "delayMs": 5}]}`)

@@ -2,9 +2,12 @@ package mcp
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/png"
 	"net"
 	"os"
 	"strings"
@@ -83,7 +86,8 @@ func newFakeServer(mode string) *sdk.Server {
 		return text(strings.Repeat("x", in.N)), nil, nil
 	})
 	sdk.AddTool(s, &sdk.Tool{Name: "image", Description: "Returns an image."}, func(context.Context, *sdk.CallToolRequest, struct{}) (*sdk.CallToolResult, any, error) {
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "a picture:"}, &sdk.ImageContent{Data: []byte("\x89PNG...."), MIMEType: "image/png"}}}, nil, nil
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "a picture:"}, &sdk.ImageContent{Data: onePixelPNG(), MIMEType: "image/png"},
+			&sdk.ImageContent{Data: []byte("\x89PNG...."), MIMEType: "image/png"}, &sdk.ImageContent{Data: []byte("<svg/>"), MIMEType: "image/svg+xml"}}}, nil, nil
 	})
 	type weather struct {
 		City  string  `json:"city"`
@@ -168,4 +172,13 @@ func garbageServer() int {
 		}
 	}
 	return 0
+}
+
+// onePixelPNG is a 1×1 PNG image.
+func onePixelPNG() []byte {
+	var b bytes.Buffer
+	if err := png.Encode(&b, image.NewGray(image.Rect(0, 0, 1, 1))); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
 }

@@ -99,6 +99,9 @@ type Manager struct {
 	servers map[string]*server // by launch key
 	wg      sync.WaitGroup     // every goroutine of the manager; Add only under mu while open
 
+	// progress routes servers' progress notifications to their calls.
+	progress progressRoutes
+
 	// dial, if set (tests), makes the transport of every server instead
 	// of a command or an HTTP endpoint.
 	dial func(name string) (sdk.Transport, error)
@@ -212,8 +215,10 @@ func (m *Manager) CheckSession(servers map[string]event.MCPServer) error {
 // their working directories). It starts the servers that are not
 // running, in parallel, and lists again the tools of those that said
 // their list changed. A server that cannot start, or whose tools cannot
-// be listed, is left out and named in the error (joined, one per
-// server); the registry holds the others' tools. Safe for concurrent use.
+// be listed, is named in the error, a *[ServerError] for each (joined);
+// its tools are left out, but for those its last connection listed,
+// which answer each call with its last error (see [ServerError.Tools]).
+// The registry holds the others' tools. Safe for concurrent use.
 func (m *Manager) Tools(ctx context.Context, session map[string]event.MCPServer, b *env.Binding) (*tool.Registry, error) {
 	type named struct {
 		name   string
@@ -239,13 +244,27 @@ func (m *Manager) Tools(ctx context.Context, session map[string]event.MCPServer,
 		wg.Go(func() {
 			l, err := m.launchFor(n.name, n.spec, n.origin, b)
 			if err != nil {
-				errs[i] = err
+				errs[i] = &ServerError{Server: n.name, Err: err, Last: err}
 				return
 			}
 			regs[i], errs[i] = m.server(l).registry(ctx)
 		})
 	}
 	wg.Wait()
+	for i, err := range errs {
+		// A failed server's tools, listed or not, answer with its
+		// failure rather than "unknown tool".
+		var se *ServerError
+		if !errors.As(err, &se) {
+			continue
+		}
+		r, merr := tool.Merge(regs[i]) // a copy: regs[i] may be the server's own
+		if merr != nil {
+			continue
+		}
+		r.SetMissing(ToolName(se.Server, ""), se.Error())
+		regs[i] = r
+	}
 	reg, err := tool.Merge(regs...)
 	if err != nil {
 		return tool.NewRegistry(), err

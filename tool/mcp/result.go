@@ -4,20 +4,34 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"weft.dev/weft/event"
 	"weft.dev/weft/tool"
 )
 
 // result maps a tool's result to what the model sees: text content as
 // is, one block per line; structured content as JSON after the text
-// (unless a text block already says the same); images, audio and blobs
-// as a placeholder naming their type and size, since weft's messages
-// carry text only; resource links and embedded text resources with
-// their URI; isError as an error result.
+// (unless a text block already says the same); images (image content, and
+// embedded blobs of an image type) as attachments the model sees after
+// the text, with a line where each was ("[image 1 attached: image/png,
+// 5120 bytes]"); audio, other blobs and images of a type weft does not
+// send as a placeholder naming their type and size; resource links and
+// embedded text resources with their URI; isError as an error result.
+// [tool.Registry.Call] then keeps the attachments within weft's image
+// limits, saying which it left out.
 func result(r *sdk.CallToolResult) tool.Result {
+	var atts []event.Part
+	attach := func(mime string, data []byte) bool {
+		if !slices.Contains(event.ImageMediaTypes(), mime) {
+			return false
+		}
+		atts = append(atts, event.Part{Type: event.PartImage, MediaType: mime, Data: data})
+		return true
+	}
 	var b strings.Builder
 	sep := func() {
 		if b.Len() > 0 {
@@ -30,7 +44,12 @@ func result(r *sdk.CallToolResult) tool.Result {
 		case *sdk.TextContent:
 			b.WriteString(c.Text)
 		case *sdk.ImageContent:
-			fmt.Fprintf(&b, "[image: %s, %d bytes, not shown: weft passes only text to the model]", orUnknown(c.MIMEType), len(c.Data))
+			if attach(c.MIMEType, c.Data) {
+				fmt.Fprintf(&b, "[image %d attached: %s, %d bytes]", len(atts), c.MIMEType, len(c.Data))
+				break
+			}
+			fmt.Fprintf(&b, "[image: %s, %d bytes, not shown: weft sends only %s images to the model]",
+				orUnknown(c.MIMEType), len(c.Data), strings.Join(event.ImageMediaTypes(), ", "))
 		case *sdk.AudioContent:
 			fmt.Fprintf(&b, "[audio: %s, %d bytes, not played: weft passes only text to the model]", orUnknown(c.MIMEType), len(c.Data))
 		case *sdk.ResourceLink:
@@ -50,6 +69,8 @@ func result(r *sdk.CallToolResult) tool.Result {
 			switch {
 			case res == nil:
 				b.WriteString("[an empty embedded resource]")
+			case res.Blob != nil && attach(res.MIMEType, res.Blob):
+				fmt.Fprintf(&b, "[resource %s: image %d attached: %s, %d bytes]", res.URI, len(atts), res.MIMEType, len(res.Blob))
 			case res.Blob != nil:
 				fmt.Fprintf(&b, "[resource %s: %s, %d bytes of binary data, not shown]", res.URI, orUnknown(res.MIMEType), len(res.Blob))
 			default:
@@ -74,7 +95,7 @@ func result(r *sdk.CallToolResult) tool.Result {
 			out = "(no output)"
 		}
 	}
-	return tool.Result{Output: out, IsError: r.IsError}
+	return tool.Result{Output: out, IsError: r.IsError, Attachments: atts}
 }
 
 func orUnknown(mime string) string {

@@ -346,6 +346,9 @@ func (s *server) start(ctx context.Context) (*conn, error) {
 		Logger: m.log.With("server", s.l.name),
 		// No roots: a server's files are what its configuration says.
 		Capabilities: &sdk.ClientCapabilities{},
+		ProgressNotificationHandler: func(ctx context.Context, req *sdk.ProgressNotificationClientRequest) {
+			m.progress.report(ctx, req.Params)
+		},
 		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
 			s.mu.Lock()
 			c.gen++
@@ -524,7 +527,7 @@ func (s *server) registry(ctx context.Context) (*tool.Registry, error) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return s.failed(ctx, err)
 		}
 		s.mu.Lock()
 		gen, reg := c.gen, c.tools
@@ -535,6 +538,7 @@ func (s *server) registry(ctx context.Context) (*tool.Registry, error) {
 		}
 		reg, skipped, err := s.list(ctx, c.cs)
 		if err != nil {
+			err = fmt.Errorf("%s: %w", s.l.what(), err)
 			if ctx.Err() == nil {
 				// A server that lists too much, or garbage, is broken.
 				s.m.log.Warn("mcp server: listing its tools again failed; stopping it", "server", s.l.name, "err", err)
@@ -545,7 +549,7 @@ func (s *server) registry(ctx context.Context) (*tool.Registry, error) {
 				s.retryAt = time.Now().Add(backoff(s.failures))
 				s.mu.Unlock()
 			}
-			return nil, fmt.Errorf("%s: %w", s.l.what(), err)
+			return s.failed(ctx, err)
 		}
 		s.mu.Lock()
 		if c.listed < gen {
@@ -555,6 +559,55 @@ func (s *server) registry(ctx context.Context) (*tool.Registry, error) {
 		return reg, nil
 	}
 }
+
+// failed returns, for a server that could not give its tools with err,
+// the *ServerError that says so and the tools its last connection listed,
+// if it had one: offered still, they answer each call with the server's
+// last error (while it waits out its backoff) or start it again, rather
+// than vanish from the step and leave the model an "unknown tool".
+func (s *server) failed(ctx context.Context, err error) (*tool.Registry, error) {
+	if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	se := &ServerError{Server: s.l.name, Err: err, Last: s.lastErr, Failures: s.failures}
+	if se.Last == nil {
+		se.Last = err
+	}
+	if s.conn == nil || s.conn.tools == nil {
+		return nil, se
+	}
+	for _, spec := range s.conn.tools.Specs() {
+		se.Tools = append(se.Tools, spec.Name)
+	}
+	return s.conn.tools, se
+}
+
+// ServerError is the failure of one MCP server to give its tools for a
+// step: it did not start, it crashed and waits out its backoff, or its
+// tools could not be listed. [Manager.Tools] joins one per failed server.
+type ServerError struct {
+	// Server is the server's name.
+	Server string
+	// Err is what the step met: the failure, or the wait for the next
+	// start with the last failure in it.
+	Err error
+	// Last is the server's last failure (the same one for every step
+	// while it waits out its backoff): what a caller that records each
+	// failure once compares.
+	Last error
+	// Failures counts the server's failures one after another.
+	Failures int
+	// Tools are the tools its last connection listed, offered still:
+	// each call answers with the server's last error or starts it
+	// again. Empty if it never listed any.
+	Tools []string
+}
+
+func (e *ServerError) Error() string { return e.Err.Error() }
+
+func (e *ServerError) Unwrap() error { return e.Err }
 
 // conn returns a live connection for a call, marking the server busy
 // until done is called.
@@ -642,7 +695,13 @@ func (t *mcpTool) Call(ctx context.Context, call *tool.Call) (tool.Result, error
 		return tool.Result{}, err
 	}
 	defer done()
-	res, err := c.cs.CallTool(ctx, &sdk.CallToolParams{Name: t.orig, Arguments: json.RawMessage(call.Arguments)})
+	params := &sdk.CallToolParams{Name: t.orig, Arguments: json.RawMessage(call.Arguments)}
+	token, unroute := t.m.progress.add(call.Progress)
+	defer unroute()
+	if token != "" {
+		params.SetProgressToken(token)
+	}
+	res, err := c.cs.CallTool(ctx, params)
 	if err != nil {
 		if ctx.Err() != nil {
 			return tool.Result{}, ctx.Err()

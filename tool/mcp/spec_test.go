@@ -103,6 +103,9 @@ func TestResult(t *testing.T) {
 		{"text resource", &sdk.CallToolResult{Content: []sdk.Content{&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "mem://x", Text: "body"}}}}, "[resource mem://x]\nbody"},
 		{"blob", &sdk.CallToolResult{Content: []sdk.Content{&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "mem://x", Blob: []byte{1, 2}}}}}, "[resource mem://x: type unknown, 2 bytes of binary data, not shown]"},
 		{"audio", &sdk.CallToolResult{Content: []sdk.Content{&sdk.AudioContent{Data: []byte{1}, MIMEType: "audio/wav"}}}, "[audio: audio/wav, 1 bytes, not played: weft passes only text to the model]"},
+		{"image", &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "see"}, &sdk.ImageContent{Data: []byte{1, 2}, MIMEType: "image/gif"}}}, "see\n[image 1 attached: image/gif, 2 bytes]"},
+		{"image blob", &sdk.CallToolResult{Content: []sdk.Content{&sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: "mem://p", MIMEType: "image/webp", Blob: []byte{1}}}}}, "[resource mem://p: image 1 attached: image/webp, 1 bytes]"},
+		{"svg", &sdk.CallToolResult{Content: []sdk.Content{&sdk.ImageContent{Data: []byte("<svg/>"), MIMEType: "image/svg+xml"}}}, "[image: image/svg+xml, 6 bytes, not shown: weft sends only image/png, image/jpeg, image/gif, image/webp images to the model]"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

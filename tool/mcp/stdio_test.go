@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -95,7 +96,9 @@ func TestStdioTools(t *testing.T) {
 		{"add", "mcp__fake__add", `{"a":2,"b":40}`, "42", false},
 		{"schema checked by weft", "mcp__fake__add", `{"a":"two"}`, `invalid arguments`, true},
 		{"the tool fails", "mcp__fake__fail", `{}`, "the disk is on fire", true},
-		{"an image is a placeholder", "mcp__fake__image", `{}`, "a picture:\n[image: image/png, 8 bytes, not shown: weft passes only text to the model]", false},
+		{"an image is an attachment", "mcp__fake__image", `{}`, "a picture:\n[image 1 attached: image/png, 71 bytes]\n[image 2 attached: image/png, 8 bytes]\n" +
+			"[image: image/svg+xml, 6 bytes, not shown: weft sends only image/png, image/jpeg, image/gif, image/webp images to the model]\n" +
+			"[image 2 (image/png, 8 bytes) left out: image does not decode as image/png: png: invalid format: not a PNG file]", false},
 		{"structured content said once", "mcp__fake__structured", `{}`, `{"city":"Oslo","tempC":-3.5}`, false},
 	}
 	for _, tc := range tests {
@@ -106,6 +109,12 @@ func TestStdioTools(t *testing.T) {
 			}
 			if strings.Count(res.Output, "Oslo") > 1 {
 				t.Fatalf("structured content shown twice: %q", res.Output)
+			}
+			// The one good image is attached; the broken one is left
+			// out, and the SVG is not weft's to send.
+			if tc.tool == "mcp__fake__image" &&
+				(len(res.Attachments) != 1 || res.Attachments[0].MediaType != "image/png" || len(res.Attachments[0].Data) != 71) {
+				t.Fatalf("attachments %+v, want the one good PNG", res.Attachments)
 			}
 		})
 	}
@@ -157,6 +166,23 @@ func TestStdioCrashMidCall(t *testing.T) {
 		t.Logf("restarted at once: %+v", res)
 	} else if !strings.Contains(res.Output, "failed 2 times in a row") || !strings.Contains(res.Output, "exited with status 2") {
 		t.Fatalf("during the backoff: %+v", res)
+	}
+	// A step during the backoff still offers the tools the server listed
+	// last, and names the server's failure: a call answers with the
+	// server's last error, not "unknown tool".
+	reg, err := m.Tools(context.Background(), nil, nil)
+	var se *ServerError
+	switch {
+	case err == nil:
+		t.Logf("restarted at once")
+	case !errors.As(err, &se) || se.Server != "fake" || !slices.Contains(se.Tools, "mcp__fake__echo") ||
+		!strings.Contains(se.Last.Error(), "exited with status 2") || se.Failures != 2:
+		t.Fatalf("Tools during the backoff: err %#v", err)
+	default:
+		res := call(reg, "mcp__fake__echo", `{"text":"x"}`, 10*time.Second)
+		if !res.IsError || strings.Contains(res.Output, "unknown tool") || !strings.Contains(res.Output, "exited with status 2") {
+			t.Fatalf("a call of the failed server's tool: %+v", res)
+		}
 	}
 }
 

@@ -373,3 +373,15 @@ func (s *Session) changeEnv(ctx context.Context, nb *env.Binding, e event.Event,
 	res.EventCursor = evs[0].Seq
 	return nil
 }
+
+// MCPServers returns the session's own MCP servers and its current
+// binding, which confines them and resolves their working directories:
+// what an MCP request of the session's client (mcp/resources …) starts
+// them with.
+func (s *Session) MCPServers() (map[string]event.MCPServer, *env.Binding, error) {
+	b, err := s.binding()
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.Record().MCPServers, b, nil
+}

@@ -16,6 +16,7 @@ import (
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
+	"weft.dev/weft/tool/mcp"
 )
 
 // activeID returns the run that makes the session busy: the active run
@@ -606,7 +607,7 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 		Guard: s.guardFor(a),
 	}
 	if s.cfg.MCP != nil {
-		run.Tools = s.stepTools
+		run.Tools = func(ctx context.Context) *tool.Registry { return s.stepTools(ctx, q.id, log) }
 	}
 	run.State = s.compactionState
 	summarizer, err := s.compactModel(m)
@@ -647,14 +648,19 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 
 // stepTools is the tools of a run's step: the host's, and those of the
 // MCP servers of the host's configuration and the session. A server
-// that cannot start is left out (the MCP manager logs why).
-func (s *Session) stepTools(ctx context.Context) *tool.Registry {
+// that cannot start is left out (but for the tools it listed last, which
+// answer with its error), and its failure is recorded in the session's
+// log as mcp.server_failed of the run, once (see recordMCPFailures).
+func (s *Session) stepTools(ctx context.Context, runID string, log runLog) *tool.Registry {
 	servers := s.Record().MCPServers
 	mcp, err := s.cfg.MCP.Tools(ctx, servers, s.currentBinding())
-	if err != nil && ctx.Err() == nil {
-		s.cfg.Logger.Debug("mcp servers left out of the step", "session", s.id, "err", err)
+	if ctx.Err() == nil {
+		if err != nil {
+			s.cfg.Logger.Debug("mcp servers left out of the step", "session", s.id, "err", err)
+		}
+		s.recordMCPFailures(ctx, runID, log, err)
 	}
-	if mcp == nil || mcp.Len() == 0 {
+	if mcp == nil || mcp.Len() == 0 && err == nil { // a failed server's registry says why its tools are missing
 		return s.cfg.Tools
 	}
 	reg, err := tool.Merge(s.cfg.Tools, mcp)
@@ -846,4 +852,54 @@ func (s *Session) Wait(ctx context.Context, id string, timeout time.Duration) (r
 		}
 	}
 	return s.Run(ctx, id)
+}
+
+// recordMCPFailures appends an mcp.server_failed event of run runID for
+// each server whose failure err names (a join of *mcp.ServerError) and
+// that the log does not already hold as that server's last failure; a
+// server that is not named has recovered, so its next failure is
+// recorded again. A failed append is logged: the step goes on, and the
+// run meets the store's failure on its next append.
+func (s *Session) recordMCPFailures(ctx context.Context, runID string, log runLog, err error) {
+	var failed []*mcp.ServerError
+	if err != nil {
+		errs := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = j.Unwrap()
+		}
+		for _, e := range errs {
+			var se *mcp.ServerError
+			if errors.As(e, &se) {
+				failed = append(failed, se)
+			}
+		}
+	}
+	s.mu.Lock()
+	if len(failed) == 0 && len(s.mcpFailed) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	now := make(map[string]string, len(failed))
+	var evs []event.Event
+	for _, se := range failed {
+		last := se.Last.Error()
+		now[se.Server] = last
+		if s.mcpFailed[se.Server] == last {
+			continue
+		}
+		e, err := event.New(runID, event.MCPServerFailed, event.MCPServerFailedData{
+			Server: se.Server, Error: se.Err.Error(), Failures: se.Failures, Tools: se.Tools,
+		})
+		if err == nil {
+			evs = append(evs, e)
+		}
+	}
+	s.mcpFailed = now
+	s.mu.Unlock()
+	if len(evs) == 0 {
+		return
+	}
+	if _, err := log.Append(ctx, evs...); err != nil {
+		s.cfg.Logger.Warn("record mcp server failures", "session", s.id, "run", runID, "err", err)
+	}
 }

@@ -180,6 +180,10 @@ type Session struct {
 	// waits are the done channels of the runs admitted and not settled.
 	waits runWaits
 
+	// mcpFailed holds, by MCP server, the last failure the log records
+	// as mcp.server_failed (recordMCPFailures); guarded by mu.
+	mcpFailed map[string]string
+
 	// approved are the rules that allow_session answers added, for every
 	// later run of the session; guarded by mu.
 	approved []api.Rule
