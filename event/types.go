@@ -12,6 +12,49 @@ const (
 	SessionDeleted Type = "session.deleted"
 )
 
+// Fork and rewind events.
+const (
+	// SessionForked is the first event a fork writes itself, at seq
+	// Seq+1 of its log: the events before it are the source's 1..Seq,
+	// read through the fork (see store.SessionLog.Read). Data:
+	// [SessionForkedData].
+	SessionForked Type = "session.forked"
+	// SessionRewound records a rewind of the session to an earlier seq:
+	// the log is not rewritten, but the conversation later runs see
+	// (and, with Files, the read-write mounts' files) is that of ToSeq.
+	// Data: [SessionRewoundData].
+	SessionRewound Type = "session.rewound"
+)
+
+// SessionForkedData is the data of [SessionForked]: the fork's settings
+// (those of its source when it was forked, or the mounts the fork was
+// given) and where it came from.
+type SessionForkedData struct {
+	SessionCreatedData
+	// From is the session forked; Seq is its last event the fork's log
+	// holds (the fork's own events start at Seq+1).
+	From string `json:"from"`
+	Seq  int64  `json:"seq"`
+	// RequestedSeq is the seq the client asked for, when it fell inside
+	// a run's step: the fork then starts from the step boundary before
+	// it (Seq).
+	RequestedSeq int64 `json:"requestedSeq,omitempty"`
+	// SharedMounts are the IDs of the fork's read-write mounts whose
+	// directory the source uses too: a write or a rewind of the files
+	// through one session changes the other's.
+	SharedMounts []string `json:"sharedMounts,omitempty"`
+}
+
+// SessionRewoundData is the data of [SessionRewound].
+type SessionRewoundData struct {
+	// ToSeq is the seq rewound to: later runs see the conversation as it
+	// was after it.
+	ToSeq int64 `json:"toSeq"`
+	// Files reports that the read-write mounts' files were restored to
+	// their state at ToSeq too.
+	Files bool `json:"files,omitempty"`
+}
+
 // Run lifecycle events.
 const (
 	// RunQueued records admission of a run. Data: [RunQueuedData].
