@@ -25,6 +25,8 @@ const (
 	MethodSessionList   = "session/list"
 	MethodSessionDelete = "session/delete"
 	MethodSessionUpdate = "session/update"
+	MethodSessionFork   = "session/fork"
+	MethodSessionRewind = "session/rewind"
 
 	MethodRunStart  = "run/start"
 	MethodRunGet    = "run/get"

@@ -40,6 +40,8 @@ type Host interface {
 	UpdateSession(ctx context.Context, p UpdateSessionParams) (*SessionResult, error)
 	// DeleteSession implements [SessionDelete].
 	DeleteSession(ctx context.Context, p SessionIDParams) (*DeleteResult, error)
+	// ForkSession implements [SessionFork].
+	ForkSession(ctx context.Context, p ForkSessionParams) (*ForkResult, error)
 
 	// StartRun implements [RunStart].
 	StartRun(ctx context.Context, p StartRunParams) (*RunResult, error)

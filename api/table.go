@@ -32,6 +32,8 @@ var (
 		Doc: "Change a session's title or model; fields left out stay as they are.", call: Host.UpdateSession}
 	SessionDelete = Method[SessionIDParams, DeleteResult]{Name: MethodSessionDelete, Mutating: true,
 		Doc: "Delete a session without an active run.", call: Host.DeleteSession}
+	SessionFork = Method[ForkSessionParams, ForkResult]{Name: MethodSessionFork, Mutating: true,
+		Doc: "Create a session whose history is another's up to a seq (stored once, by reference); it goes on on its own.", call: Host.ForkSession}
 
 	RunStart = Method[StartRunParams, RunResult]{Name: MethodRunStart, Mutating: true,
 		Doc: "Start a run; busy decides what happens when one is active.", call: Host.StartRun}
@@ -110,6 +112,7 @@ func Methods() []Descriptor {
 	return []Descriptor{
 		Initialize, Discover,
 		SessionCreate, SessionGet, SessionList, SessionUpdate, SessionDelete,
+		SessionFork,
 		RunStart, RunGet, RunList, RunWait, RunSteer, RunCancel,
 		EventsRead, EventsSubscribe, EventsUnsubscribe,
 		ToolsList,
@@ -191,5 +194,7 @@ func Events() []EventInfo {
 		{event.InputResolved, "A question was answered, expired or cancelled.", reflect.TypeFor[event.InputResolvedData]()},
 		{event.ToolCallRequested, "A call of a tool the client executes; tool/result answers it.", reflect.TypeFor[event.ToolCallRequestedData]()},
 		{event.RunResumed, "A run that waited for answers goes on.", reflect.TypeFor[event.RunResumedData]()},
+		{event.SessionForked, "The first event a fork writes itself, after its source's events 1..seq.", reflect.TypeFor[event.SessionForkedData]()},
+		{event.SessionRewound, "Later runs see the conversation (and with files, the mounts' files) as at toSeq.", reflect.TypeFor[event.SessionRewoundData]()},
 	}
 }

@@ -236,6 +236,11 @@ func (c *Client) ListSessions(ctx context.Context, p api.ListSessionsParams) (*a
 	return call(ctx, c, api.SessionList, p)
 }
 
+// ForkSession calls session/fork.
+func (c *Client) ForkSession(ctx context.Context, p api.ForkSessionParams) (*api.ForkResult, error) {
+	return call(ctx, c, api.SessionFork, p)
+}
+
 // UpdateSession calls session/update.
 func (c *Client) UpdateSession(ctx context.Context, p api.UpdateSessionParams) (*api.SessionResult, error) {
 	return call(ctx, c, api.SessionUpdate, p)

@@ -239,6 +239,15 @@ func TestEveryMutationIsIdempotent(t *testing.T) {
 			},
 			replayed: func(r any) bool { return r.(*api.DeleteResult).Replayed },
 		},
+		api.MethodSessionFork: {
+			call: func(k string) (any, error) {
+				return c.ForkSession(ctx, api.ForkSessionParams{SessionID: other.ID, IdempotencyKey: k})
+			},
+			other: func(k string) (any, error) {
+				return c.ForkSession(ctx, api.ForkSessionParams{SessionID: other.ID, Title: ptr("forked"), IdempotencyKey: k})
+			},
+			replayed: func(r any) bool { return r.(*api.ForkResult).Replayed },
+		},
 		api.MethodSessionUpdate: {
 			call: func(k string) (any, error) {
 				return c.UpdateSession(ctx, api.UpdateSessionParams{SessionID: other.ID, Title: ptr("renamed"), IdempotencyKey: k})
@@ -396,7 +405,7 @@ func TestEveryMutationIsIdempotent(t *testing.T) {
 		}
 	}
 	// In a fixed order: unmount after mount, revoke after grant, cancels last.
-	order := []string{api.MethodSessionCreate, api.MethodSessionDelete, api.MethodSessionUpdate, api.MethodRunStart, api.MethodRunSteer,
+	order := []string{api.MethodSessionCreate, api.MethodSessionDelete, api.MethodSessionUpdate, api.MethodSessionFork, api.MethodRunStart, api.MethodRunSteer,
 		api.MethodEnvMount, api.MethodEnvUnmount, api.MethodProcessStart, api.MethodProcessWrite, api.MethodProcessSignal,
 		api.MethodProcessGrant, api.MethodProcessRevoke, api.MethodProcessCancel, api.MethodRunCancel,
 		api.MethodApprovalDecide, api.MethodInputAnswer, api.MethodToolResult}

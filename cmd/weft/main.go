@@ -64,6 +64,7 @@ type cli struct {
 	Nodes     nodesCmd     `cmd:"" help:"List the hosts holding session leases in a PostgreSQL store, with their sessions and lease ages."`
 	Schema    schemaCmd    `cmd:"" help:"Print the protocol as an OpenRPC document: methods, params and results as JSON Schema, notifications, event types, error codes."`
 	Version   versionCmd   `cmd:"" help:"Print the version."`
+	Fork      forkCmd      `cmd:"" help:"Make a new session whose history is a session's up to an event (through the host, or a host in this process)."`
 }
 
 // app carries what every command needs: the streams and the environment.

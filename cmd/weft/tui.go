@@ -158,6 +158,8 @@ type (
 		err      error
 		after    int64
 		announce bool
+		// note, if set, is said once the session is shown.
+		note string
 	}
 	createdMsg struct {
 		s   *api.SessionResult

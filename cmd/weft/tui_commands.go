@@ -20,6 +20,7 @@ const chatHelp = `a line that does not start with / is a prompt: the agent answe
   /mount PATH[:ro]  mount a directory (in a new session: from its first prompt)
   /rename TITLE     give the session a new title
   /history          the prompts of this session
+  /fork [SEQ]       continue in a fork of this session: its history up to event SEQ (default: all of it)
   /cancel           cancel the run that goes
   /help             this list
   /quit             exit (also Ctrl-D; Ctrl-C twice at an empty prompt)
@@ -70,6 +71,8 @@ func (t *tui) command(line string) tea.Cmd {
 		return t.mount(arg)
 	case "/rename":
 		return t.rename(arg)
+	case "/fork":
+		return t.fork(arg)
 	case "/history":
 		if len(t.prompts) == 0 {
 			t.info("no prompts in this session yet")

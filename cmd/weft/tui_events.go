@@ -29,6 +29,9 @@ func (t *tui) sessionLoaded(msg sessionMsg) tea.Cmd {
 	if msg.announce {
 		t.info(fmt.Sprintf("session %s: %s", s.ID, clip(s.Title, 60)))
 	}
+	if msg.note != "" {
+		t.info(msg.note)
+	}
 	t.follow(msg.after)
 	return nil
 }
@@ -38,6 +41,10 @@ func (t *tui) event(e event.Event) tea.Cmd {
 	var cmd tea.Cmd
 	replay := e.Seq <= t.replayTo
 	switch e.Type {
+	case event.SessionForked:
+		// The fork's own history starts here: a run of the source
+		// that its log shows going went on in the source only.
+		t.run = nil
 	case event.SessionUpdated:
 		var d event.SessionUpdatedData
 		if e.Decode(&d) == nil && d.Title != nil {

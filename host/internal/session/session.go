@@ -261,6 +261,23 @@ func Create(ctx context.Context, cfg *Config, id string, data event.SessionCreat
 	return s, nil
 }
 
+// Fork creates session id, a fork of data.From at data.Seq (see
+// journal.Fork), and returns its owner, which holds its lease.
+func Fork(ctx context.Context, cfg *Config, id string, data event.SessionForkedData, rc *idem.Claim) (*Session, error) {
+	s, err := newSession(cfg, id)
+	if err != nil {
+		return nil, err
+	}
+	j, err := journal.Fork(ctx, s.journalConfig(), id, data, rc.Receipts(id, idem.Ref{ID: id})...)
+	if err != nil {
+		s.releaseLease()
+		return nil, s.loadErr(err)
+	}
+	rc.Stored()
+	s.start(j)
+	return s, nil
+}
+
 // Load opens the existing session id: it takes the lease, loads the
 // projection, closes what a crash left open (reconcile), restores the run
 // that waits for answers and the queue from the log, and starts the first
