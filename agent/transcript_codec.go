@@ -9,8 +9,10 @@ import (
 	"weft.dev/weft/llm"
 )
 
-// transcriptMagic begins the binary form of a TranscriptBuilder (version 1).
-const transcriptMagic = "WTX1"
+// transcriptMagic begins the binary form of a TranscriptBuilder (version
+// 2: version 1 lacked the messages' seqs, which a rewind needs; a
+// snapshot of version 1 does not decode, and its owner reads the log).
+const transcriptMagic = "WTX2"
 
 // errCorrupt reports binary data that is not a transcript.
 var errCorrupt = errors.New("agent: transcript snapshot is corrupt")
@@ -24,9 +26,11 @@ func (b *TranscriptBuilder) MarshalBinary() ([]byte, error) {
 	out := make([]byte, 0, 64+b.Size())
 	out = append(out, transcriptMagic...)
 	out = binary.AppendUvarint(out, uint64(len(b.msgs)))
-	for _, m := range b.msgs {
+	for i, m := range b.msgs {
 		out = appendMessage(out, m)
+		out = binary.AppendUvarint(out, uint64(b.seqs[i]))
 	}
+	out = binary.AppendUvarint(out, uint64(b.openSeq))
 	out = binary.AppendUvarint(out, uint64(len(b.open)))
 	for _, c := range b.open {
 		out = appendCall(out, c)
@@ -34,6 +38,7 @@ func (b *TranscriptBuilder) MarshalBinary() ([]byte, error) {
 	out = binary.AppendUvarint(out, uint64(len(b.results)))
 	for _, r := range b.results {
 		out = appendMessage(out, r)
+		out = binary.AppendUvarint(out, uint64(b.resultSeqs[r.ToolCallID]))
 	}
 	return out, nil
 }
@@ -51,11 +56,14 @@ func (b *TranscriptBuilder) UnmarshalBinary(data []byte) error {
 	var nb TranscriptBuilder
 	n := d.count()
 	nb.msgs = make([]llm.Message, 0, n)
+	nb.seqs = make([]int64, 0, n)
 	for range n {
 		m := d.message()
 		nb.msgs = append(nb.msgs, m)
+		nb.seqs = append(nb.seqs, int64(d.uvarint("seq")))
 		nb.size += messageSize(m)
 	}
+	nb.openSeq = int64(d.uvarint("seq"))
 	n = d.count()
 	for range n {
 		nb.open = append(nb.open, d.call())
@@ -63,10 +71,12 @@ func (b *TranscriptBuilder) UnmarshalBinary(data []byte) error {
 	n = d.count()
 	if n > 0 {
 		nb.results = make(map[string]llm.Message, n)
+		nb.resultSeqs = make(map[string]int64, n)
 	}
 	for range n {
 		r := d.message()
 		nb.results[r.ToolCallID] = r
+		nb.resultSeqs[r.ToolCallID] = int64(d.uvarint("seq"))
 		nb.pending += messageSize(r)
 	}
 	if d.err != nil {
