@@ -90,8 +90,8 @@ func (p RewindParams) Validate() error {
 
 // RewindResult is what session/rewind did.
 type RewindResult struct {
-	// Seq is the seq of the session.rewound event.
-	Seq   int64 `json:"seq"`
+	// ToSeq is the seq rewound to: the one asked for, or the step
+	// boundary before it.
 	ToSeq int64 `json:"toSeq"`
 	Files bool  `json:"files,omitempty"`
 	// Restored are the files put back as they were (created files

@@ -24,7 +24,47 @@ const (
 	// (and, with Files, the read-write mounts' files) is that of ToSeq.
 	// Data: [SessionRewoundData].
 	SessionRewound Type = "session.rewound"
+	// CheckpointRecorded records what a step's tool calls changed in one
+	// read-write mount (and what changed there since the mount was last
+	// looked at: a background process's output), so that a rewind can
+	// undo it. Data: [CheckpointData].
+	CheckpointRecorded Type = "checkpoint.recorded"
 )
+
+// CheckpointData is the data of [CheckpointRecorded].
+type CheckpointData struct {
+	// MountID and Path are the mount and its host directory when the
+	// changes were seen; a rewind refuses a mount that is gone or now
+	// another directory.
+	MountID string `json:"mountId"`
+	Path    string `json:"path"`
+	// Changes are the paths that changed, relative to the mount, in
+	// path order: created (no Before), deleted (no After) or modified.
+	Changes []FileChange `json:"changes"`
+	// Incomplete, if set, says why the checkpoint cannot restore what
+	// changed (a file over the size cap, more bytes or changes than a
+	// checkpoint keeps): a rewind across it is refused.
+	Incomplete string `json:"incomplete,omitempty"`
+}
+
+// FileChange is one path's change in a [CheckpointData].
+type FileChange struct {
+	Path   string     `json:"path"`
+	Before *FileState `json:"before,omitempty"`
+	After  *FileState `json:"after,omitempty"`
+}
+
+// FileState is what a checkpoint knows of a path: its kind ("file",
+// "dir" or "link"), permission bits, and a file's size and content hash
+// (sha256, hex; the content is kept under the host's checkpoint
+// directory) or a link's target.
+type FileState struct {
+	Kind string `json:"kind"`
+	Mode uint32 `json:"mode"`
+	Size int64  `json:"size,omitempty"`
+	Hash string `json:"hash,omitempty"`
+	Link string `json:"link,omitempty"`
+}
 
 // SessionForkedData is the data of [SessionForked]: the fork's settings
 // (those of its source when it was forked, or the mounts the fork was

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"weft.dev/weft/env"
 
 	"weft.dev/weft/agent"
 	"weft.dev/weft/api"
@@ -607,6 +608,11 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 	}
 	if s.cfg.MCP != nil {
 		run.Tools = s.stepTools
+	}
+	if ck := s.cfg.Checkpoint; ck != nil {
+		run.Checkpoint = func(ctx context.Context, b *env.Binding, calls []event.ToolCall) func(context.Context) []event.Event {
+			return ck(ctx, s.id, b, calls)
+		}
 	}
 	if resume {
 		s.mu.Lock()

@@ -126,6 +126,9 @@ type Config struct {
 	NewID func(prefix string) string
 	// Logger receives diagnostics. Required (may discard).
 	Logger *slog.Logger
+	// Checkpoint, if set, checkpoints the read-write mounts around each
+	// step's tool calls (see agent.Run.Checkpoint), for session id.
+	Checkpoint func(ctx context.Context, id string, b *env.Binding, calls []event.ToolCall) func(context.Context) []event.Event
 }
 
 // MCPTools lists the tools of MCP servers for one step of a run in
