@@ -46,3 +46,52 @@ func (c *forkCmd) Run(ctx context.Context, a *app) error {
 	}
 	return nil
 }
+
+// rewindCmd is `weft rewind SESSION --to SEQ [--files]`: session/rewind
+// through the host, or a host in this process.
+type rewindCmd struct {
+	ID    string `arg:"" name:"session" help:"The session to rewind."`
+	To    int64  `name:"to" required:"" placeholder:"SEQ" help:"The event to go back to: later runs see the conversation as it was after it (a seq inside a step moves back to the step's start)."`
+	Files bool   `help:"Put the read-write mounts' files back as they were then too (what file tools and shell commands changed)."`
+	JSON  bool   `name:"json" help:"Print the result as JSON."`
+}
+
+func (c *rewindCmd) Run(ctx context.Context, a *app) error {
+	const name = "weft rewind"
+	conn, err := a.connect(ctx, name, anyHost, api.Policy{}, nil)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if !conn.remote {
+		ctx = clientCtx(ctx, name)
+	}
+	r, err := conn.h.RewindSession(ctx, api.RewindParams{SessionID: c.ID, ToSeq: c.To, Files: c.Files})
+	if err != nil {
+		return rewindErr(c.ID, err)
+	}
+	if c.JSON {
+		return printJSON(a, r)
+	}
+	what := "the conversation"
+	if c.Files {
+		what = fmt.Sprintf("the conversation and %d paths of the mounts", r.RestoredCount)
+	}
+	fmt.Fprintf(a.stdout, "rewound %s of %s to event %d\n", what, c.ID, r.ToSeq)
+	for _, p := range r.Restored {
+		fmt.Fprintf(a.stdout, "  %s\n", p)
+	}
+	return nil
+}
+
+// rewindErr says what a refused rewind means for the user.
+func rewindErr(id string, err error) error {
+	var ae *api.Error
+	if errors.As(err, &ae) && ae.Kind == api.KindRunConflict {
+		return fmt.Errorf("session %s has a run going: cancel it or wait for it first", id)
+	}
+	if errors.As(err, &ae) && (ae.Kind == api.KindCursorInvalid || ae.Kind == api.KindEnvironmentUnavailable) {
+		return fmt.Errorf("cannot rewind session %s: %s", id, ae.Message)
+	}
+	return sessionErr(id, err)
+}

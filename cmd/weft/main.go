@@ -65,6 +65,7 @@ type cli struct {
 	Schema    schemaCmd    `cmd:"" help:"Print the protocol as an OpenRPC document: methods, params and results as JSON Schema, notifications, event types, error codes."`
 	Version   versionCmd   `cmd:"" help:"Print the version."`
 	Fork      forkCmd      `cmd:"" help:"Make a new session whose history is a session's up to an event (through the host, or a host in this process)."`
+	Rewind    rewindCmd    `cmd:"" help:"Take a session back to an event: its conversation, and with --files its mounts' files (through the host, or a host in this process)."`
 }
 
 // app carries what every command needs: the streams and the environment.

@@ -21,6 +21,7 @@ const chatHelp = `a line that does not start with / is a prompt: the agent answe
   /rename TITLE     give the session a new title
   /history          the prompts of this session
   /fork [SEQ]       continue in a fork of this session: its history up to event SEQ (default: all of it)
+  /undo             take back the last run: the conversation and what it changed in the mounts' files
   /cancel           cancel the run that goes
   /help             this list
   /quit             exit (also Ctrl-D; Ctrl-C twice at an empty prompt)
@@ -73,6 +74,8 @@ func (t *tui) command(line string) tea.Cmd {
 		return t.rename(arg)
 	case "/fork":
 		return t.fork(arg)
+	case "/undo":
+		return t.undo()
 	case "/history":
 		if len(t.prompts) == 0 {
 			t.info("no prompts in this session yet")
