@@ -30,7 +30,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 
 	"weft.dev/weft/event"
 )
@@ -168,9 +167,9 @@ type entry struct {
 
 // same reports whether fi is what e saw (so its content is e's too).
 func (e entry) same(fi fs.FileInfo) bool {
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	ctime, ino, ok := statKeys(fi)
 	return ok && e.st.Kind == kindOf(fi) && e.st.Mode == uint32(fi.Mode().Perm()) && e.st.Size == sizeOf(fi) &&
-		e.mtime == fi.ModTime().UnixNano() && e.ctime == st.Ctim.Nano() && e.ino == st.Ino
+		e.mtime == fi.ModTime().UnixNano() && e.ctime == ctime && e.ino == ino
 }
 
 func kindOf(fi fs.FileInfo) string {
@@ -331,36 +330,6 @@ func (t *Tracker) ScanPaths(rels []string) (res Result, needWalk bool, err error
 	return res, false, nil
 }
 
-// walk calls fn for every path of the mount but its root and the
-// ignored ones, in lexical order, without following links.
-func (t *Tracker) walk(fn func(rel string, fi fs.FileInfo) error) error {
-	return filepath.WalkDir(t.root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && p != t.root {
-				return nil // gone while walking
-			}
-			return err
-		}
-		if p == t.root {
-			return nil
-		}
-		rel := filepath.ToSlash(p[len(t.root)+1:])
-		if Ignored(rel) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		fi, err := d.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		return fn(rel, fi)
-	})
-}
-
 // look returns the entry of rel as fi shows it, reusing old's hash when
 // unchanged and otherwise reading (and keeping, within budget) its
 // content.
@@ -369,9 +338,7 @@ func (t *Tracker) look(rel string, fi fs.FileInfo, old entry, haveOld bool, budg
 		return old, nil
 	}
 	e := entry{st: event.FileState{Kind: kindOf(fi), Mode: uint32(fi.Mode().Perm()), Size: sizeOf(fi)}, mtime: fi.ModTime().UnixNano()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		e.ctime, e.ino = st.Ctim.Nano(), st.Ino
-	}
+	e.ctime, e.ino, _ = statKeys(fi)
 	full := filepath.Join(t.root, filepath.FromSlash(rel))
 	switch e.st.Kind {
 	case "link":
