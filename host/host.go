@@ -619,9 +619,15 @@ func (h *Host) dropped(s *session.Session) {
 // forget removes s from the registry, if it is still the session there.
 func (h *Host) forget(s *session.Session) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if e, ok := h.sessions[s.ID()]; ok && e.s == s {
 		delete(h.sessions, s.ID())
+	}
+	h.mu.Unlock()
+	// Its mounts' manifests go with it (the next writing step after a
+	// load takes a new baseline), so that they cost memory only while
+	// it is loaded.
+	if h.ckpt != nil {
+		h.ckpt.Forget(s.ID())
 	}
 }
 
