@@ -64,6 +64,12 @@ func (h *Host) rewindSession(ctx context.Context, p api.RewindParams, rc *idem.C
 	if err != nil {
 		return nil, idem.Ref{}, apiError(err)
 	}
+	if f := src.Fork; f != nil && p.Files && to < f.Seq {
+		// The fork's events through f.Seq are its source's, and so are
+		// the file changes they record: the source rewinds those.
+		return nil, idem.Ref{}, api.Errorf(api.KindCursorInvalid, "seq %d of fork %s is an event of session %s, which it was forked from at seq %d: rewind the files there, or the fork's conversation only", to, p.SessionID, f.SessionID, f.Seq).
+			With("sessionId", p.SessionID).With("toSeq", to).With("forkOf", f.SessionID).With("forkSeq", f.Seq)
+	}
 	// What happened after it: compactions, rewinds, checkpoints.
 	var rewinds []undone
 	var checkpoints []event.Event

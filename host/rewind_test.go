@@ -238,9 +238,10 @@ func TestRewindFileTools(t *testing.T) {
 
 // TestRewindRefused: what a rewind cannot do whole it refuses with a
 // typed error, changing nothing: a seq beyond the log, a seq an earlier
-// rewind undid, a rewind while a run goes, one past a compaction, and
-// for files a file changed since its checkpoint, a mount unmounted, and
-// an incomplete checkpoint.
+// rewind undid, a rewind while a run goes, one past a compaction, the
+// files of a fork before its fork point (another session's), and for
+// files a file changed since its checkpoint, a mount unmounted, and an
+// incomplete checkpoint.
 func TestRewindRefused(t *testing.T) {
 	ctx := context.Background()
 	h, st := newHostWith(t, func(c *host.Config) {
@@ -307,6 +308,17 @@ func TestRewindRefused(t *testing.T) {
 	}
 	_, err = h.RewindSession(ctx, api.RewindParams{SessionID: sid, ToSeq: last})
 	wantKind("a seq undone by a rewind", err, api.KindCursorInvalid, "")
+
+	// The files of a fork before its fork point are its source's.
+	f, err := h.ForkSession(ctx, api.ForkSessionParams{SessionID: sid, AtSeq: mid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.RewindSession(ctx, api.RewindParams{SessionID: f.Session.ID, ToSeq: start0, Files: true})
+	wantKind("a fork's files before its fork point", err, api.KindCursorInvalid, "")
+	if _, err := h.RewindSession(ctx, api.RewindParams{SessionID: f.Session.ID, ToSeq: start0}); err != nil {
+		t.Fatalf("a fork's conversation before its fork point: %v", err)
+	}
 
 	// While a run goes.
 	r := start(t, h, api.StartRunParams{SessionID: sid, Model: "scripted:slow", Input: input("long")})
