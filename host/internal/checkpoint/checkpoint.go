@@ -79,7 +79,8 @@ type Store struct {
 
 type trackerKey struct{ session, mount, root string }
 
-// New returns the store of cfg, creating its directory.
+// New returns the store of cfg. Its directory is made when the first
+// content is kept.
 func New(cfg Config) (*Store, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("checkpoint: no directory")
@@ -92,9 +93,6 @@ func New(cfg Config) (*Store, error) {
 	}
 	if cfg.MaxChanges == 0 {
 		cfg.MaxChanges = 10_000
-	}
-	if err := os.MkdirAll(filepath.Join(cfg.Dir, "blobs"), 0o700); err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	return &Store{cfg: cfg, trk: make(map[trackerKey]*Tracker)}, nil
 }
@@ -132,6 +130,9 @@ func (s *Store) blobPath(h string) string {
 
 // put keeps the content of the file f (size bytes) and returns its hash.
 func (s *Store) put(f *os.File) (string, error) {
+	if err := os.MkdirAll(filepath.Join(s.cfg.Dir, "blobs"), 0o700); err != nil {
+		return "", err
+	}
 	tmp, err := os.CreateTemp(filepath.Join(s.cfg.Dir, "blobs"), ".put-*")
 	if err != nil {
 		return "", err
