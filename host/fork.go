@@ -88,7 +88,22 @@ func (h *Host) forkSession(ctx context.Context, p api.ForkSessionParams, rc *ide
 	if err := h.add(s); err != nil {
 		return nil, idem.Ref{}, err
 	}
+	h.shareSnapshot(ctx, p.SessionID, id, boundary)
 	return &api.ForkResult{Session: s.Record(), AtSeq: boundary, SharedMounts: shared}, idem.Ref{ID: id}, nil
+}
+
+// shareSnapshot gives fork the source's transcript snapshot when it is
+// through a seq the fork holds (the events before it are the same), so
+// that the fork's first run folds only the events after it, not the
+// whole of the source's log. A snapshot is a cache: failing to copy it
+// costs that run a read of the log, nothing else.
+func (h *Host) shareSnapshot(ctx context.Context, src, fork string, through int64) {
+	snap, err := h.cfg.Store.Snapshot(ctx, src, record.SnapshotTranscript)
+	if err != nil || snap.Seq > through {
+		return
+	}
+	snap.SessionID = fork
+	_ = h.cfg.Store.PutSnapshot(ctx, snap)
 }
 
 // replayFork answers a retry of session/fork with the fork as it is now.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"weft.dev/weft/agent"
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
@@ -258,4 +259,54 @@ func hostConfig(t *testing.T, st store.Store, mod func(*host.Config)) host.Confi
 		mod(&cfg)
 	}
 	return cfg
+}
+
+// TestForkSharesTheTranscriptSnapshot: a fork gets its source's
+// transcript snapshot when it is through a seq the fork holds, so that
+// its first run does not read the source's whole log; the run sees the
+// same conversation.
+func TestForkSharesTheTranscriptSnapshot(t *testing.T) {
+	rec := &recorder{}
+	h, st := newHostWith(t, withRecorder(rec))
+	ctx := context.Background()
+	src := session(t, h, "scripted:rec")
+	for _, in := range []string{"one", "two"} {
+		r := start(t, h, api.StartRunParams{SessionID: src, Input: input(in)})
+		wait(t, h, r.ID)
+	}
+	last := lastSeq(t, h, src)
+	b := &agent.TranscriptBuilder{}
+	for _, e := range allEvents(t, h, src) {
+		if err := b.Add(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := b.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutSnapshot(ctx, record.Snapshot{SessionID: src, Kind: record.SnapshotTranscript, Seq: last, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := h.ForkSession(ctx, api.ForkSessionParams{SessionID: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := st.Snapshot(ctx, f.Session.ID, record.SnapshotTranscript)
+	if err != nil || snap.Seq != last {
+		t.Fatalf("the fork's snapshot: %+v, %v", snap, err)
+	}
+	r := start(t, h, api.StartRunParams{SessionID: f.Session.ID, Input: input("three")})
+	wait(t, h, r.ID)
+	if got := users(rec.last()); got != "one|two|three" {
+		t.Fatalf("the fork's run sent %q", got)
+	}
+	// A fork before the snapshot's seq gets none.
+	g, err := h.ForkSession(ctx, api.ForkSessionParams{SessionID: src, AtSeq: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Snapshot(ctx, g.Session.ID, record.SnapshotTranscript); err == nil {
+		t.Fatal("a fork before the snapshot's seq got it")
+	}
 }
