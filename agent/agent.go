@@ -179,6 +179,13 @@ type Run struct {
 	// carries it and the loop re-injects it after the summary. It is
 	// called between steps, only when the loop compacts.
 	State func(ctx context.Context) string
+	// Checkpoint, if set, is called before the tool calls of a step run,
+	// with those calls and the binding they run with; the function it
+	// returns, if not nil, is called once they have all finished (their
+	// results committed) and returns events to append after them, with
+	// the run's ID (checkpoint.recorded: what the calls changed in the
+	// mounts, for a rewind).
+	Checkpoint func(ctx context.Context, b *env.Binding, calls []event.ToolCall) func(ctx context.Context) []event.Event
 }
 
 // Outcome is how a run ended; it mirrors the run's terminal event.

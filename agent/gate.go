@@ -248,6 +248,14 @@ func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, 
 	var wg sync.WaitGroup
 	// Results are written even when ctx is cancelled: the calls must close.
 	wctx := context.WithoutCancel(ctx)
+	var checkpoint func(context.Context) []event.Event
+	if l.run.Checkpoint != nil {
+		run := make([]event.ToolCall, 0, len(idx))
+		for _, i := range idx {
+			run = append(run, calls[i])
+		}
+		checkpoint = l.run.Checkpoint(ctx, b, run)
+	}
 	for _, i := range idx {
 		c := calls[i]
 		cb := b
@@ -289,6 +297,16 @@ func (l *loop) runCalls(ctx context.Context, calls []event.ToolCall, idx []int, 
 		})
 	}
 	wg.Wait()
+	if checkpoint != nil {
+		if evs := checkpoint(wctx); len(evs) > 0 {
+			for i := range evs {
+				evs[i].RunID = l.run.ID
+			}
+			if _, err := l.log.Append(wctx, evs...); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -15,14 +15,14 @@ import (
 // loads a session's history from a store may filter its read to them.
 func TranscriptTypes() []event.Type {
 	return []event.Type{event.MessageUser, event.MessageCompleted, event.ToolCallCompleted, event.SteerConsumed,
-		event.ContextCompacted, event.Usage}
+		event.ContextCompacted, event.Usage, event.SessionRewound}
 }
 
 // IsTranscriptType reports whether t is one of the [TranscriptTypes].
 func IsTranscriptType(t event.Type) bool {
 	switch t {
 	case event.MessageUser, event.MessageCompleted, event.ToolCallCompleted, event.SteerConsumed,
-		event.ContextCompacted, event.Usage:
+		event.ContextCompacted, event.Usage, event.SessionRewound:
 		return true
 	}
 	return false
@@ -58,8 +58,10 @@ func LoadTranscript(ctx context.Context, st eventReader, sessionID string) ([]ll
 // calls, and tool results placed right after the assistant message that
 // asked for them, in the model's order. A context.compacted event
 // replaces everything before it with its summary and re-injected state
-// (see [FullTranscript] for the conversation without compactions).
-// Events of other types are ignored.
+// (see [FullTranscript] for the conversation without compactions). A
+// session.rewound takes the conversation back to what it was after its
+// toSeq: the messages of later events are dropped (the log keeps them; a
+// rewind never crosses a compaction). Events of other types are ignored.
 //
 // A tool call without a result (which recovery prevents) is answered with
 // an error result, so that the transcript is always a valid model request.
@@ -111,6 +113,14 @@ type TranscriptBuilder struct {
 	est, estPending int64
 	// compactions counts the context.compacted events folded.
 	compactions int
+	// seqs are the seqs of the events msgs come from (a result that never
+	// came has its assistant message's; a compaction's messages, its
+	// own), so that a session.rewound can cut them; resultSeqs are those
+	// of results.
+	seqs       []int64
+	resultSeqs map[string]int64
+	// openSeq is the seq of the assistant message whose calls are open.
+	openSeq int64
 }
 
 // Add folds e into the transcript; events of types other than
@@ -123,14 +133,14 @@ func (b *TranscriptBuilder) Add(e event.Event) error {
 			return err
 		}
 		b.closeOpen()
-		b.push(UserMessage(d.Content))
+		b.push(UserMessage(d.Content), e.Seq)
 	case event.SteerConsumed:
 		var d event.SteerData
 		if err := e.Decode(&d); err != nil {
 			return err
 		}
 		b.closeOpen()
-		b.push(UserMessage(d.Input))
+		b.push(UserMessage(d.Input), e.Seq)
 	case event.MessageCompleted:
 		var d event.MessageCompletedData
 		if err := e.Decode(&d); err != nil {
@@ -140,8 +150,8 @@ func (b *TranscriptBuilder) Add(e event.Event) error {
 		b.push(llm.Message{
 			Role: llm.RoleAssistant, Content: d.Text, Reasoning: d.Reasoning,
 			ToolCalls: d.ToolCalls, ProviderState: d.ProviderState,
-		})
-		b.open = d.ToolCalls
+		}, e.Seq)
+		b.open, b.openSeq = d.ToolCalls, e.Seq
 	case event.ToolCallCompleted:
 		var d event.ToolCallCompletedData
 		if err := e.Decode(&d); err != nil {
@@ -157,6 +167,10 @@ func (b *TranscriptBuilder) Add(e event.Event) error {
 		r := llm.Message{Role: llm.RoleTool, ToolCallID: d.ID, ToolName: d.Name, Content: d.Output, IsError: d.IsError,
 			Attachments: Attachments(d.Attachments)}
 		b.results[d.ID] = r
+		if b.resultSeqs == nil {
+			b.resultSeqs = map[string]int64{}
+		}
+		b.resultSeqs[d.ID] = e.Seq
 		b.pending += messageSize(r)
 		b.estPending += estimateBytes(r)
 	case event.Usage:
@@ -176,15 +190,54 @@ func (b *TranscriptBuilder) Add(e event.Event) error {
 		// result; the summary covers them all.
 		b.open = nil
 		clear(b.results)
+		clear(b.resultSeqs)
 		b.pending, b.estPending = 0, 0
-		b.msgs, b.size, b.est = nil, 0, 0 // a new array: Messages shares the old one
+		// New arrays: Messages shares the old ones.
+		b.msgs, b.seqs, b.size, b.est = nil, nil, 0, 0
 		for _, m := range CompactedMessages(d) {
-			b.push(m)
+			b.push(m, e.Seq)
 		}
 		b.basis, b.basisAt = 0, 0
 		b.compactions++
+	case event.SessionRewound:
+		var d event.SessionRewoundData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		b.rewind(d.ToSeq)
 	}
 	return nil
+}
+
+// rewind drops the messages of events after seq: the messages from the
+// first user or assistant message after it on, and the results after it
+// of the calls of an assistant message before it, which become the
+// error result of a call that never finished (as at seq). It builds new
+// slices, so that nothing a clone or a caller of Messages holds changes.
+// The provider's last report of the context size no longer holds.
+func (b *TranscriptBuilder) rewind(seq int64) {
+	b.closeOpen()
+	msgs := make([]llm.Message, 0, len(b.msgs))
+	seqs := make([]int64, 0, len(b.msgs))
+	var asked int64
+	for i, m := range b.msgs {
+		at := b.seqs[i]
+		if m.Role != llm.RoleTool {
+			if at > seq {
+				break
+			}
+			asked = at
+		} else if at > seq {
+			m, at = b.result(event.ToolCall{ID: m.ToolCallID, Name: m.ToolName}, true), asked
+		}
+		msgs, seqs = append(msgs, m), append(seqs, at)
+	}
+	b.msgs, b.seqs, b.size, b.est = slices.Clip(msgs), slices.Clip(seqs), 0, 0
+	for _, m := range b.msgs {
+		b.size += messageSize(m)
+		b.est += estimateBytes(m)
+	}
+	b.basis, b.basisAt = 0, 0
 }
 
 // Basis returns what the builder knows of the transcript's size in
@@ -211,7 +264,7 @@ func (b *TranscriptBuilder) Messages() []llm.Message {
 	out := make([]llm.Message, len(b.msgs), len(b.msgs)+len(b.open))
 	copy(out, b.msgs)
 	for _, c := range b.open {
-		out = append(out, b.result(c))
+		out = append(out, b.result(c, false))
 	}
 	return out
 }
@@ -223,7 +276,8 @@ func (b *TranscriptBuilder) Messages() []llm.Message {
 // the clone (MarshalBinary) without holding it.
 func (b *TranscriptBuilder) Clone() *TranscriptBuilder {
 	return &TranscriptBuilder{
-		msgs: slices.Clip(b.msgs), open: slices.Clip(b.open), results: maps.Clone(b.results),
+		msgs: slices.Clip(b.msgs), seqs: slices.Clip(b.seqs), openSeq: b.openSeq,
+		open: slices.Clip(b.open), results: maps.Clone(b.results), resultSeqs: maps.Clone(b.resultSeqs),
 		size: b.size, pending: b.pending, basis: b.basis, basisAt: b.basisAt, compactions: b.compactions,
 		est: b.est, estPending: b.estPending,
 	}
@@ -236,8 +290,9 @@ func (b *TranscriptBuilder) Size() int64 { return b.size + b.pending }
 // results of the last assistant message's calls.
 func (b *TranscriptBuilder) Len() int { return len(b.msgs) + len(b.open) }
 
-func (b *TranscriptBuilder) push(m llm.Message) {
+func (b *TranscriptBuilder) push(m llm.Message, seq int64) {
 	b.msgs = append(b.msgs, m)
+	b.seqs = append(b.seqs, seq)
 	b.size += messageSize(m)
 	b.est += estimateBytes(m)
 }
@@ -246,17 +301,22 @@ func (b *TranscriptBuilder) push(m llm.Message) {
 // the order the model asked for them.
 func (b *TranscriptBuilder) closeOpen() {
 	for _, c := range b.open {
-		b.push(b.result(c))
+		at, ok := b.resultSeqs[c.ID]
+		if !ok {
+			at = b.openSeq
+		}
+		b.push(b.result(c, false), at)
 	}
 	b.open = nil
 	clear(b.results)
+	clear(b.resultSeqs)
 	b.pending, b.estPending = 0, 0
 }
 
 // result is call c's result, or the error result of a call that never
 // finished.
-func (b *TranscriptBuilder) result(c event.ToolCall) llm.Message {
-	if r, ok := b.results[c.ID]; ok {
+func (b *TranscriptBuilder) result(c event.ToolCall, missing bool) llm.Message {
+	if r, ok := b.results[c.ID]; ok && !missing {
 		return r
 	}
 	return llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, ToolName: c.Name, IsError: true,

@@ -10,12 +10,10 @@ import (
 )
 
 // transcriptMagic begins the binary form of a TranscriptBuilder (version
-// 2: version 1, which UnmarshalBinary still reads, lacks the trailer of
-// basis and compactions).
-const (
-	transcriptMagic   = "WTX2"
-	transcriptMagicV1 = "WTX1"
-)
+// 2: version 1 lacked the messages' seqs, which a rewind needs, and the
+// trailer of basis and compactions; a snapshot of version 1 does not
+// decode, and its owner reads the log).
+const transcriptMagic = "WTX2"
 
 // errCorrupt reports binary data that is not a transcript.
 var errCorrupt = errors.New("agent: transcript snapshot is corrupt")
@@ -29,9 +27,11 @@ func (b *TranscriptBuilder) MarshalBinary() ([]byte, error) {
 	out := make([]byte, 0, 64+b.Size())
 	out = append(out, transcriptMagic...)
 	out = binary.AppendUvarint(out, uint64(len(b.msgs)))
-	for _, m := range b.msgs {
+	for i, m := range b.msgs {
 		out = appendMessage(out, m)
+		out = binary.AppendUvarint(out, uint64(b.seqs[i]))
 	}
+	out = binary.AppendUvarint(out, uint64(b.openSeq))
 	out = binary.AppendUvarint(out, uint64(len(b.open)))
 	for _, c := range b.open {
 		out = appendCall(out, c)
@@ -39,6 +39,7 @@ func (b *TranscriptBuilder) MarshalBinary() ([]byte, error) {
 	out = binary.AppendUvarint(out, uint64(len(b.results)))
 	for _, r := range b.results {
 		out = appendMessage(out, r)
+		out = binary.AppendUvarint(out, uint64(b.resultSeqs[r.ToolCallID]))
 	}
 	out = binary.AppendUvarint(out, uint64(b.basis))
 	out = binary.AppendUvarint(out, uint64(b.basisAt))
@@ -53,8 +54,7 @@ func (b *TranscriptBuilder) UnmarshalBinary(data []byte) error {
 	if len(data) < len(transcriptMagic) {
 		return fmt.Errorf("%w: unknown format", errCorrupt)
 	}
-	v2 := string(data[:len(transcriptMagic)]) == transcriptMagic
-	if !v2 && string(data[:len(transcriptMagicV1)]) != transcriptMagicV1 {
+	if string(data[:len(transcriptMagic)]) != transcriptMagic {
 		return fmt.Errorf("%w: unknown format", errCorrupt)
 	}
 	// One string holds every byte; the messages' strings are its slices,
@@ -63,12 +63,15 @@ func (b *TranscriptBuilder) UnmarshalBinary(data []byte) error {
 	var nb TranscriptBuilder
 	n := d.count()
 	nb.msgs = make([]llm.Message, 0, n)
+	nb.seqs = make([]int64, 0, n)
 	for range n {
 		m := d.message()
 		nb.msgs = append(nb.msgs, m)
+		nb.seqs = append(nb.seqs, int64(d.uvarint("seq")))
 		nb.size += messageSize(m)
 		nb.est += estimateBytes(m)
 	}
+	nb.openSeq = int64(d.uvarint("seq"))
 	n = d.count()
 	for range n {
 		nb.open = append(nb.open, d.call())
@@ -76,18 +79,18 @@ func (b *TranscriptBuilder) UnmarshalBinary(data []byte) error {
 	n = d.count()
 	if n > 0 {
 		nb.results = make(map[string]llm.Message, n)
+		nb.resultSeqs = make(map[string]int64, n)
 	}
 	for range n {
 		r := d.message()
 		nb.results[r.ToolCallID] = r
+		nb.resultSeqs[r.ToolCallID] = int64(d.uvarint("seq"))
 		nb.pending += messageSize(r)
 		nb.estPending += estimateBytes(r)
 	}
-	if v2 {
-		nb.basis = int64(d.uvarint("basis"))
-		nb.basisAt = int64(d.uvarint("basis offset"))
-		nb.compactions = int(d.uvarint("compactions"))
-	}
+	nb.basis = int64(d.uvarint("basis"))
+	nb.basisAt = int64(d.uvarint("basis offset"))
+	nb.compactions = int(d.uvarint("compactions"))
 	if d.err != nil {
 		return d.err
 	}

@@ -187,8 +187,8 @@ func FuzzTranscriptUnmarshal(f *testing.F) {
 	}
 	seed, _ := b.MarshalBinary()
 	f.Add(seed)
-	f.Add([]byte("WTX1"))
-	f.Add([]byte("WTX1\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"))
+	f.Add([]byte("WTX2"))
+	f.Add([]byte("WTX2\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var b agent.TranscriptBuilder
 		if err := b.UnmarshalBinary(data); err != nil {

@@ -27,6 +27,8 @@ const (
 	MethodSessionUpdate = "session/update"
 	// MethodSessionCompact compacts a session's conversation on demand.
 	MethodSessionCompact = "session/compact"
+	MethodSessionFork    = "session/fork"
+	MethodSessionRewind  = "session/rewind"
 
 	MethodRunStart  = "run/start"
 	MethodRunGet    = "run/get"

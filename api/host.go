@@ -42,6 +42,10 @@ type Host interface {
 	DeleteSession(ctx context.Context, p SessionIDParams) (*DeleteResult, error)
 	// CompactSession implements [SessionCompact].
 	CompactSession(ctx context.Context, p CompactParams) (*CompactResult, error)
+	// ForkSession implements [SessionFork].
+	ForkSession(ctx context.Context, p ForkSessionParams) (*ForkResult, error)
+	// RewindSession implements [SessionRewind].
+	RewindSession(ctx context.Context, p RewindParams) (*RewindResult, error)
 
 	// StartRun implements [RunStart].
 	StartRun(ctx context.Context, p StartRunParams) (*RunResult, error)

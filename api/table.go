@@ -34,6 +34,10 @@ var (
 		Doc: "Delete a session without an active run.", call: Host.DeleteSession}
 	SessionCompact = Method[CompactParams, CompactResult]{Name: MethodSessionCompact, Mutating: true,
 		Doc: "Compact a session's conversation now: a summary by its model replaces what the next request sends; the log keeps everything.", call: Host.CompactSession}
+	SessionFork = Method[ForkSessionParams, ForkResult]{Name: MethodSessionFork, Mutating: true,
+		Doc: "Create a session whose history is another's up to a seq (stored once, by reference); it goes on on its own.", call: Host.ForkSession}
+	SessionRewind = Method[RewindParams, RewindResult]{Name: MethodSessionRewind, Mutating: true,
+		Doc: "Rewind the conversation (and with files, the read-write mounts' files) to an earlier seq; records session.rewound.", call: Host.RewindSession}
 
 	RunStart = Method[StartRunParams, RunResult]{Name: MethodRunStart, Mutating: true,
 		Doc: "Start a run; busy decides what happens when one is active.", call: Host.StartRun}
@@ -113,6 +117,7 @@ func Methods() []Descriptor {
 		Initialize, Discover,
 		SessionCreate, SessionGet, SessionList, SessionUpdate, SessionDelete,
 		SessionCompact,
+		SessionFork, SessionRewind,
 		RunStart, RunGet, RunList, RunWait, RunSteer, RunCancel,
 		EventsRead, EventsSubscribe, EventsUnsubscribe,
 		ToolsList,
@@ -198,5 +203,8 @@ func Events() []EventInfo {
 		{event.RunResumed, "A run that waited for answers goes on.", reflect.TypeFor[event.RunResumedData]()},
 		{event.ToolProgress, "A running tool call's progress (an MCP server's progress notification).", reflect.TypeFor[event.ToolProgressData]()},
 		{event.MCPServerFailed, "An MCP server a step needed failed to start, crashed, or could not list its tools.", reflect.TypeFor[event.MCPServerFailedData]()},
+		{event.SessionForked, "The first event a fork writes itself, after its source's events 1..seq.", reflect.TypeFor[event.SessionForkedData]()},
+		{event.SessionRewound, "Later runs see the conversation (and with files, the mounts' files) as at toSeq.", reflect.TypeFor[event.SessionRewoundData]()},
+		{event.CheckpointRecorded, "What a step changed in a read-write mount, for a rewind of files.", reflect.TypeFor[event.CheckpointData]()},
 	}
 }

@@ -236,6 +236,16 @@ func (c *Client) ListSessions(ctx context.Context, p api.ListSessionsParams) (*a
 	return call(ctx, c, api.SessionList, p)
 }
 
+// ForkSession calls session/fork.
+func (c *Client) ForkSession(ctx context.Context, p api.ForkSessionParams) (*api.ForkResult, error) {
+	return call(ctx, c, api.SessionFork, p)
+}
+
+// RewindSession calls session/rewind.
+func (c *Client) RewindSession(ctx context.Context, p api.RewindParams) (*api.RewindResult, error) {
+	return call(ctx, c, api.SessionRewind, p)
+}
+
 // UpdateSession calls session/update.
 func (c *Client) UpdateSession(ctx context.Context, p api.UpdateSessionParams) (*api.SessionResult, error) {
 	return call(ctx, c, api.SessionUpdate, p)

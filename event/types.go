@@ -12,6 +12,89 @@ const (
 	SessionDeleted Type = "session.deleted"
 )
 
+// Fork and rewind events.
+const (
+	// SessionForked is the first event a fork writes itself, at seq
+	// Seq+1 of its log: the events before it are the source's 1..Seq,
+	// read through the fork (see store.SessionLog.Read). Data:
+	// [SessionForkedData].
+	SessionForked Type = "session.forked"
+	// SessionRewound records a rewind of the session to an earlier seq:
+	// the log is not rewritten, but the conversation later runs see
+	// (and, with Files, the read-write mounts' files) is that of ToSeq.
+	// Data: [SessionRewoundData].
+	SessionRewound Type = "session.rewound"
+	// CheckpointRecorded records what a step's tool calls changed in one
+	// read-write mount (and what changed there since the mount was last
+	// looked at: a background process's output), so that a rewind can
+	// undo it. Data: [CheckpointData].
+	CheckpointRecorded Type = "checkpoint.recorded"
+)
+
+// CheckpointData is the data of [CheckpointRecorded].
+type CheckpointData struct {
+	// MountID and Path are the mount and its host directory when the
+	// changes were seen; a rewind refuses a mount that is gone or now
+	// another directory.
+	MountID string `json:"mountId"`
+	Path    string `json:"path"`
+	// Changes are the paths that changed, relative to the mount, in
+	// path order: created (no Before), deleted (no After) or modified.
+	Changes []FileChange `json:"changes"`
+	// Incomplete, if set, says why the checkpoint cannot restore what
+	// changed (a file over the size cap, more bytes or changes than a
+	// checkpoint keeps): a rewind across it is refused.
+	Incomplete string `json:"incomplete,omitempty"`
+}
+
+// FileChange is one path's change in a [CheckpointData].
+type FileChange struct {
+	Path   string     `json:"path"`
+	Before *FileState `json:"before,omitempty"`
+	After  *FileState `json:"after,omitempty"`
+}
+
+// FileState is what a checkpoint knows of a path: its kind ("file",
+// "dir" or "link"), permission bits, and a file's size and content hash
+// (sha256, hex; the content is kept under the host's checkpoint
+// directory) or a link's target.
+type FileState struct {
+	Kind string `json:"kind"`
+	Mode uint32 `json:"mode"`
+	Size int64  `json:"size,omitempty"`
+	Hash string `json:"hash,omitempty"`
+	Link string `json:"link,omitempty"`
+}
+
+// SessionForkedData is the data of [SessionForked]: the fork's settings
+// (those of its source when it was forked, or the mounts the fork was
+// given) and where it came from.
+type SessionForkedData struct {
+	SessionCreatedData
+	// From is the session forked; Seq is its last event the fork's log
+	// holds (the fork's own events start at Seq+1).
+	From string `json:"from"`
+	Seq  int64  `json:"seq"`
+	// RequestedSeq is the seq the client asked for, when it fell inside
+	// a run's step: the fork then starts from the step boundary before
+	// it (Seq).
+	RequestedSeq int64 `json:"requestedSeq,omitempty"`
+	// SharedMounts are the IDs of the fork's read-write mounts whose
+	// directory the source uses too: a write or a rewind of the files
+	// through one session changes the other's.
+	SharedMounts []string `json:"sharedMounts,omitempty"`
+}
+
+// SessionRewoundData is the data of [SessionRewound].
+type SessionRewoundData struct {
+	// ToSeq is the seq rewound to: later runs see the conversation as it
+	// was after it.
+	ToSeq int64 `json:"toSeq"`
+	// Files reports that the read-write mounts' files were restored to
+	// their state at ToSeq too.
+	Files bool `json:"files,omitempty"`
+}
+
 // Run lifecycle events.
 const (
 	// RunQueued records admission of a run. Data: [RunQueuedData].

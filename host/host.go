@@ -26,6 +26,7 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/env"
 	"weft.dev/weft/event"
+	"weft.dev/weft/host/internal/checkpoint"
 	"weft.dev/weft/host/internal/journal"
 	"weft.dev/weft/host/internal/session"
 	"weft.dev/weft/host/internal/transcript"
@@ -153,6 +154,16 @@ type Config struct {
 	InputTimeout time.Duration
 	// NewID makes IDs with a prefix; nil means random time-ordered IDs.
 	NewID func(prefix string) string
+	// CheckpointDir, if set, keeps file checkpoints: before each step
+	// whose tools may write (file tools, shells, background processes),
+	// the content of the session's read-write mounts is kept there
+	// (content-addressed) and the step's changes are recorded as
+	// checkpoint.recorded, so that session/rewind with files can put them
+	// back. Empty keeps none: a rewind of files is refused.
+	CheckpointDir string
+	// Checkpoint bounds the checkpoints (file size, bytes and paths per
+	// checkpoint); zero fields take the defaults of checkpoint.Config.
+	CheckpointMaxFileBytes, CheckpointMaxBytes int64
 }
 
 // Host is a registry of session owners. Its methods are safe for
@@ -160,6 +171,8 @@ type Config struct {
 type Host struct {
 	cfg  Config
 	scfg session.Config
+	// ckpt keeps the file checkpoints; nil without Config.CheckpointDir.
+	ckpt *checkpoint.Store
 	ctx  context.Context // cancelled by Close
 	stop context.CancelFunc
 	// bg counts the host's own goroutines (the housekeeping loop and the
@@ -253,6 +266,15 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	if m := cfg.Processes; m != nil {
 		m.Attach(processHooks{h}, processHooks{h})
+	}
+	if cfg.CheckpointDir != "" {
+		ck, err := checkpoint.New(checkpoint.Config{Dir: cfg.CheckpointDir, MaxFileBytes: cfg.CheckpointMaxFileBytes, MaxBytes: cfg.CheckpointMaxBytes})
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("host: %w", err)
+		}
+		h.ckpt = ck
+		h.scfg.Checkpoint = h.checkpoint
 	}
 	var held []string
 	if !cfg.Shared {
@@ -597,9 +619,15 @@ func (h *Host) dropped(s *session.Session) {
 // forget removes s from the registry, if it is still the session there.
 func (h *Host) forget(s *session.Session) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if e, ok := h.sessions[s.ID()]; ok && e.s == s {
 		delete(h.sessions, s.ID())
+	}
+	h.mu.Unlock()
+	// Its mounts' manifests go with it (the next writing step after a
+	// load takes a new baseline), so that they cost memory only while
+	// it is loaded.
+	if h.ckpt != nil {
+		h.ckpt.Forget(s.ID())
 	}
 }
 

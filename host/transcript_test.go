@@ -368,7 +368,7 @@ func TestTranscriptSnapshot(t *testing.T) {
 		if last, err = st.LastSeq(ctx, sid); err != nil {
 			t.Fatal(err)
 		}
-		if err := st.PutSnapshot(ctx, record.Snapshot{SessionID: sid, Kind: record.SnapshotTranscript, Seq: last, Data: []byte("WTX1\xff\xff")}); err != nil {
+		if err := st.PutSnapshot(ctx, record.Snapshot{SessionID: sid, Kind: record.SnapshotTranscript, Seq: last, Data: []byte("WTX2\xff\xff")}); err != nil {
 			t.Fatal(err)
 		}
 		if h, err = host.New(ctx, cfg); err != nil {

@@ -261,6 +261,24 @@ func TestEveryMutationIsIdempotent(t *testing.T) {
 			},
 			replayed: func(r any) bool { return r.(*api.CompactResult).Replayed },
 		},
+		api.MethodSessionFork: {
+			call: func(k string) (any, error) {
+				return c.ForkSession(ctx, api.ForkSessionParams{SessionID: other.ID, IdempotencyKey: k})
+			},
+			other: func(k string) (any, error) {
+				return c.ForkSession(ctx, api.ForkSessionParams{SessionID: other.ID, Title: ptr("forked"), IdempotencyKey: k})
+			},
+			replayed: func(r any) bool { return r.(*api.ForkResult).Replayed },
+		},
+		api.MethodSessionRewind: {
+			call: func(k string) (any, error) {
+				return c.RewindSession(ctx, api.RewindParams{SessionID: other.ID, ToSeq: 1, IdempotencyKey: k})
+			},
+			other: func(k string) (any, error) {
+				return c.RewindSession(ctx, api.RewindParams{SessionID: other.ID, ToSeq: 1, Files: true, IdempotencyKey: k})
+			},
+			replayed: func(r any) bool { return r.(*api.RewindResult).Replayed },
+		},
 		api.MethodSessionUpdate: {
 			call: func(k string) (any, error) {
 				return c.UpdateSession(ctx, api.UpdateSessionParams{SessionID: other.ID, Title: ptr("renamed"), IdempotencyKey: k})
@@ -418,7 +436,7 @@ func TestEveryMutationIsIdempotent(t *testing.T) {
 		}
 	}
 	// In a fixed order: unmount after mount, revoke after grant, cancels last.
-	order := []string{api.MethodSessionCreate, api.MethodSessionDelete, api.MethodSessionUpdate, api.MethodRunStart, api.MethodRunSteer,
+	order := []string{api.MethodSessionCreate, api.MethodSessionDelete, api.MethodSessionUpdate, api.MethodSessionFork, api.MethodSessionRewind, api.MethodRunStart, api.MethodRunSteer,
 		api.MethodEnvMount, api.MethodEnvUnmount, api.MethodProcessStart, api.MethodProcessWrite, api.MethodProcessSignal,
 		api.MethodProcessGrant, api.MethodProcessRevoke, api.MethodProcessCancel, api.MethodRunCancel,
 		api.MethodApprovalDecide, api.MethodInputAnswer, api.MethodToolResult,

@@ -13,6 +13,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"weft.dev/weft/event"
@@ -66,7 +67,12 @@ type SessionLog interface {
 	// Append writes b atomically: all of its events and records, or nothing.
 	Append(ctx context.Context, b Batch) error
 	// Read returns up to p.Limit events of p.SessionID with seq > p.After,
-	// in seq order. An unknown session returns ErrNotFound.
+	// in seq order. An unknown session returns ErrNotFound. The log of a
+	// fork (a session whose record has [record.Session.Fork]) is its
+	// source's events 1..Fork.Seq, carrying the fork's session ID, then
+	// its own: the source's events are stored once and read through it,
+	// whatever became of the source since (deleted, rewound, compacted:
+	// none of it rewrites a log). See [ReadFork].
 	Read(ctx context.Context, p ReadParams) ([]event.Event, error)
 	// LastSeq returns the seq of the session's last event (0 for none) or
 	// ErrNotFound.
@@ -121,7 +127,11 @@ type Batch struct {
 	// SessionID names the session; every event must carry it.
 	SessionID string
 	// Events are appended in order; their seqs must run from the session's
-	// last seq + 1 without a gap. A batch that creates a session starts at 1.
+	// last seq + 1 without a gap. A batch that creates a session starts at
+	// 1, or, when it creates a fork (its Session record has
+	// [record.Session.Fork]), at Fork.Seq+1: the store then records the
+	// fork's source (which must exist and hold Fork.Seq events, else
+	// ErrInvalid) and reads the fork's first Fork.Seq events through it.
 	Events []event.Event
 	// Session, if set, replaces the session record.
 	Session *record.Session
@@ -150,6 +160,48 @@ func (b *Batch) SetRecords(c record.Changes) {
 	b.Session, b.Runs, b.Requests = c.Session, c.Runs, c.Requests
 }
 
+// ReadFork reads the page p of a fork whose source is f, for a store's
+// Read: the source's events after p.After through f.Seq (read with read,
+// so that a fork of a fork reads through its own source), given the
+// fork's session ID, then, while the page has room, the fork's own
+// events after f.Seq (read with read too, which the store answers from
+// the fork's own rows since After is then f.Seq). A store calls it only
+// when p.After < f.Seq. The page keeps p's Limit, MaxBytes, RunID, Types
+// and Through. It is safe for concurrent use if read is.
+func ReadFork(ctx context.Context, p ReadParams, f record.Fork, read func(context.Context, ReadParams) ([]event.Event, error)) ([]event.Event, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	src := p
+	src.SessionID, src.Limit, src.Through = f.SessionID, limit, f.Seq
+	if p.Through > 0 {
+		src.Through = min(p.Through, f.Seq)
+	}
+	out, err := read(ctx, src)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: read its source %s: %w", p.SessionID, f.SessionID, err)
+	}
+	size := 0
+	for i := range out {
+		out[i].SessionID = p.SessionID
+		size += len(out[i].Data)
+	}
+	if len(out) == limit || p.MaxBytes > 0 && size >= p.MaxBytes || p.Through > 0 && p.Through <= f.Seq {
+		return out, nil
+	}
+	own := p
+	own.After, own.Limit = f.Seq, limit-len(out)
+	if p.MaxBytes > 0 {
+		own.MaxBytes = p.MaxBytes - size
+	}
+	rest, err := read(ctx, own)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, rest...), nil
+}
+
 // ReadParams selects events of one session.
 type ReadParams struct {
 	SessionID string
@@ -165,6 +217,8 @@ type ReadParams struct {
 	// it reach this many bytes; the page holds at least one event. A page
 	// cut short this way does not mean the log has no more events.
 	MaxBytes int
+	// Through, if positive, keeps only events with seq <= Through.
+	Through int64
 }
 
 // ListRequestsParams selects request records.

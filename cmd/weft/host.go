@@ -215,7 +215,8 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 		Store: st, Tools: reg, MCP: servers, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps, Redactor: red, Protected: prot,
 		MaxCommandLimits: cfgFile.MaxCommandLimits(),
 		LockDir:          locks, Leases: hostLeases, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
-		Shared: kind == oneShot,
+		CheckpointDir: filepath.Join(state, "checkpoints"),
+		Shared:        kind == oneShot,
 		ResolveModel: func(name string) (*host.Model, error) {
 			m, err := config.Resolve(name, cfgFile, cfgPath, a.getenv)
 			if err != nil {

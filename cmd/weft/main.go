@@ -67,6 +67,8 @@ type cli struct {
 	Version   versionCmd   `cmd:"" help:"Print the version."`
 	ACP       acpCmd       `cmd:"" name:"acp" help:"Speak the Agent Client Protocol on stdin/stdout, for editors (Zed, JetBrains, Neovim)."`
 	MCPServer mcpServerCmd `cmd:"" name:"mcp-server" help:"Serve weft to other agents as MCP tools on stdin/stdout: start, await, read, steer and cancel runs, answer approvals."`
+	Fork      forkCmd      `cmd:"" help:"Make a new session whose history is a session's up to an event (through the host, or a host in this process)."`
+	Rewind    rewindCmd    `cmd:"" help:"Take a session back to an event: its conversation, and with --files its mounts' files (through the host, or a host in this process)."`
 }
 
 // app carries what every command needs: the streams and the environment.

@@ -109,6 +109,8 @@ type tui struct {
 	// ended is the terminal event of opt.runID, once seen.
 	ended    event.Type
 	detached bool
+	// rewinds are the session's rewinds seen so far, for /undo.
+	rewinds []rewound
 }
 
 // freshSession is a session created for a prompt whose run has not
@@ -158,6 +160,8 @@ type (
 		err      error
 		after    int64
 		announce bool
+		// note, if set, is said once the session is shown.
+		note string
 	}
 	createdMsg struct {
 		s   *api.SessionResult

@@ -20,6 +20,8 @@ const chatHelp = `a line that does not start with / is a prompt: the agent answe
   /mount PATH[:ro]  mount a directory (in a new session: from its first prompt)
   /rename TITLE     give the session a new title
   /history          the prompts of this session
+  /fork [SEQ]       continue in a fork of this session: its history up to event SEQ (default: all of it)
+  /undo             take back the last run: the conversation and what it changed in the mounts' files
   /cancel           cancel the run that goes
   /compact          compact the session's conversation now (a summary replaces what the next run sends)
   /help             this list
@@ -71,6 +73,10 @@ func (t *tui) command(line string) tea.Cmd {
 		return t.mount(arg)
 	case "/rename":
 		return t.rename(arg)
+	case "/fork":
+		return t.fork(arg)
+	case "/undo":
+		return t.undo()
 	case "/history":
 		if len(t.prompts) == 0 {
 			t.info("no prompts in this session yet")

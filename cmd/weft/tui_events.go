@@ -24,10 +24,14 @@ func (t *tui) sessionLoaded(msg sessionMsg) tea.Cmd {
 		t.tr = transcript{}
 		t.run, t.requests, t.ask, t.sent, t.tokens, t.runModel = nil, nil, nil, nil, 0, ""
 		t.history, t.hpos, t.prompts = nil, 0, nil
+		t.rewinds = nil
 	}
 	t.sessionID, t.title, t.replayTo, t.open = s.ID, s.Title, s.LastSeq, msg.open
 	if msg.announce {
 		t.info(fmt.Sprintf("session %s: %s", s.ID, clip(s.Title, 60)))
+	}
+	if msg.note != "" {
+		t.info(msg.note)
 	}
 	t.follow(msg.after)
 	return nil
@@ -38,6 +42,12 @@ func (t *tui) event(e event.Event) tea.Cmd {
 	var cmd tea.Cmd
 	replay := e.Seq <= t.replayTo
 	switch e.Type {
+	case event.SessionRewound:
+		t.sawRewind(e, replay)
+	case event.SessionForked:
+		// The fork's own history starts here: a run of the source
+		// that its log shows going went on in the source only.
+		t.run = nil
 	case event.SessionUpdated:
 		var d event.SessionUpdatedData
 		if e.Decode(&d) == nil && d.Title != nil {

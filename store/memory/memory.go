@@ -31,7 +31,8 @@ import (
 type Store struct {
 	mu       sync.RWMutex
 	closed   bool
-	logs     map[string][]event.Event // session ID -> events, index seq-1
+	logs     map[string][]event.Event // session ID -> its own events, index seq-1-forks[id].Seq
+	forks    map[string]record.Fork   // fork's session ID -> its source
 	sessions map[string]sessionEntry
 	runs     map[string]runEntry
 	receipts map[receiptKey]record.Receipt
@@ -63,6 +64,7 @@ type receiptKey struct{ key, method string }
 func New() *Store {
 	return &Store{
 		logs:     make(map[string][]event.Event),
+		forks:    make(map[string]record.Fork),
 		sessions: make(map[string]sessionEntry),
 		runs:     make(map[string]runEntry),
 		receipts: make(map[receiptKey]record.Receipt),
@@ -81,6 +83,13 @@ func (s *Store) sessionTail(id string) (int64, time.Time) {
 	}
 	last := log[len(log)-1]
 	return last.Seq, last.Time
+}
+
+// lastSeq returns the seq of a session's last event and whether it has
+// any: a fork's own events follow its source's Seq. Called with s.mu held.
+func (s *Store) lastSeq(id string) (int64, bool) {
+	log, ok := s.logs[id]
+	return s.forks[id].Seq + int64(len(log)), ok
 }
 
 var _ store.Store = (*Store)(nil)
@@ -147,7 +156,16 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 		return store.ErrClosed
 	}
 	log := s.logs[b.SessionID]
-	last := int64(len(log))
+	last, exists := s.lastSeq(b.SessionID)
+	var fork *record.Fork
+	if !exists && b.Session != nil && b.Session.Fork != nil {
+		// The batch creates a fork: it continues its source's Seq.
+		f := *b.Session.Fork
+		if srcLast, ok := s.lastSeq(f.SessionID); !ok || f.Seq < 1 || srcLast < f.Seq {
+			return fmt.Errorf("%w: session %s: a fork of session %s at seq %d, which its log does not hold (last seq %d)", store.ErrInvalid, b.SessionID, f.SessionID, f.Seq, srcLast)
+		}
+		fork, last = &f, f.Seq
+	}
 	if first := b.Events[0].Seq; first != last+1 {
 		return fmt.Errorf("%w: session %s: expected seq %d, got %d", store.ErrSeqConflict, b.SessionID, last+1, first)
 	}
@@ -170,6 +188,9 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 		}
 	}
 	maps.Copy(s.requests, requests)
+	if fork != nil {
+		s.forks[b.SessionID] = *fork
+	}
 	s.logs[b.SessionID] = append(log, events...)
 	for _, e := range events {
 		if e.RunID != "" {
@@ -189,34 +210,47 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 }
 
 // Read returns up to p.Limit (default 1000) events of p.SessionID with
-// seq > p.After, in seq order, filtered by p.RunID and p.Types. It returns
-// an error wrapping [store.ErrNotFound] for a session without events and
-// [store.ErrClosed] after Close.
+// seq > p.After, in seq order, filtered by p.RunID and p.Types (a fork's
+// first events read through its source: see [store.ReadFork]). It
+// returns an error wrapping [store.ErrNotFound] for a session without
+// events and [store.ErrClosed] after Close.
 func (s *Store) Read(ctx context.Context, p store.ReadParams) ([]event.Event, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
-	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 1000
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
 		return nil, store.ErrClosed
 	}
+	return s.read(ctx, p)
+}
+
+// read is Read with s.mu held.
+func (s *Store) read(ctx context.Context, p store.ReadParams) ([]event.Event, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
 	log, ok := s.logs[p.SessionID]
 	if !ok {
 		return nil, fmt.Errorf("%w: session %s", store.ErrNotFound, p.SessionID)
 	}
-	start := max(p.After, 0)
+	base := int64(0)
+	if f, ok := s.forks[p.SessionID]; ok {
+		if p.After < f.Seq {
+			return store.ReadFork(ctx, p, f, s.read)
+		}
+		base = f.Seq
+	}
+	start := max(p.After, 0) - base
 	if start >= int64(len(log)) {
 		return []event.Event{}, nil
 	}
 	out := make([]event.Event, 0, min(limit, len(log)-int(start)))
 	size := 0
 	for _, e := range log[start:] {
-		if len(out) == limit || p.MaxBytes > 0 && size >= p.MaxBytes {
+		if len(out) == limit || p.MaxBytes > 0 && size >= p.MaxBytes || p.Through > 0 && e.Seq > p.Through {
 			break
 		}
 		if p.RunID != "" && e.RunID != p.RunID {
@@ -243,11 +277,11 @@ func (s *Store) LastSeq(ctx context.Context, sessionID string) (int64, error) {
 	if s.closed {
 		return 0, store.ErrClosed
 	}
-	log, ok := s.logs[sessionID]
+	last, ok := s.lastSeq(sessionID)
 	if !ok {
 		return 0, fmt.Errorf("%w: session %s", store.ErrNotFound, sessionID)
 	}
-	return int64(len(log)), nil
+	return last, nil
 }
 
 // Session returns the session record, deleted or not, or an error wrapping
@@ -551,12 +585,12 @@ func (s *Store) PutSnapshot(ctx context.Context, snap record.Snapshot) error {
 	if s.closed {
 		return store.ErrClosed
 	}
-	log, ok := s.logs[snap.SessionID]
+	last, ok := s.lastSeq(snap.SessionID)
 	if !ok {
 		return fmt.Errorf("snapshot of session %s: %w", snap.SessionID, store.ErrNotFound)
 	}
-	if snap.Seq < 0 || snap.Seq > int64(len(log)) {
-		return fmt.Errorf("%w: snapshot of session %s through seq %d, last seq %d", store.ErrSeqConflict, snap.SessionID, snap.Seq, len(log))
+	if snap.Seq < 0 || snap.Seq > last {
+		return fmt.Errorf("%w: snapshot of session %s through seq %d, last seq %d", store.ErrSeqConflict, snap.SessionID, snap.Seq, last)
 	}
 	k := snapKey{snap.SessionID, snap.Kind}
 	if old, ok := s.snaps[k]; ok && old.Seq > snap.Seq {

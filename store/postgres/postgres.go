@@ -257,7 +257,9 @@ const (
 	lastSeqSQL = `SELECT e.last, l.epoch, l.holder, coalesce(l.expires_at > now(), false)
 		FROM (SELECT coalesce(max(seq), 0) AS last FROM events WHERE session_id = $1) e
 		LEFT JOIN leases l ON l.session_id = $1`
-	insertEvent = `INSERT INTO events (session_id, seq, run_id, type, time, data)
+	// forkSourceSQL reads the last seq of a fork's source.
+	forkSourceSQL = `SELECT coalesce(max(seq), 0) FROM events WHERE session_id = $1`
+	insertEvent   = `INSERT INTO events (session_id, seq, run_id, type, time, data)
 		SELECT $1::text, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::bytea[])`
 	upsertSession = `INSERT INTO sessions (id, created_at, deleted, record) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (id) DO UPDATE SET created_at = excluded.created_at, deleted = excluded.deleted, record = excluded.record`
@@ -323,6 +325,13 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 	bt.BeginTx(pgx.TxOptions{})
 	bt.Queue(lockSQL, lockSession, b.SessionID)
 	bt.Queue(lastSeqSQL, b.SessionID)
+	fork := b.Session != nil && b.Session.Fork != nil
+	if fork {
+		// A fork's first batch continues its source's Seq; later batches
+		// carry the same record and change nothing.
+		bt.Queue(forkSourceSQL, b.Session.Fork.SessionID)
+		bt.Queue(sqlstore.InsertForkSQL, b.SessionID, b.Session.Fork.SessionID, b.Session.Fork.Seq)
+	}
 	bt.Queue(insertEvent, b.SessionID, seqs, runIDs, types, times, datas)
 	if b.Session != nil {
 		bt.Queue(upsertSession, b.SessionID, sqlstore.SortKey(b.Session.CreatedAt), b.Session.Deleted, recs.Session)
@@ -348,6 +357,21 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 		}
 		if err := fence(b.SessionID, b.Epoch, epoch, holder, live); err != nil {
 			return err
+		}
+		if fork {
+			var srcLast int64
+			if err := br.QueryRow().Scan(&srcLast); err != nil {
+				return s.errorf(op, err)
+			}
+			if _, err := br.Exec(); err != nil {
+				return s.errorf(op+": store fork", err)
+			}
+			if f := b.Session.Fork; last == 0 {
+				if f.Seq < 1 || srcLast < f.Seq {
+					return fmt.Errorf("%w: session %s: a fork of session %s at seq %d, which its log does not hold (last seq %d)", store.ErrInvalid, b.SessionID, f.SessionID, f.Seq, srcLast)
+				}
+				last = f.Seq
+			}
 		}
 		if err := sqlstore.Continues("session", b.SessionID, last, b.Events[0].Seq); err != nil {
 			return err

@@ -43,6 +43,17 @@ type Session struct {
 	// MCPServers are the session's own MCP tool servers, by name.
 	MCPServers map[string]event.MCPServer `json:"mcpServers,omitempty"`
 	Deleted    bool                       `json:"deleted,omitempty"`
+	// Fork, if set, says the session is a fork: the first Fork.Seq events
+	// of its log are those of session Fork.SessionID, stored once, by
+	// reference, and read through the fork under its own ID.
+	Fork *Fork `json:"fork,omitempty"`
+}
+
+// Fork is where a forked session comes from: its source session and the
+// last of the source's events its log holds.
+type Fork struct {
+	SessionID string `json:"sessionId"`
+	Seq       int64  `json:"seq"`
 }
 
 // Run statuses.

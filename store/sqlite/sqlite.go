@@ -316,6 +316,21 @@ func appendTx(tx *wtx, b store.Batch, recs sqlstore.Records) error {
 	if err != nil {
 		return err
 	}
+	if last == 0 && b.Session != nil && b.Session.Fork != nil {
+		// The batch creates a fork: it continues its source's Seq.
+		f := b.Session.Fork
+		var srcLast int64
+		if err := tx.row(stLastSeq, f.SessionID).Scan(&srcLast); err != nil {
+			return err
+		}
+		if f.Seq < 1 || srcLast < f.Seq {
+			return fmt.Errorf("%w: session %s: a fork of session %s at seq %d, which its log does not hold (last seq %d)", store.ErrInvalid, b.SessionID, f.SessionID, f.Seq, srcLast)
+		}
+		if err := tx.execSQL(sqlstore.InsertForkSQL, b.SessionID, f.SessionID, f.Seq); err != nil {
+			return fmt.Errorf("store fork: %w", err)
+		}
+		last = f.Seq
+	}
 	if err := sqlstore.Continues("session", b.SessionID, last, first); err != nil {
 		return err
 	}

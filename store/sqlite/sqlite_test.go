@@ -270,8 +270,8 @@ func TestReopen(t *testing.T) {
 	}
 	s.Close()
 	var v int
-	if err := rawDB(t, path).QueryRow(`SELECT max(version) FROM schema_version`).Scan(&v); err != nil || v != 5 {
-		t.Fatalf("schema version = %d, %v; want 5", v, err)
+	if err := rawDB(t, path).QueryRow(`SELECT max(version) FROM schema_version`).Scan(&v); err != nil || v != 6 {
+		t.Fatalf("schema version = %d, %v; want 6", v, err)
 	}
 }
 

@@ -78,6 +78,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Times", testTimes},
 		{"Projection", testProjection},
 		{"Requests", testRequests},
+		{"Fork", testFork},
 		{"Close", testClose},
 		{"DoneContext", testDoneContext},
 		{"ProcessLog", testProcessLog},

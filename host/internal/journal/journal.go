@@ -163,6 +163,25 @@ func Create(ctx context.Context, cfg Config, sessionID string, data event.Sessio
 	return j, nil
 }
 
+// Fork creates the journal of a new session that forks data.From at
+// data.Seq: its first own event, session.forked, is written at
+// data.Seq+1 (with receipts) and the store reads events 1..data.Seq
+// through the source. Nothing of the source is copied.
+func Fork(ctx context.Context, cfg Config, sessionID string, data event.SessionForkedData, receipts ...record.Receipt) (*Journal, error) {
+	cfg.defaults()
+	j := newJournal(cfg, sessionID, record.NewProjection(record.Session{LastSeq: data.Seq}, nil))
+	e, err := event.New("", event.SessionForked, data)
+	if err != nil {
+		j.Close()
+		return nil, err
+	}
+	if _, err := j.AppendReceipts(ctx, receipts, e); err != nil {
+		j.Close()
+		return nil, fmt.Errorf("fork session %s as %s: %w", data.From, sessionID, err)
+	}
+	return j, nil
+}
+
 // Open returns the journal of an existing session, loading its projection.
 // The caller must be the session's only writer (see package lease).
 func Open(ctx context.Context, cfg Config, sessionID string) (*Journal, error) {

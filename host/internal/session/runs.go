@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"weft.dev/weft/env"
 
 	"weft.dev/weft/agent"
 	"weft.dev/weft/api"
@@ -613,6 +614,11 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 	summarizer, err := s.compactModel(m)
 	if err != nil {
 		return fail("model", err.Error())
+	}
+	if ck := s.cfg.Checkpoint; ck != nil {
+		run.Checkpoint = func(ctx context.Context, b *env.Binding, calls []event.ToolCall) func(context.Context) []event.Event {
+			return ck(ctx, s.id, b, calls)
+		}
 	}
 	if resume {
 		s.mu.Lock()

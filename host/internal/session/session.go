@@ -127,6 +127,9 @@ type Config struct {
 	NewID func(prefix string) string
 	// Logger receives diagnostics. Required (may discard).
 	Logger *slog.Logger
+	// Checkpoint, if set, checkpoints the read-write mounts around each
+	// step's tool calls (see agent.Run.Checkpoint), for session id.
+	Checkpoint func(ctx context.Context, id string, b *env.Binding, calls []event.ToolCall) func(context.Context) []event.Event
 }
 
 // MCPTools lists the tools of MCP servers for one step of a run in
@@ -259,6 +262,23 @@ func Create(ctx context.Context, cfg *Config, id string, data event.SessionCreat
 		return nil, err
 	}
 	j, err := journal.Create(ctx, s.journalConfig(), id, data, rc.Receipts(id, idem.Ref{ID: id})...)
+	if err != nil {
+		s.releaseLease()
+		return nil, s.loadErr(err)
+	}
+	rc.Stored()
+	s.start(j)
+	return s, nil
+}
+
+// Fork creates session id, a fork of data.From at data.Seq (see
+// journal.Fork), and returns its owner, which holds its lease.
+func Fork(ctx context.Context, cfg *Config, id string, data event.SessionForkedData, rc *idem.Claim) (*Session, error) {
+	s, err := newSession(cfg, id)
+	if err != nil {
+		return nil, err
+	}
+	j, err := journal.Fork(ctx, s.journalConfig(), id, data, rc.Receipts(id, idem.Ref{ID: id})...)
 	if err != nil {
 		s.releaseLease()
 		return nil, s.loadErr(err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
@@ -17,16 +18,78 @@ import (
 // store. Every read enters the store's [Guard] first, and wraps the
 // database's errors with [DB.Error]. Reads are safe for concurrent use.
 type Reads struct {
-	name string
-	g    *Guard
-	db   DB
-	d    Dialect
+	name  string
+	g     *Guard
+	db    DB
+	d     Dialect
+	forks *forkCache
 }
 
 // NewReads returns the reads of the store named name (in its errors) on
 // db, in dialect d, whose calls enter g.
 func NewReads(name string, g *Guard, db DB, d Dialect) Reads {
-	return Reads{name: name, g: g, db: db, d: d}
+	return Reads{name: name, g: g, db: db, d: d, forks: &forkCache{m: make(map[string]record.Fork)}}
+}
+
+// forkCacheEntries bounds a [forkCache]: past it the cache starts over
+// (an entry is a session ID and a fork's source, about 100 bytes).
+const forkCacheEntries = 1 << 14
+
+// forkCache remembers which sessions are forks, and of what, so that a
+// read of a session's log looks it up in the database once per store
+// rather than once per page. An entry never goes stale: a session is a
+// fork, or not, from its first event on. Safe for concurrent use.
+type forkCache struct {
+	mu sync.Mutex
+	m  map[string]record.Fork // a zero Fork: not a fork
+}
+
+func (c *forkCache) get(id string) (record.Fork, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.m[id]
+	return f, ok
+}
+
+func (c *forkCache) put(id string, f record.Fork) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= forkCacheEntries {
+		clear(c.m)
+	}
+	c.m[id] = f
+}
+
+// ForkSQL reads whether session $1 is a fork, and of what: no row for an
+// unknown session, NULLs for one that is not a fork.
+const ForkSQL = `SELECT f.parent_id, f.parent_seq FROM sessions s LEFT JOIN forks f ON f.session_id = s.id WHERE s.id = $1`
+
+// InsertForkSQL records that session $1 is a fork of session $2 through
+// its seq $3, once (a later batch carrying the fork's record changes
+// nothing).
+const InsertForkSQL = `INSERT INTO forks (session_id, parent_id, parent_seq) VALUES ($1, $2, $3) ON CONFLICT (session_id) DO NOTHING`
+
+// fork returns the source of session id if it is a fork (a zero Fork
+// otherwise, and for an unknown session).
+func (r Reads) fork(ctx context.Context, id string) (record.Fork, error) {
+	if f, ok := r.forks.get(id); ok {
+		return f, nil
+	}
+	var parent *string
+	var seq *int64
+	err := r.db.QueryRow(ctx, ForkSQL, id).Scan(&parent, &seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return record.Fork{}, nil
+	}
+	if err != nil {
+		return record.Fork{}, r.db.Error("read session "+id, err)
+	}
+	var f record.Fork
+	if parent != nil && seq != nil {
+		f = record.Fork{SessionID: *parent, Seq: *seq}
+	}
+	r.forks.put(id, f)
+	return f, nil
 }
 
 // Read returns up to p.Limit (default 1000) events of p.SessionID with
@@ -38,6 +101,18 @@ func (r Reads) Read(ctx context.Context, p store.ReadParams) ([]event.Event, err
 		return nil, err
 	}
 	defer r.g.Leave()
+	return r.read(ctx, p)
+}
+
+// read is Read inside the guard.
+func (r Reads) read(ctx context.Context, p store.ReadParams) ([]event.Event, error) {
+	f, err := r.fork(ctx, p.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if f.SessionID != "" && p.After < f.Seq {
+		return store.ReadFork(ctx, p, f, r.read)
+	}
 	query, args := ReadQuery(r.d, p)
 	op := "read session " + p.SessionID
 	rows, err := r.db.Query(ctx, query, args...)
@@ -87,6 +162,9 @@ func ReadQuery(d Dialect, p store.ReadParams) (string, []any) {
 		q.add(`, coalesce(sum(`, d.PageBytes, `) OVER (ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before`)
 	}
 	q.add(` FROM events WHERE session_id = `, q.arg(p.SessionID), ` AND seq > `, q.arg(max(p.After, 0)))
+	if p.Through > 0 {
+		q.add(` AND seq <= `, q.arg(p.Through))
+	}
 	if p.RunID != "" {
 		q.add(` AND run_id = `, q.arg(p.RunID))
 	}

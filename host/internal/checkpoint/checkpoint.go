@@ -1,0 +1,439 @@
+// Package checkpoint records what the steps of a run change in the
+// read-write mounts of a session, so that a rewind can put the files
+// back: the content of every file a step changed or deleted is kept in a
+// content-addressed store of blobs (sha256) under the host's checkpoint
+// directory, and the changes themselves go to the session's log as
+// checkpoint.recorded events.
+//
+// A [Tracker] keeps, per session and mount, the manifest of the mount as
+// last seen (each path's kind, mode, size, inode, times and content
+// hash). Before a step's first write it takes the mount's baseline (every
+// file's content into the blob store, once per mount and process); after
+// the step it compares the mount with the manifest (a walk of the whole
+// mount after shells and background processes, a look at the written
+// paths after file tools) and reports what changed. [Tracker.Restore]
+// puts a set of paths back to given states, after checking that they are
+// still as the log says they were left.
+package checkpoint
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"weft.dev/weft/event"
+)
+
+// Config configures a [Store]. Zero fields take the documented defaults.
+type Config struct {
+	// Dir holds the blobs (Dir/blobs/ab/abcdef…). Required.
+	Dir string
+	// MaxFileBytes is the largest file whose content is kept; a step that
+	// changes or deletes a larger one makes its checkpoint incomplete.
+	// Zero means 64 MiB.
+	MaxFileBytes int64
+	// MaxBytes bounds the bytes of new content one checkpoint (or one
+	// baseline) keeps; past it the checkpoint is incomplete. Zero means
+	// 1 GiB.
+	MaxBytes int64
+	// MaxChanges bounds the paths one checkpoint records; past it the
+	// checkpoint is incomplete. Zero means 10,000.
+	MaxChanges int
+}
+
+// Errors a rewind branches on.
+var (
+	// ErrChanged reports a path that is no longer as the last checkpoint
+	// left it: something changed it since, and a rewind would lose that.
+	ErrChanged = errors.New("changed since the checkpoint")
+	// ErrMissing reports content a rewind needs that the blob store does
+	// not hold.
+	ErrMissing = errors.New("content missing from the checkpoint store")
+)
+
+// Ignored reports whether rel (slash-separated, relative to the mount) is
+// left out of checkpoints: the objects of a Git repository, which Git
+// only ever adds (a rewind leaves new objects behind, unreferenced).
+func Ignored(rel string) bool {
+	return rel == ".git/objects" || strings.HasPrefix(rel, ".git/objects/") ||
+		strings.Contains(rel, "/.git/objects/") || strings.HasSuffix(rel, "/.git/objects")
+}
+
+// Store is the host's checkpoint store: the blobs and one [Tracker] per
+// session and mount. It is safe for concurrent use.
+type Store struct {
+	cfg Config
+	mu  sync.Mutex
+	trk map[trackerKey]*Tracker
+}
+
+type trackerKey struct{ session, mount, root string }
+
+// New returns the store of cfg. Its directory is made when the first
+// content is kept.
+func New(cfg Config) (*Store, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("checkpoint: no directory")
+	}
+	if cfg.MaxFileBytes == 0 {
+		cfg.MaxFileBytes = 64 << 20
+	}
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = 1 << 30
+	}
+	if cfg.MaxChanges == 0 {
+		cfg.MaxChanges = 10_000
+	}
+	return &Store{cfg: cfg, trk: make(map[trackerKey]*Tracker)}, nil
+}
+
+// Tracker returns the tracker of a session's mount at root (a host
+// directory), made on first use.
+func (s *Store) Tracker(session, mount, root string) *Tracker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := trackerKey{session, mount, root}
+	t, ok := s.trk[k]
+	if !ok {
+		t = &Tracker{s: s, mount: mount, root: root}
+		s.trk[k] = t
+	}
+	return t
+}
+
+// Forget drops the trackers of a session (when it is unloaded or
+// deleted); the next step takes a new baseline.
+func (s *Store) Forget(session string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.trk {
+		if k.session == session {
+			delete(s.trk, k)
+		}
+	}
+}
+
+// blobPath is where the content of hash h is kept.
+func (s *Store) blobPath(h string) string {
+	return filepath.Join(s.cfg.Dir, "blobs", h[:2], h)
+}
+
+// put keeps the content of the file f (size bytes) and returns its hash.
+func (s *Store) put(f *os.File) (string, error) {
+	if err := os.MkdirAll(filepath.Join(s.cfg.Dir, "blobs"), 0o700); err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(filepath.Join(s.cfg.Dir, "blobs"), ".put-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tmp, h), f); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	dst := s.blobPath(sum)
+	if _, err := os.Stat(dst); err == nil {
+		return sum, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return "", err
+	}
+	return sum, os.Rename(tmp.Name(), dst)
+}
+
+// entry is what a manifest knows of one path.
+type entry struct {
+	st    event.FileState
+	mtime int64
+	ctime int64
+	ino   uint64
+	kept  bool // a file's content is in the blob store
+}
+
+// same reports whether fi is what e saw (so its content is e's too).
+func (e entry) same(fi fs.FileInfo) bool {
+	ctime, ino, ok := statKeys(fi)
+	return ok && e.st.Kind == kindOf(fi) && e.st.Mode == uint32(fi.Mode().Perm()) && e.st.Size == sizeOf(fi) &&
+		e.mtime == fi.ModTime().UnixNano() && e.ctime == ctime && e.ino == ino
+}
+
+func kindOf(fi fs.FileInfo) string {
+	switch {
+	case fi.IsDir():
+		return "dir"
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return "link"
+	case fi.Mode().IsRegular():
+		return "file"
+	}
+	return "other"
+}
+
+func sizeOf(fi fs.FileInfo) int64 {
+	if fi.Mode().IsRegular() {
+		return fi.Size()
+	}
+	return 0
+}
+
+// Tracker follows one mount of one session. Its methods are safe for
+// concurrent use; they serialise on the tracker.
+type Tracker struct {
+	s     *Store
+	mount string
+	root  string
+
+	mu    sync.Mutex
+	files map[string]entry // nil until the baseline
+	// Wide is set once a step may have left something running that
+	// writes (a background process): every later step walks the mount.
+	wide bool
+}
+
+// Result is what one look at a mount found.
+type Result struct {
+	Changes []event.FileChange
+	// Incomplete, if set, says why the changes cannot all be undone.
+	Incomplete string
+}
+
+// Baseline takes the mount's manifest if the tracker has none, keeping
+// the content of every file (up to the caps); a file it could not keep
+// makes a later change of it incomplete.
+func (t *Tracker) Baseline() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.baseline()
+}
+
+func (t *Tracker) baseline() error {
+	if t.files != nil {
+		return nil
+	}
+	files := make(map[string]entry)
+	budget := t.s.cfg.MaxBytes
+	err := t.walk(func(rel string, fi fs.FileInfo) error {
+		e, err := t.look(rel, fi, entry{}, false, &budget)
+		if err != nil {
+			return err
+		}
+		files[rel] = e
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("checkpoint: baseline of mount %s: %w", t.mount, err)
+	}
+	t.files = files
+	return nil
+}
+
+// SetWide makes every later step walk the whole mount.
+func (t *Tracker) SetWide() {
+	t.mu.Lock()
+	t.wide = true
+	t.mu.Unlock()
+}
+
+// Wide reports whether steps walk the whole mount.
+func (t *Tracker) Wide() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.wide
+}
+
+// Scan walks the whole mount and returns what changed since the
+// manifest, which it updates. Without a baseline it takes one and
+// reports nothing.
+func (t *Tracker) Scan() (Result, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.files == nil {
+		return Result{}, t.baseline()
+	}
+	seen := make(map[string]bool, len(t.files))
+	var res Result
+	budget := t.s.cfg.MaxBytes
+	err := t.walk(func(rel string, fi fs.FileInfo) error {
+		seen[rel] = true
+		return t.update(rel, fi, &res, &budget)
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("checkpoint: scan of mount %s: %w", t.mount, err)
+	}
+	for rel, old := range t.files {
+		if !seen[rel] {
+			t.gone(rel, old, &res)
+		}
+	}
+	t.finish(&res)
+	return res, nil
+}
+
+// ScanPaths looks at the given paths (relative, slash-separated) and
+// their directories only: what file tools wrote. A path that is a
+// symbolic link, or under one, is reported by needWalk: the write went
+// elsewhere and only a walk finds it.
+func (t *Tracker) ScanPaths(rels []string) (res Result, needWalk bool, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.files == nil {
+		return Result{}, true, nil
+	}
+	look := map[string]bool{}
+	for _, rel := range rels {
+		for p := path.Clean(rel); p != "." && p != "/" && p != ""; p = path.Dir(p) {
+			look[p] = true
+		}
+	}
+	paths := make([]string, 0, len(look))
+	for p := range look {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	budget := t.s.cfg.MaxBytes
+	for _, rel := range paths {
+		if Ignored(rel) {
+			continue
+		}
+		fi, err := os.Lstat(filepath.Join(t.root, filepath.FromSlash(rel)))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if old, ok := t.files[rel]; ok {
+				t.gone(rel, old, &res)
+			}
+			continue
+		case err != nil:
+			return Result{}, false, fmt.Errorf("checkpoint: mount %s: %w", t.mount, err)
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return Result{}, true, nil
+		}
+		if err := t.update(rel, fi, &res, &budget); err != nil {
+			return Result{}, false, fmt.Errorf("checkpoint: mount %s: %w", t.mount, err)
+		}
+	}
+	t.finish(&res)
+	return res, false, nil
+}
+
+// look returns the entry of rel as fi shows it, reusing old's hash when
+// unchanged and otherwise reading (and keeping, within budget) its
+// content.
+func (t *Tracker) look(rel string, fi fs.FileInfo, old entry, haveOld bool, budget *int64) (entry, error) {
+	if haveOld && old.same(fi) {
+		return old, nil
+	}
+	e := entry{st: event.FileState{Kind: kindOf(fi), Mode: uint32(fi.Mode().Perm()), Size: sizeOf(fi)}, mtime: fi.ModTime().UnixNano()}
+	e.ctime, e.ino, _ = statKeys(fi)
+	full := filepath.Join(t.root, filepath.FromSlash(rel))
+	switch e.st.Kind {
+	case "link":
+		target, err := os.Readlink(full)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return entry{}, err
+		}
+		e.st.Link = target
+	case "file":
+		if e.st.Size > t.s.cfg.MaxFileBytes || e.st.Size > *budget {
+			e.st.Hash = "" // not kept: a change of it is incomplete
+			return e, nil
+		}
+		f, err := os.Open(full)
+		if errors.Is(err, fs.ErrNotExist) {
+			return e, nil
+		} else if err != nil {
+			return entry{}, err
+		}
+		sum, err := t.s.put(f)
+		f.Close()
+		if err != nil {
+			return entry{}, err
+		}
+		e.st.Hash, e.kept = sum, true
+		*budget -= e.st.Size
+	}
+	return e, nil
+}
+
+// update records rel as fi shows it, adding its change to res.
+func (t *Tracker) update(rel string, fi fs.FileInfo, res *Result, budget *int64) error {
+	old, had := t.files[rel]
+	e, err := t.look(rel, fi, old, had, budget)
+	if err != nil {
+		return err
+	}
+	t.files[rel] = e
+	if had && old.st == e.st {
+		return nil
+	}
+	c := event.FileChange{Path: rel, After: state(e)}
+	if had {
+		c.Before = state(old)
+		if old.st.Kind == "file" && !old.kept {
+			res.incomplete(fmt.Sprintf("%s changed, and its earlier content (%d bytes) was not kept", rel, old.st.Size))
+		}
+	}
+	if e.st.Kind == "file" && !e.kept {
+		res.incomplete(fmt.Sprintf("%s is %d bytes, over the checkpoint's caps", rel, e.st.Size))
+	}
+	res.Changes = append(res.Changes, c)
+	return nil
+}
+
+// gone records that rel no longer exists.
+func (t *Tracker) gone(rel string, old entry, res *Result) {
+	delete(t.files, rel)
+	if old.st.Kind == "file" && !old.kept {
+		res.incomplete(fmt.Sprintf("%s was deleted, and its content (%d bytes) was not kept", rel, old.st.Size))
+	}
+	res.Changes = append(res.Changes, event.FileChange{Path: rel, Before: state(old)})
+}
+
+// finish sorts the changes and bounds them.
+func (t *Tracker) finish(res *Result) {
+	slices.SortFunc(res.Changes, func(a, b event.FileChange) int { return strings.Compare(a.Path, b.Path) })
+	if len(res.Changes) > t.s.cfg.MaxChanges {
+		res.incomplete(fmt.Sprintf("%d paths changed; a checkpoint keeps %d", len(res.Changes), t.s.cfg.MaxChanges))
+		res.Changes = res.Changes[:t.s.cfg.MaxChanges]
+	}
+}
+
+func (r *Result) incomplete(why string) {
+	if r.Incomplete == "" {
+		r.Incomplete = why
+	}
+}
+
+func state(e entry) *event.FileState {
+	st := e.st
+	return &st
+}
+
+// hashFile returns the sha256 of the file at full.
+func hashFile(full string) (string, error) {
+	f, err := os.Open(full)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	var h hash.Hash = sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
