@@ -215,8 +215,9 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 		Store: st, Tools: reg, MCP: servers, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps, Redactor: red, Protected: prot,
 		MaxCommandLimits: cfgFile.MaxCommandLimits(),
 		LockDir:          locks, Leases: hostLeases, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
-		CheckpointDir: filepath.Join(state, "checkpoints"),
-		Shared:        kind == oneShot,
+		CheckpointDir: checkpointDir(cfgFile, state), CheckpointMaxFileBytes: cfgFile.Checkpoints.MaxFileBytes,
+		CheckpointMaxBytes: cfgFile.Checkpoints.MaxBytes,
+		Shared:             kind == oneShot,
 		ResolveModel: func(name string) (*host.Model, error) {
 			m, err := config.Resolve(name, cfgFile, cfgPath, a.getenv)
 			if err != nil {
@@ -316,4 +317,13 @@ func (a *app) defaultModel(f config.File) string {
 		return m
 	}
 	return f.DefaultModel
+}
+
+// checkpointDir is where the host keeps file checkpoints: under the state
+// directory, or nowhere when the config file turns them off.
+func checkpointDir(f config.File, state string) string {
+	if f.Checkpoints.Off {
+		return ""
+	}
+	return filepath.Join(state, "checkpoints")
 }

@@ -57,6 +57,23 @@ type File struct {
 	// MCPSessionEnv names the host environment variables a session's own
 	// MCP servers may read as ${VAR} (a token for an HTTP server).
 	MCPSessionEnv []string `json:"mcpSessionEnv,omitempty"`
+	// Checkpoints configures the file checkpoints that session/rewind
+	// with files restores from (docs/config.md); on by default.
+	Checkpoints Checkpoints `json:"checkpoints,omitzero"`
+}
+
+// Checkpoints are the file checkpoints' settings. The host keeps, under
+// its state directory, a copy of each read-write mount's files before
+// its first writing step and what each step changed after it.
+type Checkpoints struct {
+	// Off keeps no checkpoints: nothing is copied, and a rewind with
+	// files is refused (its conversation part still works).
+	Off bool `json:"off,omitempty"`
+	// MaxFileBytes and MaxBytes bound a file and a checkpoint; a
+	// checkpoint past them is incomplete and no rewind with files
+	// crosses it. Zero takes the defaults (64 MiB, 1 GiB).
+	MaxFileBytes int64 `json:"maxFileBytes,omitempty"`
+	MaxBytes     int64 `json:"maxBytes,omitempty"`
 }
 
 // InputTimeout is InputTimeoutMs as a duration.
@@ -236,7 +253,7 @@ func Load(path string) (File, error) {
 
 // Keys lists the top-level keys of the file, in the order of docs/config.md.
 func Keys() []string {
-	return []string{"defaultModel", "store", "maxSteps", "models", "unsandboxed", "network", "limits", "policy", "inputTimeoutMs", "mcpServers", "mcpSessionEnv"}
+	return []string{"defaultModel", "store", "maxSteps", "models", "unsandboxed", "network", "limits", "policy", "inputTimeoutMs", "mcpServers", "mcpSessionEnv", "checkpoints"}
 }
 
 // modelKeys lists the keys of a named model.
@@ -272,6 +289,9 @@ func Parse(b []byte) (File, error) {
 	}
 	if f.MaxSteps < 0 {
 		return f, fmt.Errorf("%s: maxSteps %d: want a positive number (or leave it out for 50)", keyPosition(b, "maxSteps"), f.MaxSteps)
+	}
+	if c := f.Checkpoints; c.MaxFileBytes < 0 || c.MaxBytes < 0 {
+		return f, fmt.Errorf("%s: checkpoints: maxFileBytes and maxBytes want a positive number of bytes (or leave them out for 64 MiB and 1 GiB)", keyPosition(b, "checkpoints"))
 	}
 	if f.InputTimeoutMs < 0 {
 		return f, fmt.Errorf("%s: inputTimeoutMs %d: want milliseconds, or 0 for no limit", keyPosition(b, "inputTimeoutMs"), f.InputTimeoutMs)

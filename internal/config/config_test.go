@@ -27,6 +27,8 @@ func TestLoadErrorsSayWhere(t *testing.T) {
 		{"two values", "{} {}", []string{"one object"}},
 		{"network", "{\"network\": \"open\"}", []string{":1:2:", `network "open"`}},
 		{"negative steps", "{\"maxSteps\": -1}", []string{"maxSteps -1"}},
+		{"negative checkpoint cap", "{\"checkpoints\": {\"maxBytes\": -5}}", []string{":1:2:", "checkpoints", "maxBytes"}},
+		{"unknown checkpoint key", "{\"checkpoints\": {\"of\": true}}", []string{`unknown key "of"`}},
 		{"bad policy", "{\n\"policy\": {\"rules\": [{\"tool\": \"shell\", \"action\": \"prompt\"}]}}", []string{":2:1:", "policy.rules[0].action", "unknown action"}},
 		{"bad preset", "{\"policy\": {\"preset\": \"ask-sometimes\"}}", []string{"policy.preset", "ask-writes"}},
 		{"model fields", "{\"models\": {\"m\": {\"provider\": \"openai\"}}}", []string{"models.m", "required"}},
