@@ -21,6 +21,8 @@ import (
 	"strings"
 )
 
+//go:generate go test -run ^TestMethodsJS$ -update
+
 //go:embed static
 var static embed.FS
 
@@ -32,6 +34,16 @@ func Assets() fs.FS {
 		panic(err) // the embedded tree always has it
 	}
 	return sub
+}
+
+// index is the page itself.
+var index = must(static.ReadFile("static/index.html"))
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err) // the embedded tree always has it
+	}
+	return b
 }
 
 // contentSecurityPolicy allows the page only its own scripts, styles and
@@ -54,9 +66,9 @@ func Handler() http.Handler {
 		h.Set("Cache-Control", "no-cache")
 		switch {
 		case r.URL.Path == "/":
-			r2 := r.Clone(r.Context())
-			r2.URL.Path = "/index.html"
-			http.ServeFileFS(w, r2, Assets(), "index.html")
+			// ServeFileFS would redirect /index.html to /, and back.
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.Write(index)
 		case strings.HasPrefix(r.URL.Path, "/assets/"):
 			files.ServeHTTP(w, r)
 		default:
