@@ -16,7 +16,6 @@ import (
 
 var update = flag.Bool("update", false, "rewrite static/assets/methods.js from the method table")
 
-
 // methodsJS renders the page's method list from the OpenRPC document of
 // the method table: each method's params (name, JSON type, required),
 // whether it is a notification's, and the event types, with a JSDoc

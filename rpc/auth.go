@@ -33,10 +33,8 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				return
 			}
 			if _, e := s.console.verify(r, v); e != nil {
+				// The cookie stays: the page asks /console/session why.
 				w.Header().Set("Connection", "close")
-				if e.Data["reason"] != ConsoleReasonOrigin {
-					clearCookie(w, r)
-				}
 				writeHTTPError(w, http.StatusUnauthorized, e)
 				return
 			}

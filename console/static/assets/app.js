@@ -733,6 +733,9 @@ if ("Notification" in window && Notification.permission === "default") {
   b.addEventListener("click", async () => { await Notification.requestPermission(); b.hidden = true; });
 }
 
+// A new login link opened in this tab changes only the fragment: log in with it.
+window.addEventListener("hashchange", () => { if (/code=/.test(location.hash)) location.reload(); });
+
 // For the browser tests and the curious: what the page has applied.
 Object.defineProperty(window, "weftConsole", { value: Object.freeze({
   get lastSeq() { return view ? view.lastSeq : 0; },
