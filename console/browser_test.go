@@ -41,6 +41,7 @@ func TestConsoleEndToEnd(t *testing.T) {
 	// The shell call waits for approval: allow it from the page.
 	waitJS(t, ctx, "the approval", `document.querySelector('#events .request.approval button[data-decision="allow_once"]')`, 10*time.Second)
 	waitJS(t, ctx, "the status waiting", `document.getElementById("status").textContent === "waiting"`, 5*time.Second)
+	shot(t, ctx, "approval")
 	run(t, ctx, chromedp.Click(chromedp.CSS(`#events .request.approval button[data-decision="allow_once"]`)))
 	waitJS(t, ctx, "who answered", `document.querySelector("#events .request.approval .resolution").textContent.includes("Allowed once by weft console")`, 10*time.Second)
 	waitJS(t, ctx, "the shell's output", `[...document.querySelectorAll("#events .toolcall .output")].some(e => e.textContent.includes("approved-output"))`, 15*time.Second)

@@ -142,7 +142,7 @@ func waitJS(t *testing.T, ctx context.Context, what, expr string, timeout time.D
 	t.Helper()
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := chromedp.Run(tctx, chromedp.Poll[bool]("!!("+expr+")", chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
+	if _, err := chromedp.Run(tctx, chromedp.Poll[bool]("!!("+expr+")", chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(0))); err != nil {
 		state, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText.slice(-1500)`))
 		t.Fatalf("waiting for %s (%s): %v\npage text:\n%s", what, expr, err, state)
 	}

@@ -7,9 +7,11 @@
 // shown twice.
 import { Client, RPCError, login, sessionState } from "./rpc.js";
 
-const TAIL = 300; // events replayed when a session opens; older ones page in on scroll
+const TAIL = 200; // events replayed when a session opens; older ones page in on scroll
 const PAGE = 300; // events per older page
 const TRUNC = 2000; // characters of tool output shown before "Show all"
+const FRAME_BUDGET_MS = 6; // time a frame spends applying events
+const MAXDOM = 1200; // transcript items kept on the page; older ones page back in on scroll
 
 /** @param {string} id */
 const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
@@ -38,13 +40,14 @@ const state = {
   /** @type {Map<string, number>} */ waiting: new Map(),
   /** @type {Set<string>} */ notified: new Set(),
   connected: false,
+  flushMs: 0, // time spent applying events, for the browser tests' figures
 };
 
 /**
  * The open session: its cursor and what is on the page.
  * @type {null|{id:string, lastSeq:number, firstSeq:number, subId:string, activeRun:string, status:string,
  *   deleted:boolean, queue:any[], els:Map<string, HTMLElement>, usage:Map<string, {in:number,out:number}>,
- *   follows:Map<string, {pre:HTMLElement, dec:TextDecoder}>, loadingOlder:boolean, applied:number}}
+ *   follows:Map<string, {pre:HTMLElement, dec:TextDecoder}>, loadingOlder:boolean, applied:number, painted:boolean}}
  */
 let view = null;
 
@@ -258,7 +261,7 @@ async function createSession(/** @type {SubmitEvent} */ ev) {
 async function openSession(id) {
   if (view && view.subId) client.call("events/unsubscribe", { subscriptionId: view.subId }).catch(() => {});
   view = { id, lastSeq: 0, firstSeq: 1, subId: "", activeRun: "", status: "", deleted: false, queue: [],
-    els: new Map(), usage: new Map(), follows: new Map(), loadingOlder: false, applied: 0 };
+    els: new Map(), usage: new Map(), follows: new Map(), loadingOlder: false, applied: 0, painted: false };
   const v = view;
   history.replaceState(null, "", "#s=" + encodeURIComponent(id));
   document.body.classList.add("in-view");
@@ -301,23 +304,56 @@ function schedule() {
 // flush applies the queued events once a frame, in one batch, so that a
 // fast stream costs one layout per frame.
 function flush() {
+  const t0 = performance.now();
+  try { flushNow(); } finally { state.flushMs += performance.now() - t0; }
+}
+
+function flushNow() {
   scheduled = false;
   const v = view;
   if (!v) return;
   const log = $("log");
   const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 80;
   const q = v.queue;
-  v.queue = [];
   const ol = $("events");
   const frag = document.createDocumentFragment();
-  for (const e of q) {
+  // A frame's budget: what is left waits for the next frame, so a burst
+  // of events never stalls the page (it catches up as the burst ends).
+  const until = performance.now() + FRAME_BUDGET_MS;
+  let i = 0;
+  for (; i < q.length; i++) {
+    const e = q[i];
     if (e.seq <= v.lastSeq) continue; // replayed after a reconnect: already shown
     v.lastSeq = e.seq;
     v.applied++;
     apply(v, e, frag, true);
+    if ((i & 15) === 15 && performance.now() > until) { i++; break; }
   }
+  v.queue = q.slice(i);
+  if (v.queue.length) schedule();
   ol.append(frag);
+  if (atBottom && ol.childElementCount > MAXDOM) trim(v, ol);
   if (atBottom) log.scrollTop = log.scrollHeight;
+  if (!v.painted && v.applied) {
+    v.painted = true;
+    requestAnimationFrame(() => performance.mark("weft:first-events"));
+  }
+}
+
+/**
+ * Drops the oldest items while the reader is at the bottom, so a long
+ * live stream keeps the page's layout (and memory) bounded; they page
+ * back in on scroll.
+ * @param {NonNullable<typeof view>} v
+ * @param {HTMLElement} ol
+ */
+function trim(v, ol) {
+  const drop = ol.childElementCount - Math.floor(MAXDOM * 0.75);
+  for (let i = 0; i < drop && ol.firstElementChild; i++) ol.firstElementChild.remove();
+  const first = /** @type {HTMLElement|null} */ (ol.firstElementChild);
+  if (first && first.dataset.seq) v.firstSeq = +first.dataset.seq;
+  for (const [k, el] of v.els) if (!el.isConnected) v.els.delete(k);
+  $("older").hidden = v.firstSeq <= 1;
 }
 
 /**
@@ -587,7 +623,12 @@ async function loadOlder() {
     const r = await client.call("events/read", { sessionId: v.id, after, limit: v.firstSeq - 1 - after });
     if (view !== v) return;
     const frag = document.createDocumentFragment();
-    for (const e of r.events || []) if (e.seq < v.firstSeq) { v.applied++; apply(v, e, frag, false); }
+    // Older events render apart: their deltas must not land in newer items.
+    const live = v.els;
+    v.els = new Map();
+    try {
+      for (const e of r.events || []) if (e.seq < v.firstSeq) { v.applied++; apply(v, e, frag, false); }
+    } finally { v.els = live; }
     const log = $("log");
     const before = log.scrollHeight;
     $("events").prepend(frag);
@@ -743,6 +784,7 @@ Object.defineProperty(window, "weftConsole", { value: Object.freeze({
   get sessionId() { return view ? view.id : ""; },
   get connected() { return state.connected; },
   get applied() { return view ? view.applied : 0; },
+  get flushMs() { return state.flushMs; },
 }) });
 
 boot();
