@@ -173,6 +173,7 @@ type consoleAuth struct {
 	ledger                       CodeLedger
 	ttl                          time.Duration
 	open                         bool // NoAuth: no login needed
+	noToken                      bool // no token and not NoAuth: every login refused (fail closed)
 }
 
 func newConsoleAuth(cfg Config) *consoleAuth {
@@ -183,6 +184,7 @@ func newConsoleAuth(cfg Config) *consoleAuth {
 		ledger:     cfg.ConsoleCodes,
 		ttl:        cfg.ConsoleSessionTTL,
 		open:       cfg.Token == "" && cfg.NoAuth,
+		noToken:    cfg.Token == "" && !cfg.NoAuth,
 	}
 	if c.ledger == nil {
 		c.ledger = &memLedger{spent: map[string]time.Time{}}
@@ -270,6 +272,10 @@ func (s *Server) serveLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	if c.open {
 		writeJSON(w, consoleSessionResult{Auth: "none"})
+		return
+	}
+	if c.noToken {
+		writeHTTPError(w, http.StatusUnauthorized, consoleRefusal(ConsoleReasonRevoked, "this host has no token, so it accepts no console login"))
 		return
 	}
 	var req struct {

@@ -285,3 +285,31 @@ func TestConsolePageServed(t *testing.T) {
 		t.Errorf("GET / with a foreign Host: %d, want 403", resp.StatusCode)
 	}
 }
+
+// A host without a token: with NoAuth the page needs no login; without
+// it (fail closed) no code, even one signed with the empty token, logs in.
+func TestConsoleWithoutToken(t *testing.T) {
+	open := testServer(t, rpc.Config{NoAuth: true}, nil)
+	defer open.Close()
+	hsOpen := httptest.NewServer(open.Handler())
+	defer hsOpen.Close()
+	resp, err := http.Get(hsOpen.URL + "/console/session")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || body["auth"] != "none" {
+		t.Errorf("NoAuth session: %d %v, want 200 auth none", resp.StatusCode, body)
+	}
+
+	closed := testServer(t, rpc.Config{}, nil)
+	defer closed.Close()
+	hsClosed := httptest.NewServer(closed.Handler())
+	defer hsClosed.Close()
+	forged, _ := rpc.NewConsoleCode("x", time.Minute) // any code: none may work
+	if r, b, ck := consoleLogin(t, hsClosed.URL, forged); r.StatusCode != http.StatusUnauthorized || ck != nil {
+		t.Errorf("login at a host without a token: %d %v (cookie %v), want 401", r.StatusCode, b, ck)
+	}
+}
