@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -80,5 +81,39 @@ func TestConsoleDeletedAndAnsweredElsewhere(t *testing.T) {
 	waitJS(t, ctx, "the page saying the session was deleted", `document.querySelector("#events .deleted") && document.getElementById("banner").textContent.includes("deleted")`, 10*time.Second)
 	if !evalJS[bool](t, ctx, `document.getElementById("composer").classList.contains("off")`) {
 		t.Error("the composer still takes input for a deleted session")
+	}
+}
+
+// Two tabs on one session stay in step: a run started in one streams in
+// both, and an approval answered in one is resolved in the other, which
+// says who answered.
+func TestConsoleTwoTabs(t *testing.T) {
+	h := newHost(t)
+	h.start()
+	model := h.script(map[string]any{"steps": []any{
+		map[string]any{"text": "Checking first.", "toolCalls": []any{map[string]any{"name": "shell", "arguments": map[string]any{"command": "echo two-tabs"}}}},
+		map[string]any{"text": "Both tabs saw it."},
+	}})
+	a := newTab(t)
+	sid := loginAndCreate(t, a, h, "two", model)
+	b := newTab(t)
+	run(t, b, chromedp.Navigate(h.consoleURL()))
+	waitJS(t, b, "the second tab", `window.weftConsole.connected`, 10*time.Second)
+	run(t, b, chromedp.Click(chromedp.CSS(`#sessions .sess[data-id="`+sid+`"]`)))
+	waitJS(t, b, "the session in the second tab", `window.weftConsole.sessionId === "`+sid+`"`, 10*time.Second)
+
+	run(t, a, chromedp.SendKeys(chromedp.CSS(`#input`), "both"+kb.Enter))
+	for _, tab := range []context.Context{a, b} {
+		waitJS(t, tab, "the approval in both tabs", `document.querySelector('#events .request.approval button[data-decision="allow_once"]')`, 15*time.Second)
+	}
+	run(t, b, chromedp.Click(chromedp.CSS(`#events .request.approval button[data-decision="allow_once"]`)))
+	for _, tab := range []context.Context{a, b} {
+		waitJS(t, tab, "the answer in both tabs", `document.querySelector("#events .request.approval .resolution").textContent.includes("by weft console")`, 10*time.Second)
+		waitJS(t, tab, "the run's end in both tabs", `document.querySelector("#events .runend.completed")`, 15*time.Second)
+	}
+	la := evalJS[int64](t, a, `weftConsole.lastSeq`)
+	lb := evalJS[int64](t, b, `weftConsole.lastSeq`)
+	if last := h.lastSeq(sid); la != last || lb != last {
+		t.Errorf("tabs at seq %d and %d; the log ends at %d", la, lb, last)
 	}
 }
