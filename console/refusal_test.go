@@ -117,3 +117,21 @@ func TestConsoleTwoTabs(t *testing.T) {
 		t.Errorf("tabs at seq %d and %d; the log ends at %d", la, lb, last)
 	}
 }
+
+// `weft console` against a host that is down says so instead of printing
+// a URL that leads nowhere; `--ttl` must be positive.
+func TestConsoleCommandHostDown(t *testing.T) {
+	h := newHost(t)
+	for _, args := range [][]string{{"console"}, {"console", "--ttl", "-1s"}} {
+		c := h.command(args...)
+		out, err := c.CombinedOutput()
+		if err == nil || strings.Contains(string(out), "#code=") {
+			t.Errorf("weft %s with no host: err %v, output %q", strings.Join(args, " "), err, out)
+		}
+	}
+	c := h.command("console")
+	out, _ := c.CombinedOutput()
+	if !strings.Contains(string(out), "weft serve") {
+		t.Errorf("weft console with no host says %q: want how to start one", out)
+	}
+}
