@@ -58,6 +58,9 @@ func (h *weftHost) command(args ...string) *exec.Cmd {
 func (h *weftHost) start() {
 	h.t.Helper()
 	c := h.command("serve", "--listen", h.addr)
+	// A test binary killed by its timeout runs no cleanup: the host
+	// goes with it.
+	dieWithTest(c)
 	var logb bytes.Buffer
 	c.Stderr = &logb
 	if err := c.Start(); err != nil {
