@@ -15,9 +15,32 @@ import (
 // with [Config.Token], or nothing when [Config.NoAuth] is set and Token is
 // empty. With neither Token nor NoAuth every request is answered 401.
 // Every authenticated route the server's handlers expose goes through it.
+//
+// A request without an Authorization header that carries the web
+// console's session cookie is let in by the cookie instead (see
+// [Config.ConsoleSessionTTL]): signed with the token, unexpired, and for
+// a WebSocket upgrade or a POST from the host's own origin with the
+// session's CSRF token. A refused cookie is a 401 whose error.data.reason
+// says why (ConsoleReasonExpired, ConsoleReasonRevoked, …).
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	if s.cfg.Token != "" || !s.cfg.NoAuth {
-		next = RequireToken(s.cfg.Token, next)
+		byToken := RequireToken(s.cfg.Token, next)
+		inner := next
+		next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			v, ok := sessionCookie(r)
+			if !ok || r.Header.Get("Authorization") != "" || s.cfg.Token == "" {
+				byToken.ServeHTTP(w, r)
+				return
+			}
+			if _, e := s.console.verify(r, v); e != nil {
+				// The cookie stays: the page asks /console/session why.
+				w.Header().Set("Connection", "close")
+				writeHTTPError(w, http.StatusUnauthorized, e)
+				return
+			}
+			markAuthenticated(r)
+			inner.ServeHTTP(w, r)
+		})
 	} else {
 		inner := next
 		next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"reflect"
 	"runtime/debug"
 	"slices"
@@ -135,6 +136,25 @@ type Config struct {
 	// any Host is accepted.
 	Loopback bool
 
+	// ConsoleSessionTTL is how long a web console session cookie lives
+	// after its login. The cookie is signed with a key derived from
+	// Token, so any server with the same Token accepts it and rotating
+	// the token ends every console session. Zero means
+	// DefaultConsoleSessionTTL (12 h).
+	ConsoleSessionTTL time.Duration
+
+	// ConsoleCodes records the one-time login codes ([NewConsoleCode])
+	// redeemed at POST /console/login, so each is redeemed once. Servers
+	// sharing a Token should share it. Nil means a ledger in this
+	// server's memory: a code is then single-use at this server only.
+	ConsoleCodes CodeLedger
+
+	// Console serves the web console's static page (GET / and
+	// GET /assets/...) behind the Host rule; it needs no authentication,
+	// as the page holds no data and logs in through /console/login.
+	// Nil serves no page.
+	Console http.Handler
+
 	// MapError maps errors returned by handlers that are not already an
 	// *api.Error (for example the host's sentinels) to wire errors. Returning
 	// nil means "not mine": the error becomes an opaque -32603 and is
@@ -167,7 +187,8 @@ type Server struct {
 	notes   map[string]*eventInfo // notifications, as the document describes them
 	docJSON []byte                // cached discovery document; nil when stale
 
-	budget *streamBudget // what every event stream holds to write
+	budget  *streamBudget // what every event stream holds to write
+	console *consoleAuth  // the web console's login
 
 	connMu   sync.Mutex
 	conns    map[*Conn]struct{}
@@ -223,6 +244,7 @@ func NewServer(cfg Config) *Server {
 		conns:   map[*Conn]struct{}{},
 		done:    make(chan struct{}),
 		budget:  newStreamBudget(cfg.StreamBytes, cfg.StallGrace),
+		console: newConsoleAuth(cfg),
 	}
 	s.registerBuiltins()
 	return s

@@ -59,6 +59,9 @@ func (w writeOnly) Write(p []byte) (int, error) { return w.w.Write(p) }
 //	POST /rpc      one JSON-RPC message or batch per request body (no push)
 //	GET  /rpc/ws   WebSocket, one JSON-RPC message per text message, with notifications
 //	GET  /healthz  200 {"ok":true}, without a token
+//	POST /console/login, GET /console/session, POST /console/logout
+//	               the web console's login (one-time code to cookie)
+//	GET  /, GET /assets/  the web console's page, when [Config.Console] is set
 //
 // /rpc and /rpc/ws fail closed: they require [Config.Token] through
 // [RequireToken], and with an empty Token answer 401 to every request
@@ -72,6 +75,13 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /rpc", s.authenticate(http.HandlerFunc(s.servePOST)))
 	mux.Handle("GET /rpc/ws", s.authenticate(http.HandlerFunc(s.serveWebSocket)))
+	mux.Handle("POST /console/login", s.checkHost(http.HandlerFunc(s.serveLogin)))
+	mux.Handle("GET /console/session", s.checkHost(http.HandlerFunc(s.serveSession)))
+	mux.Handle("POST /console/logout", s.checkHost(http.HandlerFunc(s.serveLogout)))
+	if s.cfg.Console != nil {
+		mux.Handle("GET /{$}", s.checkHost(s.cfg.Console))
+		mux.Handle("GET /assets/", s.checkHost(s.cfg.Console))
+	}
 	mux.Handle("GET /healthz", s.checkHost(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"ok":true}`+"\n")

@@ -49,6 +49,7 @@ type cli struct {
 	Answer    answerCmd    `cmd:"" help:"Answer a question the model asked (through the host)."`
 	Events    eventsCmd    `cmd:"" help:"Print a session's events; --follow keeps printing as they are written."`
 	Serve     serveCmd     `cmd:"" help:"Serve the host: JSON-RPC over HTTP and WebSocket, SSE."`
+	Console   consoleCmd   `cmd:"" help:"Print (with --open, open) the web console's URL with a one-time login code."`
 	RPC       rpcCmd       `cmd:"" name:"rpc" help:"Serve JSON-RPC on stdin/stdout (NDJSON)."`
 	Attach    attachCmd    `cmd:"" help:"Replay and follow a session or a run from the host; reconnects by itself."`
 	Steer     steerCmd     `cmd:"" help:"Inject input into an active run."`

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"weft.dev/weft/console"
 	"weft.dev/weft/mcpserver"
 	"weft.dev/weft/rpc"
 )
@@ -252,6 +253,7 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	srv := rpc.NewHostServer(h.host, rpc.HostConfig{Config: rpc.Config{
 		Logger: log, Token: tok, NoAuth: c.InsecureNoAuth, Loopback: loopback,
 		ServerInfo: serverInfo(), StreamBytes: int64(c.StreamMiB) << 20,
+		ConsoleCodes: receiptLedger{h.store}, Console: console.Handler(),
 	}})
 	defer srv.Close()
 	// Idle connections and those that never authenticated are bounded
