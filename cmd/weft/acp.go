@@ -32,15 +32,8 @@ func (c *acpCmd) Run(ctx context.Context, a *app) error {
 		mode = localOnly
 	}
 	const name = "weft acp"
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := a.interruptible(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-a.interrupts:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	// The host is found (or opened) when the editor first needs it, not
 	// before initialize is answered; a failure is that method's error,
 	// which the editor shows, and the next method tries again.

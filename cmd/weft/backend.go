@@ -112,6 +112,35 @@ func noticeDialer(dial client.Dialer, notice func(down bool)) client.Dialer {
 	}
 }
 
+// connectAny is connect for a command of one call or a few that any host
+// serves (a `weft serve`, or one in this process) with no policy of its
+// own; the context it returns names the command as the client of a host
+// in this process.
+func (a *app) connectAny(ctx context.Context, name string) (*conn, context.Context, error) {
+	c, err := a.connect(ctx, name, anyHost, api.Policy{}, nil)
+	if err != nil {
+		return nil, ctx, err
+	}
+	if !c.remote {
+		ctx = clientCtx(ctx, name)
+	}
+	return c, ctx, nil
+}
+
+// interruptible returns ctx cancelled at the first interrupt (Ctrl-C,
+// SIGTERM) as well; the goroutine that waits for it ends with cancel.
+func (a *app) interruptible(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-a.interrupts:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
 // clientCtx is ctx naming the command as the client, for the records of
 // who answered a request through a host in this process (over the wire,
 // initialize names it).

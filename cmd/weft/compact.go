@@ -17,14 +17,11 @@ type compactCmd struct {
 
 func (c *compactCmd) Run(ctx context.Context, a *app) error {
 	const name = "weft compact"
-	conn, err := a.connect(ctx, name, anyHost, api.Policy{}, nil)
+	conn, ctx, err := a.connectAny(ctx, name)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if !conn.remote {
-		ctx = clientCtx(ctx, name)
-	}
 	res, err := conn.h.CompactSession(ctx, api.CompactParams{SessionID: c.ID})
 	if err != nil {
 		return compactErr(c.ID, err)

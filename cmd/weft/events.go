@@ -38,15 +38,8 @@ func (c *eventsCmd) Run(ctx context.Context, a *app) error {
 	if c.After < 0 || c.After > last {
 		return usageErr("--after %d: the session's last seq is %d", c.After, last)
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := a.interruptible(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-a.interrupts:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	cursor := c.After
 	// Polling the WAL database is cheap: a read that finds nothing new
 	// touches one index page.
@@ -99,14 +92,11 @@ type sessionsRmCmd struct {
 
 func (c *sessionsRmCmd) Run(ctx context.Context, a *app) error {
 	const name = "weft sessions rm"
-	conn, err := a.connect(ctx, name, anyHost, api.Policy{}, nil)
+	conn, ctx, err := a.connectAny(ctx, name)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if !conn.remote {
-		ctx = clientCtx(ctx, name)
-	}
 	var failed error
 	for _, id := range c.IDs {
 		_, err := conn.h.DeleteSession(ctx, api.SessionIDParams{SessionID: id})
@@ -138,14 +128,11 @@ type sessionsRenameCmd struct {
 
 func (c *sessionsRenameCmd) Run(ctx context.Context, a *app) error {
 	const name = "weft sessions rename"
-	conn, err := a.connect(ctx, name, anyHost, api.Policy{}, nil)
+	conn, ctx, err := a.connectAny(ctx, name)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if !conn.remote {
-		ctx = clientCtx(ctx, name)
-	}
 	s, err := conn.h.UpdateSession(ctx, api.UpdateSessionParams{SessionID: c.ID, Title: &c.Title})
 	if err != nil {
 		return sessionErr(c.ID, err)

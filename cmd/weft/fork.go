@@ -20,14 +20,11 @@ type forkCmd struct {
 
 func (c *forkCmd) Run(ctx context.Context, a *app) error {
 	const name = "weft fork"
-	conn, err := a.connect(ctx, name, anyHost, api.Policy{}, nil)
+	conn, ctx, err := a.connectAny(ctx, name)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if !conn.remote {
-		ctx = clientCtx(ctx, name)
-	}
 	f, err := conn.h.ForkSession(ctx, api.ForkSessionParams{SessionID: c.ID, AtSeq: c.At, Title: c.Title})
 	var ae *api.Error
 	if errors.As(err, &ae) && ae.Kind == api.KindCursorInvalid {
@@ -58,14 +55,11 @@ type rewindCmd struct {
 
 func (c *rewindCmd) Run(ctx context.Context, a *app) error {
 	const name = "weft rewind"
-	conn, err := a.connect(ctx, name, anyHost, api.Policy{}, nil)
+	conn, ctx, err := a.connectAny(ctx, name)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	if !conn.remote {
-		ctx = clientCtx(ctx, name)
-	}
 	r, err := conn.h.RewindSession(ctx, api.RewindParams{SessionID: c.ID, ToSeq: c.To, Files: c.Files})
 	if err != nil {
 		return rewindErr(c.ID, err)

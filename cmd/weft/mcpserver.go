@@ -55,15 +55,8 @@ func (c *mcpServerCmd) Run(ctx context.Context, a *app) error {
 	srv := mcpserver.New(h, &mcpserver.Options{
 		Version: version, Dir: dir, DefaultPreset: ap.defaultPreset(), Transport: "mcp-stdio", Logger: log,
 	})
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := a.interruptible(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-a.interrupts:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	in, ok := a.stdin.(io.ReadCloser)
 	if !ok {
 		in = io.NopCloser(a.stdin)

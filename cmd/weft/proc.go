@@ -94,15 +94,8 @@ func (c *procLogsCmd) Run(ctx context.Context, a *app) error {
 	defer cl.Close()
 	w := &logWriter{w: a.stdout}
 	if c.Follow {
-		ctx, cancel := context.WithCancel(ctx)
+		ctx, cancel := a.interruptible(ctx)
 		defer cancel()
-		go func() {
-			select {
-			case <-a.interrupts:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		seq, err := cl.FollowProcess(ctx, api.ProcessFollowParams{ID: c.ID, Offset: c.Offset})
 		if err != nil {
 			return err

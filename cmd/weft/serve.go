@@ -319,15 +319,8 @@ func (c *rpcCmd) Run(ctx context.Context, a *app) error {
 	defer h.Close()
 	srv := rpc.NewHostServer(h.host, rpc.HostConfig{Config: rpc.Config{Logger: h.log, ServerInfo: serverInfo()}})
 	defer srv.Close()
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := a.interruptible(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-a.interrupts:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	return srv.ServeStdio(ctx, a.stdin, a.stdout)
 }
 
