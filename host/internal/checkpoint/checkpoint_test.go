@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -98,6 +99,8 @@ func TestIgnored(t *testing.T) {
 // gone), a file replaced by a directory, mode changes, and leaves a
 // nested repository's objects out; a second scan finds nothing.
 func TestScanNested(t *testing.T) {
+	// Several workers even on a machine of one CPU.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	root := t.TempDir()
 	for _, d := range []string{"a", "b", "c", "d"} {
 		for _, e := range []string{"x", "y", "z"} {
