@@ -163,14 +163,14 @@ type entry struct {
 	mtime int64
 	ctime int64
 	ino   uint64
-	kept  bool // a file's content is in the blob store
+	kept  bool   // a file's content is in the blob store
+	gen   uint64 // the last Scan that saw the path
 }
 
-// same reports whether fi is what e saw (so its content is e's too).
-func (e entry) same(fi fs.FileInfo) bool {
-	ctime, ino, ok := statKeys(fi)
-	return ok && e.st.Kind == kindOf(fi) && e.st.Mode == uint32(fi.Mode().Perm()) && e.st.Size == sizeOf(fi) &&
-		e.mtime == fi.ModTime().UnixNano() && e.ctime == ctime && e.ino == ino
+// same reports whether s is what e saw (so its content is e's too).
+func (e *entry) same(s *stat) bool {
+	return s.keys && e.st.Kind == s.kind && e.st.Mode == s.mode && e.st.Size == s.size &&
+		e.mtime == s.mtime && e.ctime == s.ctime && e.ino == s.ino
 }
 
 func kindOf(fi fs.FileInfo) string {
@@ -200,7 +200,8 @@ type Tracker struct {
 	root  string
 
 	mu    sync.Mutex
-	files map[string]entry // nil until the baseline
+	files map[string]*entry // nil until the baseline
+	gen   uint64            // of the last Scan
 	// Wide is set once a step may have left something running that
 	// writes (a background process): every later step walks the mount.
 	wide bool
@@ -226,14 +227,15 @@ func (t *Tracker) baseline() error {
 	if t.files != nil {
 		return nil
 	}
-	files := make(map[string]entry)
+	files := make(map[string]*entry)
 	budget := t.s.cfg.MaxBytes
-	err := t.walk(func(rel string, fi fs.FileInfo) error {
-		e, err := t.look(rel, fi, entry{}, false, &budget)
+	err := t.walk(func(rel []byte, s *stat) error {
+		r := string(rel)
+		e, err := t.look(r, s, nil, &budget)
 		if err != nil {
 			return err
 		}
-		files[rel] = e
+		files[r] = &e
 		return nil
 	})
 	if err != nil {
@@ -266,18 +268,32 @@ func (t *Tracker) Scan() (Result, error) {
 	if t.files == nil {
 		return Result{}, t.baseline()
 	}
-	seen := make(map[string]bool, len(t.files))
+	// Each path the walk finds is marked with this scan's generation;
+	// the paths left unmarked are gone. An unchanged path costs one map
+	// look-up and no allocation.
+	t.gen++
+	gen := t.gen
 	var res Result
 	budget := t.s.cfg.MaxBytes
-	err := t.walk(func(rel string, fi fs.FileInfo) error {
-		seen[rel] = true
-		return t.update(rel, fi, &res, &budget)
+	err := t.walk(func(rel []byte, s *stat) error {
+		if e := t.files[string(rel)]; e != nil && e.same(s) {
+			e.gen = gen
+			return nil
+		}
+		r := string(rel)
+		if err := t.update(r, s, &res, &budget); err != nil {
+			return err
+		}
+		t.files[r].gen = gen
+		return nil
 	})
 	if err != nil {
+		// The manifest holds what the walk updated; a path it did not
+		// reach keeps its entry, and the next Scan compares it again.
 		return Result{}, fmt.Errorf("checkpoint: scan of mount %s: %w", t.mount, err)
 	}
 	for rel, old := range t.files {
-		if !seen[rel] {
+		if old.gen != gen {
 			t.gone(rel, old, &res)
 		}
 	}
@@ -323,7 +339,8 @@ func (t *Tracker) ScanPaths(rels []string) (res Result, needWalk bool, err error
 		case fi.Mode()&fs.ModeSymlink != 0:
 			return Result{}, true, nil
 		}
-		if err := t.update(rel, fi, &res, &budget); err != nil {
+		s := statOfInfo(fi)
+		if err := t.update(rel, &s, &res, &budget); err != nil {
 			return Result{}, false, fmt.Errorf("checkpoint: mount %s: %w", t.mount, err)
 		}
 	}
@@ -331,15 +348,14 @@ func (t *Tracker) ScanPaths(rels []string) (res Result, needWalk bool, err error
 	return res, false, nil
 }
 
-// look returns the entry of rel as fi shows it, reusing old's hash when
-// unchanged and otherwise reading (and keeping, within budget) its
-// content.
-func (t *Tracker) look(rel string, fi fs.FileInfo, old entry, haveOld bool, budget *int64) (entry, error) {
-	if haveOld && old.same(fi) {
-		return old, nil
+// look returns the entry of rel as s shows it, reusing old's hash when
+// unchanged (old may be nil) and otherwise reading (and keeping, within
+// budget) its content.
+func (t *Tracker) look(rel string, s *stat, old *entry, budget *int64) (entry, error) {
+	if old != nil && old.same(s) {
+		return *old, nil
 	}
-	e := entry{st: event.FileState{Kind: kindOf(fi), Mode: uint32(fi.Mode().Perm()), Size: sizeOf(fi)}, mtime: fi.ModTime().UnixNano()}
-	e.ctime, e.ino, _ = statKeys(fi)
+	e := entry{st: event.FileState{Kind: s.kind, Mode: s.mode, Size: s.size}, mtime: s.mtime, ctime: s.ctime, ino: s.ino}
 	full := filepath.Join(t.root, filepath.FromSlash(rel))
 	switch e.st.Kind {
 	case "link":
@@ -370,18 +386,19 @@ func (t *Tracker) look(rel string, fi fs.FileInfo, old entry, haveOld bool, budg
 	return e, nil
 }
 
-// update records rel as fi shows it, adding its change to res.
-func (t *Tracker) update(rel string, fi fs.FileInfo, res *Result, budget *int64) error {
-	old, had := t.files[rel]
-	e, err := t.look(rel, fi, old, had, budget)
+// update records rel as s shows it, adding its change to res.
+func (t *Tracker) update(rel string, s *stat, res *Result, budget *int64) error {
+	old := t.files[rel]
+	had := old != nil
+	e, err := t.look(rel, s, old, budget)
 	if err != nil {
 		return err
 	}
-	t.files[rel] = e
+	t.files[rel] = &e
 	if had && old.st == e.st {
 		return nil
 	}
-	c := event.FileChange{Path: rel, After: state(e)}
+	c := event.FileChange{Path: rel, After: state(&e)}
 	if had {
 		c.Before = state(old)
 		if old.st.Kind == "file" && !old.kept {
@@ -396,7 +413,7 @@ func (t *Tracker) update(rel string, fi fs.FileInfo, res *Result, budget *int64)
 }
 
 // gone records that rel no longer exists.
-func (t *Tracker) gone(rel string, old entry, res *Result) {
+func (t *Tracker) gone(rel string, old *entry, res *Result) {
 	delete(t.files, rel)
 	if old.st.Kind == "file" && !old.kept {
 		res.incomplete(fmt.Sprintf("%s was deleted, and its content (%d bytes) was not kept", rel, old.st.Size))
@@ -419,7 +436,7 @@ func (r *Result) incomplete(why string) {
 	}
 }
 
-func state(e entry) *event.FileState {
+func state(e *entry) *event.FileState {
 	st := e.st
 	return &st
 }

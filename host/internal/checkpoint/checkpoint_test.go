@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -89,5 +90,100 @@ func TestIgnored(t *testing.T) {
 		if got := checkpoint.Ignored(rel); got != want {
 			t.Errorf("Ignored(%q) = %v; want %v", rel, got, want)
 		}
+	}
+}
+
+// TestScanNested: a walk of a tree several directories deep and wide
+// (read in parallel, a depth at a time) finds files created, changed and
+// deleted at every depth, a directory replaced by a file (its files
+// gone), a file replaced by a directory, mode changes, and leaves a
+// nested repository's objects out; a second scan finds nothing.
+func TestScanNested(t *testing.T) {
+	// Several workers even on a machine of one CPU.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	root := t.TempDir()
+	for _, d := range []string{"a", "b", "c", "d"} {
+		for _, e := range []string{"x", "y", "z"} {
+			write(t, root, d+"/"+e+"/f.txt", d+e)
+			write(t, root, d+"/"+e+"/deep/g.txt", d+e)
+		}
+		write(t, root, d+"/top.txt", d)
+	}
+	write(t, root, "b/x/.git/objects/ab/cd", "object")
+	write(t, root, "swap", "a file that becomes a directory")
+	s, err := checkpoint.New(checkpoint.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := s.Tracker("ses", "work", root)
+	if err := tr.Baseline(); err != nil {
+		t.Fatal(err)
+	}
+
+	write(t, root, "a/x/deep/new.txt", "created deep")
+	write(t, root, "d/z/f.txt", "changed")
+	write(t, root, "b/x/.git/objects/ab/ef", "ignored")
+	if err := os.Remove(filepath.Join(root, "c/y/deep/g.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(root, "b/top.txt"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// c/z, a directory of two levels, becomes a file.
+	if err := os.RemoveAll(filepath.Join(root, "c/z")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, root, "c/z", "now a file")
+	if err := os.Remove(filepath.Join(root, "swap")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, root, "swap/inside.txt", "now a directory")
+
+	res, err := tr.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range res.Changes {
+		switch {
+		case c.Before == nil:
+			got[c.Path] = "created " + c.After.Kind
+		case c.After == nil:
+			got[c.Path] = "deleted " + c.Before.Kind
+		default:
+			got[c.Path] = c.Before.Kind + "→" + c.After.Kind
+		}
+	}
+	want := map[string]string{
+		"a/x/deep/new.txt": "created file",
+		"b/top.txt":        "file→file",
+		"c/y/deep/g.txt":   "deleted file",
+		"c/z":              "dir→file",
+		"c/z/f.txt":        "deleted file",
+		"c/z/deep":         "deleted dir",
+		"c/z/deep/g.txt":   "deleted file",
+		"d/z/f.txt":        "file→file",
+		"swap":             "file→dir",
+		"swap/inside.txt":  "created file",
+	}
+	if len(got) != len(want) {
+		t.Errorf("changes %v; want %v", got, want)
+	}
+	for p, w := range want {
+		if got[p] != w {
+			t.Errorf("%s: %q; want %q", p, got[p], w)
+		}
+	}
+	if res.Incomplete != "" {
+		t.Errorf("incomplete: %s", res.Incomplete)
+	}
+	for i := 1; i < len(res.Changes); i++ {
+		if res.Changes[i-1].Path >= res.Changes[i].Path {
+			t.Fatalf("changes out of order: %s before %s", res.Changes[i-1].Path, res.Changes[i].Path)
+		}
+	}
+	again, err := tr.Scan()
+	if err != nil || len(again.Changes) != 0 {
+		t.Fatalf("a second scan: %+v, %v", again.Changes, err)
 	}
 }

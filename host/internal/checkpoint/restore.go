@@ -172,9 +172,10 @@ func (t *Tracker) Restore(p Plan) ([]string, error) {
 				delete(t.files, rel)
 				continue
 			}
-			old, had := t.files[rel]
-			if e, err := t.look(rel, fi, old, had, &budget); err == nil {
-				t.files[rel] = e
+			s := statOfInfo(fi)
+			if e, err := t.look(rel, &s, t.files[rel], &budget); err == nil {
+				e.gen = t.gen
+				t.files[rel] = &e
 			}
 		}
 	}
