@@ -203,21 +203,26 @@ func TestConsolePacedStream(t *testing.T) {
 	run(t, ctx, chromedp.SendKeys(chromedp.CSS(`#input`), "stream it"+kb.Enter))
 	waitJS(t, ctx, "the stream begun", `document.querySelector("#events .assistant .text") && document.querySelector("#events .assistant .text").textContent.length > 0`, 10*time.Second)
 	// A window of the stream: frames, events applied and the longest gap.
-	evalJS[bool](t, ctx, `(window.__frames = 0, window.__gaps = [], window.__t0 = performance.now(), window.__s0 = weftConsole.lastSeq, true)`)
+	evalJS[bool](t, ctx, `(window.__frames = 0, window.__gaps = [], window.__t0 = performance.now(), window.__s0 = weftConsole.lastSeq,
+		window.__f0 = weftConsole.flushMs, window.__long = 0,
+		new PerformanceObserver(l => { for (const e of l.getEntries()) window.__long += e.duration; }).observe({type: "longtask"}), true)`)
 	const window = 6 * time.Second
 	time.Sleep(window) // the page is measured in real time; nothing in the test to wait on
 	got := evalJS[struct {
 		Frames, Events int64
 		Ms, MaxGap     float64
+		Flush, Long    float64
 		Done           bool
 	}](t, ctx, `({Frames: window.__frames, Events: weftConsole.lastSeq - window.__s0, Ms: performance.now() - window.__t0,
+		Flush: weftConsole.flushMs - window.__f0, Long: window.__long,
 		MaxGap: Math.max(0, ...window.__gaps), Done: !!document.querySelector("#events .runend")})`)
 	if got.Done {
 		t.Fatalf("the run ended inside the measuring window: make the script longer")
 	}
 	fps := float64(got.Frames) / (got.Ms / 1000)
 	rate := float64(got.Events) / (got.Ms / 1000)
-	t.Logf("paced: %d events in %.0f ms (%.0f events/s), %.0f fps, longest frame %.0f ms", got.Events, got.Ms, rate, fps, got.MaxGap)
+	t.Logf("paced: %d events in %.0f ms (%.0f events/s), %.0f fps, longest frame %.0f ms; applying events %.0f ms, long tasks %.0f ms",
+		got.Events, got.Ms, rate, fps, got.MaxGap, got.Flush, got.Long)
 	if rate < 300 {
 		t.Errorf("only %.0f events/s arrived: the measurement is not of a fast stream", rate)
 	}
