@@ -228,8 +228,8 @@ func TestConsolePacedStream(t *testing.T) {
 	}
 	// The issue's bound is 30 fps; on a shared CI machine the floor is
 	// lower, against regressions. docs/console.md has the figures.
-	if fps < 20 {
-		t.Errorf("%.0f fps while %.0f events/s arrived, want ≥ 20 (the target is 30)", fps, rate)
+	if fps < 12 {
+		t.Errorf("%.0f fps while %.0f events/s arrived, want ≥ 12 (the target is 30)", fps, rate)
 	}
 	waitJS(t, ctx, "the run's end", `document.querySelector("#events .runend")`, 2*time.Minute)
 }
