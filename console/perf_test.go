@@ -158,3 +158,78 @@ func TestConsoleBigSession(t *testing.T) {
 		shot(t, ctx, v.name)
 	}
 }
+
+// TestConsolePacedStream measures what the issue asks for: the frame
+// rate of a page that an open session streams into at about 1,000
+// events/s (a scripted step whose words stream 1 ms apart), counted with
+// requestAnimationFrame in the page over a window of the stream.
+func TestConsolePacedStream(t *testing.T) {
+	h := newHost(t)
+	// A run of more steps than the default 50.
+	cfg := filepath.Join(h.dir, "config", "weft")
+	if err := os.MkdirAll(cfg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg, "config.json"), []byte(`{"maxSteps": 1000}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.start()
+	// A message.delta event holds up to 50 ms of text, so text alone is
+	// 20 events/s, and a script's delayMs is before every streamed item
+	// (four per tool call). So pairs of steps: one streams 50 words 1 ms
+	// apart and makes a call (about 55 ms), the next makes 40 parallel
+	// list_dir calls at once (80 events in about 35 ms): about 1,000
+	// events/s, paced by the model in 90 ms beats, where the big
+	// session's test is a burst at the host's full rate.
+	call := map[string]any{"name": "list_dir", "arguments": map[string]any{"path": "."}}
+	var script []any
+	for s := range 200 {
+		var tcs []any
+		for range 40 {
+			tcs = append(tcs, call)
+		}
+		script = append(script,
+			map[string]any{"text": "step " + itoa(int64(s)) + ":" + words("w", 50), "delayMs": 1, "toolCalls": []any{call}},
+			map[string]any{"text": "listing", "toolCalls": tcs})
+	}
+	script = append(script, map[string]any{"text": "All listed."})
+	model := h.script(map[string]any{"steps": script})
+	ctx := newTab(t)
+	loginAndCreate(t, ctx, h, "paced", model)
+
+	evalJS[bool](t, ctx, `(() => { window.__frames = 0; window.__gaps = []; let last = 0;
+		const f = (ts) => { window.__frames++; if (last) window.__gaps.push(ts - last); last = ts; requestAnimationFrame(f); };
+		requestAnimationFrame(f); return true; })()`)
+	run(t, ctx, chromedp.SendKeys(chromedp.CSS(`#input`), "stream it"+kb.Enter))
+	waitJS(t, ctx, "the stream begun", `document.querySelector("#events .assistant .text") && document.querySelector("#events .assistant .text").textContent.length > 0`, 10*time.Second)
+	// A window of the stream: frames, events applied and the longest gap.
+	evalJS[bool](t, ctx, `(window.__frames = 0, window.__gaps = [], window.__t0 = performance.now(), window.__s0 = weftConsole.lastSeq,
+		window.__f0 = weftConsole.flushMs, window.__long = 0,
+		new PerformanceObserver(l => { for (const e of l.getEntries()) window.__long += e.duration; }).observe({type: "longtask"}), true)`)
+	const window = 6 * time.Second
+	time.Sleep(window) // the page is measured in real time; nothing in the test to wait on
+	got := evalJS[struct {
+		Frames, Events int64
+		Ms, MaxGap     float64
+		Flush, Long    float64
+		Done           bool
+	}](t, ctx, `({Frames: window.__frames, Events: weftConsole.lastSeq - window.__s0, Ms: performance.now() - window.__t0,
+		Flush: weftConsole.flushMs - window.__f0, Long: window.__long,
+		MaxGap: Math.max(0, ...window.__gaps), Done: !!document.querySelector("#events .runend")})`)
+	if got.Done {
+		t.Fatalf("the run ended inside the measuring window: make the script longer")
+	}
+	fps := float64(got.Frames) / (got.Ms / 1000)
+	rate := float64(got.Events) / (got.Ms / 1000)
+	t.Logf("paced: %d events in %.0f ms (%.0f events/s), %.0f fps, longest frame %.0f ms; applying events %.0f ms, long tasks %.0f ms",
+		got.Events, got.Ms, rate, fps, got.MaxGap, got.Flush, got.Long)
+	if rate < 300 {
+		t.Errorf("only %.0f events/s arrived: the measurement is not of a fast stream", rate)
+	}
+	// The issue's bound is 30 fps; on a shared CI machine the floor is
+	// lower, against regressions. docs/console.md has the figures.
+	if fps < 12 {
+		t.Errorf("%.0f fps while %.0f events/s arrived, want ≥ 12 (the target is 30)", fps, rate)
+	}
+	waitJS(t, ctx, "the run's end", `document.querySelector("#events .runend")`, 2*time.Minute)
+}

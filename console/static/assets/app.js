@@ -11,7 +11,7 @@ const TAIL = 200; // events replayed when a session opens; older ones page in on
 const PAGE = 300; // events per older page
 const TRUNC = 2000; // characters of tool output shown before "Show all"
 const FRAME_BUDGET_MS = 6; // time a frame spends applying events
-const MAXDOM = 1200; // transcript items kept on the page; older ones page back in on scroll
+const MAXDOM = 600; // transcript items kept live on the page; older ones page back in on scroll
 
 /** @param {string} id */
 const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id));
@@ -405,11 +405,11 @@ function apply(v, e, frag, live) {
       const a = assistant();
       const r = /** @type {HTMLDetailsElement} */ (a.querySelector(".reasoning"));
       r.hidden = false;
-      r.querySelector(".r")?.append(d.text);
+      appendText(/** @type {HTMLElement} */ (r.querySelector(".r")), d.text);
       break;
     }
     case "message.delta":
-      assistant().querySelector(".text")?.append(d.text);
+      appendText(/** @type {HTMLElement} */ (assistant().querySelector(".text")), d.text);
       break;
     case "message.completed": {
       const a = assistant();
@@ -425,11 +425,15 @@ function apply(v, e, frag, live) {
       break;
     }
     case "tool.call.started": {
+      // The pretty arguments are built when the call is opened: a fast
+      // stream of calls costs one summary line each.
       const det = h("details", { class: "tool" },
         h("summary", {}, h("span", { class: "tn", text: d.name }), " ", h("code", { class: "ta", text: short(d.arguments, 80) }),
           h("span", { class: "ts muted", text: " running…" })),
-        h("pre", { class: "args", text: pretty(d.arguments) }),
         h("div", { class: "out" }));
+      det.addEventListener("toggle", () => {
+        if (det.open && !det.querySelector(".args")) det.querySelector("summary")?.after(h("pre", { class: "args", text: pretty(d.arguments) }));
+      });
       v.els.set(`t:${d.id}`, line("toolcall", det));
       break;
     }
@@ -439,6 +443,7 @@ function apply(v, e, frag, live) {
       const ts = li.querySelector(".ts");
       if (ts) ts.textContent = d.isError ? " failed" : ` done${d.durationMs != null ? ` in ${d.durationMs} ms` : ""}`;
       li.classList.toggle("err", !!d.isError);
+      li.classList.add("finished");
       const out = li.querySelector(".out");
       if (out) out.replaceChildren(outputBlock(typeof d.output === "string" ? d.output : JSON.stringify(d.output, null, 2)));
       break;
@@ -495,6 +500,33 @@ function apply(v, e, frag, live) {
       if (live && (!v.activeRun || v.activeRun === run)) setStatus(st, "");
       break;
     }
+    case "context.compacted":
+      line("meta compacted", `Context compacted${d.reason && d.reason !== "threshold" ? ` (${d.reason})` : ""}: ${tokens(d.tokensBefore)} → ${tokens(d.tokensAfter)} tokens`);
+      break;
+    case "session.forked":
+      line("meta forked", `Forked from session ${d.from} at event ${d.seq}`);
+      break;
+    case "session.rewound":
+      line("meta rewound", `Rewound to event ${d.toSeq}${d.files ? " (files put back too)" : ""}`);
+      break;
+    case "checkpoint.recorded": {
+      const n = (d.changes || []).length;
+      if (n) line("meta checkpoint", `Checkpoint: ${n} change${n === 1 ? "" : "s"} in ${d.mountId}${d.incomplete ? ` (incomplete: ${d.incomplete})` : ""}`);
+      break;
+    }
+    case "tool.progress": {
+      const li = v.els.get(`t:${d.id}`);
+      const ts = li && li.querySelector(".ts");
+      if (ts && !li.classList.contains("finished")) {
+        const pct = d.total ? ` ${Math.floor((100 * d.progress) / d.total)}%` : ` ${d.progress}`;
+        ts.textContent = ` running…${pct}${d.message ? ` — ${short(d.message, 80)}` : ""}`;
+      }
+      break;
+    }
+    case "mcp.server_failed":
+      line("meta error", h("span", { class: "errtext", text: `MCP server ${d.server} failed: ${short(d.error, 500)}` }),
+        d.tools && d.tools.length ? ` (its ${d.tools.length} tools answer with this error until it is back)` : "");
+      break;
     case "model.retry":
       line("meta", `Model call failed; retry ${d.attempt} in ${d.delayMs} ms${d.error ? `: ${d.error.message || ""}` : ""}`);
       break;
@@ -512,6 +544,22 @@ function apply(v, e, frag, live) {
       break;
   }
 }
+
+/**
+ * Appends streamed text to el's one text node, so a long stream is one
+ * node to lay out, not one per delta.
+ * @param {HTMLElement|null} el
+ * @param {string} text
+ */
+function appendText(el, text) {
+  if (!el || !text) return;
+  const last = el.lastChild;
+  if (last && last.nodeType === Node.TEXT_NODE) /** @type {Text} */ (last).appendData(text);
+  else el.append(text);
+}
+
+/** @param {number} n a token count, as "12.3k" */
+function tokens(n) { n = +n || 0; return n >= 10000 ? `${(n / 1000).toFixed(1)}k` : String(n); }
 
 /** @param {any} input */
 function inputText(input) {
