@@ -66,8 +66,10 @@ function banner(text, kind = "info", ms = 0) {
 }
 /** @param {any} e */
 function showError(e) {
-  if (e instanceof RPCError && e.kind === "not_found" && view && !view.deleted) {
-    markDeleted();
+  if (e instanceof RPCError && e.kind === "not_found" && view) {
+    // The session is gone: say so once, and let no later call's
+    // not_found replace that.
+    if (!view.deleted) markDeleted();
     return;
   }
   banner(e instanceof RPCError ? `${e.kind}: ${e.message}` : String(e && e.message || e), "error", 6000);
