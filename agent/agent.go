@@ -85,6 +85,9 @@ type Model struct {
 	// CompactModel names the model that writes compaction summaries;
 	// empty means this one. The host resolves it.
 	CompactModel string
+	// Price is the model's price; nil means unknown, and the run's usage
+	// then carries no cost.
+	Price *llm.Price
 }
 
 // Config is the fixed part of a run. Zero fields take the documented defaults.
@@ -118,6 +121,9 @@ type Config struct {
 	// CompactModel writes the summaries of compactions; nil means
 	// Provider and Model.
 	CompactModel *Model
+	// Price, if set, prices each step: its usage event carries the
+	// step's cost in US dollars.
+	Price *llm.Price
 	// Logger receives diagnostics. Nil means silent.
 	Logger *slog.Logger
 }

@@ -590,3 +590,37 @@ func TestToolsChangeBetweenSteps(t *testing.T) {
 		t.Fatalf("results %+v", res)
 	}
 }
+
+// TestUsageCost: with a price, each usage event carries its step's cost
+// and the outcome and run record the run's total; without one, none.
+func TestUsageCost(t *testing.T) {
+	f := newFixture(t)
+	src := `{"steps":[
+		{"text":"a","toolCalls":[{"name":"write_file","arguments":{"path":"a.txt","content":"x"}}],"usage":{"inputTokens":1000000,"outputTokens":100000}},
+		{"text":"b","usage":{"inputTokens":2000000,"outputTokens":0}}]}`
+	price := &llm.Price{InputPerMTok: 2, OutputPerMTok: 10}
+	out, evs := f.run(context.Background(), agent.Config{Provider: script(t, src), Price: price}, "go", nil)
+	var steps []float64
+	for _, d := range find[event.UsageData](t, evs, event.Usage) {
+		steps = append(steps, d.Usage.CostUSD)
+	}
+	if len(steps) != 2 || steps[0] != 3 || steps[1] != 4 {
+		t.Fatalf("step costs %v, want [3 4]", steps)
+	}
+	if out.Usage.CostUSD != 7 {
+		t.Fatalf("outcome cost %g, want 7", out.Usage.CostUSD)
+	}
+	if r, _ := f.j.Run(evs[0].RunID); r.Usage.CostUSD != 7 {
+		t.Fatalf("run record usage %+v, want cost 7", r.Usage)
+	}
+
+	out, evs = f.run(context.Background(), agent.Config{Provider: script(t, src)}, "go", nil)
+	for _, e := range evs {
+		if e.Type == event.Usage && strings.Contains(string(e.Data), "costUsd") {
+			t.Fatalf("usage without a price carries a cost: %s", e.Data)
+		}
+	}
+	if out.Usage.CostUSD != 0 {
+		t.Fatalf("outcome cost %g without a price", out.Usage.CostUSD)
+	}
+}

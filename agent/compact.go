@@ -142,6 +142,9 @@ func Compact(ctx context.Context, p CompactParams) (event.ContextCompactedData, 
 		if strings.TrimSpace(text) == "" {
 			return event.ContextCompactedData{}, &llm.Error{Provider: "agent", Kind: llm.KindMalformed, Err: errors.New("the summary is empty")}
 		}
+		if pr := p.Model.Price; pr != nil {
+			usage.CostUSD = pr.Cost(usage)
+		}
 		return event.ContextCompactedData{Summary: text, State: p.State, Model: p.Model.Name, Usage: usage}, nil
 	}
 }
@@ -326,7 +329,7 @@ func (l *loop) compact(ctx context.Context, msgs []llm.Message, tools []llm.Tool
 	}
 	m := l.cfg.CompactModel
 	if m == nil {
-		m = &Model{Name: l.run.ModelName, Provider: l.cfg.Provider, Model: l.cfg.Model, MaxTokens: l.cfg.MaxTokens}
+		m = &Model{Name: l.run.ModelName, Provider: l.cfg.Provider, Model: l.cfg.Model, MaxTokens: l.cfg.MaxTokens, Price: l.cfg.Price}
 	}
 	before := l.win.estimate()
 	d, err := Compact(ctx, CompactParams{Model: m, History: msgs, Tools: tools, State: state,

@@ -340,3 +340,20 @@ func TestTranscriptSnapshotV1(t *testing.T) {
 		t.Fatalf("a WTX1 snapshot decoded to %+v", c.Messages())
 	}
 }
+
+// TestCompactCost: a summary written by a priced model carries its cost
+// in the context.compacted usage.
+func TestCompactCost(t *testing.T) {
+	p := script(t, `{"steps":[{"text":"x"}]}`)
+	price := &llm.Price{InputPerMTok: 1e6, OutputPerMTok: 1e6}
+	d, err := agent.Compact(context.Background(), agent.CompactParams{
+		Model:   &agent.Model{Name: "scripted:x", Provider: p, Model: "x", Price: price},
+		History: []llm.Message{{Role: llm.RoleUser, Content: "hello there"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := float64(d.Usage.InputTokens + d.Usage.OutputTokens); d.Usage.InputTokens == 0 || d.Usage.CostUSD != want {
+		t.Fatalf("usage %+v, want cost %g", d.Usage, want)
+	}
+}

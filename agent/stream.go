@@ -151,6 +151,9 @@ func (l *loop) complete(ctx context.Context, out *response) error {
 	if err != nil {
 		return err
 	}
+	if p := l.cfg.Price; p != nil {
+		out.Usage.CostUSD = p.Cost(out.Usage)
+	}
 	use, err := event.New(l.run.ID, event.Usage, event.UsageData{Step: l.steps, Usage: out.Usage})
 	if err != nil {
 		return err

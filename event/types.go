@@ -181,6 +181,9 @@ type TokenUsage struct {
 	CacheReadTokens  int64 `json:"cacheReadTokens,omitempty"`
 	CacheWriteTokens int64 `json:"cacheWriteTokens,omitempty"`
 	ReasoningTokens  int64 `json:"reasoningTokens,omitempty"`
+	// CostUSD is what the tokens cost in US dollars at the model's price
+	// (docs/config.md); zero when the model has no price.
+	CostUSD float64 `json:"costUsd,omitempty"`
 }
 
 // Add adds o to u.
@@ -190,6 +193,7 @@ func (u *TokenUsage) Add(o TokenUsage) {
 	u.CacheReadTokens += o.CacheReadTokens
 	u.CacheWriteTokens += o.CacheWriteTokens
 	u.ReasoningTokens += o.ReasoningTokens
+	u.CostUSD += o.CostUSD
 }
 
 // Error is the typed error carried by failure events.

@@ -224,7 +224,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 				return nil, err
 			}
 			return &host.Model{Name: m.Name, Provider: m.Provider, Model: m.Model, MaxTokens: m.MaxTokens,
-				ContextWindow: m.ContextWindow, CompactAt: m.CompactAt, CompactModel: m.CompactModel}, nil
+				ContextWindow: m.ContextWindow, CompactAt: m.CompactAt, CompactModel: m.CompactModel, Price: m.Price}, nil
 		},
 	})
 	if err != nil {

@@ -265,6 +265,9 @@ func (c *statusCmd) Run(ctx context.Context, a *app) error {
 		return printJSON(a, r.Run)
 	}
 	fmt.Fprintf(a.stdout, "%s %s session=%s steps=%d tokens=%d/%d", r.ID, r.Status, r.SessionID, r.Steps, r.Usage.InputTokens, r.Usage.OutputTokens)
+	if r.Usage.CostUSD > 0 {
+		fmt.Fprintf(a.stdout, " cost=%s", usd(r.Usage.CostUSD))
+	}
 	if r.Error != nil {
 		fmt.Fprintf(a.stdout, " error=%s: %s", r.Error.Kind, r.Error.Message)
 	}

@@ -29,6 +29,7 @@ type printer struct {
 	phase   string
 	started time.Time // of the run, when known
 	tokens  int64
+	cost    float64 // in US dollars
 }
 
 func (p *printer) clearStatus() {
@@ -57,6 +58,9 @@ func (p *printer) drawStatus() {
 	if p.tokens > 0 {
 		s += fmt.Sprintf(" · %s tokens", compactCount(p.tokens))
 	}
+	if p.cost > 0 {
+		s += " · " + usd(p.cost)
+	}
 	if p.midLine {
 		// The answer's line is still open: draw below it, not over it.
 		return
@@ -66,6 +70,15 @@ func (p *printer) drawStatus() {
 }
 
 // compactCount is n as 950, 1.2k or 3.4M.
+// usd renders a cost in US dollars: cents for a dollar or more, else
+// four decimals, so that a cheap step does not read as free.
+func usd(v float64) string {
+	if v >= 1 {
+		return fmt.Sprintf("$%.2f", v)
+	}
+	return fmt.Sprintf("$%.4f", v)
+}
+
 func compactCount(n int64) string {
 	switch {
 	case n < 1000:
@@ -92,7 +105,7 @@ func (p *printer) print(e event.Event) {
 	}
 	switch e.Type {
 	case event.RunStarted:
-		p.started, p.tokens = e.Time, 0
+		p.started, p.tokens, p.cost = e.Time, 0, 0
 		p.setStatus("starting")
 	case event.MessageUser:
 		if p.showUser {
@@ -106,6 +119,7 @@ func (p *printer) print(e event.Event) {
 		var d event.UsageData
 		_ = e.Decode(&d)
 		p.tokens += d.Usage.InputTokens + d.Usage.OutputTokens
+		p.cost += d.Usage.CostUSD
 	case event.StepStarted:
 		var d event.StepData
 		_ = e.Decode(&d)

@@ -262,8 +262,12 @@ func (c *runCmd) runOn(ctx context.Context, a *app, conn *conn, ap *approval, mo
 	}
 	var d event.RunEndedData
 	if !c.JSON && e.Decode(&d) == nil {
-		fmt.Fprintf(a.stderr, "weft: session %s · run %s · %d step(s) · %d in / %d out tokens\n",
-			sessionID, r.ID, d.Steps, d.Usage.InputTokens, d.Usage.OutputTokens)
+		cost := ""
+		if d.Usage.CostUSD > 0 {
+			cost = " · " + usd(d.Usage.CostUSD)
+		}
+		fmt.Fprintf(a.stderr, "weft: session %s · run %s · %d step(s) · %d in / %d out tokens%s\n",
+			sessionID, r.ID, d.Steps, d.Usage.InputTokens, d.Usage.OutputTokens, cost)
 	}
 	if w.failure != nil {
 		return &exitError{code: exitFailed, err: w.failure}

@@ -94,6 +94,7 @@ type tui struct {
 
 	run      *runState // the session's active run, if any
 	tokens   int64     // of the session, as seen
+	cost     float64   // of the session, as seen, in US dollars
 	requests []*pending
 	ask      *asker
 	answered map[string]string // request → what was answered here
@@ -128,6 +129,7 @@ type runState struct {
 	step       int
 	phase      string
 	tokens     int64
+	cost       float64 // in US dollars
 	cancelling bool
 }
 

@@ -48,6 +48,7 @@ func (t *tui) command(line string) tea.Cmd {
 		}
 		t.gen++
 		t.sessionID, t.title, t.run, t.requests, t.ask, t.sent, t.prompts, t.runModel, t.tokens = "", "", nil, nil, nil, nil, nil, "", 0
+		t.cost = 0
 		t.in.Focus()
 		t.mounts = nil
 		if t.opt.chat != nil {

@@ -23,6 +23,7 @@ func (t *tui) sessionLoaded(msg sessionMsg) tea.Cmd {
 	if s.ID != t.sessionID {
 		t.tr = transcript{}
 		t.run, t.requests, t.ask, t.sent, t.tokens, t.runModel = nil, nil, nil, nil, 0, ""
+		t.cost = 0
 		t.history, t.hpos, t.prompts = nil, 0, nil
 		t.rewinds = nil
 	}
@@ -105,8 +106,10 @@ func (t *tui) event(e event.Event) tea.Cmd {
 		_ = e.Decode(&d)
 		n := d.Usage.InputTokens + d.Usage.OutputTokens
 		t.tokens += n
+		t.cost += d.Usage.CostUSD
 		if t.run != nil {
 			t.run.tokens += n
+			t.run.cost += d.Usage.CostUSD
 		}
 	case event.ToolCallStarted:
 		var d event.ToolCallStartedData
@@ -369,6 +372,9 @@ func (t *tui) runEnded(e event.Event) tea.Cmd {
 	_ = e.Decode(&d)
 	words := strings.TrimPrefix(string(e.Type), "run.")
 	s := fmt.Sprintf("· %s · %d step(s) · %s tokens", words, d.Steps, compactCount(d.Usage.InputTokens+d.Usage.OutputTokens))
+	if d.Usage.CostUSD > 0 {
+		s += " · " + usd(d.Usage.CostUSD)
+	}
 	if t.run != nil && t.run.id == e.RunID && !t.run.started.IsZero() {
 		s += " · " + e.Time.Sub(t.run.started).Truncate(100*time.Millisecond).String()
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 
@@ -92,5 +93,31 @@ func TestTUIOneTick(t *testing.T) {
 	}
 	if ui.event(event.Event{Type: event.RunStarted, RunID: "run_3", Seq: 5}) == nil {
 		t.Fatal("a run started after the ticks ended with no tick")
+	}
+}
+
+// TestTUIStatusCost: the status line shows what the run's steps cost,
+// and nothing for a model with no price.
+func TestTUIStatusCost(t *testing.T) {
+	ui := &tui{steersSeen: map[string]bool{}, runsSeen: map[string]bool{}, answered: map[string]string{}, th: newTheme()}
+	ui.event(event.Event{Type: event.RunStarted, RunID: "run_1", Seq: 1})
+	for i, u := range []event.TokenUsage{{InputTokens: 1000, OutputTokens: 10, CostUSD: 0.0125}, {InputTokens: 2000, OutputTokens: 20, CostUSD: 0.025}} {
+		e, err := event.New("run_1", event.Usage, event.UsageData{Step: i + 1, Usage: u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Seq = int64(i + 2)
+		ui.event(e)
+	}
+	if s := ui.statusLine(200); !strings.Contains(s, "$0.0375") {
+		t.Fatalf("status line %q: no cost $0.0375", s)
+	}
+	free := &tui{steersSeen: map[string]bool{}, runsSeen: map[string]bool{}, answered: map[string]string{}, th: newTheme()}
+	free.event(event.Event{Type: event.RunStarted, RunID: "run_1", Seq: 1})
+	e, _ := event.New("run_1", event.Usage, event.UsageData{Step: 1, Usage: event.TokenUsage{InputTokens: 5}})
+	e.Seq = 2
+	free.event(e)
+	if s := free.statusLine(200); strings.Contains(s, "$") {
+		t.Fatalf("status line %q shows a cost without a price", s)
 	}
 }

@@ -130,8 +130,14 @@ func (t *tui) statusLine(w int) string {
 			parts = append(parts, time.Since(r.started).Truncate(time.Second).String())
 		}
 		parts = append(parts, compactCount(r.tokens)+" tokens")
+		if r.cost > 0 {
+			parts = append(parts, usd(r.cost))
+		}
 	} else if t.tokens > 0 {
 		parts = append(parts, compactCount(t.tokens)+" tokens")
+		if t.cost > 0 {
+			parts = append(parts, usd(t.cost))
+		}
 	}
 	switch {
 	case t.sessionID == "":

@@ -202,6 +202,10 @@ type Model struct {
 	CompactModel string `json:"compactModel,omitempty"`
 	// MaxTokens caps output tokens per step.
 	MaxTokens int `json:"maxTokens,omitempty"`
+	// Price is the model's price in US dollars per million tokens; nil
+	// means the default for known models ([DefaultPrice]), else none
+	// (runs then carry no cost).
+	Price *llm.Price `json:"price,omitempty"`
 	// ConnectTimeoutMs, FirstByteTimeoutMs and IdleTimeoutMs are the
 	// model's [llm.Timeouts] in milliseconds: zero means the default, -1
 	// no limit.
@@ -257,7 +261,7 @@ func Keys() []string {
 }
 
 // modelKeys lists the keys of a named model.
-var modelKeys = []string{"provider", "model", "baseURL", "apiKeyEnv", "contextWindow", "compactAt", "compactModel", "maxTokens", "connectTimeoutMs", "firstByteTimeoutMs", "idleTimeoutMs"}
+var modelKeys = []string{"provider", "model", "baseURL", "apiKeyEnv", "contextWindow", "compactAt", "compactModel", "maxTokens", "connectTimeoutMs", "firstByteTimeoutMs", "idleTimeoutMs", "price"}
 
 // mcpKeys lists the keys of an MCP server.
 func mcpKeys() []string {
@@ -311,6 +315,17 @@ func Parse(b []byte) (File, error) {
 		}
 		if m.ContextWindow < 0 {
 			return f, fmt.Errorf("%s: models.%s.contextWindow %d: want tokens", keyPosition(b, "contextWindow"), name, m.ContextWindow)
+		}
+		if p := m.Price; p != nil {
+			for _, r := range []struct {
+				key  string
+				rate float64
+			}{{"inputPerMTok", p.InputPerMTok}, {"outputPerMTok", p.OutputPerMTok}, {"cacheReadPerMTok", p.CacheReadPerMTok},
+				{"cacheWritePerMTok", p.CacheWritePerMTok}, {"reasoningPerMTok", p.ReasoningPerMTok}} {
+				if r.rate < 0 {
+					return f, fmt.Errorf("%s: models.%s.price.%s %g: want US dollars per million tokens, 0 or more", keyPosition(b, r.key), name, r.key, r.rate)
+				}
+			}
 		}
 		for _, t := range []struct {
 			key string

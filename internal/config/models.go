@@ -35,6 +35,9 @@ type Resolved struct {
 	// [Model]).
 	CompactAt    float64
 	CompactModel string
+	// Price is the model's price: the configured one, else
+	// [DefaultPrice]'s; nil if unknown.
+	Price *llm.Price
 }
 
 // DefaultContextWindow returns the context window, in tokens, of a known
@@ -103,6 +106,17 @@ func Resolve(spec string, f File, configPath string, getenv func(string) string)
 		ContextWindow: m.ContextWindow, CompactAt: m.CompactAt, CompactModel: m.CompactModel}
 	if r.ContextWindow == 0 {
 		r.ContextWindow = DefaultContextWindow(m.Provider, m.Model)
+	}
+	if m.Price != nil {
+		p := *m.Price
+		r.Price = &p
+	} else {
+		r.Price = DefaultPrice(m.Provider, m.Model)
+	}
+	if r.Price != nil {
+		// Anthropic counts cached tokens apart from the input; OpenAI
+		// and Gemini count them in it.
+		r.Price.CacheInInput = m.Provider != "anthropic"
 	}
 	key := func(def string) (string, error) {
 		v := def

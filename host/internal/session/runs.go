@@ -644,7 +644,7 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 	out, err := agent.Execute(ctx, agent.Config{
 		Provider: m.Provider, Model: m.Model, Tools: s.cfg.Tools, MaxSteps: maxSteps,
 		MaxTokens: m.MaxTokens, Logger: s.cfg.Logger,
-		ContextWindow: m.ContextWindow, CompactAt: m.CompactAt, CompactModel: summarizer,
+		ContextWindow: m.ContextWindow, CompactAt: m.CompactAt, CompactModel: summarizer, Price: m.Price,
 	}, log, run)
 	if err != nil {
 		s.cfg.Logger.Error("run ended without its terminal event", "session", s.id, "run", q.id, "err", err)
