@@ -236,6 +236,16 @@ func (p *Projection) Apply(e event.Event) error {
 		}
 		r.Usage.Add(d.Usage)
 		p.dirty[r.ID] = true
+	case event.ContextCompacted:
+		// The summary request of a compaction inside the run is the
+		// run's too: its tokens and cost count, as in the run's end
+		// event.
+		var d event.ContextCompactedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		r.Usage.Add(d.Usage)
+		p.dirty[r.ID] = true
 	case event.ApprovalRequested:
 		var d event.ApprovalRequestedData
 		if err := e.Decode(&d); err != nil {

@@ -69,3 +69,41 @@ func TestProjectionTrim(t *testing.T) {
 		t.Fatal("Trim(0) forgot the queued run")
 	}
 }
+
+// TestProjectionRunUsageCountsCompactions checks that a run's record
+// counts the tokens and cost of a compaction inside it as well as its
+// steps', as its end event does.
+func TestProjectionRunUsageCountsCompactions(t *testing.T) {
+	p := record.NewProjection(record.Session{}, nil)
+	var seq int64
+	apply := func(runID string, typ event.Type, v any) {
+		t.Helper()
+		e, err := event.New(runID, typ, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		e.SessionID, e.Seq, e.Time = "s", seq, time.Unix(seq, 0)
+		if err := p.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply("", event.SessionCreated, event.SessionCreatedData{})
+	apply("r", event.RunQueued, event.RunQueuedData{Model: "m"})
+	apply("r", event.RunStarted, event.RunStartedData{Model: "m"})
+	apply("r", event.Usage, event.UsageData{Usage: event.TokenUsage{InputTokens: 100, OutputTokens: 10, CostUSD: 1}})
+	apply("r", event.ContextCompacted, event.ContextCompactedData{Summary: "s", Reason: "threshold",
+		Usage: event.TokenUsage{InputTokens: 90, OutputTokens: 5, CostUSD: 0.5}})
+	apply("r", event.Usage, event.UsageData{Usage: event.TokenUsage{InputTokens: 20, OutputTokens: 3, CostUSD: 0.25}})
+	// A compaction on demand, outside any run, is no run's.
+	apply("", event.ContextCompacted, event.ContextCompactedData{Summary: "t", Reason: "requested",
+		Usage: event.TokenUsage{InputTokens: 1000, OutputTokens: 100, CostUSD: 9}})
+	r, ok := p.Run("r")
+	if !ok {
+		t.Fatal("run r not found")
+	}
+	want := event.TokenUsage{InputTokens: 210, OutputTokens: 18, CostUSD: 1.75}
+	if r.Usage != want {
+		t.Fatalf("run usage %+v, want %+v", r.Usage, want)
+	}
+}
