@@ -128,8 +128,13 @@ func (s *Store) blobPath(h string) string {
 	return filepath.Join(s.cfg.Dir, "blobs", h[:2], h)
 }
 
-// put keeps the content of the file f (size bytes) and returns its hash.
-func (s *Store) put(f *os.File) (string, error) {
+// errTooBig is put's answer to content over its limit: the file grew
+// after its stat, and is not kept.
+var errTooBig = errors.New("checkpoint: the file grew past its limit while it was read")
+
+// put keeps the content of f, at most limit bytes, and returns its hash;
+// more than limit bytes is errTooBig.
+func (s *Store) put(f io.Reader, limit int64) (string, error) {
 	if err := os.MkdirAll(filepath.Join(s.cfg.Dir, "blobs"), 0o700); err != nil {
 		return "", err
 	}
@@ -139,7 +144,11 @@ func (s *Store) put(f *os.File) (string, error) {
 	}
 	defer os.Remove(tmp.Name())
 	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(tmp, h), f); err != nil {
+	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(f, limit+1))
+	if err == nil && n > limit {
+		err = errTooBig
+	}
+	if err != nil {
 		tmp.Close()
 		return "", err
 	}
@@ -369,14 +378,18 @@ func (t *Tracker) look(rel string, s *stat, old *entry, budget *int64) (entry, e
 			e.st.Hash = "" // not kept: a change of it is incomplete
 			return e, nil
 		}
-		f, err := os.Open(full)
+		f, err := t.open(rel)
 		if errors.Is(err, fs.ErrNotExist) {
 			return e, nil
 		} else if err != nil {
 			return entry{}, err
 		}
-		sum, err := t.s.put(f)
+		sum, err := t.s.put(f, min(t.s.cfg.MaxFileBytes, *budget))
 		f.Close()
+		if errors.Is(err, errTooBig) {
+			e.st.Hash = "" // not kept: a change of it is incomplete
+			return e, nil
+		}
 		if err != nil {
 			return entry{}, err
 		}
@@ -441,9 +454,9 @@ func state(e *entry) *event.FileState {
 	return &st
 }
 
-// hashFile returns the sha256 of the file at full.
-func hashFile(full string) (string, error) {
-	f, err := os.Open(full)
+// hashFile returns the sha256 of the mount's file rel (see open).
+func (t *Tracker) hashFile(rel string) (string, error) {
+	f, err := t.open(rel)
 	if err != nil {
 		return "", err
 	}
@@ -453,4 +466,18 @@ func hashFile(full string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// open opens the mount's file rel for reading within the mount: a path
+// component a command swapped for a link out of it since the walk saw a
+// file there is refused, so that no file outside the mount is copied
+// into a checkpoint (and later restored into the mount for the model to
+// read).
+func (t *Tracker) open(rel string) (*os.File, error) {
+	r, err := os.OpenRoot(t.root)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.Open(filepath.FromSlash(rel))
 }

@@ -69,7 +69,7 @@ func (t *Tracker) current(rel string, want *event.FileState) (*event.FileState, 
 		st.Link, _ = os.Readlink(full)
 	case "file":
 		if want != nil && want.Kind == "file" && want.Size == st.Size {
-			if st.Hash, err = hashFile(full); err != nil {
+			if st.Hash, err = t.hashFile(rel); err != nil {
 				return nil, fmt.Errorf("mount %s: %w", t.mount, err)
 			}
 		}

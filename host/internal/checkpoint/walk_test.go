@@ -1,8 +1,10 @@
 package checkpoint
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -30,5 +32,34 @@ func TestReadDirReplaced(t *testing.T) {
 	}
 	if l := readDir(filepath.Join(root, "no-root"), ""); l.err == nil {
 		t.Error("readDir of a missing root: no error")
+	}
+}
+
+// TestOpenStaysInTheMount: a file the walk saw whose directory a command
+// then swapped for a link out of the mount is not read through the link,
+// so nothing outside the mount reaches a checkpoint; and a file that grew
+// past the limit while it was read is not kept.
+func TestOpenStaysInTheMount(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "f"), []byte("secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "d")); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := s.Tracker("s", "m", root)
+	if f, err := tr.open("d/f"); err == nil {
+		f.Close()
+		t.Fatal("opened d/f through a link out of the mount")
+	}
+	if _, err := tr.hashFile("d/f"); err == nil {
+		t.Fatal("hashed d/f through a link out of the mount")
+	}
+	if _, err := s.put(strings.NewReader("0123456789"), 4); !errors.Is(err, errTooBig) {
+		t.Fatalf("put of 10 bytes with limit 4: %v, want errTooBig", err)
 	}
 }
