@@ -51,7 +51,7 @@ func TestInputImages(t *testing.T) {
 		{"over the per-input cap", many, "input", "limit"},
 		{"undecodable", api.Input{img("image/png", []byte("not a png at all"))}, "input[0]", ""},
 		{"declared jpeg, is png", api.Input{img("image/jpeg", ok)}, "input[0]", ""},
-		{"webp without its header", api.Input{img("image/webp", []byte("RIFF\x00\x00\x00\x00WEBPXXXX"))}, "input[0]", ""},
+		{"webp without its header", api.Input{img("image/webp", []byte("RIFF\x00\x00\x00\x00WEBPJUNK"))}, "input[0]", ""},
 		{"image part with text", api.Input{{Type: event.PartImage, MediaType: "image/png", Data: ok, Text: "x"}}, "input[0]", ""},
 		{"text part with data", api.Input{{Type: event.PartText, Text: "x", Data: ok}}, "input[0]", ""},
 		{"unknown part type", api.Input{{Type: "video", Data: ok}}, "input[0]", ""},
