@@ -18,12 +18,8 @@ import (
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
-	"weft.dev/weft/host"
-	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store/memory"
 	"weft.dev/weft/store/record"
-	"weft.dev/weft/tool"
-	"weft.dev/weft/tool/mcp"
 )
 
 func encodeImage(t *testing.T, mediaType string) []byte {
@@ -56,28 +52,7 @@ func TestImagesEndToEnd(t *testing.T) {
 	ts := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
 
-	m, err := mcp.New(mcp.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := `{"steps":[{"text":"I see {{images}}.","toolCalls":[{"name":"mcp__cam__shot"}]},{"text":"Now {{images}}."}]}`
-	h, err := host.New(context.Background(), host.Config{
-		Store: memory.New(), Tools: tool.NewRegistry(), MCP: m, DefaultModel: "scripted:img",
-		ResolveModel: func(name string) (*host.Model, error) {
-			p, err := scripted.Parse("img.json", []byte(script))
-			if err != nil {
-				return nil, err
-			}
-			return &host.Model{Name: name, Provider: p, Model: "img"}, nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		h.Close()
-		m.Close()
-	})
+	h := mcpScriptHost(t, memory.New(), `{"steps":[{"text":"I see {{images}}.","toolCalls":[{"name":"mcp__cam__shot"}]},{"text":"Now {{images}}."}]}`)
 	ctx := context.Background()
 	s, err := h.CreateSession(ctx, api.CreateSessionParams{MCPServers: map[string]event.MCPServer{"cam": {URL: ts.URL}}, Mounts: []event.Mount{{ID: "work", Path: t.TempDir()}}})
 	if err != nil {

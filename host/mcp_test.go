@@ -37,14 +37,21 @@ func echoServer(t *testing.T) string {
 	return ts.URL
 }
 
-// mcpHost is a host over st whose MCP manager is closed after it.
+// mcpHost is a host over st whose MCP manager is closed after it, its
+// model a script that calls mcp__web__echo with the input.
 func mcpHost(t *testing.T, st store.Store) *host.Host {
+	t.Helper()
+	return mcpScriptHost(t, st, `{"steps":[{"toolCalls":[{"name":"mcp__web__echo","arguments":{"text":"{{input}}"}}]},{"text":"done"}],"loop":true}`)
+}
+
+// mcpScriptHost is a host over st with an MCP manager (closed after it)
+// whose default model plays script.
+func mcpScriptHost(t *testing.T, st store.Store, script string) *host.Host {
 	t.Helper()
 	m, err := mcp.New(mcp.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	script := `{"steps":[{"toolCalls":[{"name":"mcp__web__echo","arguments":{"text":"{{input}}"}}]},{"text":"done"}],"loop":true}`
 	h, err := host.New(context.Background(), host.Config{
 		Store: st, Tools: tool.NewRegistry(), MCP: m, DefaultModel: "scripted:mcp",
 		ResolveModel: func(name string) (*host.Model, error) {

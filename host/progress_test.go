@@ -14,11 +14,8 @@ import (
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
-	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/store/memory"
 	"weft.dev/weft/store/record"
-	"weft.dev/weft/tool"
-	"weft.dev/weft/tool/mcp"
 )
 
 // TestMCPProgressEvents: an MCP tool's progress notifications become
@@ -51,28 +48,7 @@ func TestMCPProgressEvents(t *testing.T) {
 	})
 	ts := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
 	t.Cleanup(ts.Close)
-	m, err := mcp.New(mcp.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := `{"steps":[{"toolCalls":[{"name":"mcp__slow__work"}]},{"text":"done"}]}`
-	h, err := host.New(context.Background(), host.Config{
-		Store: memory.New(), Tools: tool.NewRegistry(), MCP: m, DefaultModel: "scripted:p",
-		ResolveModel: func(name string) (*host.Model, error) {
-			p, err := scripted.Parse("p.json", []byte(script))
-			if err != nil {
-				return nil, err
-			}
-			return &host.Model{Name: name, Provider: p, Model: "p"}, nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		h.Close()
-		m.Close()
-	})
+	h := mcpScriptHost(t, memory.New(), `{"steps":[{"toolCalls":[{"name":"mcp__slow__work"}]},{"text":"done"}]}`)
 	ctx := context.Background()
 	s, err := h.CreateSession(ctx, api.CreateSessionParams{MCPServers: map[string]event.MCPServer{"slow": {URL: ts.URL}}, Mounts: []event.Mount{{ID: "work", Path: t.TempDir()}}})
 	if err != nil {
@@ -129,28 +105,7 @@ func TestMCPServerFailedEvent(t *testing.T) {
 	dead := httptest.NewServer(http.NotFoundHandler())
 	url := dead.URL + "/mcp"
 	dead.Close() // nothing listens there any more
-	m, err := mcp.New(mcp.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := `{"steps":[{"toolCalls":[{"name":"mcp__dead__lookup"}]},{"toolCalls":[{"name":"mcp__dead__lookup"}]},{"text":"done"}]}`
-	h, err := host.New(context.Background(), host.Config{
-		Store: memory.New(), Tools: tool.NewRegistry(), MCP: m, DefaultModel: "scripted:f",
-		ResolveModel: func(name string) (*host.Model, error) {
-			p, err := scripted.Parse("f.json", []byte(script))
-			if err != nil {
-				return nil, err
-			}
-			return &host.Model{Name: name, Provider: p, Model: "f"}, nil
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		h.Close()
-		m.Close()
-	})
+	h := mcpScriptHost(t, memory.New(), `{"steps":[{"toolCalls":[{"name":"mcp__dead__lookup"}]},{"toolCalls":[{"name":"mcp__dead__lookup"}]},{"text":"done"}]}`)
 	ctx := context.Background()
 	s, err := h.CreateSession(ctx, api.CreateSessionParams{MCPServers: map[string]event.MCPServer{"dead": {URL: url}}, Mounts: []event.Mount{{ID: "work", Path: t.TempDir()}}})
 	if err != nil {
