@@ -629,12 +629,15 @@ func gated(ctx context.Context) context.Context {
 // streamErrors ends seq with an api error of kind overloaded where the
 // engine ends it because it is closing (the journal, the session, the
 // process manager), so that a consumer of any api.Host tells a shutdown
-// from a failure; the cause is kept. Other errors pass as they are.
+// from a failure, and with kind cursor_invalid where the cursor is beyond
+// the log; the cause is kept. Other errors pass as they are.
 func streamErrors[T any](seq iter.Seq2[T, error]) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		for v, err := range seq {
 			if err != nil && (errors.Is(err, journal.ErrClosed) || errors.Is(err, session.ErrClosed) || errors.Is(err, process.ErrClosed)) {
 				err = api.Wrap(api.KindOverloaded, err, "the host is shutting down")
+			} else if errors.Is(err, journal.ErrCursor) {
+				err = api.Wrap(api.KindCursorInvalid, err, "the cursor is beyond the end of the session's log")
 			}
 			if !yield(v, err) {
 				return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -90,7 +91,15 @@ func connect(t testing.TB, h mcpserver.Host, opts *mcpserver.Options) *mcp.Clien
 	t.Helper()
 	ctx := context.Background()
 	st, ct := mcp.NewInMemoryTransports()
-	ss, err := mcpserver.New(h, opts).Connect(ctx, st, nil)
+	var o mcpserver.Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Logger == nil {
+		// The cause of an internal error goes to the test's output.
+		o.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	}
+	ss, err := mcpserver.New(h, &o).Connect(ctx, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

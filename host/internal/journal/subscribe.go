@@ -93,7 +93,7 @@ func (j *Journal) Events(ctx context.Context, after int64, opts SubscribeOptions
 			}
 			for _, b := range c.batches {
 				for _, e := range b.events {
-					if opts.RunID != "" && e.RunID != opts.RunID {
+					if e.Seq <= c.after || (opts.RunID != "" && e.RunID != opts.RunID) {
 						continue
 					}
 					if !yield(e, nil) {
@@ -133,7 +133,7 @@ func (j *Journal) EncodedEvents(ctx context.Context, after int64, opts Subscribe
 					return
 				}
 				for i, e := range b.events {
-					if opts.RunID == "" || e.RunID == opts.RunID {
+					if e.Seq > c.after && (opts.RunID == "" || e.RunID == opts.RunID) {
 						out = append(out, event.Encoded{Event: e, JSON: enc[i]})
 					}
 				}
@@ -155,6 +155,9 @@ func (j *Journal) EncodedEvents(ctx context.Context, after int64, opts Subscribe
 type chunk struct {
 	page    []event.Event
 	batches []*batch
+	// after is the subscription's cursor: a batch published after the
+	// subscription began may hold events at or below it (see follow).
+	after int64
 }
 
 // follow is the subscription Events and EncodedEvents read: the replay
@@ -174,8 +177,8 @@ func (j *Journal) follow(ctx context.Context, after int64, opts SubscribeOptions
 			return
 		default:
 		}
-		if last := j.feed.lastSeq(); after < 0 || after > last {
-			yield(chunk{}, fmt.Errorf("%w: session %s: cursor %d, last seq %d", ErrCursor, j.sessionID, after, last))
+		if after < 0 {
+			yield(chunk{}, fmt.Errorf("%w: session %s: cursor %d", ErrCursor, j.sessionID, after))
 			return
 		}
 		sub := &subscriber{maxCount: int64(opts.Buffer), maxBytes: int64(opts.Bytes)}
@@ -185,6 +188,15 @@ func (j *Journal) follow(ctx context.Context, after int64, opts SubscribeOptions
 			return
 		}
 		defer j.feed.unsubscribe(sub)
+		if after > live {
+			// A batch the store holds may not be published yet (the
+			// writer publishes after the store answers): a cursor the
+			// store has reached is good, and the live tail skips up to it.
+			if err := j.reached(ctx, after, live); err != nil {
+				yield(chunk{}, err)
+				return
+			}
+		}
 		// Every waiting subscriber locks each channel of its select when a
 		// wake comes: a ctx shared by many subscribers would be one more
 		// contended channel, so its end closes a channel of this one.
@@ -229,7 +241,7 @@ func (j *Journal) follow(ctx context.Context, after int64, opts SubscribeOptions
 				return
 			}
 			if len(batches) > 0 {
-				if !yield(chunk{batches: batches}, nil) {
+				if !yield(chunk{batches: batches, after: after}, nil) {
 					return
 				}
 				continue
@@ -247,6 +259,19 @@ func (j *Journal) follow(ctx context.Context, after int64, opts SubscribeOptions
 			}
 		}
 	}
+}
+
+// reached returns nil if the store holds the event at seq after, which
+// the feed (at live) has not published yet, and ErrCursor if not.
+func (j *Journal) reached(ctx context.Context, after, live int64) error {
+	page, err := j.cfg.Store.Read(ctx, store.ReadParams{SessionID: j.sessionID, After: after - 1, Limit: 1})
+	if err != nil {
+		return fmt.Errorf("look up cursor %d of session %s: %w", after, j.sessionID, err)
+	}
+	if len(page) == 0 || page[0].Seq != after {
+		return fmt.Errorf("%w: session %s: cursor %d, last seq %d", ErrCursor, j.sessionID, after, live)
+	}
+	return nil
 }
 
 // readPage reads one page of a replay through gate, if not nil.

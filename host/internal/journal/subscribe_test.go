@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/host/internal/journal"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/memory"
 )
 
 func retry(t *testing.T, attempt int, text string) event.Event {
@@ -433,4 +436,96 @@ func TestEncodedEventsAreSharedAndExact(t *testing.T) {
 			}
 		}
 	})
+}
+
+// pausingStore commits a batch and then, when armed, waits for release
+// before it answers: the window in which the store holds a batch the
+// journal has not published yet.
+type pausingStore struct {
+	store.Store
+	armed     atomic.Bool
+	committed chan int64 // the last seq of the held batch
+	release   chan struct{}
+}
+
+func (p *pausingStore) Append(ctx context.Context, b store.Batch) error {
+	if err := p.Store.Append(ctx, b); err != nil {
+		return err
+	}
+	if p.armed.CompareAndSwap(true, false) {
+		p.committed <- b.Events[len(b.Events)-1].Seq
+		<-p.release
+	}
+	return nil
+}
+
+// A cursor the store has reached is good before the journal publishes
+// it (a reader of a run's record can be ahead of the feed), and the
+// subscription then yields only what follows it; a cursor beyond the
+// store is refused.
+func TestCursorCommittedButNotYetPublished(t *testing.T) {
+	ps := &pausingStore{Store: memory.New(), committed: make(chan int64, 1), release: make(chan struct{})}
+	j, err := journal.Create(context.Background(), journal.Config{Store: ps}, "ses_1", event.SessionCreatedData{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	ctx := context.Background()
+	if _, err := j.Append(ctx, runQueued(t, "run_1")); err != nil {
+		t.Fatal(err)
+	}
+	ps.armed.Store(true)
+	appended := make(chan error, 1)
+	go func() {
+		_, err := j.Append(ctx, retry(t, 1, "a"), retry(t, 2, "b"))
+		appended <- err
+	}()
+	held := <-ps.committed // seqs held-1 and held are durable, not published
+	if last := j.LastSeq(); last >= held {
+		t.Fatalf("the journal's last seq is %d before the publish of %d", last, held)
+	}
+	for _, err := range j.Events(ctx, held+1, journal.SubscribeOptions{}) {
+		if !errors.Is(err, journal.ErrCursor) {
+			t.Fatalf("a cursor beyond the store: %v, want ErrCursor", err)
+		}
+		break
+	}
+	wants := map[int64][]int64{held - 1: {held, held + 1}, held: {held + 1}}
+	type result struct {
+		after int64
+		seqs  []int64
+		err   error
+	}
+	results := make(chan result, len(wants))
+	for after, want := range wants {
+		go func() {
+			r := result{after: after}
+			for e, err := range j.Events(ctx, after, journal.SubscribeOptions{}) {
+				if err != nil {
+					r.err = err
+					break
+				}
+				if r.seqs = append(r.seqs, e.Seq); len(r.seqs) == len(want) {
+					break
+				}
+			}
+			results <- r
+		}()
+	}
+	for j.Subscribers() < len(wants) && len(results) == 0 {
+		runtime.Gosched() // until both follow the feed, or one failed
+	}
+	close(ps.release)
+	if err := <-appended; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append(ctx, retry(t, 3, "c")); err != nil {
+		t.Fatal(err)
+	}
+	for range wants {
+		r := <-results
+		if r.err != nil || !slices.Equal(r.seqs, wants[r.after]) {
+			t.Errorf("after %d: seqs %v (%v), want %v", r.after, r.seqs, r.err, wants[r.after])
+		}
+	}
 }
