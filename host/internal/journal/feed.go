@@ -210,13 +210,6 @@ func (f *feed) unsubscribe(s *subscriber) {
 	delete(f.subs, s)
 }
 
-// lastSeq returns the seq of the last published event.
-func (f *feed) lastSeq() int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.last
-}
-
 // len returns the number of subscribers.
 func (f *feed) len() int {
 	f.mu.Lock()
