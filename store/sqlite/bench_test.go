@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -333,4 +334,38 @@ func (m *cpuMeter) report(b *testing.B) {
 func cpuTimeOrZero() time.Duration {
 	t, _ := cpuTime()
 	return t
+}
+
+// BenchmarkAppendSessions appends batches of one message.delta from many
+// sessions at once, one goroutine a session (as the journals of a busy
+// host do): the figure a store-wide group commit moves.
+func BenchmarkAppendSessions(b *testing.B) {
+	for _, n := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
+			s := open(b, sqlite.Config{})
+			owners := make([]*benchOwner, n)
+			for i := range owners {
+				owners[i] = newBenchOwner(b, s, fmt.Sprintf("bench-%d", i))
+			}
+			ctx := context.Background()
+			var cpu cpuMeter
+			per := b.N/n + 1
+			b.ResetTimer()
+			cpu.start()
+			var wg sync.WaitGroup
+			for _, o := range owners {
+				wg.Go(func() {
+					for range per {
+						if err := s.Append(ctx, o.deltas(b, 1)); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			cpu.report(b)
+			b.ReportMetric(float64(per*n)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
 }

@@ -24,7 +24,7 @@ func (s *Store) AppendProcess(ctx context.Context, b store.ProcessBatch) error {
 		return err
 	}
 	defer s.guard.Leave()
-	err = s.w.run(ctx, func(tx *wtx) error { return appendProcessTx(tx, b, r, rec) })
+	err = s.w.group(ctx, func(tx *wtx) error { return appendProcessTx(tx, b, r, rec) })
 	if err != nil && !isStoreError(err) {
 		return s.errorf("append to process "+b.ProcessID, err)
 	}

@@ -300,7 +300,7 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 		return err
 	}
 	defer s.guard.Leave()
-	err = s.w.run(ctx, func(tx *wtx) error { return appendTx(tx, b, recs) })
+	err = s.w.group(ctx, func(tx *wtx) error { return appendTx(tx, b, recs) })
 	if err != nil && !isStoreError(err) {
 		return s.errorf("append to session "+b.SessionID, err)
 	}

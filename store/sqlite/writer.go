@@ -35,6 +35,9 @@ const (
 	stInsertProcessEvent
 	stUpsertProcess
 	stSetProcessLastSeq
+	stSavepoint
+	stRelease
+	stRollbackTo
 	stInsertEvents // stInsertEvents+i inserts 1<<i events
 	numStmts       = stInsertEvents + insertSizes
 )
@@ -94,6 +97,12 @@ func stmtSQL(id stmtID) string {
 			started_at = excluded.started_at, last_seq = excluded.last_seq, record = excluded.record`
 	case stSetProcessLastSeq:
 		return sqlstore.SetProcessLastSeqSQL
+	case stSavepoint:
+		return `SAVEPOINT batch`
+	case stRelease:
+		return `RELEASE batch`
+	case stRollbackTo:
+		return `ROLLBACK TO batch`
 	}
 	if id >= stInsertEvents && id < numStmts {
 		n := 1 << (id - stInsertEvents)
@@ -120,6 +129,26 @@ type writer struct {
 	mu     sync.Mutex
 	closed bool
 	c      *wconn // nil until the first use, and after the connection broke
+
+	// queue holds the appends waiting to join a group transaction
+	// ([writer.group]), oldest first. qmu guards it and is taken after mu
+	// when both are held.
+	qmu   sync.Mutex
+	queue []*pending
+}
+
+// maxGroup is the most appends one group transaction writes: enough to
+// take every session's batch of a busy host at once, few enough that the
+// first of them is not kept waiting long for its commit.
+const maxGroup = 64
+
+// pending is an append waiting in the writer's queue. The transaction
+// that takes it sets err and closes done.
+type pending struct {
+	ctx  context.Context
+	fn   func(tx *wtx) error
+	err  error
+	done chan struct{}
 }
 
 // errWriterClosed is returned after [writer.close]; the store checks that
@@ -168,6 +197,67 @@ func (w *writer) run(ctx context.Context, fn func(tx *wtx) error) error {
 		return err
 	}
 	return w.use(ctx, func(c *wconn) error { return c.transact(ctx, fn) })
+}
+
+// group runs fn in a write transaction like [writer.run], which it may
+// share with the appends of other sessions that wait at the same time:
+// whoever holds the connection next writes every waiting append (up to
+// maxGroup) between one BEGIN and one COMMIT, each in a savepoint of its
+// own. An append that fails (a refused batch: a seq conflict, a record of
+// another session, a receipt that exists) rolls back its savepoint only,
+// and the others commit; a failure that ends the transaction (a full
+// disk, an I/O error: SQLite rolls back by itself) or a failed COMMIT
+// fails every append of the group, none of which is then stored. On a
+// host with many busy sessions that is one commit, and one write of the
+// pages they share, for many batches.
+func (w *writer) group(ctx context.Context, fn func(tx *wtx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p := &pending{ctx: ctx, fn: fn, done: make(chan struct{})}
+	w.qmu.Lock()
+	w.queue = append(w.queue, p)
+	w.qmu.Unlock()
+	for {
+		select {
+		case <-p.done:
+			return p.err
+		default:
+		}
+		err := w.use(ctx, func(c *wconn) error {
+			w.qmu.Lock()
+			n := min(len(w.queue), maxGroup)
+			batch := make([]*pending, n)
+			copy(batch, w.queue)
+			w.queue = append(w.queue[:0], w.queue[n:]...)
+			w.qmu.Unlock()
+			c.transactGroup(batch)
+			return nil
+		})
+		if err != nil {
+			// The connection could not be had (the store closed, or
+			// opening it failed): withdraw p, unless a transaction took
+			// it meanwhile.
+			if w.withdraw(p) {
+				return err
+			}
+			<-p.done
+			return p.err
+		}
+	}
+}
+
+// withdraw removes p from the queue and reports whether it was there.
+func (w *writer) withdraw(p *pending) bool {
+	w.qmu.Lock()
+	defer w.qmu.Unlock()
+	for i, q := range w.queue {
+		if q == p {
+			w.queue = append(w.queue[:i], w.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // close closes the connection, its statements and the pool. Later uses
@@ -227,16 +317,97 @@ func (c *wconn) transact(ctx context.Context, fn func(tx *wtx) error) error {
 		c.rollback(tx)
 		return fmt.Errorf("commit: %w", err)
 	}
-	if tx.newLast > 0 {
-		if _, ok := c.last[tx.session]; !ok && len(c.last) >= maxCachedSessions {
-			for k := range c.last {
-				delete(c.last, k)
-				break
+	c.remember(tx)
+	return nil
+}
+
+// transactGroup writes the appends of group in one transaction (see
+// [writer.group]), each in its savepoint when there are several, sets
+// each one's error and closes its done channel.
+func (c *wconn) transactGroup(group []*pending) {
+	if len(group) == 0 {
+		return
+	}
+	if len(group) == 1 {
+		p := group[0]
+		p.err = c.transact(p.ctx, p.fn)
+		close(p.done)
+		return
+	}
+	txs := make([]*wtx, len(group))
+	for i, p := range group {
+		txs[i] = &wtx{c: c, ctx: context.WithoutCancel(p.ctx)}
+	}
+	// failAll ends the transaction with err for every append that has
+	// not failed on its own.
+	failAll := func(tx *wtx, err error) {
+		for _, t := range txs {
+			if t.session != "" {
+				delete(c.last, t.session)
 			}
 		}
-		c.last[tx.session] = tx.newLast
+		c.rollback(tx)
+		for _, p := range group {
+			if p.err == nil {
+				p.err = err
+			}
+			close(p.done)
+		}
 	}
-	return nil
+	if err := txs[0].exec1(stBegin); err != nil {
+		failAll(txs[0], fmt.Errorf("begin: %w", err))
+		return
+	}
+	for i, p := range group {
+		tx := txs[i]
+		if err := tx.exec1(stSavepoint); err != nil {
+			failAll(tx, fmt.Errorf("savepoint: %w", err))
+			return
+		}
+		if err := p.fn(tx); err != nil {
+			p.err = err
+			if tx.session != "" {
+				delete(c.last, tx.session)
+			}
+			tx.newLast = 0
+			if rerr := tx.exec1(stRollbackTo); rerr != nil {
+				// The transaction is gone with the savepoint
+				// (SQLite rolled it back on a full disk or an I/O
+				// error): nothing of the group is stored.
+				failAll(tx, err)
+				return
+			}
+		}
+		if err := tx.exec1(stRelease); err != nil {
+			failAll(tx, fmt.Errorf("release savepoint: %w", err))
+			return
+		}
+	}
+	if err := txs[0].exec1(stCommit); err != nil {
+		failAll(txs[0], fmt.Errorf("commit: %w", err))
+		return
+	}
+	for i, p := range group {
+		if p.err == nil {
+			c.remember(txs[i])
+		}
+		close(p.done)
+	}
+}
+
+// remember keeps the last seq a committed transaction left in its
+// session.
+func (c *wconn) remember(tx *wtx) {
+	if tx.newLast <= 0 {
+		return
+	}
+	if _, ok := c.last[tx.session]; !ok && len(c.last) >= maxCachedSessions {
+		for k := range c.last {
+			delete(c.last, k)
+			break
+		}
+	}
+	c.last[tx.session] = tx.newLast
 }
 
 // rollback ends a failed transaction and forgets the last seq it read. A

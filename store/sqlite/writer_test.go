@@ -3,13 +3,17 @@ package sqlite
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 // TestLastSeqCacheBound checks that the writer remembers the last seq of
@@ -49,5 +53,77 @@ func TestLastSeqCacheBound(t *testing.T) {
 		if err := s.Append(ctx, batch(id, 2)); err != nil {
 			t.Fatalf("session %s: %v", id, err)
 		}
+	}
+}
+
+// TestGroupCommitIsolatesRefusals writes the appends of several sessions
+// in one group transaction: a refused batch (a seq conflict, a receipt
+// that exists) fails alone, and the others are stored.
+func TestGroupCommitIsolatesRefusals(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Config{Path: filepath.Join(t.TempDir(), "weft.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	batch := func(id string, seq int64) store.Batch {
+		return store.Batch{SessionID: id, Events: []event.Event{{
+			SessionID: id, Seq: seq, Type: event.MessageUser, Time: time.Unix(0, 0), Data: json.RawMessage(`{}`),
+		}}}
+	}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		if err := s.Append(ctx, batch(id, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dup := batch("d", 2)
+	dup.Receipts = []record.Receipt{{Key: "k", Method: "run/start", Fingerprint: "f", SessionID: "d", CreatedAt: time.Unix(0, 0)}}
+	if err := s.Append(ctx, dup); err != nil {
+		t.Fatal(err)
+	}
+	dup2 := batch("d", 3)
+	dup2.Receipts = dup.Receipts
+	batches := []store.Batch{batch("a", 2), batch("b", 5), batch("c", 2), dup2}
+	want := []error{nil, store.ErrSeqConflict, nil, store.ErrReceiptExists}
+
+	// Hold the connection while every append queues, so that one
+	// transaction takes them all.
+	s.w.mu.Lock()
+	errs := make([]error, len(batches))
+	var wg sync.WaitGroup
+	for i, b := range batches {
+		wg.Go(func() { errs[i] = s.Append(ctx, b) })
+	}
+	for {
+		s.w.qmu.Lock()
+		n := len(s.w.queue)
+		s.w.qmu.Unlock()
+		if n == len(batches) {
+			break
+		}
+		runtime.Gosched()
+	}
+	s.w.mu.Unlock()
+	wg.Wait()
+	for i, err := range errs {
+		if (want[i] == nil) != (err == nil) || (want[i] != nil && !errors.Is(err, want[i])) {
+			t.Errorf("append %d (session %s): %v, want %v", i, batches[i].SessionID, err, want[i])
+		}
+	}
+	for id, last := range map[string]int64{"a": 2, "b": 1, "c": 2, "d": 2} {
+		evs, err := s.Read(ctx, store.ReadParams{SessionID: id, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := evs[len(evs)-1].Seq; got != last {
+			t.Errorf("session %s: last seq %d, want %d", id, got, last)
+		}
+	}
+	// The sessions whose batch failed take their next batch.
+	if err := s.Append(ctx, batch("b", 2)); err != nil {
+		t.Errorf("session b after its refused batch: %v", err)
+	}
+	if err := s.Append(ctx, batch("d", 3)); err != nil {
+		t.Errorf("session d after its refused batch: %v", err)
 	}
 }
