@@ -14,3 +14,6 @@ func Loaded(h *Host, id string) bool { return h.loaded(id) != nil }
 func RunTool(h *Host, ctx context.Context, run process.ToolRun) tool.Result {
 	return processHooks{h}.RunTool(ctx, run)
 }
+
+// TranscriptBytes returns the memory h's sessions keep their transcripts in.
+func TranscriptBytes(h *Host) int64 { return h.scfg.Transcripts.Used() }

@@ -117,6 +117,14 @@ type Config struct {
 	// request stays loaded; zero means ten minutes. An unloaded session
 	// loads again on its next request.
 	IdleUnload time.Duration
+	// TranscriptIdle is how long a loaded session with no run, no
+	// subscriber and no request keeps its transcript in memory; then it
+	// keeps none, and its next run start reads the latest snapshot and
+	// the log after it (a few milliseconds, against a model call's
+	// seconds). So a host's memory follows the sessions in use, not
+	// every session it served since the last unload. Zero means ten
+	// seconds; negative keeps transcripts until the session unloads.
+	TranscriptIdle time.Duration
 	// TranscriptBytes is the memory the loaded sessions may keep their
 	// transcripts in between runs, so that a run starts without reading
 	// its session's log again; a session whose transcript does not fit
@@ -225,6 +233,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.IdleUnload <= 0 {
 		cfg.IdleUnload = 10 * time.Minute
 	}
+	if cfg.TranscriptIdle == 0 {
+		cfg.TranscriptIdle = 10 * time.Second
+	}
 	if cfg.StorageRetry <= 0 {
 		cfg.StorageRetry = 100 * time.Millisecond
 	}
@@ -317,13 +328,20 @@ func (h *Host) goBackground(f func()) bool {
 	return true
 }
 
-// housekeeping deletes expired idempotency receipts every hour and
-// unloads idle sessions, until the host closes.
+// housekeeping deletes expired idempotency receipts every hour, unloads
+// idle sessions and lets go of idle sessions' transcripts, until the host
+// closes.
 func (h *Host) housekeeping() {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	idle := time.NewTicker(min(time.Minute, h.cfg.IdleUnload))
 	defer idle.Stop()
+	var drop <-chan time.Time // nil: transcripts stay until the unload
+	if h.cfg.TranscriptIdle > 0 {
+		t := time.NewTicker(h.cfg.TranscriptIdle / 2)
+		defer t.Stop()
+		drop = t.C
+	}
 	for {
 		select {
 		case <-h.ctx.Done():
@@ -337,6 +355,11 @@ func (h *Host) housekeeping() {
 			}
 		case <-idle.C:
 			h.unloadIdle(h.cfg.IdleUnload)
+		case <-drop:
+			cutoff := time.Now().Add(-h.cfg.TranscriptIdle).UnixNano()
+			for _, s := range h.loadedSessions() {
+				s.ReleaseTranscriptIfIdle(cutoff)
+			}
 		case <-h.crowded:
 			h.trim()
 		}

@@ -395,3 +395,79 @@ func mustEvent(t *testing.T, typ event.Type, v any) event.Event {
 	}
 	return e
 }
+
+// An idle session lets go of its transcript after TranscriptIdle, a busy
+// or watched one keeps it, and the next run after the release sends the
+// model the conversation the log holds.
+func TestIdleSessionReleasesTranscript(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memory.New()
+		checker := &logChecker{t: t, st: st}
+		h, err := host.New(context.Background(), host.Config{
+			Store: st, CoalesceWindow: time.Millisecond, TranscriptIdle: 10 * time.Second,
+			ResolveModel: func(name string) (*host.Model, error) {
+				p, err := scripted.Parse("fast.json", []byte(scripts["fast"]))
+				if err != nil {
+					return nil, err
+				}
+				return &host.Model{Name: name, Provider: checked{checker, p}, Model: "fast"}, nil
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		ctx := context.Background()
+		sid := session(t, h, "scripted:fast")
+		checker.setSession(sid)
+		turn := func(text string) {
+			t.Helper()
+			r, err := h.StartRun(ctx, api.StartRunParams{SessionID: sid, Input: input(text)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
+				t.Fatalf("run %s: %s", r.ID, got.Status)
+			}
+		}
+		turn("one")
+		turn("two") // the second run start keeps what the first built
+		if host.TranscriptBytes(h) == 0 {
+			t.Fatal("no transcript kept after two runs")
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		if host.TranscriptBytes(h) == 0 {
+			t.Fatal("the transcript was let go after 5 s idle")
+		}
+		// A subscriber keeps the session busy.
+		sctx, cancel := context.WithCancel(ctx)
+		events, err := h.Subscribe(sctx, api.SubscribeParams{SessionID: sid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			for range events {
+			}
+		}()
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if host.TranscriptBytes(h) == 0 {
+			t.Fatal("a watched session let go of its transcript")
+		}
+		cancel()
+		<-watched
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		if n := host.TranscriptBytes(h); n != 0 {
+			t.Fatalf("%d bytes of transcript kept after 30 s idle", n)
+		}
+		before := checker.count()
+		turn("three")
+		if checker.count() != before+1 {
+			t.Fatalf("the model was asked %d times for one run", checker.count()-before)
+		}
+	})
+}

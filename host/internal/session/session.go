@@ -597,6 +597,22 @@ func (s *Session) UnloadIfIdle(cutoff int64) bool {
 	return true
 }
 
+// ReleaseTranscriptIfIdle lets go of the transcript the session keeps
+// between runs if it is idle since cutoff (unix nanos) and its lock is
+// free, unless a snapshot of it is due (see transcript.Cache.Release);
+// the next run start builds it again from the latest snapshot and the
+// log after it. It reports whether it let one go.
+func (s *Session) ReleaseTranscriptIfIdle(cutoff int64) bool {
+	if !s.mu.TryLock() {
+		return false
+	}
+	defer s.mu.Unlock()
+	if s.state != stateOpen || !s.idle(cutoff) {
+		return false
+	}
+	return s.conv.Release()
+}
+
 // Close cancels the session's runs, waits for its goroutines, and
 // releases its journal, lease and bindings. Runs end as cancelled. It is
 // safe to call more than once.

@@ -269,6 +269,22 @@ func (t *Cache) Saved(j Snapshot, err error) {
 	t.kept.fresh, t.kept.retry = max(t.kept.fresh-j.fresh, 0), 0
 }
 
+// Release forgets the cache, to save its memory while its session is
+// idle, unless a snapshot of it is due or being stored (forgetting it
+// then would make the next load read all the events the snapshot was to
+// cover), and reports whether it forgot one. The next run start reads the
+// latest snapshot and the log after it.
+func (t *Cache) Release() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := &t.kept
+	if k.b == nil || t.building || t.writing || t.unkept != nil || (k.fresh >= k.retry && dueAfter(k.fresh, k.b)) {
+		return false
+	}
+	k.forget(t.budget)
+	return true
+}
+
 // Drop forgets the cache; the next run start reads the log.
 func (t *Cache) Drop() {
 	t.mu.Lock()
