@@ -113,7 +113,6 @@ func New(cfg Config) (*Provider, error) {
 		// status but 2xx.
 		hc: &http.Client{
 			Transport:     llmhttp.Transport(hc.Transport, cfg.Timeouts),
-			Jar:           hc.Jar,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
 		base:    u.JoinPath(version),
