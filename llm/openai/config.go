@@ -418,6 +418,7 @@ func pump(ctx context.Context, c *client, dec *events.Decoder, handle func([]byt
 	}
 	return nil
 }
+
 // streamError turns an error object sent inside a stream into an
 // [*llm.Error]. A numeric HTTP-like code classifies it; otherwise it counts
 // as a retryable server failure.
