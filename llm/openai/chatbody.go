@@ -63,7 +63,7 @@ func requestChars(req *llm.Request) int {
 }
 
 // appendMessages appends req's system prompt and messages as the SDK
-// would encode them (see params), separated by commas.
+// would encode them (see params in sdkref_test.go), separated by commas.
 func (p *Chat) appendMessages(b []byte, req *llm.Request) ([]byte, error) {
 	first := true
 	open := func() {
