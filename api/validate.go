@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"weft.dev/weft/event"
 )
@@ -156,7 +157,8 @@ func checkMCPServers(servers map[string]event.MCPServer) error {
 }
 
 // toolNameRE is what providers accept as a tool name.
-var toolNameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+// toolNameRE is compiled on first use, not at start: most commands never need it.
+var toolNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`) })
 
 // checkTools validates the tools a client declares: at most
 // MaxClientTools of at most MaxClientToolsBytes together, names providers
@@ -176,7 +178,7 @@ func checkTools(field string, ts []ToolSpec) error {
 	seen := map[string]bool{}
 	for i, t := range ts {
 		f := field + "[" + strconv.Itoa(i) + "]"
-		if !toolNameRE.MatchString(t.Name) {
+		if !toolNameRE().MatchString(t.Name) {
 			return InvalidParam(f+".name", "%s.name %q: 1 to 64 of a-z A-Z 0-9 _ -", f, clip(t.Name, 64))
 		}
 		if t.Name == ToolAskUser || seen[t.Name] {

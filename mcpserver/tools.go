@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -162,7 +163,8 @@ func titleOf(prompt string) string {
 	return t
 }
 
-var slugRe = regexp.MustCompile(`[^a-z0-9_-]+`)
+// slugRe is compiled on first use, not at start: most commands never need it.
+var slugRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^a-z0-9_-]+`) })
 
 // mounts builds a new session's mount table from args: the first mount
 // is the default (and the shells' if it is writable); none means
@@ -190,7 +192,7 @@ func (s *server) mounts(args []MountArg) ([]event.Mount, error) {
 		path = filepath.Clean(path)
 		id := a.ID
 		if id == "" {
-			id = strings.Trim(slugRe.ReplaceAllString(strings.ToLower(filepath.Base(path)), "-"), "-")
+			id = strings.Trim(slugRe().ReplaceAllString(strings.ToLower(filepath.Base(path)), "-"), "-")
 			if id == "" {
 				id = "mount"
 			}

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -316,7 +317,8 @@ func (m *Manager) CloseInput(ctx context.Context, id string, caller Caller) erro
 	return p.stdin.Close()
 }
 
-var signalNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
+// signalNameRE is compiled on first use, not at start: most commands never need it.
+var signalNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`) })
 
 // posixSignals are the signal names that also reach a shell's process
 // group.
@@ -336,7 +338,7 @@ var posixSignals = map[string]syscall.Signal{
 // address the process gets [ErrNotFound] (recorded); an ended process
 // [ErrEnded].
 func (m *Manager) Signal(ctx context.Context, id, name string, payload json.RawMessage, caller Caller) (int64, error) {
-	if !signalNameRE.MatchString(name) {
+	if !signalNameRE().MatchString(name) {
 		return 0, fmt.Errorf("%w: signal name %q: want [a-z0-9][a-z0-9_.-]{0,63}", ErrInvalid, name)
 	}
 	if len(payload) > 0 && !json.Valid(payload) {

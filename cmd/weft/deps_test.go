@@ -43,3 +43,35 @@ func isBenchPath(pkg string) bool {
 	}
 	return false
 }
+
+// TestProductLinksNoProviderSDK checks that the product binary speaks to
+// the model providers over net/http alone: the providers' SDKs (and
+// what they brought: gRPC, protobuf, OpenTelemetry, go-cmp) were most of
+// the binary and of its start-up, paid by every weft command; they stay
+// test-only dependencies of llm/openai, llm/anthropic and llm/gemini,
+// whose tests compare weft's requests with theirs. Nor does it link the
+// browser tests' chromedp.
+func TestProductLinksNoProviderSDK(t *testing.T) {
+	testenv.Command(t, "go")
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", "-f", "{{.ImportPath}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	banned := []string{
+		"github.com/openai/openai-go", "github.com/anthropics/anthropic-sdk-go", "google.golang.org/genai",
+		"google.golang.org/grpc", "google.golang.org/protobuf", "go.opentelemetry.io/", "github.com/google/go-cmp",
+		"cloud.google.com/", "github.com/chromedp/",
+	}
+	var found []string
+	for pkg := range strings.FieldsSeq(string(out)) {
+		for _, b := range banned {
+			if strings.HasPrefix(pkg, b) {
+				found = append(found, pkg)
+				break
+			}
+		}
+	}
+	if len(found) > 0 {
+		t.Errorf("weft links %d packages of the provider SDKs or test tools: %s", len(found), strings.Join(found[:min(len(found), 12)], ", "))
+	}
+}

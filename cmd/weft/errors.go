@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"weft.dev/weft/api"
 )
@@ -58,7 +59,10 @@ var flagNames = map[string][][2]string{
 
 // dupFlagRe matches "--x, or --x" left by a message that named both the
 // flag and the field.
-var dupFlagRe = regexp.MustCompile(`(--[a-z-]+(?: [a-z]+)?), or (?:pass )?(--[a-z-]+(?: [a-z]+)?)`)
+// dupFlagRe is compiled on first use, not at start: most commands never need it.
+var dupFlagRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(--[a-z-]+(?: [a-z]+)?), or (?:pass )?(--[a-z-]+(?: [a-z]+)?)`)
+})
 
 // withFlags rewrites the protocol's field names in err's message to the
 // flags of command cmd. Errors other than the host's are returned as they
@@ -72,8 +76,8 @@ func withFlags(cmd string, err error) error {
 	for _, p := range flagNames[cmd] {
 		msg = strings.ReplaceAll(msg, p[0], p[1])
 	}
-	msg = dupFlagRe.ReplaceAllStringFunc(msg, func(s string) string {
-		m := dupFlagRe.FindStringSubmatch(s)
+	msg = dupFlagRe().ReplaceAllStringFunc(msg, func(s string) string {
+		m := dupFlagRe().FindStringSubmatch(s)
 		if m[1] == m[2] {
 			return m[1]
 		}
@@ -95,7 +99,7 @@ func missingEnv(err error) string {
 		return ""
 	}
 	env, _ := ae.Data["env"].(string)
-	if !envNameRe.MatchString(env) {
+	if !envNameRe().MatchString(env) {
 		return ""
 	}
 	return env
@@ -115,7 +119,8 @@ func missingModel(err error) string {
 
 // envNameRe matches the name of an environment variable: what a host
 // names in data.env is printed in a command line, so nothing else is.
-var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+// envNameRe is compiled on first use, not at start: most commands never need it.
+var envNameRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`) })
 
 // hostModelError turns a refusal of a model whose API key is missing
 // into what to do, in one line: for a `weft serve`, the key must be in

@@ -12,8 +12,10 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"reflect"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -126,8 +128,27 @@ func main() {
 
 // main parses args and runs the command, returning the exit code.
 func (a *app) main(ctx context.Context, args []string) int {
-	var c cli
-	parser, err := kong.New(&c,
+	code, ok := a.parseAndRun(ctx, args, commandTree(args))
+	if !ok {
+		// What args name was not parsed in the tree of that command
+		// alone: the whole tree says what is wrong, as it always did.
+		code, _ = a.parseAndRun(ctx, args, nil)
+	}
+	return code
+}
+
+// parseAndRun parses args in a command tree and runs the command. The
+// tree is the whole cli when tree is nil, else a struct holding the global
+// flags and one command (see commandTree). With a one-command tree it
+// reports !ok, having run nothing, when args do not parse.
+func (a *app) parseAndRun(ctx context.Context, args []string, tree reflect.Type) (code int, ok bool) {
+	var target any
+	if tree == nil {
+		target = &cli{}
+	} else {
+		target = reflect.New(tree).Interface()
+	}
+	parser, err := kong.New(target,
 		kong.Name("weft"),
 		kong.Description("weft: a durable runtime host for LLM agents."),
 		kong.Writers(a.stdout, a.stderr),
@@ -137,7 +158,7 @@ func (a *app) main(ctx context.Context, args []string) int {
 	)
 	if err != nil {
 		fmt.Fprintln(a.stderr, "weft:", err)
-		return exitFailed
+		return exitFailed, true
 	}
 	// weft with no command is the terminal UI (chat is the default
 	// command, so its flags work alone: weft -m MODEL); without a
@@ -157,10 +178,14 @@ func (a *app) main(ctx context.Context, args []string) int {
 		}()
 		kctx, err := parser.Parse(args)
 		if err != nil {
+			if tree != nil {
+				return 0, false
+			}
 			fmt.Fprintln(a.stderr, "weft:", flagHint(args, err))
 			return exitUsage, true
 		}
-		a.storeDSN, a.host = c.Store, c.Host
+		g := reflect.ValueOf(target).Elem()
+		a.storeDSN, a.host = g.FieldByName("Store").String(), g.FieldByName("Host").String()
 		if implicit && kctx.Command() == "chat" && !(isTerminal(a.stdin) && isTerminal(a.stdout)) {
 			fmt.Fprint(a.stderr, shortUsage)
 			return exitUsage, true
@@ -179,9 +204,67 @@ func (a *app) main(ctx context.Context, args []string) int {
 		return exitOK, true
 	}()
 	if !done {
-		return exitFailed
+		if tree != nil && code == 0 {
+			return 0, false
+		}
+		return exitFailed, true
 	}
-	return code
+	return code, true
+}
+
+// commandTree returns, when args name one of weft's commands, a struct
+// type holding cli's global flags and that command's field alone; nil
+// when they name none, or ask for help. Kong builds a node for every
+// command and flag of its tree, by reflection and tag parsing, before it
+// parses anything: for the whole cli that was a third of the CPU of a
+// command such as `weft ps` that fails at once. The command's own flags
+// and subcommands stay as they are.
+func commandTree(args []string) reflect.Type {
+	name := ""
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		switch {
+		case arg == "-h" || arg == "--help" || arg == "--":
+			return nil
+		case arg == "--store" || arg == "--host":
+			i++ // the flag's value
+		case strings.HasPrefix(arg, "-"):
+			if !strings.HasPrefix(arg, "--store=") && !strings.HasPrefix(arg, "--host=") {
+				return nil // a flag of the default command, or unknown
+			}
+		case name == "":
+			name = arg
+		}
+	}
+	if name == "" {
+		return nil
+	}
+	t := reflect.TypeFor[cli]()
+	var fields []reflect.StructField
+	var cmd *reflect.StructField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if _, isCmd := f.Tag.Lookup("cmd"); !isCmd {
+			fields = append(fields, f)
+			continue
+		}
+		n := f.Tag.Get("name")
+		if n == "" {
+			n = strings.ToLower(f.Name)
+		}
+		if n == name {
+			cmd = &f
+		}
+	}
+	if cmd == nil {
+		return nil
+	}
+	for i := range fields {
+		fields[i].Index, fields[i].Offset = nil, 0
+	}
+	c := *cmd
+	c.Index, c.Offset = nil, 0
+	return reflect.StructOf(append(fields, c))
 }
 
 // shortUsage is what weft alone says without a terminal.
@@ -197,15 +280,23 @@ const shortUsage = `weft: a durable runtime host for LLM agents.
 // exitPanic carries kong's exit (after --help) out of Parse.
 type exitPanic int
 
-type versionCmd struct{}
+type versionCmd struct {
+	Sandbox bool `help:"Also print the shell sandbox's status on this kernel (it probes: a network namespace, a process, cgroups)."`
+}
 
-func (versionCmd) Run(a *app) error {
+func (c versionCmd) Run(a *app) error {
+	fmt.Fprintf(a.stdout, "weft %s (%s %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if !c.Sandbox {
+		// A version is a fast answer, as any tool's is: the sandbox's
+		// probes cost more than the rest of the command together.
+		return nil
+	}
 	cfg, _, err := a.loadConfig()
 	if err != nil {
 		return err
 	}
 	st := cfg.Sandbox().Status()
-	fmt.Fprintf(a.stdout, "weft %s (%s %s/%s)\nshell sandbox: %s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH, st)
+	fmt.Fprintf(a.stdout, "shell sandbox: %s\n", st)
 	_, ses, host := cfg.EffectiveLimits()
 	by := "cgroup v1"
 	if st.LimitsBy.Processes != sandbox.ByCgroupV1 {

@@ -49,7 +49,7 @@ func (c *mountCmd) Run(ctx context.Context, a *app) error {
 		}
 		m.Kind, m.Path = event.KindLocal, abs
 		if m.ID == "" {
-			m.ID = strings.Trim(slugRe.ReplaceAllString(strings.ToLower(filepath.Base(abs)), "-"), "-_")
+			m.ID = strings.Trim(slugRe().ReplaceAllString(strings.ToLower(filepath.Base(abs)), "-"), "-_")
 			if m.ID == "" {
 				m.ID = "mount"
 			}

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
@@ -311,7 +312,8 @@ func followLocal(ctx context.Context, h *host.Host, sessionID string, after int6
 	}
 }
 
-var slugRe = regexp.MustCompile(`[^a-z0-9_-]+`)
+// slugRe is compiled on first use, not at start: most commands never need it.
+var slugRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^a-z0-9_-]+`) })
 
 // parseMounts builds the mount table of a new session: the working
 // directory read-write as "work" (the default, and the shells' default),
@@ -342,7 +344,7 @@ func parseMounts(specs []string) ([]event.Mount, error) {
 			return nil, fmt.Errorf("--mount %s: %s is not a directory", spec, abs)
 		}
 		if id == "" {
-			id = strings.Trim(slugRe.ReplaceAllString(strings.ToLower(filepath.Base(abs)), "-"), "-")
+			id = strings.Trim(slugRe().ReplaceAllString(strings.ToLower(filepath.Base(abs)), "-"), "-")
 			if id == "" {
 				id = "mount"
 			}

@@ -1,27 +1,35 @@
 package anthropic
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
-	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/option"
-	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
-
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/llmhttp"
+	"weft.dev/weft/internal/sse"
 	"weft.dev/weft/llm"
 )
 
 // providerName is the Provider field of every *llm.Error this package returns.
 const providerName = "anthropic"
+
+// DefaultBaseURL is the API endpoint used when [Config.BaseURL] is empty.
+const DefaultBaseURL = "https://api.anthropic.com/"
+
+// apiVersion is the anthropic-version header sent with every request:
+// the version the SDK weft used before sent (anthropic-sdk-go v2.15.0).
+const apiVersion = "2026-10-21"
 
 // DefaultMaxTokens is the max_tokens sent when neither the request nor
 // [Config.MaxTokens] sets one. The Messages API requires a value.
@@ -30,11 +38,11 @@ const DefaultMaxTokens = 8192
 // Config configures a [Provider]. The zero value of each field is documented
 // beside it; New copies the Config, so later changes have no effect.
 type Config struct {
-	// APIKey authenticates requests (the SDK sends it as a bearer token).
+	// APIKey authenticates requests, sent as "Authorization: Bearer <APIKey>".
 	// Empty is allowed only if Headers carries an Authorization or X-Api-Key
 	// header, e.g. for a gateway.
 	APIKey string
-	// BaseURL is the API endpoint; empty means https://api.anthropic.com/.
+	// BaseURL is the API endpoint; empty means [DefaultBaseURL].
 	// Requests go to BaseURL/v1/messages; a BaseURL that already ends in
 	// /v1 (the form of the other providers' base URLs) is taken without
 	// it, so both https://api.anthropic.com and https://api.anthropic.com/v1
@@ -68,15 +76,20 @@ type Config struct {
 // Provider streams responses from the Anthropic Messages API. It is safe
 // for concurrent use; it holds no per-request state.
 type Provider struct {
-	client    anthropic.Client
+	hc        *http.Client
+	url       string // the messages endpoint
+	key       string
+	headers   http.Header
 	logger    *slog.Logger
 	maxTokens int
-	thinking  anthropic.ThinkingConfigParamUnion
+	thinking  thinkingConfig
 }
 
 // New returns a Provider for cfg. It fails if cfg is inconsistent: no
-// credentials, a negative MaxTokens or ThinkingBudget, a ThinkingBudget not
-// below MaxTokens, or both ThinkingBudget and AdaptiveThinking.
+// credentials, a BaseURL that is not an absolute http(s) URL, a negative
+// MaxTokens or ThinkingBudget, a ThinkingBudget not below MaxTokens, or
+// both ThinkingBudget and AdaptiveThinking. It reads no environment
+// variable.
 func New(cfg Config) (*Provider, error) {
 	if cfg.APIKey == "" && cfg.Headers.Get("Authorization") == "" && cfg.Headers.Get("X-Api-Key") == "" {
 		return nil, errors.New("anthropic: APIKey is required (or an Authorization or X-Api-Key header)")
@@ -90,7 +103,22 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.ThinkingBudget > 0 && cfg.AdaptiveThinking {
 		return nil, errors.New("anthropic: set ThinkingBudget or AdaptiveThinking, not both")
 	}
-	p := &Provider{logger: cfg.Logger, maxTokens: cfg.MaxTokens}
+	base := DefaultBaseURL
+	if cfg.BaseURL != "" {
+		base = strings.TrimSuffix(strings.TrimSuffix(cfg.BaseURL, "/"), "/v1") + "/"
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("anthropic: BaseURL %q is not an absolute http(s) URL", cfg.BaseURL)
+	}
+	p := &Provider{
+		hc:        llmhttp.Client(cfg.HTTPClient, cfg.Timeouts),
+		url:       u.JoinPath("v1/messages").String(),
+		key:       cfg.APIKey,
+		headers:   cfg.Headers.Clone(),
+		logger:    cfg.Logger,
+		maxTokens: cfg.MaxTokens,
+	}
 	if p.logger == nil {
 		p.logger = slog.New(slog.DiscardHandler)
 	}
@@ -102,34 +130,39 @@ func New(cfg Config) (*Provider, error) {
 		if cfg.ThinkingBudget >= p.maxTokens {
 			return nil, fmt.Errorf("anthropic: ThinkingBudget %d must be below MaxTokens %d", cfg.ThinkingBudget, p.maxTokens)
 		}
-		p.thinking.OfEnabled = &anthropic.ThinkingConfigEnabledParam{BudgetTokens: int64(cfg.ThinkingBudget)}
+		p.thinking = thinkingConfig{Type: "enabled", BudgetTokens: int64(cfg.ThinkingBudget)}
 	case cfg.AdaptiveThinking:
-		p.thinking.OfAdaptive = &anthropic.ThinkingConfigAdaptiveParam{}
+		p.thinking = thinkingConfig{Type: "adaptive"}
 	}
+	return p, nil
+}
 
-	httpClient := llmhttp.Client(cfg.HTTPClient, cfg.Timeouts)
-	opts := []option.RequestOption{
-		// Without this marker NewClient prepends DefaultClientOptions, which
-		// read ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_CUSTOM_HEADERS,
-		// profiles and more from the environment (client.go, NewClient).
-		option.WithoutEnvironmentDefaults(),
-		option.WithHTTPClient(httpClient),
-		option.WithMaxRetries(0),
+// newRequest builds the HTTP request of req.
+func (p *Provider) newRequest(ctx context.Context, req *llm.Request) (*http.Request, int, error) {
+	body, err := p.params(req)
+	if err != nil {
+		return nil, 0, err
 	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, 0, fmt.Errorf("encode request: %w", err)
 	}
-	if cfg.BaseURL != "" {
-		base := strings.TrimSuffix(strings.TrimSuffix(cfg.BaseURL, "/"), "/v1")
-		opts = append(opts, option.WithBaseURL(base+"/"))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(b))
+	if err != nil {
+		return nil, 0, err
 	}
-	for k, vs := range cfg.Headers {
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Accept", "application/json")
+	hr.Header.Set("anthropic-version", apiVersion)
+	if p.key != "" {
+		hr.Header.Set("Authorization", "Bearer "+p.key)
+	}
+	for k, vs := range p.headers {
 		for _, v := range vs {
-			opts = append(opts, option.WithHeaderAdd(k, v))
+			hr.Header.Add(k, v)
 		}
 	}
-	p.client = anthropic.NewClient(opts...)
-	return p, nil
+	return hr, len(body.Messages), nil
 }
 
 // Stream sends req and streams the response. See [llm.Provider] for the
@@ -137,21 +170,46 @@ func New(cfg Config) (*Provider, error) {
 // cancelled or expired ctx, which yields ctx.Err() wrapped.
 func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.StreamEvent, error] {
 	return func(yield func(llm.StreamEvent, error) bool) {
-		params, err := p.params(req)
+		hr, n, err := p.newRequest(ctx, req)
 		if err != nil {
 			yield(llm.StreamEvent{}, &llm.Error{Provider: providerName, Kind: llm.KindBadRequest, Err: err})
 			return
 		}
-		p.logger.DebugContext(ctx, "anthropic request", "model", req.Model, "messages", len(params.Messages), "tools", len(params.Tools))
+		p.logger.DebugContext(ctx, "anthropic request", "model", req.Model, "messages", n, "tools", len(req.Tools))
 
-		var resp *http.Response
-		stream := p.client.Messages.NewStreaming(ctx, params, option.WithResponseInto(&resp))
-		defer stream.Close()
+		res, err := p.hc.Do(hr)
+		if err != nil {
+			yield(llm.StreamEvent{}, classify(ctx, err, nil))
+			return
+		}
+		defer res.Body.Close()
+		if res.StatusCode < 200 || res.StatusCode > 299 {
+			yield(llm.StreamEvent{}, statusError(hr, res))
+			return
+		}
 
+		dec := sse.NewDecoder(res.Body)
 		d := decoder{toolIndex: map[int64]int{}}
 		var out []llm.StreamEvent
-		for stream.Next() {
-			out, err = d.handle(stream.Current(), out[:0])
+		for dec.Next() {
+			ev := dec.Event()
+			data := bytes.TrimSuffix(ev.Data, []byte("\n"))
+			switch ev.Type {
+			case "ping", "":
+				continue
+			case "error":
+				yield(llm.StreamEvent{}, eventError(data))
+				return
+			}
+			if len(data) == 0 {
+				continue
+			}
+			var se streamEvent
+			if err := json.Unmarshal(data, &se); err != nil {
+				yield(llm.StreamEvent{}, &llm.Error{Provider: providerName, Kind: llm.KindMalformed, Err: fmt.Errorf("decode stream event: %w", err)})
+				return
+			}
+			out, err = d.handle(&se, out[:0])
 			for _, ev := range out {
 				if !yield(ev, nil) {
 					return
@@ -165,8 +223,8 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.S
 				return
 			}
 		}
-		if err := stream.Err(); err != nil {
-			yield(llm.StreamEvent{}, classify(ctx, err, resp))
+		if err := dec.Err(); err != nil {
+			yield(llm.StreamEvent{}, classify(ctx, err, res))
 			return
 		}
 		if ctx.Err() != nil {
@@ -180,40 +238,43 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.S
 	}
 }
 
-// classify turns an error from the SDK into an *llm.Error, or ctx.Err()
-// wrapped if ctx is done. resp is the HTTP response, if one arrived.
-func classify(ctx context.Context, err error, resp *http.Response) error {
+// classify turns an error of the exchange into an *llm.Error, or ctx.Err()
+// wrapped if ctx is done. res is the response, if its body was being read.
+func classify(ctx context.Context, err error, res *http.Response) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return fmt.Errorf("anthropic: stream: %w", ctxErr)
 	}
 	if e := llm.TimeoutFrom(providerName, err); e != nil {
 		return e
 	}
-	var apiErr *anthropic.Error
-	if errors.As(err, &apiErr) {
-		if apiErr.StatusCode >= 400 {
-			var ra time.Duration
-			if apiErr.Response != nil {
-				h := apiErr.Response.Header
-				ra = llm.ParseRetryAfter(h.Get("Retry-After"), h.Get("Retry-After-Ms"), time.Now())
-			}
-			return llm.Overflow(llm.StatusError(providerName, apiErr.StatusCode, ra, err), overflowWording)
-		}
-		// An "error" SSE event inside a 200 response: the SDK builds an
-		// *anthropic.Error with the response's status (200), so the kind
-		// comes from the error type in the event body.
-		return eventError(apiErr)
-	}
-	var syntaxErr *json.SyntaxError
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &syntaxErr) || errors.As(err, &typeErr) {
+	if errors.Is(err, bufio.ErrTooLong) {
 		return &llm.Error{Provider: providerName, Kind: llm.KindMalformed, Err: fmt.Errorf("decode stream event: %w", err)}
 	}
-	if resp != nil && resp.StatusCode < 400 {
+	if res != nil {
 		// The response had started: the body broke off.
 		return &llm.Error{Provider: providerName, Kind: llm.KindStreamCut, Retryable: true, Err: fmt.Errorf("read stream: %w", err)}
 	}
 	return &llm.Error{Provider: providerName, Kind: llm.KindConnection, Retryable: true, Err: err}
+}
+
+// maxErrorBody bounds the bytes of an error response kept for its message.
+const maxErrorBody = 64 << 10
+
+// statusError classifies an HTTP error response by its status. Its
+// message is the SDK's: the request, the status, the request ID and the
+// body.
+func statusError(hr *http.Request, res *http.Response) error {
+	raw, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+	msg := fmt.Sprintf("%s %q: %d %s", hr.Method, hr.URL, res.StatusCode, http.StatusText(res.StatusCode))
+	if id := res.Header.Get("Request-Id"); id != "" {
+		msg += fmt.Sprintf(" (Request-ID: %s)", id)
+	}
+	if body := strings.TrimSpace(string(raw)); body != "" {
+		msg += " " + body
+	}
+	h := res.Header
+	ra := llm.ParseRetryAfter(h.Get("Retry-After"), h.Get("Retry-After-Ms"), time.Now())
+	return llm.Overflow(llm.StatusError(providerName, res.StatusCode, ra, errors.New(msg)), overflowWording)
 }
 
 // overflowWording is how Anthropic says that a request exceeded the
@@ -221,8 +282,15 @@ func classify(ctx context.Context, err error, resp *http.Response) error {
 const overflowWording = "prompt is too long"
 
 // eventError classifies an "error" event of the stream by its error type.
-func eventError(apiErr *anthropic.Error) *llm.Error {
-	typ := string(apiErr.Type())
+func eventError(data []byte) *llm.Error {
+	var body struct {
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(data, &body)
+	typ := body.Error.Type
 	e := &llm.Error{Provider: providerName}
 	switch typ {
 	case "rate_limit_error":
@@ -234,9 +302,9 @@ func eventError(apiErr *anthropic.Error) *llm.Error {
 	default: // overloaded_error, api_error, timeout_error and unknown types
 		e.Kind, e.Retryable = llm.KindServer, true
 	}
-	msg := apiErr.Message
+	msg := body.Error.Message
 	if msg == "" {
-		msg = apiErr.RawJSON()
+		msg = string(data)
 	}
 	if typ == "" {
 		typ = "unknown"
@@ -245,7 +313,58 @@ func eventError(apiErr *anthropic.Error) *llm.Error {
 	return llm.Overflow(e, overflowWording)
 }
 
-// decoder turns the SDK's stream events into weft stream events. It holds
+// usage is the usage object of message_start's message and of
+// message_delta.
+type usage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	OutputTokensDetails      struct {
+		ThinkingTokens int64 `json:"thinking_tokens"`
+	} `json:"output_tokens_details"`
+}
+
+func (u *usage) tokens() event.TokenUsage {
+	return event.TokenUsage{
+		InputTokens:      u.InputTokens,
+		OutputTokens:     u.OutputTokens,
+		CacheReadTokens:  u.CacheReadInputTokens,
+		CacheWriteTokens: u.CacheCreationInputTokens,
+		ReasoningTokens:  u.OutputTokensDetails.ThinkingTokens,
+	}
+}
+
+// streamEvent is the part of a Messages stream event weft reads; which
+// fields are set depends on Type.
+type streamEvent struct {
+	Type    string `json:"type"`
+	Index   int64  `json:"index"`
+	Message struct {
+		Usage usage `json:"usage"`
+	} `json:"message"`
+	ContentBlock struct {
+		Type      string          `json:"type"`
+		Text      string          `json:"text"`
+		ID        string          `json:"id"`
+		Name      string          `json:"name"`
+		Input     json.RawMessage `json:"input"`
+		Thinking  string          `json:"thinking"`
+		Signature string          `json:"signature"`
+		Data      string          `json:"data"`
+	} `json:"content_block"`
+	Delta struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		PartialJSON string `json:"partial_json"`
+		Thinking    string `json:"thinking"`
+		Signature   string `json:"signature"`
+		StopReason  string `json:"stop_reason"`
+	} `json:"delta"`
+	Usage usage `json:"usage"`
+}
+
+// decoder turns the stream's events into weft stream events. It holds
 // the state of one response.
 type decoder struct {
 	// toolIndex maps a content block index to its 0-based tool call index.
@@ -256,25 +375,18 @@ type decoder struct {
 	toolInput  map[int64]string
 	thinking   []thinkingBlock
 	thinkingAt map[int64]int
-	stopReason anthropic.StopReason
+	stopReason string
 	stopped    bool
 }
 
 // handle appends the events ev produces to out. It sets d.stopped at
 // message_stop, after appending the Finish event.
-func (d *decoder) handle(ev anthropic.MessageStreamEventUnion, out []llm.StreamEvent) ([]llm.StreamEvent, error) {
+func (d *decoder) handle(ev *streamEvent, out []llm.StreamEvent) ([]llm.StreamEvent, error) {
 	switch ev.Type {
 	case "message_start":
-		u := ev.Message.Usage
-		out = appendUsage(out, event.TokenUsage{
-			InputTokens:      u.InputTokens,
-			OutputTokens:     u.OutputTokens,
-			CacheReadTokens:  u.CacheReadInputTokens,
-			CacheWriteTokens: u.CacheCreationInputTokens,
-			ReasoningTokens:  u.OutputTokensDetails.ThinkingTokens,
-		})
+		out = appendUsage(out, ev.Message.Usage.tokens())
 	case "content_block_start":
-		cb := ev.ContentBlock
+		cb := &ev.ContentBlock
 		switch cb.Type {
 		case "text":
 			if cb.Text != "" {
@@ -283,7 +395,7 @@ func (d *decoder) handle(ev anthropic.MessageStreamEventUnion, out []llm.StreamE
 		case "tool_use":
 			i := len(d.toolIndex)
 			d.toolIndex[ev.Index] = i
-			if raw := cb.JSON.Input.Raw(); raw != "" && raw != "{}" && raw != "null" {
+			if raw := string(cb.Input); raw != "" && raw != "{}" && raw != "null" {
 				if d.toolInput == nil {
 					d.toolInput = map[int64]string{}
 				}
@@ -303,7 +415,7 @@ func (d *decoder) handle(ev anthropic.MessageStreamEventUnion, out []llm.StreamE
 			d.thinking = append(d.thinking, thinkingBlock{Type: "redacted_thinking", Data: cb.Data})
 		}
 	case "content_block_delta":
-		delta := ev.Delta
+		delta := &ev.Delta
 		switch delta.Type {
 		case "text_delta":
 			if delta.Text != "" {
@@ -348,14 +460,7 @@ func (d *decoder) handle(ev anthropic.MessageStreamEventUnion, out []llm.StreamE
 		if ev.Delta.StopReason != "" {
 			d.stopReason = ev.Delta.StopReason
 		}
-		u := ev.Usage
-		out = appendUsage(out, event.TokenUsage{
-			InputTokens:      u.InputTokens,
-			OutputTokens:     u.OutputTokens,
-			CacheReadTokens:  u.CacheReadInputTokens,
-			CacheWriteTokens: u.CacheCreationInputTokens,
-			ReasoningTokens:  u.OutputTokensDetails.ThinkingTokens,
-		})
+		out = appendUsage(out, ev.Usage.tokens())
 	case "message_stop":
 		f := &llm.Finish{Reason: finishReason(d.stopReason)}
 		if len(d.thinking) > 0 {
@@ -378,13 +483,13 @@ func appendUsage(out []llm.StreamEvent, u event.TokenUsage) []llm.StreamEvent {
 	return append(out, llm.StreamEvent{Usage: &u})
 }
 
-func finishReason(r anthropic.StopReason) string {
+func finishReason(r string) string {
 	switch r {
-	case anthropic.StopReasonEndTurn, anthropic.StopReasonStopSequence:
+	case "end_turn", "stop_sequence":
 		return llm.FinishStop
-	case anthropic.StopReasonToolUse:
+	case "tool_use":
 		return llm.FinishToolCalls
-	case anthropic.StopReasonMaxTokens:
+	case "max_tokens":
 		return llm.FinishLength
 	default:
 		return llm.FinishOther
@@ -403,169 +508,4 @@ type thinkingBlock struct {
 	Thinking  string `json:"thinking,omitempty"`
 	Signature string `json:"signature,omitempty"`
 	Data      string `json:"data,omitempty"`
-}
-
-// params builds the Messages API request for req.
-func (p *Provider) params(req *llm.Request) (anthropic.MessageNewParams, error) {
-	var params anthropic.MessageNewParams
-	if req == nil {
-		return params, errors.New("nil request")
-	}
-	if req.Model == "" {
-		return params, errors.New("request has no model")
-	}
-	params.Model = anthropic.Model(req.Model)
-	params.MaxTokens = int64(p.maxTokens)
-	if req.MaxTokens > 0 {
-		params.MaxTokens = int64(req.MaxTokens)
-	}
-	if req.Temperature != nil {
-		// SDK v2 no longer models temperature (deprecated by the API), so it
-		// travels as an extra field; models that reject it return a 400.
-		params.SetExtraFields(map[string]any{"temperature": *req.Temperature})
-	}
-	params.Thinking = p.thinking
-	if req.System != "" {
-		params.System = []anthropic.TextBlockParam{{Text: req.System}}
-	}
-	msgs, err := messages(req.Messages)
-	if err != nil {
-		return params, err
-	}
-	params.Messages = msgs
-	for i, t := range req.Tools {
-		if t.Name == "" {
-			return params, fmt.Errorf("tools[%d]: no name", i)
-		}
-		schema := t.InputSchema
-		if len(schema) == 0 {
-			schema = json.RawMessage(`{"type":"object"}`)
-		} else if !json.Valid(schema) {
-			return params, fmt.Errorf("tool %q: input schema is not valid JSON", t.Name)
-		}
-		tp := &anthropic.ToolParam{
-			Name: t.Name,
-			// Override sends the caller's JSON Schema verbatim instead of
-			// re-shaping it into the SDK's properties/required fields.
-			InputSchema: param.Override[anthropic.ToolInputSchemaParam](schema),
-		}
-		if t.Description != "" {
-			tp.Description = anthropic.String(t.Description)
-		}
-		params.Tools = append(params.Tools, anthropic.ToolUnionParam{OfTool: tp})
-	}
-	return params, nil
-}
-
-// turn is a message under construction; consecutive messages of one role
-// are merged into one turn.
-type turn struct {
-	assistant bool
-	blocks    []anthropic.ContentBlockParamUnion
-}
-
-// messages maps the transcript onto Messages API messages.
-func messages(msgs []llm.Message) ([]anthropic.MessageParam, error) {
-	var turns []turn
-	add := func(assistant bool, blocks ...anthropic.ContentBlockParamUnion) {
-		if len(blocks) == 0 {
-			return
-		}
-		if n := len(turns); n > 0 && turns[n-1].assistant == assistant {
-			turns[n-1].blocks = append(turns[n-1].blocks, blocks...)
-			return
-		}
-		turns = append(turns, turn{assistant: assistant, blocks: blocks})
-	}
-	for i, m := range msgs {
-		switch m.Role {
-		case llm.RoleUser:
-			if m.Content != "" {
-				add(false, anthropic.NewTextBlock(m.Content))
-			}
-			for _, a := range m.Attachments {
-				img, err := imageBlock(a)
-				if err != nil {
-					return nil, fmt.Errorf("messages[%d]: %w", i, err)
-				}
-				add(false, anthropic.ContentBlockParamUnion{OfImage: img})
-			}
-		case llm.RoleAssistant:
-			var blocks []anthropic.ContentBlockParamUnion
-			blocks = append(blocks, thinkingBlocks(m.ProviderState)...)
-			if m.Content != "" {
-				blocks = append(blocks, anthropic.NewTextBlock(m.Content))
-			}
-			for _, tc := range m.ToolCalls {
-				blocks = append(blocks, anthropic.NewToolUseBlock(tc.ID, toolInput(tc.Arguments), tc.Name))
-			}
-			add(true, blocks...)
-		case llm.RoleTool:
-			if m.ToolCallID == "" {
-				return nil, fmt.Errorf("messages[%d]: tool result without a tool call id", i)
-			}
-			tr := &anthropic.ToolResultBlockParam{ToolUseID: m.ToolCallID}
-			if m.Content != "" {
-				tr.Content = []anthropic.ToolResultBlockParamContentUnion{{OfText: &anthropic.TextBlockParam{Text: m.Content}}}
-			}
-			for _, a := range m.Attachments {
-				img, err := imageBlock(a)
-				if err != nil {
-					return nil, fmt.Errorf("messages[%d]: %w", i, err)
-				}
-				tr.Content = append(tr.Content, anthropic.ToolResultBlockParamContentUnion{OfImage: img})
-			}
-			if m.IsError {
-				tr.IsError = anthropic.Bool(true)
-			}
-			add(false, anthropic.ContentBlockParamUnion{OfToolResult: tr})
-		default:
-			return nil, fmt.Errorf("messages[%d]: unknown role %q", i, m.Role)
-		}
-	}
-	out := make([]anthropic.MessageParam, len(turns))
-	for i, t := range turns {
-		if t.assistant {
-			out[i] = anthropic.NewAssistantMessage(t.blocks...)
-		} else {
-			out[i] = anthropic.NewUserMessage(t.blocks...)
-		}
-	}
-	return out, nil
-}
-
-// thinkingBlocks decodes the thinking blocks of an assistant message's
-// provider state. State that is not this provider's yields none: its
-// signatures could not be verified anyway.
-func thinkingBlocks(state json.RawMessage) []anthropic.ContentBlockParamUnion {
-	if len(state) == 0 {
-		return nil
-	}
-	var st providerState
-	if err := json.Unmarshal(state, &st); err != nil || st.Provider != providerName {
-		return nil
-	}
-	var blocks []anthropic.ContentBlockParamUnion
-	for _, b := range st.Thinking {
-		switch b.Type {
-		case "thinking":
-			blocks = append(blocks, anthropic.NewThinkingBlock(b.Signature, b.Thinking))
-		case "redacted_thinking":
-			blocks = append(blocks, anthropic.NewRedactedThinkingBlock(b.Data))
-		}
-	}
-	return blocks
-}
-
-// toolInput returns the tool_use input for a call's arguments text: the
-// object itself if it is a JSON object, {} if empty, else {"_raw": text}.
-func toolInput(args string) any {
-	if args == "" {
-		return json.RawMessage(`{}`)
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(args), &obj); err == nil && obj != nil {
-		return json.RawMessage(args)
-	}
-	return map[string]string{"_raw": args}
 }

@@ -1,5 +1,5 @@
 // Package anthropic is an [llm.Provider] for the Anthropic Messages API,
-// built on the official SDK (github.com/anthropics/anthropic-sdk-go/v2).
+// spoken over net/http.
 //
 // It streams one Messages API response per [Provider.Stream] call and maps
 // it onto weft's provider-neutral stream: text deltas, thinking deltas
@@ -7,10 +7,20 @@
 // and a terminal [llm.Finish]. The stream counts as complete only when the
 // message_stop event arrives; anything else is an *llm.Error.
 //
-// The package reads no environment variables and no credential files: the
-// SDK's default credential chain (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL,
-// profiles, …) is switched off, and everything comes from [Config]. SDK
-// retries are switched off too; the agent loop retries.
+// The package reads no environment variables and no credential files:
+// everything comes from [Config]. Nothing retries; the agent loop does.
+//
+// # No SDK
+//
+// The package encodes the request and decodes the event stream itself,
+// with the standard library only. The official SDK
+// (github.com/anthropics/anthropic-sdk-go/v2) was about a fifth of the
+// loaded weft binary and brought OpenTelemetry, for one POST and a few
+// event shapes, and every weft command paid for it at start-up. A test
+// builds the same requests with the SDK (a test-only dependency) and
+// checks that weft's URL, headers and body are the SDK's, over random
+// transcripts; the stream's events are framed as the SDK framed them
+// (weft.dev/weft/internal/sse).
 //
 // # Request mapping
 //
@@ -27,8 +37,7 @@
 //     JSON object are sent as {"_raw": "<arguments text>"}; empty Arguments
 //     are sent as {}.
 //   - Tools are sent with their InputSchema verbatim as input_schema.
-//   - Temperature, if set, is sent as temperature. SDK v2 no longer models
-//     that field (the API deprecated it), so it travels as an extra JSON
+//   - Temperature, if set, is sent as temperature. The API deprecated that
 //     field; a model that rejects it answers with a bad_request error.
 //
 // # Thinking

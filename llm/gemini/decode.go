@@ -14,8 +14,8 @@ import (
 )
 
 // chunk is the part of a GenerateContentResponse weft reads. It is decoded
-// from each event by encoding/json, not by the SDK (see [capture]), so that
-// a call's arguments keep the server's bytes.
+// from each event by encoding/json, so that a call's arguments keep the
+// server's bytes.
 type chunk struct {
 	Candidates []struct {
 		Content *struct {

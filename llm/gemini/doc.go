@@ -1,6 +1,5 @@
 // Package gemini is an [llm.Provider] for the Gemini API (Google AI
-// Studio's generativelanguage.googleapis.com), built on the official SDK
-// (google.golang.org/genai).
+// Studio's generativelanguage.googleapis.com), spoken over net/http.
 //
 // It streams one streamGenerateContent response (alt=sse) per
 // [Provider.Stream] call and maps it onto weft's provider-neutral stream:
@@ -10,23 +9,23 @@
 // finishReason arrives; a body that ends without one is an *llm.Error of
 // kind stream_cut.
 //
-// # The SDK and the stream
+// # No SDK
 //
-// The SDK builds and sends the request: URL, API key, headers, and the
-// body, converted from its types. It does not read the response. Its
-// stream iterator ends a cut stream exactly as it ends a finished one,
-// takes a final event without its blank line for a complete one, fails on
-// SSE comments, keeps no headers of an error response (Retry-After), and
-// logs read errors through the standard log package. So the SDK's HTTP
-// client hands the response to Stream, which splits the events and decodes
-// each one's JSON itself; the SDK sees an empty response.
+// The package builds the request (URL, API key, headers, the JSON body)
+// and decodes the stream itself, with the standard library only. The
+// official SDK (google.golang.org/genai) brought gRPC, protobuf, go-cmp
+// and OpenTelemetry into every weft binary, about a tenth of its loaded
+// image and of its start-up, for one POST; its stream iterator also ended
+// a cut stream exactly as a finished one, took a final event without its
+// blank line for a complete one, failed on SSE comments, kept no headers
+// of an error response (Retry-After) and logged read errors through the
+// standard log package. A test builds the same requests with the SDK
+// (a test-only dependency) and checks that weft's URL and body are the
+// SDK's, over random transcripts.
 //
-// The package reads no environment variables itself. The SDK's client
-// constructor does look up GEMINI_API_KEY, GOOGLE_API_KEY,
-// GOOGLE_GENAI_USE_VERTEXAI, GOOGLE_GEMINI_BASE_URL and others, with no
-// way to switch that off, but [New] sets everything they would set, so
-// none takes effect; see [New]. SDK retries and its automatic continuation
-// of responses that stop early are off: the agent loop retries.
+// The package reads no environment variables. Redirects are not
+// followed. Nothing retries and nothing continues a response that stops
+// early: the agent loop retries.
 //
 // # Request mapping
 //

@@ -1,20 +1,18 @@
 package gemini
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
-
-	"google.golang.org/genai"
 
 	"weft.dev/weft/internal/llmhttp"
 	"weft.dev/weft/llm"
@@ -76,22 +74,17 @@ type Config struct {
 // Provider streams responses from the Gemini API's streamGenerateContent
 // method. It is safe for concurrent use; it holds no per-request state.
 type Provider struct {
-	client   *genai.Client
+	hc       *http.Client
+	base     *url.URL // BaseURL joined with the API version
+	key      string
+	headers  http.Header
 	logger   *slog.Logger
-	thinking *genai.ThinkingConfig
+	thinking *thinkingConfig
 }
 
 // New returns a Provider for cfg. It fails if cfg has no APIKey, a BaseURL
 // that is not an absolute http(s) URL, an HTTPClient with a Timeout, or an
-// unknown ThinkingLevel.
-//
-// The SDK's client constructor looks up its environment variables
-// (GEMINI_API_KEY, GOOGLE_API_KEY, GOOGLE_GENAI_USE_VERTEXAI,
-// GOOGLE_GEMINI_BASE_URL, …) and cannot be told not to; New sets every
-// setting those would fill (backend, key, base URL, API version, HTTP
-// client), so none of them takes effect. The one trace they can leave: if
-// both GOOGLE_API_KEY and GEMINI_API_KEY are set, the SDK prints a warning
-// through the standard log package.
+// unknown ThinkingLevel. It reads no environment variable.
 func New(cfg Config) (*Provider, error) {
 	if cfg.APIKey == "" {
 		return nil, errors.New("gemini: APIKey is required")
@@ -115,16 +108,23 @@ func New(cfg Config) (*Provider, error) {
 	if hc.Timeout != 0 {
 		return nil, errors.New("gemini: HTTPClient.Timeout must be zero; bound a stream with its context")
 	}
-	rt := hc.Transport
-	if rt == nil {
-		rt = http.DefaultTransport
+	p := &Provider{
+		// Redirects are not followed: a 3xx is an error like any other
+		// status but 2xx.
+		hc: &http.Client{
+			Transport:     llmhttp.Transport(hc.Transport, cfg.Timeouts),
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		base:    u.JoinPath(version),
+		key:     cfg.APIKey,
+		headers: cfg.Headers.Clone(),
+		logger:  cfg.Logger,
 	}
-	p := &Provider{logger: cfg.Logger}
 	if p.logger == nil {
 		p.logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.IncludeThoughts || cfg.ThinkingBudget != nil || cfg.ThinkingLevel != "" {
-		p.thinking = &genai.ThinkingConfig{IncludeThoughts: cfg.IncludeThoughts}
+		p.thinking = &thinkingConfig{IncludeThoughts: cfg.IncludeThoughts}
 		if cfg.ThinkingBudget != nil {
 			b := int32(*cfg.ThinkingBudget)
 			if int(b) != *cfg.ThinkingBudget || b < -1 {
@@ -132,77 +132,43 @@ func New(cfg Config) (*Provider, error) {
 			}
 			p.thinking.ThinkingBudget = &b
 		}
-		switch lvl := strings.ToUpper(cfg.ThinkingLevel); genai.ThinkingLevel(lvl) {
+		switch lvl := strings.ToUpper(cfg.ThinkingLevel); lvl {
 		case "":
-		case genai.ThinkingLevelMinimal, genai.ThinkingLevelLow, genai.ThinkingLevelMedium, genai.ThinkingLevelHigh:
-			p.thinking.ThinkingLevel = genai.ThinkingLevel(lvl)
+		case "MINIMAL", "LOW", "MEDIUM", "HIGH":
+			p.thinking.ThinkingLevel = lvl
 		default:
 			return nil, fmt.Errorf("gemini: ThinkingLevel %q is none of minimal, low, medium, high", cfg.ThinkingLevel)
 		}
 	}
-
-	cc := &genai.ClientConfig{
-		APIKey:  cfg.APIKey,
-		Backend: genai.BackendGeminiAPI,
-		// The SDK's client hands every response to this transport, which
-		// passes the real one to Stream (see exchange).
-		HTTPClient: &http.Client{Transport: &capture{base: llmhttp.Transport(rt, cfg.Timeouts)}},
-		HTTPOptions: genai.HTTPOptions{
-			BaseURL:    base,
-			APIVersion: version,
-			Headers:    cfg.Headers.Clone(),
-			// The agent loop retries; the SDK must not. (Timeout stays
-			// unset: the SDK would cancel its context, and with it the
-			// body Stream reads, when its own iteration ends.)
-			RetryOptions: &genai.HTTPRetryOptions{Attempts: genai.Ptr[int32](1)},
-		},
-	}
-	p.client, err = genai.NewClient(context.Background(), cc)
-	if err != nil {
-		return nil, fmt.Errorf("gemini: %w", err)
-	}
 	return p, nil
 }
 
-// exchange receives the HTTP response (or transport error) of one Stream
-// call from [capture]. It travels in the request's context.
-type exchange struct {
-	res *http.Response
-	err error
-}
-
-type exchangeKey struct{}
-
-// capture is the SDK client's transport. The SDK builds and sends the
-// request (URL, key, headers, body), but its stream iterator cannot tell a
-// cut stream from a finished one, drops a response's headers (Retry-After)
-// when it fails, fails on SSE comments, and logs read errors through the
-// standard log package. So capture hands the real response to the Stream
-// call that sent the request and gives the SDK an empty 200 response, which
-// it reads as a stream without chunks.
-type capture struct {
-	base http.RoundTripper
-}
-
-func (c *capture) RoundTrip(req *http.Request) (*http.Response, error) {
-	ex, _ := req.Context().Value(exchangeKey{}).(*exchange)
-	res, err := c.base.RoundTrip(req)
-	if ex == nil {
-		return res, err
-	}
-	if ex.res != nil {
-		// Not expected: the SDK sends once and the stand-in is no redirect.
-		ex.res.Body.Close()
-	}
-	ex.res, ex.err = res, err
+// newRequest builds the HTTP request of req.
+func (p *Provider) newRequest(ctx context.Context, req *llm.Request) (*http.Request, int, error) {
+	body, err := p.request(req)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return &http.Response{
-		Status: "200 OK", StatusCode: http.StatusOK,
-		Proto: res.Proto, ProtoMajor: res.ProtoMajor, ProtoMinor: res.ProtoMinor,
-		Header: http.Header{}, Body: http.NoBody, Request: req,
-	}, nil
+	path, err := modelPath(req.Model)
+	if err != nil {
+		return nil, 0, err
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, 0, fmt.Errorf("encode request: %w", err)
+	}
+	u := p.base.JoinPath(path + ":streamGenerateContent")
+	u.RawQuery = "alt=sse"
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(b))
+	if err != nil {
+		return nil, 0, err
+	}
+	for k, vs := range p.headers {
+		hr.Header[http.CanonicalHeaderKey(k)] = vs
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("x-goog-api-key", p.key)
+	return hr, len(body.Contents), nil
 }
 
 // Stream sends req and streams the response. See [llm.Provider] for the
@@ -212,27 +178,17 @@ func (c *capture) RoundTrip(req *http.Request) (*http.Response, error) {
 // yields ctx.Err() wrapped.
 func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.StreamEvent, error] {
 	return func(yield func(llm.StreamEvent, error) bool) {
-		contents, gcfg, err := p.request(req)
+		hr, n, err := p.newRequest(ctx, req)
 		if err != nil {
 			yield(llm.StreamEvent{}, &llm.Error{Provider: providerName, Kind: llm.KindBadRequest, Err: err})
 			return
 		}
-		p.logger.DebugContext(ctx, "gemini request", "model", req.Model, "contents", len(contents), "tools", len(req.Tools))
+		p.logger.DebugContext(ctx, "gemini request", "model", req.Model, "contents", n, "tools", len(req.Tools))
 		start := time.Now()
 
-		ex := &exchange{}
-		var sdkErr error
-		for _, err := range p.client.Models.GenerateContentStream(context.WithValue(ctx, exchangeKey{}, ex), req.Model, contents, gcfg) {
-			// The SDK reads the empty stand-in response: no chunks, at
-			// most an error about the request.
-			if err != nil {
-				sdkErr = err
-				break
-			}
-		}
-		res := ex.res
-		if res == nil {
-			yield(llm.StreamEvent{}, requestError(ctx, ex.err, sdkErr))
+		res, err := p.hc.Do(hr)
+		if err != nil {
+			yield(llm.StreamEvent{}, requestError(ctx, err))
 			return
 		}
 		defer res.Body.Close()
@@ -258,27 +214,13 @@ func (p *Provider) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.S
 	}
 }
 
-// requestError classifies a request that got no response: transportErr is
-// the transport's error, if it ran; sdkErr what the SDK's iterator said.
-func requestError(ctx context.Context, transportErr, sdkErr error) error {
+// requestError classifies a request that got no response.
+func requestError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("gemini: request: %w", ctx.Err())
-	}
-	err := transportErr
-	if err == nil {
-		err = sdkErr
-	}
-	if err == nil {
-		err = errors.New("no response")
 	}
 	if e := llm.TimeoutFrom(providerName, err); e != nil {
 		return e
 	}
-	var uerr *url.Error
-	var nerr net.Error
-	if transportErr != nil || errors.As(err, &uerr) || errors.As(err, &nerr) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return &llm.Error{Provider: providerName, Kind: llm.KindConnection, Retryable: true, Err: err}
-	}
-	// The SDK refused to build the request.
-	return &llm.Error{Provider: providerName, Kind: llm.KindBadRequest, Err: err}
+	return &llm.Error{Provider: providerName, Kind: llm.KindConnection, Retryable: true, Err: err}
 }

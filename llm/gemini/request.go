@@ -6,64 +6,156 @@ import (
 	"fmt"
 	"strings"
 
-	"google.golang.org/genai"
-
 	"weft.dev/weft/event"
 	"weft.dev/weft/llm"
 )
 
-// request builds the SDK's contents and config for req.
-func (p *Provider) request(req *llm.Request) ([]*genai.Content, *genai.GenerateContentConfig, error) {
+// The request of streamGenerateContent, as the Gemini API's JSON names it
+// (GenerateContentRequest). Only what weft sends is modelled; the field
+// order and omissions are those of google.golang.org/genai, which a test
+// checks over random requests.
+
+// wireRequest is the body of a streamGenerateContent request.
+type wireRequest struct {
+	Contents          []*content        `json:"contents,omitempty"`
+	GenerationConfig  *generationConfig `json:"generationConfig,omitempty"`
+	SystemInstruction *content          `json:"systemInstruction,omitempty"`
+	Tools             []wireTool        `json:"tools,omitempty"`
+}
+
+// content is a Content: a role ("user" or "model") and its parts.
+type content struct {
+	Parts []*wirePart `json:"parts,omitempty"`
+	Role  string      `json:"role,omitempty"`
+}
+
+// wirePart is a Part; exactly one of its data fields is set.
+type wirePart struct {
+	FunctionCall     *functionCall     `json:"functionCall,omitempty"`
+	FunctionResponse *functionResponse `json:"functionResponse,omitempty"`
+	InlineData       *blob             `json:"inlineData,omitempty"`
+	Text             string            `json:"text,omitempty"`
+	Thought          bool              `json:"thought,omitempty"`
+	// ThoughtSignature is base64 on the wire ([]byte in encoding/json).
+	ThoughtSignature []byte `json:"thoughtSignature,omitempty"`
+}
+
+type functionCall struct {
+	Args map[string]any `json:"args,omitempty"`
+	ID   string         `json:"id,omitempty"`
+	Name string         `json:"name,omitempty"`
+}
+
+type functionResponse struct {
+	ID       string         `json:"id,omitempty"`
+	Name     string         `json:"name,omitempty"`
+	Response map[string]any `json:"response,omitempty"`
+}
+
+// blob is inline data: a MIME type and the bytes, base64 on the wire.
+type blob struct {
+	Data     []byte `json:"data,omitempty"`
+	MIMEType string `json:"mimeType,omitempty"`
+}
+
+type generationConfig struct {
+	MaxOutputTokens int32           `json:"maxOutputTokens,omitempty"`
+	Temperature     *float32        `json:"temperature,omitempty"`
+	ThinkingConfig  *thinkingConfig `json:"thinkingConfig,omitempty"`
+}
+
+// thinkingConfig is generationConfig.thinkingConfig.
+type thinkingConfig struct {
+	IncludeThoughts bool   `json:"includeThoughts,omitempty"`
+	ThinkingBudget  *int32 `json:"thinkingBudget,omitempty"`
+	// ThinkingLevel is MINIMAL, LOW, MEDIUM or HIGH.
+	ThinkingLevel string `json:"thinkingLevel,omitempty"`
+}
+
+type wireTool struct {
+	FunctionDeclarations []functionDeclaration `json:"functionDeclarations,omitempty"`
+}
+
+type functionDeclaration struct {
+	Description string `json:"description,omitempty"`
+	Name        string `json:"name,omitempty"`
+	// ParametersJSONSchema takes JSON Schema as it is, unlike parameters
+	// (an OpenAPI subset that rejects, e.g., additionalProperties).
+	ParametersJSONSchema json.RawMessage `json:"parametersJsonSchema,omitempty"`
+}
+
+// Roles of a content.
+const (
+	roleUser  = "user"
+	roleModel = "model"
+)
+
+// modelPath is the path of req's model below the API version: "models/"
+// and the name, unless the name already starts with "models/" or
+// "tunedModels/". A name that could leave that path or add a query is
+// refused.
+func modelPath(model string) (string, error) {
+	if model == "" {
+		return "", errors.New("request has no model")
+	}
+	if strings.ContainsAny(model, "?&#") || strings.Contains(model, "..") {
+		return "", fmt.Errorf("model %q is not a model name", model)
+	}
+	if strings.HasPrefix(model, "models/") || strings.HasPrefix(model, "tunedModels/") {
+		return model, nil
+	}
+	return "models/" + model, nil
+}
+
+// request builds the body of req.
+func (p *Provider) request(req *llm.Request) (*wireRequest, error) {
 	if req == nil {
-		return nil, nil, errors.New("nil request")
+		return nil, errors.New("nil request")
 	}
 	if req.Model == "" {
-		return nil, nil, errors.New("request has no model")
+		return nil, errors.New("request has no model")
 	}
-	cfg := &genai.GenerateContentConfig{
-		// The SDK would send the request again with a continuation token
-		// when a response stops early; weft sees that as a finish.
-		AutomaticContinuation: genai.Ptr(false),
-	}
+	out := &wireRequest{}
+	var gen generationConfig
 	if p.thinking != nil {
 		tc := *p.thinking
-		cfg.ThinkingConfig = &tc
+		gen.ThinkingConfig = &tc
 	}
 	if req.System != "" {
-		cfg.SystemInstruction = &genai.Content{Role: genai.RoleUser, Parts: []*genai.Part{{Text: req.System}}}
+		out.SystemInstruction = &content{Role: roleUser, Parts: []*wirePart{{Text: req.System}}}
 	}
 	if req.MaxTokens > 0 {
-		cfg.MaxOutputTokens = int32(min(req.MaxTokens, 1<<31-1))
+		gen.MaxOutputTokens = int32(min(req.MaxTokens, 1<<31-1))
 	}
 	if req.Temperature != nil {
-		cfg.Temperature = genai.Ptr(float32(*req.Temperature))
+		t := float32(*req.Temperature)
+		gen.Temperature = &t
 	}
+	out.GenerationConfig = &gen // sent even when empty, as the SDK does
 	if len(req.Tools) > 0 {
-		decls := make([]*genai.FunctionDeclaration, 0, len(req.Tools))
+		decls := make([]functionDeclaration, 0, len(req.Tools))
 		for i, t := range req.Tools {
 			if t.Name == "" {
-				return nil, nil, fmt.Errorf("tools[%d]: no name", i)
+				return nil, fmt.Errorf("tools[%d]: no name", i)
 			}
-			fd := &genai.FunctionDeclaration{Name: t.Name, Description: t.Description}
+			fd := functionDeclaration{Name: t.Name, Description: t.Description}
 			if len(t.InputSchema) > 0 {
 				var obj map[string]json.RawMessage
 				if err := json.Unmarshal(t.InputSchema, &obj); err != nil || obj == nil {
-					return nil, nil, fmt.Errorf("tool %q: input schema is not a JSON object", t.Name)
+					return nil, fmt.Errorf("tool %q: input schema is not a JSON object", t.Name)
 				}
-				// parametersJsonSchema takes JSON Schema as it is, unlike
-				// parameters (an OpenAPI subset that rejects, e.g.,
-				// additionalProperties).
-				fd.ParametersJsonSchema = t.InputSchema
+				fd.ParametersJSONSchema = t.InputSchema
 			}
 			decls = append(decls, fd)
 		}
-		cfg.Tools = []*genai.Tool{{FunctionDeclarations: decls}}
+		out.Tools = []wireTool{{FunctionDeclarations: decls}}
 	}
 	contents, err := contents(req.Messages)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return contents, cfg, nil
+	out.Contents = contents
+	return out, nil
 }
 
 // assistantTurns counts the assistant messages of a transcript.
@@ -80,9 +172,9 @@ func assistantTurns(msgs []llm.Message) int {
 // contents maps the transcript onto Gemini contents. Consecutive messages
 // that map to the same role are merged into one content, so the results of
 // parallel calls travel together, as the API wants.
-func contents(msgs []llm.Message) ([]*genai.Content, error) {
-	var out []*genai.Content
-	add := func(role string, parts ...*genai.Part) {
+func contents(msgs []llm.Message) ([]*content, error) {
+	var out []*content
+	add := func(role string, parts ...*wirePart) {
 		if len(parts) == 0 {
 			return
 		}
@@ -90,33 +182,33 @@ func contents(msgs []llm.Message) ([]*genai.Content, error) {
 			out[n-1].Parts = append(out[n-1].Parts, parts...)
 			return
 		}
-		out = append(out, &genai.Content{Role: role, Parts: parts})
+		out = append(out, &content{Role: role, Parts: parts})
 	}
 	names := map[string]string{} // call ID -> function name
 	// images holds the images of the tool results of the current run of
 	// them: they follow the results' functionResponse parts, in the same
 	// content, so that the responses of parallel calls stay together.
-	var images []*genai.Part
+	var images []*wirePart
 	for i, m := range msgs {
 		if m.Role != llm.RoleTool && len(images) > 0 {
-			add(genai.RoleUser, images...)
+			add(roleUser, images...)
 			images = nil
 		}
 		switch m.Role {
 		case llm.RoleUser:
 			if m.Content != "" {
-				add(genai.RoleUser, &genai.Part{Text: m.Content})
+				add(roleUser, &wirePart{Text: m.Content})
 			}
 			parts, err := imageParts(m.Attachments)
 			if err != nil {
 				return nil, fmt.Errorf("messages[%d]: %w", i, err)
 			}
-			add(genai.RoleUser, parts...)
+			add(roleUser, parts...)
 		case llm.RoleAssistant:
 			for _, tc := range m.ToolCalls {
 				names[tc.ID] = tc.Name
 			}
-			add(genai.RoleModel, modelParts(m)...)
+			add(roleModel, modelParts(m)...)
 		case llm.RoleTool:
 			name := m.ToolName
 			if name == "" {
@@ -129,7 +221,7 @@ func contents(msgs []llm.Message) ([]*genai.Content, error) {
 			if m.IsError {
 				key = "error"
 			}
-			add(genai.RoleUser, &genai.Part{FunctionResponse: &genai.FunctionResponse{
+			add(roleUser, &wirePart{FunctionResponse: &functionResponse{
 				ID: wireID(m.ToolCallID), Name: name, Response: map[string]any{key: m.Content},
 			}})
 			parts, err := imageParts(m.Attachments)
@@ -141,20 +233,19 @@ func contents(msgs []llm.Message) ([]*genai.Content, error) {
 			return nil, fmt.Errorf("messages[%d]: unknown role %q", i, m.Role)
 		}
 	}
-	add(genai.RoleUser, images...)
+	add(roleUser, images...)
 	return out, nil
 }
 
 // imageParts are attachments as inline_data parts (a MIME type and the
-// bytes, base64 on the wire): one wire shape per function, so that an
-// encoder without the SDK can carry it over.
-func imageParts(atts []llm.Attachment) ([]*genai.Part, error) {
-	var parts []*genai.Part
+// bytes, base64 on the wire).
+func imageParts(atts []llm.Attachment) ([]*wirePart, error) {
+	var parts []*wirePart
 	for _, a := range atts {
 		if !strings.HasPrefix(a.MediaType, "image/") {
 			return nil, fmt.Errorf("attachment of type %q: only images are sent", a.MediaType)
 		}
-		parts = append(parts, &genai.Part{InlineData: &genai.Blob{MIMEType: a.MediaType, Data: a.Data}})
+		parts = append(parts, &wirePart{InlineData: &blob{MIMEType: a.MediaType, Data: a.Data}})
 	}
 	return parts, nil
 }
@@ -171,13 +262,13 @@ func wireID(id string) string {
 // with the thought signatures of the response, if its provider state says
 // so; else its text, then its calls. Thoughts go back only with a
 // signature: without one the API has no use for them.
-func modelParts(m llm.Message) []*genai.Part {
+func modelParts(m llm.Message) []*wirePart {
 	if parts, ok := replay(m, decodeState(m.ProviderState)); ok {
 		return parts
 	}
-	var parts []*genai.Part
+	var parts []*wirePart
 	if m.Content != "" {
-		parts = append(parts, &genai.Part{Text: m.Content})
+		parts = append(parts, &wirePart{Text: m.Content})
 	}
 	for _, tc := range m.ToolCalls {
 		parts = append(parts, callPart(tc, ""))
@@ -187,13 +278,13 @@ func modelParts(m llm.Message) []*genai.Part {
 
 // replay rebuilds a response's parts from its layout. It fails if the
 // layout does not fit the message (lengths, calls).
-func replay(m llm.Message, layout []segment) ([]*genai.Part, bool) {
+func replay(m llm.Message, layout []segment) ([]*wirePart, bool) {
 	if layout == nil {
 		return nil, false
 	}
 	text, reasoning := m.Content, m.Reasoning
 	seen := make([]bool, len(m.ToolCalls))
-	var parts []*genai.Part
+	var parts []*wirePart
 	for _, s := range layout {
 		switch s.Kind {
 		case kindThought:
@@ -201,14 +292,14 @@ func replay(m llm.Message, layout []segment) ([]*genai.Part, bool) {
 				return nil, false
 			}
 			if s.Sig != "" {
-				parts = append(parts, &genai.Part{Thought: true, Text: reasoning[:s.Len], ThoughtSignature: decodeSignature(s.Sig)})
+				parts = append(parts, &wirePart{Thought: true, Text: reasoning[:s.Len], ThoughtSignature: decodeSignature(s.Sig)})
 			}
 			reasoning = reasoning[s.Len:]
 		case kindText:
 			if s.Len < 0 || s.Len > len(text) {
 				return nil, false
 			}
-			parts = append(parts, &genai.Part{Text: text[:s.Len], ThoughtSignature: decodeSignature(s.Sig)})
+			parts = append(parts, &wirePart{Text: text[:s.Len], ThoughtSignature: decodeSignature(s.Sig)})
 			text = text[s.Len:]
 		case kindCall:
 			if s.Call < 0 || s.Call >= len(m.ToolCalls) || seen[s.Call] {
@@ -234,14 +325,14 @@ func replay(m llm.Message, layout []segment) ([]*genai.Part, bool) {
 // callPart is the functionCall part of a call. Arguments that are not a
 // JSON object (a model can produce invalid JSON, and the transcript must
 // still be sendable) go as {"_raw": "<arguments text>"}.
-func callPart(tc event.ToolCall, sig string) *genai.Part {
+func callPart(tc event.ToolCall, sig string) *wirePart {
 	var args map[string]any
 	if tc.Arguments != "" {
 		if err := json.Unmarshal([]byte(tc.Arguments), &args); err != nil || args == nil {
 			args = map[string]any{"_raw": tc.Arguments}
 		}
 	}
-	p := &genai.Part{FunctionCall: &genai.FunctionCall{ID: wireID(tc.ID), Name: tc.Name, Args: args}}
+	p := &wirePart{FunctionCall: &functionCall{ID: wireID(tc.ID), Name: tc.Name, Args: args}}
 	if sig != "" {
 		p.ThoughtSignature = decodeSignature(sig)
 	}

@@ -4,14 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"iter"
-
-	sdk "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/param"
-	"github.com/openai/openai-go/v3/shared"
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/llm"
@@ -27,7 +20,6 @@ import (
 // Provider "openai-chat", or a wrapped context error.
 type Chat struct {
 	c    *client
-	svc  sdk.ChatCompletionService
 	tail tailCache // the encoding of the last request's fields but its messages
 }
 
@@ -37,7 +29,7 @@ func NewChat(cfg Config) (*Chat, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Chat{c: c, svc: sdk.NewChatCompletionService(c.opts...)}, nil
+	return &Chat{c: c}, nil
 }
 
 // Stream implements [llm.Provider]. The iterator is single-use; it sends
@@ -50,95 +42,9 @@ func (p *Chat) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Strea
 			yield(llm.StreamEvent{}, p.c.badRequest(err))
 			return
 		}
-		p.c.stream(ctx, req.Model, yield, func(opts ...option.RequestOption) sdkStream {
-			// The body replaces the SDK's encoding of the (empty) params;
-			// the SDK then sets "stream": true in it.
-			opts = append(opts, option.WithRequestBody("application/json", body))
-			opts = append(opts, p.c.extra...)
-			return p.svc.NewStreaming(ctx, sdk.ChatCompletionNewParams{}, opts...)
-		}, &chatState{c: p.c, yield: yieldEvent(yield), calls: map[int]int{}})
+		p.c.stream(ctx, req.Model, "chat/completions", body, yield,
+			&chatState{c: p.c, yield: yieldEvent(yield), calls: map[int]int{}})
 	}
-}
-
-func (p *Chat) params(req *llm.Request) (sdk.ChatCompletionNewParams, error) {
-	var out sdk.ChatCompletionNewParams
-	if req == nil {
-		return out, errors.New("nil request")
-	}
-	cfg := &p.c.cfg
-	out.Model = req.Model
-	out.StreamOptions.IncludeUsage = param.NewOpt(true)
-	if req.MaxTokens > 0 {
-		if cfg.MaxTokensField == "max_completion_tokens" {
-			out.MaxCompletionTokens = param.NewOpt(int64(req.MaxTokens))
-		} else {
-			out.MaxTokens = param.NewOpt(int64(req.MaxTokens))
-		}
-	}
-	if req.Temperature != nil {
-		out.Temperature = param.NewOpt(*req.Temperature)
-	}
-	if cfg.ReasoningEffort != "" {
-		out.ReasoningEffort = shared.ReasoningEffort(cfg.ReasoningEffort)
-	}
-	if req.System != "" {
-		out.Messages = append(out.Messages, sdk.SystemMessage(req.System))
-	}
-	for i, m := range chatMessages(req.Messages) {
-		if err := checkAttachments(i, m); err != nil {
-			return out, err
-		}
-		switch m.Role {
-		case llm.RoleUser:
-			if len(m.Attachments) > 0 {
-				out.Messages = append(out.Messages, chatUserMessage(m.Content, m.Attachments))
-				break
-			}
-			out.Messages = append(out.Messages, sdk.UserMessage(m.Content))
-		case llm.RoleAssistant:
-			var a sdk.ChatCompletionAssistantMessageParam
-			if m.Content != "" {
-				a.Content.OfString = param.NewOpt(m.Content)
-			}
-			for _, tc := range m.ToolCalls {
-				a.ToolCalls = append(a.ToolCalls, sdk.ChatCompletionMessageToolCallUnionParam{
-					OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
-						ID: tc.ID,
-						Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{
-							Name: tc.Name, Arguments: tc.Arguments,
-						},
-					},
-				})
-			}
-			if cfg.ReasoningReplayField != "" && m.Reasoning != "" {
-				a.SetExtraFields(map[string]any{cfg.ReasoningReplayField: m.Reasoning})
-			}
-			if m.Content == "" && len(m.ToolCalls) == 0 {
-				// Some servers reject an assistant message with neither.
-				a.Content.OfString = param.NewOpt("")
-			}
-			out.Messages = append(out.Messages, sdk.ChatCompletionMessageParamUnion{OfAssistant: &a})
-		case llm.RoleTool:
-			if m.ToolCallID == "" {
-				return out, fmt.Errorf("message %d: tool result without ToolCallID", i)
-			}
-			out.Messages = append(out.Messages, sdk.ToolMessage(m.Content, m.ToolCallID))
-		default:
-			return out, fmt.Errorf("message %d: unknown role %q", i, m.Role)
-		}
-	}
-	for _, t := range req.Tools {
-		params, err := toolParameters(t.Name, t.InputSchema)
-		if err != nil {
-			return out, err
-		}
-		fn := shared.FunctionDefinitionParam{Name: t.Name, Parameters: params}
-		if t.Description != "" {
-			fn.Description = param.NewOpt(t.Description)
-		}
-		out.Tools = append(out.Tools, sdk.ChatCompletionFunctionTool(fn))
-	}
-	return out, nil
 }
 
 // chatChunk is the part of a chat.completion.chunk weft reads.

@@ -3,6 +3,7 @@ package openai
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,25 +12,19 @@ import (
 	"weft.dev/weft/llm"
 )
 
-// chatBody encodes a Chat Completions request: the SDK's encoding of
-// everything but the messages, with the messages encoded here in front.
-// The SDK's reflection-based encoder cost more than the rest of a warm
-// turn once a session's history reached a few hundred messages, and the
-// messages are the part that grows; their shapes are few and fixed. The
-// result is the SDK's request as JSON (a test compares the two over
-// random requests); it is sent with option.WithRequestBody.
+// chatBody encodes a Chat Completions request (but its "stream" field,
+// which the sending adds): the messages by appending, in front, then
+// the other fields by encoding/json. The SDK's reflection-based encoder,
+// used before, cost more than the rest of a warm turn once a session's
+// history reached a few hundred messages, and the messages are the part
+// that grows; their shapes are few and fixed. The result is the SDK's
+// request as JSON (a test compares the two over random requests).
 func (p *Chat) chatBody(req *llm.Request) ([]byte, error) {
 	if req == nil {
 		return nil, fmt.Errorf("nil request")
 	}
 	tail, err := p.tail.get(req, func() ([]byte, error) {
-		rest := *req
-		rest.System, rest.Messages = "", nil
-		params, err := p.params(&rest)
-		if err != nil {
-			return nil, err
-		}
-		return params.MarshalJSON()
+		return p.chatTail(req)
 	})
 	if err != nil {
 		return nil, err
@@ -68,7 +63,7 @@ func requestChars(req *llm.Request) int {
 }
 
 // appendMessages appends req's system prompt and messages as the SDK
-// would encode them (see params), separated by commas.
+// would encode them (see params in sdkref_test.go), separated by commas.
 func (p *Chat) appendMessages(b []byte, req *llm.Request) ([]byte, error) {
 	first := true
 	open := func() {
@@ -92,13 +87,7 @@ func (p *Chat) appendMessages(b []byte, req *llm.Request) ([]byte, error) {
 		case llm.RoleUser:
 			open()
 			if len(m.Attachments) > 0 {
-				// Rare and large: the SDK encodes these (one base64 copy
-				// of each image either way).
-				js, err := chatUserMessage(m.Content, m.Attachments).MarshalJSON()
-				if err != nil {
-					return nil, fmt.Errorf("message %d: %w", i, err)
-				}
-				b = append(b, js...)
+				b = appendChatUserImages(b, m.Content, m.Attachments)
 				break
 			}
 			b = append(b, `{"content":`...)
@@ -156,6 +145,76 @@ func (p *Chat) appendMessages(b []byte, req *llm.Request) ([]byte, error) {
 	return b, nil
 }
 
+// chatTailBody is a Chat Completions request but its messages.
+type chatTailBody struct {
+	MaxCompletionTokens int64         `json:"max_completion_tokens,omitempty"`
+	MaxTokens           int64         `json:"max_tokens,omitempty"`
+	Model               string        `json:"model,omitempty"`
+	ReasoningEffort     string        `json:"reasoning_effort,omitempty"`
+	StreamOptions       streamOptions `json:"stream_options"`
+	Temperature         *float64      `json:"temperature,omitempty"`
+	Tools               []chatTool    `json:"tools,omitempty"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type chatTool struct {
+	Function chatFunction `json:"function"`
+	Type     string       `json:"type"`
+}
+
+type chatFunction struct {
+	Description string          `json:"description,omitempty"`
+	Name        string          `json:"name"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// chatTail encodes req's fields but its system prompt and messages.
+func (p *Chat) chatTail(req *llm.Request) ([]byte, error) {
+	cfg := &p.c.cfg
+	out := chatTailBody{Model: req.Model, StreamOptions: streamOptions{IncludeUsage: true},
+		Temperature: req.Temperature, ReasoningEffort: cfg.ReasoningEffort}
+	if req.MaxTokens > 0 {
+		if cfg.MaxTokensField == "max_completion_tokens" {
+			out.MaxCompletionTokens = int64(req.MaxTokens)
+		} else {
+			out.MaxTokens = int64(req.MaxTokens)
+		}
+	}
+	for _, t := range req.Tools {
+		schema, err := toolSchema(t.Name, t.InputSchema)
+		if err != nil {
+			return nil, err
+		}
+		out.Tools = append(out.Tools, chatTool{Type: "function",
+			Function: chatFunction{Name: t.Name, Description: t.Description, Parameters: schema}})
+	}
+	return json.Marshal(out)
+}
+
+// appendChatUserImages appends a Chat Completions user message with
+// images: its content a list of a text part (if any) and image_url parts
+// holding data URLs.
+func appendChatUserImages(b []byte, text string, atts []llm.Attachment) []byte {
+	b = append(b, `{"content":[`...)
+	if text != "" {
+		b = append(b, `{"text":`...)
+		b = appendJSONString(b, text)
+		b = append(b, `,"type":"text"}`...)
+	}
+	for i, a := range atts {
+		if i > 0 || text != "" {
+			b = append(b, ',')
+		}
+		b = append(b, `{"image_url":{"url":`...)
+		b = appendJSONString(b, dataURL(a))
+		b = append(b, `},"type":"image_url"}`...)
+	}
+	return append(b, `],"role":"user"}`...)
+}
+
 // appendJSONString appends s as a JSON string, as encoding/json does:
 // bytes that are not valid UTF-8 become U+FFFD, and <, >, &, U+2028 and
 // U+2029 are escaped.
@@ -210,7 +269,7 @@ func appendJSONString(b []byte, s string) []byte {
 
 // tailCache keeps the encoding of a request's fields other than its
 // messages (model, limits and above all the tools' schemas, which the
-// SDK decodes and encodes again), which stay the same from one request
+// SDK decoded and encoded again), which stay the same from one request
 // of a run to the next. Safe for concurrent use.
 type tailCache struct {
 	mu    sync.Mutex

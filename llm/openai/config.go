@@ -10,17 +10,14 @@ import (
 	"io"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
-	sdk "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/ssestream"
-
 	"weft.dev/weft/internal/llmhttp"
+	events "weft.dev/weft/internal/sse"
 	"weft.dev/weft/llm"
 )
 
@@ -92,16 +89,24 @@ type Config struct {
 	ExtraBody json.RawMessage
 }
 
-// client is what both providers share: the validated config and the SDK
-// request options built from it.
+// client is what both providers share: the validated config and what
+// every request carries.
 type client struct {
 	provider string
 	cfg      Config
 	log      *slog.Logger
-	opts     []option.RequestOption
-	// extra sets Config.ExtraBody's fields in a request's body; it goes
-	// with each request, after the body (which Chat encodes itself).
-	extra []option.RequestOption
+	hc       *http.Client
+	base     *url.URL // the API root, ending in "/"
+	header   http.Header
+	// extra holds Config.ExtraBody's fields, set in a request's body
+	// after weft's own; nil for none.
+	extra []field
+}
+
+// field is one top-level field of a JSON object.
+type field struct {
+	key   string
+	value json.RawMessage
 }
 
 func newClient(provider string, cfg Config) (*client, error) {
@@ -120,29 +125,30 @@ func newClient(provider string, cfg Config) (*client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%s: BaseURL %q is not an absolute http(s) URL", provider, base)
 	}
-	hc := llmhttp.Client(cfg.HTTPClient, cfg.Timeouts)
-	// The SDK's own NewClient reads OPENAI_* environment variables; the
-	// services are built from these options alone, so nothing comes from
-	// the environment. The agent loop retries, so the SDK must not.
-	c.opts = []option.RequestOption{
-		option.WithHTTPClient(hc),
-		option.WithBaseURL(base),
-		option.WithMaxRetries(0),
+	if !strings.HasSuffix(u.Path, "/") {
+		u.Path += "/"
 	}
+	c.base = u
+	c.hc = llmhttp.Client(cfg.HTTPClient, cfg.Timeouts)
+	// Nothing comes from the environment (the SDK's NewClient read
+	// OPENAI_* variables); the agent loop retries, so nothing here does.
+	c.header = http.Header{}
+	c.header.Set("Content-Type", "application/json")
+	c.header.Set("Accept", "application/json")
 	if cfg.APIKey != "" {
-		c.opts = append(c.opts, option.WithAPIKey(cfg.APIKey))
+		c.header.Set("Authorization", "Bearer "+cfg.APIKey)
 	}
 	if cfg.Organization != "" {
-		c.opts = append(c.opts, option.WithOrganization(cfg.Organization))
+		c.header.Set("OpenAI-Organization", cfg.Organization)
 	}
 	if cfg.Project != "" {
-		c.opts = append(c.opts, option.WithProject(cfg.Project))
+		c.header.Set("OpenAI-Project", cfg.Project)
 	}
 	for k, v := range cfg.Headers {
 		if k == "" || strings.ContainsAny(k, " \t\r\n:") {
 			return nil, fmt.Errorf("%s: invalid header name %q", provider, k)
 		}
-		c.opts = append(c.opts, option.WithHeader(k, v))
+		c.header.Set(k, v)
 	}
 	switch cfg.MaxTokensField {
 	case "", "max_tokens", "max_completion_tokens":
@@ -150,27 +156,85 @@ func newClient(provider string, cfg Config) (*client, error) {
 		return nil, fmt.Errorf("%s: MaxTokensField %q is neither max_tokens nor max_completion_tokens", provider, cfg.MaxTokensField)
 	}
 	if len(cfg.ExtraBody) > 0 {
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(cfg.ExtraBody, &fields); err != nil || fields == nil {
+		fields, err := objectFields(cfg.ExtraBody)
+		if err != nil || fields == nil {
 			return nil, fmt.Errorf("%s: ExtraBody is not a JSON object: %v", provider, err)
 		}
-		for k, v := range fields {
-			c.extra = append(c.extra, option.WithJSONSet(sjsonKey(k), v))
-		}
+		c.extra = fields
 	}
 	return c, nil
 }
 
-// sjsonKey escapes the characters sjson treats as path syntax.
-func sjsonKey(k string) string {
-	var b strings.Builder
-	for _, r := range k {
-		if strings.ContainsRune(`.*?|#@\:!=<>%`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
+// objectFields returns the top-level fields of a JSON object in their
+// order; nil, and maybe an error, if b is not an object.
+func objectFields(b []byte) ([]field, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, err
 	}
-	return b.String()
+	fields := []field{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		fields = append(fields, field{key: t.(string), value: v})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("data after the object")
+	}
+	return fields, nil
+}
+
+// finishBody sets the extra fields and "stream": true in a request body
+// (a JSON object weft encoded): a field the body has is replaced where it
+// is, others are added at the end.
+func (c *client) finishBody(body []byte) ([]byte, error) {
+	set := append(c.extra[:len(c.extra):len(c.extra)], field{key: "stream", value: json.RawMessage("true")})
+	if len(c.extra) == 0 && !bytes.Contains(body, []byte(`"stream"`)) {
+		// The common case: weft's body has no stream field, so it is
+		// added at the end.
+		if len(body) < 2 || body[len(body)-1] != '}' {
+			return nil, fmt.Errorf("unexpected encoding of the request: %.40q", body)
+		}
+		out := make([]byte, 0, len(body)+16)
+		out = append(out, body[:len(body)-1]...)
+		if len(body) > 2 {
+			out = append(out, ',')
+		}
+		return append(out, `"stream":true}`...), nil
+	}
+	fields, err := objectFields(body)
+	if err != nil || fields == nil {
+		return nil, fmt.Errorf("unexpected encoding of the request: %v", err)
+	}
+	for _, s := range set {
+		i := slices.IndexFunc(fields, func(f field) bool { return f.key == s.key })
+		if i >= 0 {
+			fields[i].value = s.value
+		} else {
+			fields = append(fields, s)
+		}
+	}
+	out := make([]byte, 0, len(body)+64)
+	out = append(out, '{')
+	for i, f := range fields {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = appendJSONString(out, f.key)
+		out = append(out, ':')
+		out = append(out, f.value...)
+	}
+	return append(out, '}'), nil
 }
 
 func cloneMap(m map[string]string) map[string]string {
@@ -184,40 +248,61 @@ func cloneMap(m map[string]string) map[string]string {
 	return out
 }
 
-// requestError classifies the error the SDK returned for a request that
-// has not started streaming. res is the response, if one arrived.
-func (c *client) requestError(ctx context.Context, err error, res *http.Response) error {
+// maxErrorBody bounds the bytes of an error response weft reads.
+const maxErrorBody = 64 << 10
+
+// requestError classifies an error of a request that got no response.
+func (c *client) requestError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s: request: %w", c.provider, ctx.Err())
 	}
 	if e := llm.TimeoutFrom(c.provider, err); e != nil {
 		return e
 	}
-	var aerr *sdk.Error
-	if errors.As(err, &aerr) {
-		if aerr.Response != nil {
-			res = aerr.Response
-		}
-		msg := aerr.Message
-		if msg == "" && res != nil {
-			msg = bodySnippet(res)
-		}
-		if aerr.Code != "" {
-			msg = aerr.Code + ": " + msg
-		}
-		return c.statusError(aerr.StatusCode, res, errors.New(msg))
+	return &llm.Error{Provider: c.provider, Kind: llm.KindConnection, Retryable: true, Err: err}
+}
+
+// httpError classifies an error response: by its status, with the
+// message of its {"error": {...}} object (prefixed by its code), else the
+// start of its body.
+func (c *client) httpError(res *http.Response) error {
+	raw, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+	var wrapped struct {
+		Error json.RawMessage `json:"error"`
 	}
-	if res != nil && res.StatusCode >= 400 {
-		// The SDK could not decode the error body (e.g. vLLM's
-		// {"object":"error",...} or a proxy's HTML page).
-		return c.statusError(res.StatusCode, res, errors.New(bodySnippet(res)))
+	if json.Unmarshal(raw, &wrapped) == nil && len(wrapped.Error) > 0 && wrapped.Error[0] == '{' {
+		var e struct {
+			Message string          `json:"message"`
+			Code    json.RawMessage `json:"code"`
+		}
+		if json.Unmarshal(wrapped.Error, &e) == nil {
+			msg := e.Message
+			if msg == "" {
+				msg = bodySnippet(raw, res.Status)
+			}
+			if code := codeText(e.Code); code != "" {
+				msg = code + ": " + msg
+			}
+			return c.statusError(res.StatusCode, res, errors.New(msg))
+		}
 	}
-	var uerr *url.Error
-	var nerr net.Error
-	if errors.As(err, &uerr) || errors.As(err, &nerr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return &llm.Error{Provider: c.provider, Kind: llm.KindConnection, Retryable: true, Err: err}
+	// A body without an OpenAI error object (e.g. vLLM's
+	// {"object":"error",...} or a proxy's HTML page).
+	return c.statusError(res.StatusCode, res, errors.New(bodySnippet(raw, res.Status)))
+}
+
+// codeText is an error object's code as text: a string as it is, a
+// number in digits, nothing for null.
+func codeText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
 	}
-	return &llm.Error{Provider: c.provider, Kind: llm.KindBadRequest, Err: fmt.Errorf("request: %w", err)}
+	var n json.Number
+	if json.Unmarshal(raw, &n) == nil {
+		return n.String()
+	}
+	return ""
 }
 
 func (c *client) statusError(status int, res *http.Response, err error) *llm.Error {
@@ -235,13 +320,10 @@ func overflow(e *llm.Error) *llm.Error {
 	return llm.Overflow(e, "context_length_exceeded", "maximum context length", "context window", "exceeds the context size")
 }
 
-// bodySnippet returns the start of an error response's body, which the SDK
-// has already read and replaced with an in-memory copy.
-func bodySnippet(res *http.Response) string {
-	if res.Body == nil {
-		return res.Status
-	}
-	b, _ := io.ReadAll(io.LimitReader(res.Body, 2048))
+// bodySnippet returns the message of an error body, or its start, or
+// status when it is empty.
+func bodySnippet(b []byte, status string) string {
+	b = b[:min(len(b), 2048)]
 	s := strings.TrimSpace(string(b))
 	var e struct {
 		Message string `json:"message"`
@@ -259,7 +341,7 @@ func bodySnippet(res *http.Response) string {
 		}
 	}
 	if s == "" {
-		return res.Status
+		return status
 	}
 	return s
 }
@@ -288,38 +370,22 @@ func (c *client) malformed(data []byte, err error) error {
 		Err: fmt.Errorf("chunk %.200q: %w", data, err)}
 }
 
-// toolParameters turns a tool's JSON Schema into the SDK's map form without
-// re-encoding its values (numbers, key order inside nested objects).
-func toolParameters(name string, schema json.RawMessage) (map[string]any, error) {
+// toolSchema returns a tool's JSON Schema as it is sent: as it is,
+// without re-encoding its values (numbers, key order), after checking
+// that it is an object; an object without properties if there is none.
+func toolSchema(name string, schema json.RawMessage) (json.RawMessage, error) {
 	if len(schema) == 0 {
-		return map[string]any{"type": "object", "properties": map[string]any{}}, nil
+		return json.RawMessage(`{"type":"object","properties":{}}`), nil
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(schema, &fields); err != nil || fields == nil {
 		return nil, fmt.Errorf("tool %q: input schema is not a JSON object: %v", name, err)
 	}
-	out := make(map[string]any, len(fields))
-	for k, v := range fields {
-		out[k] = v
-	}
-	return out, nil
+	return schema, nil
 }
 
 func (c *client) badRequest(err error) error {
 	return &llm.Error{Provider: c.provider, Kind: llm.KindBadRequest, Err: err}
-}
-
-// openEvents checks a successful response and returns its event decoder.
-func (c *client) openEvents(res *http.Response) (ssestream.Decoder, error) {
-	if res == nil || res.Body == nil {
-		return nil, &llm.Error{Provider: c.provider, Kind: llm.KindConnection, Retryable: true, Err: errors.New("no response body")}
-	}
-	if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); mt == "application/json" {
-		// A server that ignores "stream": true answers with one JSON object.
-		return nil, &llm.Error{Provider: c.provider, Kind: llm.KindMalformed,
-			Err: fmt.Errorf("expected an event stream, got application/json: %s", bodySnippet(res))}
-	}
-	return ssestream.NewDecoder(res), nil
 }
 
 // errStopped reports that the consumer stopped iterating.
@@ -333,7 +399,7 @@ func yieldEvent(yield func(llm.StreamEvent, error) bool) func(llm.StreamEvent) b
 // pump passes the data of each event of dec to handle until handle reports
 // done or fails, or the stream ends. It returns nil at the end of the stream
 // and when handle reports done; the caller checks for terminal evidence.
-func pump(ctx context.Context, c *client, dec ssestream.Decoder, handle func([]byte) (bool, error)) error {
+func pump(ctx context.Context, c *client, dec *events.Decoder, handle func([]byte) (bool, error)) error {
 	for dec.Next() {
 		data := bytes.TrimSpace(dec.Event().Data)
 		if len(data) == 0 {
@@ -403,14 +469,6 @@ func codeError(provider, code string, err error) *llm.Error {
 	return e
 }
 
-// sdkStream is the part of the SDK's *ssestream.Stream the providers use:
-// the request's error and closing the response. The events themselves are
-// read from the response by [pump].
-type sdkStream interface {
-	Err() error
-	Close() error
-}
-
 // streamState decodes one API dialect's events.
 type streamState interface {
 	// handle handles the data of one event; done reports the terminal event.
@@ -424,25 +482,43 @@ type streamState interface {
 	finished() bool
 }
 
-// stream runs one streamed request: send issues it with the given extra
-// options, st decodes the events. Every error is yielded, except errStopped.
-func (c *client) stream(ctx context.Context, model string, yield func(llm.StreamEvent, error) bool,
-	send func(...option.RequestOption) sdkStream, st streamState) {
+// stream runs one streamed request: body is the encoded request, path the
+// endpoint below the API root; st decodes the events. Every error is
+// yielded, except errStopped.
+func (c *client) stream(ctx context.Context, model, path string, body []byte, yield func(llm.StreamEvent, error) bool, st streamState) {
 	start := time.Now()
-	var res *http.Response
-	s := send(option.WithResponseInto(&res))
-	defer s.Close()
-	if err := s.Err(); err != nil {
-		yield(llm.StreamEvent{}, c.requestError(ctx, err, res))
-		return
-	}
-	dec, err := c.openEvents(res)
+	body, err := c.finishBody(body)
 	if err != nil {
-		yield(llm.StreamEvent{}, err)
+		yield(llm.StreamEvent{}, c.badRequest(err))
 		return
 	}
-	defer dec.Close()
-	reason, err := "", pump(ctx, c, dec, st.handle)
+	u := c.base.ResolveReference(&url.URL{Path: path})
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		yield(llm.StreamEvent{}, c.badRequest(err))
+		return
+	}
+	for k, vs := range c.header {
+		hr.Header[k] = vs
+	}
+	res, err := c.hc.Do(hr)
+	if err != nil {
+		yield(llm.StreamEvent{}, c.requestError(ctx, err))
+		return
+	}
+	defer res.Body.Close()
+	if res.StatusCode >= 400 {
+		yield(llm.StreamEvent{}, c.httpError(res))
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(res.Header.Get("Content-Type")); mt == "application/json" {
+		// A server that ignores "stream": true answers with one JSON object.
+		raw, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+		yield(llm.StreamEvent{}, &llm.Error{Provider: c.provider, Kind: llm.KindMalformed,
+			Err: fmt.Errorf("expected an event stream, got application/json: %s", bodySnippet(raw, res.Status))})
+		return
+	}
+	reason, err := "", pump(ctx, c, events.NewDecoder(res.Body), st.handle)
 	if e, ok := llm.AsError(err); ok && e.Kind == llm.KindTimeout && st.finished() {
 		// A server that went silent after the finish reason (without
 		// [DONE]) said all it had to say.

@@ -1,5 +1,5 @@
-// Package openai implements [llm.Provider] over OpenAI's HTTP APIs, using the
-// official SDK (github.com/openai/openai-go/v3) to build and send requests.
+// Package openai implements [llm.Provider] over OpenAI's HTTP APIs, spoken
+// over net/http.
 //
 // Two providers share one [Config]:
 //
@@ -15,16 +15,27 @@
 // in [Config]. Neither retries: a failure is an [*llm.Error] whose Retryable
 // and RetryAfter tell weft's agent loop what to do.
 //
+// # No SDK
+//
+// The package encodes the requests and decodes the event streams itself,
+// with the standard library only. The official SDK
+// (github.com/openai/openai-go/v3) was about a fifth of the loaded weft
+// binary and the largest share of its package initialisation, paid by
+// every weft command, for two POSTs; its reflection-based encoder also
+// cost more than the rest of a warm turn once a history reached a few
+// hundred messages. Tests build the same requests with the SDK (a
+// test-only dependency) and check that weft's URL, headers and body are
+// the SDK's, over random transcripts. Events are framed as the SDK's
+// decoder framed them (weft.dev/weft/internal/sse).
+//
 // # Stream decoding
 //
-// The SDK builds and sends the request and frames the server-sent events
-// (ssestream.NewDecoder); the providers decode each event's JSON
-// themselves. The SDK's typed stream (ssestream.Stream.Next) ends quietly
-// both on "[DONE]" and when the connection closes early, so it cannot tell a
-// complete Chat stream from a cut one, and it reduces an in-stream error
-// object to a string. Here, a stream without its terminal event is an
-// [llm.KindStreamCut] error, a chunk that is not JSON is an
-// [llm.KindMalformed] error, and an in-stream error keeps its code.
+// The SDK's typed stream ended quietly both on "[DONE]" and when the
+// connection closed early, so it could not tell a complete Chat stream
+// from a cut one, and it reduced an in-stream error object to a string.
+// Here, a stream without its terminal event is an [llm.KindStreamCut]
+// error, a chunk that is not JSON is an [llm.KindMalformed] error, and an
+// in-stream error keeps its code.
 //
 // Text, reasoning and tool-call arguments are reassembled byte for byte: a
 // server that splits a multi-byte UTF-8 character across two chunks sends

@@ -5,16 +5,11 @@ import (
 	"fmt"
 	"strings"
 
-	sdk "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/packages/param"
-	"github.com/openai/openai-go/v3/responses"
-
 	"weft.dev/weft/llm"
 )
 
-// Images in OpenAI's two dialects. Each function builds one wire shape
-// from an [llm.Attachment], so that an encoder without the SDK can carry
-// them over; the tests check the request bodies they make.
+// Images in OpenAI's two dialects; the tests check the request bodies
+// they make.
 
 // dataURL is an attachment as a data URL, the form both dialects accept
 // for an image sent inline.
@@ -38,20 +33,6 @@ func checkAttachments(i int, m llm.Message) error {
 		}
 	}
 	return nil
-}
-
-// chatUserMessage is a Chat Completions user message with images: its
-// content a list of a text part (if any) and image_url parts holding
-// data URLs.
-func chatUserMessage(text string, atts []llm.Attachment) sdk.ChatCompletionMessageParamUnion {
-	parts := make([]sdk.ChatCompletionContentPartUnionParam, 0, 1+len(atts))
-	if text != "" {
-		parts = append(parts, sdk.TextContentPart(text))
-	}
-	for _, a := range atts {
-		parts = append(parts, sdk.ImageContentPart(sdk.ChatCompletionContentPartImageImageURLParam{URL: dataURL(a)}))
-	}
-	return sdk.UserMessage(parts)
 }
 
 // chatMessages returns msgs as Chat Completions can carry them: a tool
@@ -99,36 +80,22 @@ func chatMessages(msgs []llm.Message) []llm.Message {
 	return out
 }
 
-// responsesUserMessage is a Responses user message with images: its
-// content a list of an input_text (if any) and input_image items holding
-// data URLs.
-func responsesUserMessage(text string, atts []llm.Attachment) responses.ResponseInputItemUnionParam {
-	content := make(responses.ResponseInputMessageContentListParam, 0, 1+len(atts))
+// appendInputParts appends the Responses content of a user message or a
+// tool result with images, without its brackets: an input_text (if text
+// is not empty) and an input_image holding a data URL per image.
+func appendInputParts(b []byte, text string, atts []llm.Attachment) []byte {
 	if text != "" {
-		content = append(content, responses.ResponseInputContentUnionParam{OfInputText: &responses.ResponseInputTextParam{Text: text}})
+		b = append(b, `{"text":`...)
+		b = appendJSONString(b, text)
+		b = append(b, `,"type":"input_text"}`...)
 	}
-	for _, a := range atts {
-		content = append(content, responses.ResponseInputContentUnionParam{OfInputImage: &responses.ResponseInputImageParam{
-			ImageURL: param.NewOpt(dataURL(a)), Detail: responses.ResponseInputImageDetailAuto,
-		}})
+	for i, a := range atts {
+		if i > 0 || text != "" {
+			b = append(b, ',')
+		}
+		b = append(b, `{"detail":"auto","image_url":`...)
+		b = appendJSONString(b, dataURL(a))
+		b = append(b, `,"type":"input_image"}`...)
 	}
-	return responses.ResponseInputItemUnionParam{OfMessage: &responses.EasyInputMessageParam{
-		Role:    responses.EasyInputMessageRoleUser,
-		Content: responses.EasyInputMessageContentUnionParam{OfInputItemContentList: content},
-	}}
-}
-
-// responsesToolOutput is a function_call_output's output with images: a
-// list of an input_text and input_image items.
-func responsesToolOutput(text string, atts []llm.Attachment) responses.ResponseInputItemFunctionCallOutputOutputUnionParam {
-	items := make(responses.ResponseFunctionCallOutputItemListParam, 0, 1+len(atts))
-	if text != "" {
-		items = append(items, responses.ResponseFunctionCallOutputItemUnionParam{OfInputText: &responses.ResponseInputTextContentParam{Text: text}})
-	}
-	for _, a := range atts {
-		items = append(items, responses.ResponseFunctionCallOutputItemUnionParam{OfInputImage: &responses.ResponseInputImageContentParam{
-			ImageURL: param.NewOpt(dataURL(a)), Detail: responses.ResponseInputImageContentDetailAuto,
-		}})
-	}
-	return responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfResponseFunctionCallOutputItemArray: items}
+	return b
 }

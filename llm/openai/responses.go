@@ -7,11 +7,6 @@ import (
 	"fmt"
 	"iter"
 
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/param"
-	"github.com/openai/openai-go/v3/responses"
-	"github.com/openai/openai-go/v3/shared"
-
 	"weft.dev/weft/event"
 	"weft.dev/weft/llm"
 )
@@ -28,8 +23,7 @@ import (
 // A Responses is safe for concurrent use. Its errors are [*llm.Error] with
 // Provider "openai", or a wrapped context error.
 type Responses struct {
-	c   *client
-	svc responses.ResponseService
+	c *client
 }
 
 // NewResponses returns a Responses provider for cfg. It fails if cfg is
@@ -39,7 +33,7 @@ func NewResponses(cfg Config) (*Responses, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Responses{c: c, svc: responses.NewResponseService(c.opts...)}, nil
+	return &Responses{c: c}, nil
 }
 
 // Stream implements [llm.Provider]. The iterator is single-use; it sends
@@ -47,14 +41,13 @@ func NewResponses(cfg Config) (*Responses, error) {
 // including on break.
 func (p *Responses) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.StreamEvent, error] {
 	return func(yield func(llm.StreamEvent, error) bool) {
-		params, err := p.params(req)
+		body, err := p.body(req)
 		if err != nil {
 			yield(llm.StreamEvent{}, p.c.badRequest(err))
 			return
 		}
-		p.c.stream(ctx, req.Model, yield, func(opts ...option.RequestOption) sdkStream {
-			return p.svc.NewStreaming(ctx, params, append(opts, p.c.extra...)...)
-		}, &responsesState{c: p.c, yield: yieldEvent(yield), calls: map[int]int{}})
+		p.c.stream(ctx, req.Model, "responses", body, yield,
+			&responsesState{c: p.c, yield: yieldEvent(yield), calls: map[int]int{}})
 	}
 }
 
@@ -64,103 +57,152 @@ type providerState struct {
 	Reasoning []json.RawMessage `json:"openaiResponsesReasoning"`
 }
 
-func (p *Responses) params(req *llm.Request) (responses.ResponseNewParams, error) {
-	var out responses.ResponseNewParams
+// responsesTail is a Responses request but its input.
+type responsesTail struct {
+	Include         []string        `json:"include,omitempty"`
+	Instructions    string          `json:"instructions,omitempty"`
+	MaxOutputTokens int64           `json:"max_output_tokens,omitempty"`
+	Model           string          `json:"model,omitempty"`
+	Reasoning       *reasoning      `json:"reasoning,omitempty"`
+	Store           bool            `json:"store"`
+	Temperature     *float64        `json:"temperature,omitempty"`
+	Tools           []responsesTool `json:"tools,omitempty"`
+}
+
+type reasoning struct {
+	Effort  string `json:"effort,omitempty"`
+	Summary string `json:"summary,omitempty"`
+}
+
+type responsesTool struct {
+	Description string          `json:"description,omitempty"`
+	Name        string          `json:"name"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      bool            `json:"strict"`
+	Type        string          `json:"type"`
+}
+
+// body encodes a Responses request (but its "stream" field, which the
+// sending adds): the input items by appending, then the other fields by
+// encoding/json. The result is the SDK's request as JSON (a test compares
+// the two over random requests).
+func (p *Responses) body(req *llm.Request) ([]byte, error) {
 	if req == nil {
-		return out, errors.New("nil request")
+		return nil, errors.New("nil request")
 	}
 	cfg := &p.c.cfg
-	out.Model = req.Model
-	out.Store = param.NewOpt(false)
-	if req.System != "" {
-		out.Instructions = param.NewOpt(req.System)
-	}
+	t := responsesTail{Model: req.Model, Instructions: req.System, Temperature: req.Temperature}
 	if req.MaxTokens > 0 {
-		out.MaxOutputTokens = param.NewOpt(int64(req.MaxTokens))
-	}
-	if req.Temperature != nil {
-		out.Temperature = param.NewOpt(*req.Temperature)
+		t.MaxOutputTokens = int64(req.MaxTokens)
 	}
 	if cfg.ReasoningEffort != "" {
-		out.Reasoning.Effort = shared.ReasoningEffort(cfg.ReasoningEffort)
+		t.Reasoning = &reasoning{Effort: cfg.ReasoningEffort}
 		switch cfg.ReasoningSummary {
 		case "":
-			out.Reasoning.Summary = shared.ReasoningSummaryAuto
+			t.Reasoning.Summary = "auto"
 		case "none":
 		default:
-			out.Reasoning.Summary = shared.ReasoningSummary(cfg.ReasoningSummary)
+			t.Reasoning.Summary = cfg.ReasoningSummary
 		}
-		out.Include = []responses.ResponseIncludable{responses.ResponseIncludableReasoningEncryptedContent}
+		t.Include = []string{"reasoning.encrypted_content"}
 	}
-	items := make(responses.ResponseInputParam, 0, len(req.Messages))
-	for i, m := range req.Messages {
+	for _, tool := range req.Tools {
+		schema, err := toolSchema(tool.Name, tool.InputSchema)
+		if err != nil {
+			return nil, err
+		}
+		t.Tools = append(t.Tools, responsesTool{Type: "function", Name: tool.Name, Description: tool.Description, Parameters: schema})
+	}
+	b := make([]byte, 0, 64+requestChars(req))
+	b = append(b, `{"input":[`...)
+	b, err := appendResponsesInput(b, req.Messages)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, "],"...)
+	tail, err := json.Marshal(t)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, tail[1:]...), nil
+}
+
+// appendResponsesInput appends msgs as Responses input items, separated
+// by commas.
+func appendResponsesInput(b []byte, msgs []llm.Message) ([]byte, error) {
+	first := true
+	open := func() {
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+	}
+	for i, m := range msgs {
 		if err := checkAttachments(i, m); err != nil {
-			return out, err
+			return nil, err
 		}
 		switch m.Role {
 		case llm.RoleUser:
+			open()
 			if len(m.Attachments) > 0 {
-				items = append(items, responsesUserMessage(m.Content, m.Attachments))
+				b = append(b, `{"content":[`...)
+				b = appendInputParts(b, m.Content, m.Attachments)
+				b = append(b, `],"role":"user"}`...)
 				break
 			}
-			items = append(items, message(responses.EasyInputMessageRoleUser, m.Content))
+			b = appendMessageItem(b, "user", m.Content)
 		case llm.RoleAssistant:
 			var st providerState
 			if len(m.ProviderState) > 0 && json.Unmarshal(m.ProviderState, &st) == nil {
 				for _, r := range st.Reasoning {
-					items = append(items, responses.ResponseInputItemUnionParam{
-						OfReasoning: new(param.Override[responses.ResponseReasoningItemParam](r)),
-					})
+					open()
+					b = append(b, r...)
 				}
 			}
 			if m.Content != "" {
-				items = append(items, message(responses.EasyInputMessageRoleAssistant, m.Content))
+				open()
+				b = appendMessageItem(b, "assistant", m.Content)
 			}
 			for _, tc := range m.ToolCalls {
-				items = append(items, responses.ResponseInputItemUnionParam{
-					OfFunctionCall: &responses.ResponseFunctionToolCallParam{
-						CallID: tc.ID, Name: tc.Name, Arguments: tc.Arguments,
-					},
-				})
+				open()
+				b = append(b, `{"arguments":`...)
+				b = appendJSONString(b, tc.Arguments)
+				b = append(b, `,"call_id":`...)
+				b = appendJSONString(b, tc.ID)
+				b = append(b, `,"name":`...)
+				b = appendJSONString(b, tc.Name)
+				b = append(b, `,"type":"function_call"}`...)
 			}
 		case llm.RoleTool:
 			if m.ToolCallID == "" {
-				return out, fmt.Errorf("message %d: tool result without ToolCallID", i)
+				return nil, fmt.Errorf("message %d: tool result without ToolCallID", i)
 			}
-			output := responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: param.NewOpt(m.Content)}
+			open()
+			b = append(b, `{"call_id":`...)
+			b = appendJSONString(b, m.ToolCallID)
+			b = append(b, `,"output":`...)
 			if len(m.Attachments) > 0 {
-				output = responsesToolOutput(m.Content, m.Attachments)
+				b = append(b, '[')
+				b = appendInputParts(b, m.Content, m.Attachments)
+				b = append(b, ']')
+			} else {
+				b = appendJSONString(b, m.Content)
 			}
-			items = append(items, responses.ResponseInputItemUnionParam{
-				OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
-					CallID: param.NewOpt(m.ToolCallID),
-					Output: output,
-				},
-			})
+			b = append(b, `,"type":"function_call_output"}`...)
 		default:
-			return out, fmt.Errorf("message %d: unknown role %q", i, m.Role)
+			return nil, fmt.Errorf("message %d: unknown role %q", i, m.Role)
 		}
 	}
-	out.Input.OfInputItemList = items
-	for _, t := range req.Tools {
-		params, err := toolParameters(t.Name, t.InputSchema)
-		if err != nil {
-			return out, err
-		}
-		fn := &responses.FunctionToolParam{Name: t.Name, Parameters: params, Strict: param.NewOpt(false)}
-		if t.Description != "" {
-			fn.Description = param.NewOpt(t.Description)
-		}
-		out.Tools = append(out.Tools, responses.ToolUnionParam{OfFunction: fn})
-	}
-	return out, nil
+	return b, nil
 }
 
-func message(role responses.EasyInputMessageRole, text string) responses.ResponseInputItemUnionParam {
-	return responses.ResponseInputItemUnionParam{OfMessage: &responses.EasyInputMessageParam{
-		Role:    role,
-		Content: responses.EasyInputMessageContentUnionParam{OfString: param.NewOpt(text)},
-	}}
+// appendMessageItem appends a message item whose content is text.
+func appendMessageItem(b []byte, role, text string) []byte {
+	b = append(b, `{"content":`...)
+	b = appendJSONString(b, text)
+	b = append(b, `,"role":"`...)
+	b = append(b, role...)
+	return append(b, `"}`...)
 }
 
 // responsesEvent is the part of a Responses stream event weft reads. Fields

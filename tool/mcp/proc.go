@@ -328,7 +328,10 @@ func (p *proc) awaitExit(ctx context.Context) {
 
 // deniedRe matches what a program prints when it is refused a file:
 // Node's EACCES/EPERM/EROFS, C's and Python's strerror texts.
-var deniedRe = regexp.MustCompile(`(?i)\b(EACCES|EPERM|EROFS)\b|permission denied|operation not permitted|read-only file system`)
+// deniedRe is compiled on first use, not at start: most commands never need it.
+var deniedRe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)\b(EACCES|EPERM|EROFS)\b|permission denied|operation not permitted|read-only file system`)
+})
 
 // sandboxHint is the likely fix for a server refused a file: the sandbox
 // lets it read only the system directories, its readOnly paths and the
@@ -354,7 +357,7 @@ func (p *proc) describe() string {
 		parts = append(parts, "still running")
 	}
 	if t := p.tail.String(); t != "" {
-		if deniedRe.MatchString(t) {
+		if deniedRe().MatchString(t) {
 			parts = append(parts, sandboxHint)
 		}
 		parts = append(parts, "stderr: "+t)
