@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"weft.dev/weft/store"
 )
 
@@ -90,13 +92,33 @@ type leaseTable interface {
 	renew(ctx context.Context, holder string, ttl time.Duration, ids []string, epochs []int64) ([]string, error)
 	// release expires session id's row if it still has epoch.
 	release(ctx context.Context, id string, epoch int64) error
+	// close releases what the table holds (a connection).
+	close()
 }
 
 // NewLeases returns the leases of cfg.Holder on st's database and starts
 // the goroutine that renews them; [Leases.Close] stops it. The database
 // needs schema version 3 (the leases table).
+//
+// The renewals have a connection of their own, outside st's pool (a
+// second pool of one connection, reconnected as the pool is): a pool
+// whose every connection waits (for a lock, a slow statement, a frozen
+// peer's transaction) must not make a live host lose its leases. A
+// renewal takes no lock that an append holds, so it never waits behind
+// one either. Acquire and Release use st's pool: they wait for the
+// appends in flight, which a renewal must not.
 func NewLeases(st *Store, cfg LeaseConfig) (*Leases, error) {
-	return newLeases(pgLeases{st}, cfg)
+	pcfg := st.pool.Config()
+	pcfg.MaxConns, pcfg.MinConns = 1, 0
+	renewals, err := pgxpool.NewWithConfig(context.Background(), pcfg)
+	if err != nil {
+		return nil, st.errorf("lease renewals", err)
+	}
+	l, err := newLeases(pgLeases{s: st, renewals: renewals}, cfg)
+	if err != nil {
+		renewals.Close()
+	}
+	return l, err
 }
 
 func newLeases(t leaseTable, cfg LeaseConfig) (*Leases, error) {
@@ -183,6 +205,7 @@ func (l *Leases) Close() error {
 		l.loseLocked(ls, "the holder closed")
 	}
 	l.mu.Unlock()
+	l.t.close()
 	return nil
 }
 
@@ -304,8 +327,14 @@ func (ls *lease) Release(ctx context.Context) error {
 	return ls.err
 }
 
-// pgLeases is the leases table of a Store's database.
-type pgLeases struct{ s *Store }
+// pgLeases is the leases table of a Store's database: renewals go
+// through a pool of their own.
+type pgLeases struct {
+	s        *Store
+	renewals *pgxpool.Pool
+}
+
+func (p pgLeases) close() { p.renewals.Close() }
 
 // The statements of the leases. Intervals are microseconds ($N *
 // interval '1 microsecond'), the database's resolution.
@@ -358,7 +387,7 @@ func (p pgLeases) renew(ctx context.Context, holder string, ttl time.Duration, i
 		return nil, err
 	}
 	defer s.guard.Leave()
-	rows, err := s.pool.Query(ctx, renewLeases, holder, ttl.Microseconds(), ids, epochs)
+	rows, err := p.renewals.Query(ctx, renewLeases, holder, ttl.Microseconds(), ids, epochs)
 	if err != nil {
 		return nil, s.errorf("renew leases", err)
 	}

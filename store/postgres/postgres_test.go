@@ -19,6 +19,10 @@ import (
 var pg pgtest.Shared
 
 func TestMain(m *testing.M) {
+	if url := os.Getenv(frozenHelperEnv); url != "" {
+		frozenOwner(url)
+		return
+	}
 	code := m.Run()
 	if err := pg.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "close the test cluster:", err)
