@@ -31,7 +31,6 @@ import (
 	"weft.dev/weft/host/internal/session"
 	"weft.dev/weft/host/internal/transcript"
 	"weft.dev/weft/internal/ids"
-	"weft.dev/weft/internal/lease"
 	"weft.dev/weft/policy"
 	"weft.dev/weft/process"
 	"weft.dev/weft/redact"
@@ -60,17 +59,23 @@ type Config struct {
 	// host.
 	MCP *mcp.Manager
 	// Leases grants the session leases that keep other hosts from
-	// writing a session this host owns (see [store.Leases]); it takes
-	// precedence over LockDir. A store several hosts share needs leases
-	// with fencing epochs (store/postgres's); a session whose lease is
-	// lost is dropped, and the next request loads it again (refused while
-	// another host holds it).
+	// writing a session this host owns (see [store.Leases]). Nil means
+	// the store's own: when the store is a [store.LeaseProvider]
+	// (store/postgres: lease rows with fencing epochs; store/sqlite:
+	// flocks beside its file, with a store-wide host lock), New takes
+	// them under Name before it recovers anything and gives them up on
+	// Close; a store that provides none (in memory) is used without
+	// leases. A session whose lease is lost is dropped, and the next
+	// request loads it again (refused while another host holds it).
+	// Set it to share leases the caller manages; leases with fencing
+	// epochs should then also implement Fenced() bool, reporting true
+	// (as [store.HostLeases] do), so that recovery leaves other hosts'
+	// processes alone.
 	Leases store.Leases
-	// LockDir holds flock leases that keep other processes on this
-	// machine from writing a session the host owns; empty (and no
-	// Leases) means no leases: an in-memory store, or a store no other
-	// process opens.
-	LockDir string
+	// Name describes the host to other hosts of its store (see
+	// [store.HostLeaseParams]): "weft serve", say. Empty names it by its
+	// process alone.
+	Name string
 	// Shared marks a host that shares its store with other live hosts of
 	// the same kind (a one-shot `weft run`): it does not recover sessions
 	// or processes at start, only the sessions it opens (under their
@@ -179,6 +184,13 @@ type Host struct {
 	// process notices); Add only with mu held and closed unset.
 	bg sync.WaitGroup
 
+	// hostLeases are the leases New took from the store (nil with
+	// Config.Leases, or a store without); Close closes them last.
+	hostLeases store.HostLeases
+	// fenced is set when the session leases carry fencing epochs: other
+	// live hosts may share the store (see [store.HostLeases.Fenced]).
+	fenced bool
+
 	// crowded wakes the housekeeping goroutine when more sessions are
 	// loaded than MaxLoadedSessions.
 	crowded chan struct{}
@@ -246,8 +258,16 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	h := &Host{cfg: cfg, ctx: hctx, stop: stop, sessions: map[string]*entry{}, crowded: make(chan struct{}, 1), seed: maphash.MakeSeed()}
 	leases := cfg.Leases
-	if leases == nil && cfg.LockDir != "" {
-		leases = lease.Dir{Path: cfg.LockDir}
+	if p, ok := cfg.Store.(store.LeaseProvider); ok && leases == nil {
+		hl, err := p.HostLeases(ctx, store.HostLeaseParams{Name: cfg.Name, Shared: cfg.Shared, Logger: cfg.Logger})
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("host: %w", err)
+		}
+		h.hostLeases, leases = hl, hl
+	}
+	if f, ok := leases.(interface{ Fenced() bool }); ok {
+		h.fenced = f.Fenced()
 	}
 	h.scfg = session.Config{
 		Store: cfg.Store, ResolveModel: cfg.ResolveModel, DefaultModel: cfg.DefaultModel,
@@ -270,7 +290,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.CheckpointDir != "" {
 		ck, err := checkpoint.New(checkpoint.Config{Dir: cfg.CheckpointDir, MaxFileBytes: cfg.CheckpointMaxFileBytes, MaxBytes: cfg.CheckpointMaxBytes})
 		if err != nil {
-			stop()
+			h.Close()
 			return nil, fmt.Errorf("host: %w", err)
 		}
 		h.ckpt = ck
@@ -508,6 +528,9 @@ func (h *Host) Close() error {
 		}
 	}
 	wg.Wait()
+	if h.hostLeases != nil {
+		h.hostLeases.Close()
+	}
 	return nil
 }
 

@@ -2,10 +2,14 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -477,4 +481,36 @@ func (s *Store) ListLeases(ctx context.Context, p ListLeasesParams) ([]LeaseInfo
 		return nil, s.errorf("list leases", err)
 	}
 	return out, nil
+}
+
+// Fenced reports true: every lease has a fencing epoch that the store
+// checks on each write (see [store.HostLeases]).
+func (l *Leases) Fenced() bool { return true }
+
+var _ store.LeaseProvider = (*Store)(nil)
+
+// HostLeases implements [store.LeaseProvider]: the [Leases] of a holder
+// named HOSTNAME/PID/RANDOM (p.Name), unique to the process, so that a
+// restarted host does not take the leases of the process it replaces for
+// its own (they expire first) and `weft nodes` tells processes apart;
+// their TTL is [Config.LeaseTTL]. Any number of hosts may hold leases on
+// one database; p.Shared changes nothing.
+func (s *Store) HostLeases(_ context.Context, p store.HostLeaseParams) (store.HostLeases, error) {
+	return NewLeases(s, LeaseConfig{Holder: HolderName(p.Name), TTL: s.leaseTTL, Logger: p.Logger})
+}
+
+// HolderName names this process as a lease holder: HOSTNAME/PID/RANDOM,
+// then " (what)" when what is set.
+func HolderName(what string) string {
+	name, err := os.Hostname()
+	if err != nil || name == "" {
+		name = "unknown"
+	}
+	var r [4]byte
+	rand.Read(r[:])
+	name += "/" + strconv.Itoa(os.Getpid()) + "/" + hex.EncodeToString(r[:])
+	if what != "" {
+		name += " (" + what + ")"
+	}
+	return name
 }

@@ -1,0 +1,100 @@
+package host_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"weft.dev/weft/api"
+	"weft.dev/weft/event"
+	"weft.dev/weft/host"
+	"weft.dev/weft/llm/scripted"
+	"weft.dev/weft/store"
+	"weft.dev/weft/store/postgres"
+)
+
+// newEmbeddedHost starts a host as a program that embeds package host
+// does: over a PostgreSQL store opened with lease TTL ttl, with no
+// Config.Leases, so that the host takes the store's own.
+func newEmbeddedHost(t *testing.T, url, name string, ttl time.Duration) (*host.Host, *postgres.Store, error) {
+	t.Helper()
+	st, err := postgres.Open(context.Background(), postgres.Config{URL: url, Migrate: true, LeaseTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h, err := host.New(context.Background(), host.Config{
+		Store: st, Name: name, DefaultModel: "scripted:fast", CoalesceWindow: 2 * time.Millisecond,
+		StorageRetry: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
+		ResolveModel: func(name string) (*host.Model, error) {
+			key := strings.TrimPrefix(name, "scripted:")
+			src, ok := scripts[key]
+			if !ok {
+				return nil, fmt.Errorf("unknown model %q", name)
+			}
+			p, err := scripted.Parse(key+".json", []byte(src))
+			return &host.Model{Name: name, Provider: p, Model: key}, err
+		},
+	})
+	if err == nil {
+		t.Cleanup(func() { h.Close() })
+	}
+	return h, st, err
+}
+
+// TestEmbeddedHostsRecoverUnderLease: a host dies mid-run (its lease
+// expires). Two programs that embed host.New on the same PostgreSQL
+// store start at once, neither given leases: each takes the store's
+// leases itself, so exactly one of them recovers the session (one
+// run.interrupted, under the lease's next epoch) and the other leaves
+// it to the holder, without an error.
+func TestEmbeddedHostsRecoverUnderLease(t *testing.T) {
+	ctx := context.Background()
+	url := pg.Database(t)
+	a := newPGHost(t, url, "host-a", time.Hour)
+	sid := session(t, a.h, "scripted:fast")
+	long := start(t, a.h, api.StartRunParams{SessionID: sid, Input: input("long"), Model: "scripted:long"})
+	waitFor(t, a.h, sid, long.ID, ofType(event.MessageDelta))
+	// A freezes: its lease expires (it does not notice: its TTL is an
+	// hour); its next appends are fenced once another host takes over.
+	if err := pg.Cluster(t).Exec(ctx, dbName(url), `UPDATE leases SET expires_at = now() WHERE session_id = $1`, sid); err != nil {
+		t.Fatal(err)
+	}
+
+	var wg sync.WaitGroup
+	var errs [2]error
+	var stores [2]*postgres.Store
+	for i := range 2 {
+		wg.Go(func() { _, stores[i], errs[i] = newEmbeddedHost(t, url, fmt.Sprint("embedded-", i), 2*time.Second) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("host.New %d: %v", i, err)
+		}
+	}
+	evs, err := stores[0].Read(ctx, store.ReadParams{SessionID: sid, Limit: 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("event %d has seq %d", i, e.Seq)
+		}
+		if e.RunID == long.ID && e.Type == event.RunInterrupted {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d run.interrupted for the dead host's run; want 1", n)
+	}
+	leases, err := stores[0].ListLeases(ctx, postgres.ListLeasesParams{})
+	if err != nil || len(leases) != 1 || leases[0].Epoch != 2 || !strings.Contains(leases[0].Holder, "(embedded-") {
+		t.Fatalf("leases: %+v, %v; want one embedded host's, epoch 2", leases, err)
+	}
+}
