@@ -13,8 +13,10 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
 	"weft.dev/weft/llm/scripted"
+	"weft.dev/weft/process"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/postgres"
+	"weft.dev/weft/store/record"
 )
 
 // newEmbeddedHost starts a host as a program that embeds package host
@@ -96,5 +98,89 @@ func TestEmbeddedHostsRecoverUnderLease(t *testing.T) {
 	leases, err := stores[0].ListLeases(ctx, postgres.ListLeasesParams{})
 	if err != nil || len(leases) != 1 || leases[0].Epoch != 2 || !strings.Contains(leases[0].Holder, "(embedded-") {
 		t.Fatalf("leases: %+v, %v; want one embedded host's, epoch 2", leases, err)
+	}
+}
+
+// newPGProcHost is a host with a process manager over a PostgreSQL store
+// opened with lease TTL ttl, taking the store's leases as name; logs go
+// to the returned buffer.
+func newPGProcHost(t *testing.T, url, name string, ttl time.Duration) (*host.Host, *postgres.Store, *logBuffer) {
+	t.Helper()
+	st, err := postgres.Open(context.Background(), postgres.Config{URL: url, Migrate: true, LeaseTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, nil))
+	m, err := process.New(process.Config{Store: st, KillGrace: 200 * time.Millisecond, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(context.Background(), host.Config{
+		Store: st, Name: name, DefaultModel: "scripted:fast", CoalesceWindow: 2 * time.Millisecond, Processes: m,
+		StorageRetry: 20 * time.Millisecond, Logger: logger,
+		ResolveModel: func(name string) (*host.Model, error) {
+			key := strings.TrimPrefix(name, "scripted:")
+			p, err := scripted.Parse(key+".json", []byte(scripts[key]))
+			return &host.Model{Name: name, Provider: p, Model: key}, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		h.Close()
+		st.Close()
+	})
+	return h, st, logs
+}
+
+// TestTakeOverFencesProcessWrites: host A runs a background loop that
+// prints every 20 ms; A freezes (its session's lease expires unnoticed)
+// and host B takes the session over. B, holding the session's next
+// lease, reconciles the loop (process.abandoned, its record now B's);
+// A's next write for the loop is refused (ErrFenced), so A stops the
+// loop and writes nothing more for it: no event of A's follows B's in
+// the process's log, and A meets no sequence conflict.
+func TestTakeOverFencesProcessWrites(t *testing.T) {
+	ctx := context.Background()
+	url := pg.Database(t)
+	a, _, logA := newPGProcHost(t, url, "host-a", time.Hour)
+	b, stB, _ := newPGProcHost(t, url, "host-b", 2*time.Second)
+	sid := session(t, a, "scripted:fast")
+	p, err := a.StartProcess(ctx, api.ProcessStartParams{SessionID: sid, Command: `while true; do echo tick; sleep 0.02; done`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the loop printed nothing", func() bool {
+		out, err := a.ProcessOutput(ctx, api.ProcessOutputParams{ID: p.ID})
+		return err == nil && out.Next > 0
+	})
+	if err := pg.Cluster(t).Exec(ctx, dbName(url), `UPDATE leases SET expires_at = now() WHERE session_id = $1`, sid); err != nil {
+		t.Fatal(err)
+	}
+	// B's first request for the session takes it over.
+	wait(t, b, start(t, b, api.StartRunParams{SessionID: sid, Input: input("hi")}).ID)
+	var rec record.Process
+	eventually(t, 10*time.Second, "B did not reconcile A's process", func() bool {
+		rec, err = stB.Process(ctx, p.ID)
+		return err == nil && rec.Status == record.ProcessAbandoned
+	})
+	if rec.Epoch != 2 || !strings.Contains(rec.Host, "(host-b)") {
+		t.Fatalf("record after B's take-over: host %q epoch %d; want host-b's, epoch 2", rec.Host, rec.Epoch)
+	}
+	eventually(t, 10*time.Second, "A did not stop writing for its process", func() bool {
+		return strings.Contains(logA.String(), "another host owns its session now")
+	})
+	time.Sleep(200 * time.Millisecond) // A would write again by now
+	evs, err := stB.ReadProcess(ctx, store.ReadProcessParams{ProcessID: p.ID, Limit: 100000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := evs[len(evs)-1]; last.Type != process.EventAbandoned {
+		t.Fatalf("the process's last event is %s; want B's process.abandoned", last.Type)
+	}
+	if strings.Contains(logA.String(), "sequence conflict") {
+		t.Fatalf("A met sequence conflicts:\n%s", logA.String())
 	}
 }

@@ -35,6 +35,7 @@ import (
 	"weft.dev/weft/process"
 	"weft.dev/weft/redact"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/mcp"
 )
@@ -111,7 +112,13 @@ type Config struct {
 	// Processes runs background processes; nil refuses them. The host
 	// attaches itself as the manager's tool runner and notifier, recovers
 	// the processes a crash left (unless Shared), and closes the manager
-	// on Close.
+	// on Close. Each process runs under the lease of its session and its
+	// writes are fenced with it. With fenced leases (several live hosts
+	// on one store) the host reconciles no process at start: it does so
+	// for each session whose lease it takes (see
+	// process.Manager.RecoverSession), settling the processes that a
+	// host which lost the lease left, and it keeps a session that has
+	// processes running here loaded.
 	Processes *process.Manager
 	// MaxLoadedSessions is how many sessions stay loaded (a journal
 	// goroutine, a lease file and their transcript each); beyond it the
@@ -220,7 +227,12 @@ var ErrClosed = api.NewError(api.KindOverloaded, "the host is shutting down")
 // answers goes on waiting; queued runs start, in order) and the
 // background processes a crash left. A session whose lease another
 // holder still has (a dead host's, until it expires) is recovered in the
-// background as soon as its lease can be taken.
+// background as soon as its lease can be taken. It first takes the
+// store's leases (Config.Leases, else the store's [store.LeaseProvider])
+// and fails at once when the store refuses them (a SQLite store another
+// process serves). With fenced leases, the processes it recovers are
+// those of sessions whose lease is free, each once it holds the lease;
+// another live host's are left alone.
 func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.Store == nil || cfg.ResolveModel == nil {
 		return nil, errors.New("host: Config.Store and Config.ResolveModel are required")
@@ -303,7 +315,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			h.Close()
 			return nil, err
 		}
-		if m := cfg.Processes; m != nil {
+		if m := cfg.Processes; m != nil && !h.fenced {
 			rep, err := m.Recover(ctx)
 			if err != nil {
 				h.Close()
@@ -407,6 +419,20 @@ func (h *Host) loadedSessions() []*session.Session {
 // load closes what was running and starts the queue. It returns the
 // sessions it could not load because another holder has their lease.
 func (h *Host) recover(ctx context.Context) (held []string, err error) {
+	// With fenced leases, the sessions of running processes too: taking
+	// a session's lease reconciles the processes a host that lost it left
+	// (see recoverProcesses); a session whose lease a live host holds is
+	// that host's, with its processes.
+	procs := map[string]bool{}
+	if h.fenced && h.cfg.Processes != nil {
+		ps, err := h.cfg.Store.Processes(ctx, store.ListProcessesParams{Statuses: []string{record.ProcessRunning}, Limit: 1 << 30})
+		if err != nil {
+			return nil, fmt.Errorf("host: recover: %w", err)
+		}
+		for _, p := range ps {
+			procs[p.SessionID] = true
+		}
+	}
 	before := ""
 	for {
 		page, err := h.cfg.Store.Sessions(ctx, store.ListSessionsParams{Before: before, Limit: 500})
@@ -414,10 +440,13 @@ func (h *Host) recover(ctx context.Context) (held []string, err error) {
 			return held, fmt.Errorf("host: recover: %w", err)
 		}
 		for _, s := range page {
-			if s.ActiveRunID == "" {
+			if s.ActiveRunID == "" && !procs[s.ID] {
 				continue
 			}
 			if _, err := h.session(ctx, s.ID); err != nil {
+				if errors.Is(err, store.ErrLeaseHeld) && s.ActiveRunID == "" {
+					continue // its processes are the live holder's
+				}
 				if errors.Is(err, store.ErrLeaseHeld) {
 					h.cfg.Logger.Info("session leased by another holder; recovering it once the lease can be taken", "session", s.ID, "err", err)
 					held = append(held, s.ID)
@@ -585,7 +614,30 @@ func (h *Host) session(ctx context.Context, id string) (*session.Session, error)
 		return nil, ErrClosed
 	}
 	h.checkCrowded(n)
+	h.recoverProcesses(ctx, s)
 	return s, nil
+}
+
+// recoverProcesses reconciles, under fenced leases, the processes of
+// session s that a host which lost the session's lease left running (see
+// process.Manager.RecoverSession): this host took the lease, so it, and
+// no host merely because it starts, settles them. Their ends reach the
+// session's log through the host's process notices. A failure is logged:
+// the next load of the session tries again.
+func (h *Host) recoverProcesses(ctx context.Context, s *session.Session) {
+	m := h.cfg.Processes
+	if !h.fenced || m == nil || s.Epoch() == 0 {
+		return
+	}
+	rep, err := m.RecoverSession(context.WithoutCancel(ctx), s.ID(), s.Owner())
+	if err != nil {
+		h.cfg.Logger.Warn("recover the processes of a session", "session", s.ID(), "err", err)
+		return
+	}
+	if n := len(rep.Abandoned) + len(rep.Rerun) + len(rep.Left); n > 0 {
+		h.cfg.Logger.Info("processes recovered", "session", s.ID(), "abandoned", len(rep.Abandoned), "rerun", len(rep.Rerun),
+			"left", len(rep.Left), "killed", rep.Killed)
+	}
 }
 
 // load opens session id's owner, or reports it not found.

@@ -314,6 +314,7 @@ func (l *Leases) loseLocked(ls *lease, why string) {
 }
 
 func (ls *lease) Epoch() int64          { return ls.epoch }
+func (ls *lease) Holder() string        { return ls.ls.holder }
 func (ls *lease) Lost() <-chan struct{} { return ls.lost }
 
 // Release stops renewing the lease and expires its row, if the row still

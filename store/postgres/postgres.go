@@ -611,26 +611,44 @@ func (s *Store) PutReceipt(ctx context.Context, r record.Receipt) (record.Receip
 	return got, nil
 }
 
-// PutSnapshot implements [store.Snapshots]. The log only grows, so a seq
-// checked against its last event stays valid while the snapshot is
-// written.
+// PutSnapshot implements [store.Snapshots]: in one transaction, under
+// the session's advisory lock (the lock of its appends and lease
+// take-overs), it checks snap.Epoch against the session's lease as
+// [Store.Append] checks a batch's ([store.ErrFenced]) and snap.Seq
+// against its last event, then stores it.
 func (s *Store) PutSnapshot(ctx context.Context, snap record.Snapshot) error {
 	if err := s.guard.Enter(); err != nil {
 		return err
 	}
 	defer s.guard.Leave()
 	op := "put snapshot of session " + snap.SessionID
-	var last int64
-	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM events WHERE session_id = $1`, snap.SessionID).Scan(&last); err != nil {
-		return s.errorf(op, err)
-	}
-	if err := sqlstore.FitSnapshot(snap, last); err != nil {
-		return err
-	}
-	if _, err := s.pool.Exec(ctx, sqlstore.PutSnapshotSQL, snap.SessionID, snap.Kind, snap.Seq, snap.Data, sqlstore.EncodeTime(snap.CreatedAt)); err != nil {
-		return s.errorf(op, err)
-	}
-	return nil
+	var bt pgx.Batch
+	bt.BeginTx(pgx.TxOptions{})
+	bt.Queue(lockSQL, lockSession, snap.SessionID)
+	bt.Queue(lastSeqSQL, snap.SessionID)
+	bt.Queue(sqlstore.PutSnapshotSQL, snap.SessionID, snap.Kind, snap.Seq, snap.Data, sqlstore.EncodeTime(snap.CreatedAt))
+	return s.inTx(ctx, &bt, op, func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil { // the lock
+			return s.errorf(op, err)
+		}
+		var last int64
+		var epoch *int64
+		var holder *string
+		var live bool
+		if err := br.QueryRow().Scan(&last, &epoch, &holder, &live); err != nil {
+			return s.errorf(op, err)
+		}
+		if err := fence(snap.SessionID, snap.Epoch, epoch, holder, live); err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		if err := sqlstore.FitSnapshot(snap, last); err != nil {
+			return err
+		}
+		if _, err := br.Exec(); err != nil {
+			return s.errorf(op, err)
+		}
+		return nil
+	})
 }
 
 // PruneReceipts deletes the receipts created before t and returns how many.

@@ -56,3 +56,7 @@ func openURL(t testing.TB, url string) *postgres.Store {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t) })
 }
+
+func TestConformanceLeases(t *testing.T) {
+	storetest.RunLeases(t, func(t *testing.T) store.Store { return open(t) })
+}
