@@ -322,6 +322,8 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 				return nil, fmt.Errorf("host: recover processes: %w", err)
 			}
 			cfg.Logger.Info("processes recovered", "abandoned", len(rep.Abandoned), "rerun", len(rep.Rerun), "left", len(rep.Left), "killed", rep.Killed)
+		} else if m != nil {
+			m.RemoveStaleTemp() // the processes: per session, under its lease (recoverProcesses)
 		}
 		if _, err := cfg.Store.PruneReceipts(ctx, time.Now().Add(-cfg.ReceiptTTL)); err != nil {
 			h.Close()

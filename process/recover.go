@@ -52,15 +52,25 @@ type RecoverReport struct {
 // The Notifier hears of each abandoned process. Errors are store errors;
 // the processes settled before the error stay settled.
 func (m *Manager) Recover(ctx context.Context) (RecoverReport, error) {
-	var rep RecoverReport
-	if m.cfg.Sandbox != nil {
-		n, err := sandbox.RemoveStale(m.cfg.Sandbox.TempRoot)
-		rep.TempDirs = n
-		if err != nil {
-			m.log.Warn("removing stale temporary directories", "err", err)
-		}
-	}
+	rep := RecoverReport{TempDirs: m.RemoveStaleTemp()}
 	return m.recover(ctx, store.ListProcessesParams{Statuses: []string{record.ProcessRunning}, Limit: 1 << 30}, Owner{}, &rep)
+}
+
+// RemoveStaleTemp removes, with Config.Sandbox set, the commands'
+// temporary directories that dead weft processes of this machine left in
+// its TempRoot (sandbox.RemoveStale; those of live ones stay), and
+// returns how many. [Manager.Recover] does it; a host that recovers
+// processes per session ([Manager.RecoverSession]) calls it at start. A
+// failure is logged, not returned.
+func (m *Manager) RemoveStaleTemp() int {
+	if m.cfg.Sandbox == nil {
+		return 0
+	}
+	n, err := sandbox.RemoveStale(m.cfg.Sandbox.TempRoot)
+	if err != nil {
+		m.log.Warn("removing stale temporary directories", "err", err)
+	}
+	return n
 }
 
 // Owner is who reconciles a process: the host, and the lease epoch of

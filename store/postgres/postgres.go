@@ -287,8 +287,7 @@ func setTimeouts(params map[string]string, ttl time.Duration) {
 
 // Name returns the name errors give the database at url:
 // postgres://HOST:PORT/DB, without user or password, so the same for every
-// URL of one database that names it the same way (cmd/weft keys its host
-// lease by it).
+// URL of one database that names it the same way.
 func Name(url string) (string, error) {
 	_, name, err := parseConfig(Config{URL: url})
 	return name, err
