@@ -102,9 +102,10 @@ func TestEmbeddedHostsRecoverUnderLease(t *testing.T) {
 }
 
 // newPGProcHost is a host with a process manager over a PostgreSQL store
-// opened with lease TTL ttl, taking the store's leases as name; logs go
-// to the returned buffer.
-func newPGProcHost(t *testing.T, url, name string, ttl time.Duration) (*host.Host, *postgres.Store, *logBuffer) {
+// opened with lease TTL ttl, taking the store's leases as name, that
+// unloads sessions idle for idle (zero: the default); logs go to the
+// returned buffer.
+func newPGProcHost(t *testing.T, url, name string, ttl, idle time.Duration) (*host.Host, *postgres.Store, *logBuffer) {
 	t.Helper()
 	st, err := postgres.Open(context.Background(), postgres.Config{URL: url, Migrate: true, LeaseTTL: ttl})
 	if err != nil {
@@ -118,7 +119,7 @@ func newPGProcHost(t *testing.T, url, name string, ttl time.Duration) (*host.Hos
 	}
 	h, err := host.New(context.Background(), host.Config{
 		Store: st, Name: name, DefaultModel: "scripted:fast", CoalesceWindow: 2 * time.Millisecond, Processes: m,
-		StorageRetry: 20 * time.Millisecond, Logger: logger,
+		StorageRetry: 20 * time.Millisecond, Logger: logger, IdleUnload: idle,
 		ResolveModel: func(name string) (*host.Model, error) {
 			key := strings.TrimPrefix(name, "scripted:")
 			p, err := scripted.Parse(key+".json", []byte(scripts[key]))
@@ -145,8 +146,8 @@ func newPGProcHost(t *testing.T, url, name string, ttl time.Duration) (*host.Hos
 func TestTakeOverFencesProcessWrites(t *testing.T) {
 	ctx := context.Background()
 	url := pg.Database(t)
-	a, _, logA := newPGProcHost(t, url, "host-a", time.Hour)
-	b, stB, _ := newPGProcHost(t, url, "host-b", 2*time.Second)
+	a, _, logA := newPGProcHost(t, url, "host-a", time.Hour, 0)
+	b, stB, _ := newPGProcHost(t, url, "host-b", 2*time.Second, 0)
 	sid := session(t, a, "scripted:fast")
 	p, err := a.StartProcess(ctx, api.ProcessStartParams{SessionID: sid, Command: `while true; do echo tick; sleep 0.02; done`})
 	if err != nil {
@@ -182,5 +183,37 @@ func TestTakeOverFencesProcessWrites(t *testing.T) {
 	}
 	if strings.Contains(logA.String(), "sequence conflict") {
 		t.Fatalf("A met sequence conflicts:\n%s", logA.String())
+	}
+}
+
+// TestSessionWithProcessKeepsItsLease: under fenced leases a session
+// whose process runs on this host is not unloaded as idle, since
+// unloading would release the lease its process's writes are fenced
+// with (another host could take the session and reconcile a live
+// process). Once the process ends, the idle session unloads and its
+// lease is released.
+func TestSessionWithProcessKeepsItsLease(t *testing.T) {
+	ctx := context.Background()
+	url := pg.Database(t)
+	const idle = 50 * time.Millisecond
+	h, st, _ := newPGProcHost(t, url, "host-a", 2*time.Second, idle)
+	sid := session(t, h, "scripted:fast")
+	p, err := h.StartProcess(ctx, api.ProcessStartParams{SessionID: sid, Command: "sleep 60"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * idle)
+	if !host.Loaded(h, sid) {
+		t.Fatal("the session was unloaded while its process runs")
+	}
+	if ls, err := st.ListLeases(ctx, postgres.ListLeasesParams{}); err != nil || len(ls) != 1 || ls[0].SessionID != sid {
+		t.Fatalf("live leases %+v (%v); want the session's", ls, err)
+	}
+	if _, err := h.CancelProcess(ctx, api.ProcessCancelParams{ID: p.ID, SessionID: sid}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the idle session stayed loaded after its process ended", func() bool { return !host.Loaded(h, sid) })
+	if ls, err := st.ListLeases(ctx, postgres.ListLeasesParams{}); err != nil || len(ls) != 0 {
+		t.Fatalf("live leases %+v (%v) after the unload; want none", ls, err)
 	}
 }
