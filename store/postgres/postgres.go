@@ -650,17 +650,29 @@ func (s *Store) PutSnapshot(ctx context.Context, snap record.Snapshot) error {
 	})
 }
 
-// PruneReceipts deletes the receipts created before t and returns how many.
+// PruneReceipts deletes the receipts created before t and returns how
+// many, in one transaction free of the statement timeout.
 func (s *Store) PruneReceipts(ctx context.Context, before time.Time) (int, error) {
 	if err := s.guard.Enter(); err != nil {
 		return 0, err
 	}
 	defer s.guard.Leave()
-	tag, err := s.pool.Exec(ctx, sqlstore.PruneReceiptsSQL, sqlstore.SortKey(before))
+	// A day's receipts may take longer to delete than the statement
+	// timeout (Config.LeaseTTL) allows, and the delete holds no lock that
+	// a take-over waits for: it runs without one.
+	var n int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 0`); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, sqlstore.PruneReceiptsSQL, sqlstore.SortKey(before))
+		n = int(tag.RowsAffected())
+		return err
+	})
 	if err != nil {
 		return 0, s.errorf("prune receipts", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }
 
 // Close waits for calls in flight, then closes the pool's connections.
