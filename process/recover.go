@@ -53,7 +53,8 @@ type RecoverReport struct {
 // the processes settled before the error stay settled.
 func (m *Manager) Recover(ctx context.Context) (RecoverReport, error) {
 	rep := RecoverReport{TempDirs: m.RemoveStaleTemp()}
-	return m.recover(ctx, store.ListProcessesParams{Statuses: []string{record.ProcessRunning}, Limit: 1 << 30}, Owner{}, &rep)
+	err := m.recover(ctx, store.ListProcessesParams{Statuses: []string{record.ProcessRunning}, Limit: 1 << 30}, Owner{}, &rep)
+	return rep, err
 }
 
 // RemoveStaleTemp removes, with Config.Sandbox set, the commands'
@@ -100,7 +101,8 @@ func (m *Manager) RecoverSession(ctx context.Context, sessionID string, by Owner
 	}
 	m.adopt(sessionID, by)
 	p := store.ListProcessesParams{SessionID: sessionID, Statuses: []string{record.ProcessRunning}, Limit: 1 << 30}
-	return m.recover(ctx, p, by, &rep)
+	err := m.recover(ctx, p, by, &rep)
+	return rep, err
 }
 
 // adopt moves the live processes of session sessionID that this Manager
@@ -144,13 +146,14 @@ func (m *Manager) Runs(sessionID string) bool {
 	return false
 }
 
-// recover reconciles the running processes p lists that do not run
-// here, as [Manager.Recover] says; with by.Epoch set, only those of an
-// earlier epoch, whose records then name by.
-func (m *Manager) recover(ctx context.Context, lp store.ListProcessesParams, by Owner, rep *RecoverReport) (RecoverReport, error) {
+// recover reconciles the running processes lp lists that do not run
+// here, as [Manager.Recover] says, and adds what it did to rep; with
+// by.Epoch set, only those of an earlier epoch, whose records then name
+// by.
+func (m *Manager) recover(ctx context.Context, lp store.ListProcessesParams, by Owner, rep *RecoverReport) error {
 	ps, err := m.st.Processes(ctx, lp)
 	if err != nil {
-		return *rep, fmt.Errorf("recover processes: %w", err)
+		return fmt.Errorf("recover processes: %w", err)
 	}
 	for _, rec := range ps {
 		if m.liveProc(rec.ID) != nil {
@@ -173,7 +176,7 @@ func (m *Manager) recover(ctx context.Context, lp store.ListProcessesParams, by 
 				rec.Host, rec.Epoch = by.Host, by.Epoch
 			}
 			if _, err := m.startTool(ctx, rec, "the host restarted; rerunnable process started again"); err != nil {
-				return *rep, fmt.Errorf("recover process %s: rerun: %w", rec.ID, err)
+				return fmt.Errorf("recover process %s: rerun: %w", rec.ID, err)
 			}
 			rep.Rerun = append(rep.Rerun, rec.ID)
 			continue
@@ -200,7 +203,7 @@ func (m *Manager) recover(ctx context.Context, lp store.ListProcessesParams, by 
 				Evidence: &Evidence{Writer: "recovery", Reason: reason, Pgid: r.Pgid, Killed: killed}})}, nil
 		})
 		if err != nil {
-			return *rep, fmt.Errorf("recover process %s: %w", rec.ID, err)
+			return fmt.Errorf("recover process %s: %w", rec.ID, err)
 		}
 		if ended {
 			rep.Abandoned = append(rep.Abandoned, rec.ID)
@@ -209,5 +212,5 @@ func (m *Manager) recover(ctx context.Context, lp store.ListProcessesParams, by 
 			}
 		}
 	}
-	return *rep, nil
+	return nil
 }
