@@ -88,21 +88,21 @@ func (h *Host) forkSession(ctx context.Context, p api.ForkSessionParams, rc *ide
 	if err := h.add(s); err != nil {
 		return nil, idem.Ref{}, err
 	}
-	h.shareSnapshot(ctx, p.SessionID, id, boundary)
+	h.shareSnapshot(ctx, p.SessionID, id, boundary, s.Epoch())
 	return &api.ForkResult{Session: s.Record(), AtSeq: boundary, SharedMounts: shared}, idem.Ref{ID: id}, nil
 }
 
 // shareSnapshot gives fork the source's transcript snapshot when it is
 // through a seq the fork holds (the events before it are the same), so
 // that the fork's first run folds only the events after it, not the
-// whole of the source's log. A snapshot is a cache: failing to copy it
+// whole of the source's log. epoch is the fork's lease epoch. A snapshot is a cache: failing to copy it
 // costs that run a read of the log, nothing else.
-func (h *Host) shareSnapshot(ctx context.Context, src, fork string, through int64) {
+func (h *Host) shareSnapshot(ctx context.Context, src, fork string, through, epoch int64) {
 	snap, err := h.cfg.Store.Snapshot(ctx, src, record.SnapshotTranscript)
 	if err != nil || snap.Seq > through {
 		return
 	}
-	snap.SessionID = fork
+	snap.SessionID, snap.Epoch = fork, epoch // under the fork's lease
 	_ = h.cfg.Store.PutSnapshot(ctx, snap)
 }
 

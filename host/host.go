@@ -31,11 +31,11 @@ import (
 	"weft.dev/weft/host/internal/session"
 	"weft.dev/weft/host/internal/transcript"
 	"weft.dev/weft/internal/ids"
-	"weft.dev/weft/internal/lease"
 	"weft.dev/weft/policy"
 	"weft.dev/weft/process"
 	"weft.dev/weft/redact"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/mcp"
 )
@@ -60,17 +60,23 @@ type Config struct {
 	// host.
 	MCP *mcp.Manager
 	// Leases grants the session leases that keep other hosts from
-	// writing a session this host owns (see [store.Leases]); it takes
-	// precedence over LockDir. A store several hosts share needs leases
-	// with fencing epochs (store/postgres's); a session whose lease is
-	// lost is dropped, and the next request loads it again (refused while
-	// another host holds it).
+	// writing a session this host owns (see [store.Leases]). Nil means
+	// the store's own: when the store is a [store.LeaseProvider]
+	// (store/postgres: lease rows with fencing epochs; store/sqlite:
+	// flocks beside its file, with a store-wide host lock), New takes
+	// them under Name before it recovers anything and gives them up on
+	// Close; a store that provides none (in memory) is used without
+	// leases. A session whose lease is lost is dropped, and the next
+	// request loads it again (refused while another host holds it).
+	// Set it to share leases the caller manages; leases with fencing
+	// epochs should then also implement Fenced() bool, reporting true
+	// (as [store.HostLeases] do), so that recovery leaves other hosts'
+	// processes alone.
 	Leases store.Leases
-	// LockDir holds flock leases that keep other processes on this
-	// machine from writing a session the host owns; empty (and no
-	// Leases) means no leases: an in-memory store, or a store no other
-	// process opens.
-	LockDir string
+	// Name describes the host to other hosts of its store (see
+	// [store.HostLeaseParams]): "weft serve", say. Empty names it by its
+	// process alone.
+	Name string
 	// Shared marks a host that shares its store with other live hosts of
 	// the same kind (a one-shot `weft run`): it does not recover sessions
 	// or processes at start, only the sessions it opens (under their
@@ -106,7 +112,13 @@ type Config struct {
 	// Processes runs background processes; nil refuses them. The host
 	// attaches itself as the manager's tool runner and notifier, recovers
 	// the processes a crash left (unless Shared), and closes the manager
-	// on Close.
+	// on Close. Each process runs under the lease of its session and its
+	// writes are fenced with it. With fenced leases (several live hosts
+	// on one store) the host reconciles no process at start: it does so
+	// for each session whose lease it takes (see
+	// process.Manager.RecoverSession), settling the processes that a
+	// host which lost the lease left, and it keeps a session that has
+	// processes running here loaded.
 	Processes *process.Manager
 	// MaxLoadedSessions is how many sessions stay loaded (a journal
 	// goroutine, a lease file and their transcript each); beyond it the
@@ -187,6 +199,13 @@ type Host struct {
 	// process notices); Add only with mu held and closed unset.
 	bg sync.WaitGroup
 
+	// hostLeases are the leases New took from the store (nil with
+	// Config.Leases, or a store without); Close closes them last.
+	hostLeases store.HostLeases
+	// fenced is set when the session leases carry fencing epochs: other
+	// live hosts may share the store (see [store.HostLeases.Fenced]).
+	fenced bool
+
 	// crowded wakes the housekeeping goroutine when more sessions are
 	// loaded than MaxLoadedSessions.
 	crowded chan struct{}
@@ -216,7 +235,12 @@ var ErrClosed = api.NewError(api.KindOverloaded, "the host is shutting down")
 // answers goes on waiting; queued runs start, in order) and the
 // background processes a crash left. A session whose lease another
 // holder still has (a dead host's, until it expires) is recovered in the
-// background as soon as its lease can be taken.
+// background as soon as its lease can be taken. It first takes the
+// store's leases (Config.Leases, else the store's [store.LeaseProvider])
+// and fails at once when the store refuses them (a SQLite store another
+// process serves). With fenced leases, the processes it recovers are
+// those of sessions whose lease is free, each once it holds the lease;
+// another live host's are left alone.
 func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.Store == nil || cfg.ResolveModel == nil {
 		return nil, errors.New("host: Config.Store and Config.ResolveModel are required")
@@ -257,8 +281,16 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	h := &Host{cfg: cfg, ctx: hctx, stop: stop, sessions: map[string]*entry{}, crowded: make(chan struct{}, 1), seed: maphash.MakeSeed()}
 	leases := cfg.Leases
-	if leases == nil && cfg.LockDir != "" {
-		leases = lease.Dir{Path: cfg.LockDir}
+	if p, ok := cfg.Store.(store.LeaseProvider); ok && leases == nil {
+		hl, err := p.HostLeases(ctx, store.HostLeaseParams{Name: cfg.Name, Shared: cfg.Shared, Logger: cfg.Logger})
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("host: %w", err)
+		}
+		h.hostLeases, leases = hl, hl
+	}
+	if f, ok := leases.(interface{ Fenced() bool }); ok {
+		h.fenced = f.Fenced()
 	}
 	h.scfg = session.Config{
 		Store: cfg.Store, ResolveModel: cfg.ResolveModel, DefaultModel: cfg.DefaultModel,
@@ -281,7 +313,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.CheckpointDir != "" {
 		ck, err := checkpoint.New(checkpoint.Config{Dir: cfg.CheckpointDir, MaxFileBytes: cfg.CheckpointMaxFileBytes, MaxBytes: cfg.CheckpointMaxBytes})
 		if err != nil {
-			stop()
+			h.Close()
 			return nil, fmt.Errorf("host: %w", err)
 		}
 		h.ckpt = ck
@@ -294,13 +326,15 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			h.Close()
 			return nil, err
 		}
-		if m := cfg.Processes; m != nil {
+		if m := cfg.Processes; m != nil && !h.fenced {
 			rep, err := m.Recover(ctx)
 			if err != nil {
 				h.Close()
 				return nil, fmt.Errorf("host: recover processes: %w", err)
 			}
 			cfg.Logger.Info("processes recovered", "abandoned", len(rep.Abandoned), "rerun", len(rep.Rerun), "left", len(rep.Left), "killed", rep.Killed)
+		} else if m != nil {
+			m.RemoveStaleTemp() // the processes: per session, under its lease (recoverProcesses)
 		}
 		if _, err := cfg.Store.PruneReceipts(ctx, time.Now().Add(-cfg.ReceiptTTL)); err != nil {
 			h.Close()
@@ -410,6 +444,20 @@ func (h *Host) loadedSessions() []*session.Session {
 // load closes what was running and starts the queue. It returns the
 // sessions it could not load because another holder has their lease.
 func (h *Host) recover(ctx context.Context) (held []string, err error) {
+	// With fenced leases, the sessions of running processes too: taking
+	// a session's lease reconciles the processes a host that lost it left
+	// (see recoverProcesses); a session whose lease a live host holds is
+	// that host's, with its processes.
+	procs := map[string]bool{}
+	if h.fenced && h.cfg.Processes != nil {
+		ps, err := h.cfg.Store.Processes(ctx, store.ListProcessesParams{Statuses: []string{record.ProcessRunning}, Limit: 1 << 30})
+		if err != nil {
+			return nil, fmt.Errorf("host: recover: %w", err)
+		}
+		for _, p := range ps {
+			procs[p.SessionID] = true
+		}
+	}
 	before := ""
 	for {
 		page, err := h.cfg.Store.Sessions(ctx, store.ListSessionsParams{Before: before, Limit: 500})
@@ -417,10 +465,13 @@ func (h *Host) recover(ctx context.Context) (held []string, err error) {
 			return held, fmt.Errorf("host: recover: %w", err)
 		}
 		for _, s := range page {
-			if s.ActiveRunID == "" {
+			if s.ActiveRunID == "" && !procs[s.ID] {
 				continue
 			}
 			if _, err := h.session(ctx, s.ID); err != nil {
+				if errors.Is(err, store.ErrLeaseHeld) && s.ActiveRunID == "" {
+					continue // its processes are the live holder's
+				}
 				if errors.Is(err, store.ErrLeaseHeld) {
 					h.cfg.Logger.Info("session leased by another holder; recovering it once the lease can be taken", "session", s.ID, "err", err)
 					held = append(held, s.ID)
@@ -531,6 +582,9 @@ func (h *Host) Close() error {
 		}
 	}
 	wg.Wait()
+	if h.hostLeases != nil {
+		h.hostLeases.Close()
+	}
 	return nil
 }
 
@@ -585,7 +639,30 @@ func (h *Host) session(ctx context.Context, id string) (*session.Session, error)
 		return nil, ErrClosed
 	}
 	h.checkCrowded(n)
+	h.recoverProcesses(ctx, s)
 	return s, nil
+}
+
+// recoverProcesses reconciles, under fenced leases, the processes of
+// session s that a host which lost the session's lease left running (see
+// process.Manager.RecoverSession): this host took the lease, so it, and
+// no host merely because it starts, settles them. Their ends reach the
+// session's log through the host's process notices. A failure is logged:
+// the next load of the session tries again.
+func (h *Host) recoverProcesses(ctx context.Context, s *session.Session) {
+	m := h.cfg.Processes
+	if !h.fenced || m == nil || s.Epoch() == 0 {
+		return
+	}
+	rep, err := m.RecoverSession(context.WithoutCancel(ctx), s.ID(), s.Owner())
+	if err != nil {
+		h.cfg.Logger.Warn("recover the processes of a session", "session", s.ID(), "err", err)
+		return
+	}
+	if n := len(rep.Abandoned) + len(rep.Rerun) + len(rep.Left); n > 0 {
+		h.cfg.Logger.Info("processes recovered", "session", s.ID(), "abandoned", len(rep.Abandoned), "rerun", len(rep.Rerun),
+			"left", len(rep.Left), "killed", rep.Killed)
+	}
 }
 
 // load opens session id's owner, or reports it not found.

@@ -527,7 +527,7 @@ func TestIdleSessionsUnload(t *testing.T) {
 		reg := tool.NewRegistry()
 		h, err := host.New(context.Background(), host.Config{
 			Store: memory.New(), Tools: reg, DefaultModel: "scripted:fast", CoalesceWindow: 2 * time.Millisecond,
-			LockDir: locks, IdleUnload: idle, MaxLoadedSessions: 1,
+			Leases: lease.Dir{Path: locks}, IdleUnload: idle, MaxLoadedSessions: 1,
 			ResolveModel: func(name string) (*host.Model, error) {
 				p, err := scripted.Parse("fast.json", []byte(scripts["fast"]))
 				return &host.Model{Name: name, Provider: p, Model: "fast"}, err
@@ -581,7 +581,7 @@ func TestCrowdedHostUnloadsLeastRecentlyUsed(t *testing.T) {
 		locks := t.TempDir()
 		h, err := host.New(context.Background(), host.Config{
 			Store: memory.New(), DefaultModel: "scripted:fast", CoalesceWindow: 2 * time.Millisecond,
-			LockDir: locks, IdleUnload: time.Hour, MaxLoadedSessions: 8,
+			Leases: lease.Dir{Path: locks}, IdleUnload: time.Hour, MaxLoadedSessions: 8,
 			ResolveModel: func(name string) (*host.Model, error) {
 				key := strings.TrimPrefix(name, "scripted:")
 				p, err := scripted.Parse(key+".json", []byte(scripts[key]))

@@ -62,6 +62,14 @@ type StartParams struct {
 	PTY bool
 	// WakeOnExit is recorded for the host.
 	WakeOnExit bool
+	// Host and Epoch are recorded as the process's owner
+	// ([record.Process.Host], [record.Process.Epoch]): the host that runs
+	// it and the lease epoch of SessionID under which it does (zero
+	// without fenced leases). Every batch of its log carries Epoch, so
+	// that once another host holds a later lease of the session the store
+	// refuses them ([store.ErrFenced]) and the Manager stops the process.
+	Host  string
+	Epoch int64
 	// CreatedBy says who starts it (e.g. "tool:shell", "rpc").
 	CreatedBy string
 	// ID is the process ID; empty means a fresh "proc_…" one.
@@ -116,7 +124,7 @@ func (m *Manager) start(ctx context.Context, sp StartParams) (record.Process, er
 	rec := record.Process{
 		ID: id, SessionID: sp.SessionID, RunID: sp.RunID, Kind: sp.Kind, Status: record.ProcessRunning,
 		Disposition: sp.Disposition, CreatedBy: sp.CreatedBy, StartedAt: time.Now().UTC(), WakeOnExit: sp.WakeOnExit,
-		ToolCallID: sp.ToolCallID,
+		ToolCallID: sp.ToolCallID, Host: sp.Host, Epoch: sp.Epoch,
 	}
 	switch sp.Kind {
 	case record.ProcessShell:

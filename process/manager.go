@@ -325,6 +325,10 @@ type proc struct {
 	changed chan struct{} // closed and replaced on every append
 	cancelq *CancelRequestedData
 	closing bool // Close is killing it
+	// fenced is the store's refusal once another host holds a later
+	// lease of the process's session: the process is stopped and
+	// nothing more is written for it.
+	fenced error
 
 	done chan struct{} // closed once the terminal event is committed (or Close gave up on it)
 
@@ -417,7 +421,7 @@ func (m *Manager) update(ctx context.Context, id string, by Caller, mutate func(
 		rec.LastSeq++
 		evs[i].Seq, evs[i].ProcessID, evs[i].Time = rec.LastSeq, id, now
 	}
-	if err := m.st.AppendProcess(ctx, store.ProcessBatch{ProcessID: id, Events: evs, Record: &rec, Receipts: by.receipts(evs)}); err != nil {
+	if err := m.st.AppendProcess(ctx, store.ProcessBatch{ProcessID: id, Events: evs, Record: &rec, Receipts: by.receipts(evs), Epoch: rec.Epoch}); err != nil {
 		return rec, fmt.Errorf("process %s: %w", id, err)
 	}
 	return rec, nil
@@ -643,6 +647,11 @@ func (p *proc) end(status string, d EndedData, exit *int) (record.Process, bool)
 		if err == nil {
 			rec, _ := p.snapshot()
 			return rec, true
+		}
+		if errors.Is(err, store.ErrFenced) {
+			m.log.Warn("process terminal event not written: another host owns its session now", "process", p.id, "status", status, "err", err)
+			rec, _ := p.snapshot()
+			return rec, false
 		}
 		if closing || errors.Is(err, store.ErrClosed) {
 			p.mu.Lock()

@@ -192,6 +192,9 @@ func lostAfter(gaps []span, at int64) int64 {
 // with the stored record.
 func (p *proc) commitLocked(ctx context.Context, out, evs []record.ProcessEvent, mutate func(*record.Process), by Caller) error {
 	m, b := p.m, &p.box
+	if p.fenced != nil {
+		return p.fenced
+	}
 	now := time.Now().UTC()
 	rec := p.rec
 	rec.Grants = slices.Clone(rec.Grants)
@@ -242,12 +245,16 @@ func (p *proc) commitLocked(ctx context.Context, out, evs []record.ProcessEvent,
 	if len(evs) > 0 {
 		receipts = by.receipts(evs)
 	}
-	err := m.st.AppendProcess(ctx, store.ProcessBatch{ProcessID: p.id, Events: batch, Record: &rec, DropOutputBefore: drop, Receipts: receipts})
+	err := m.st.AppendProcess(ctx, store.ProcessBatch{ProcessID: p.id, Events: batch, Record: &rec, DropOutputBefore: drop, Receipts: receipts, Epoch: rec.Epoch})
 	if err != nil {
 		if errors.Is(err, store.ErrSeqConflict) {
 			p.catchUpLocked(ctx)
 		}
-		return fmt.Errorf("process %s: %w", p.id, err)
+		err = fmt.Errorf("process %s: %w", p.id, err)
+		if errors.Is(err, store.ErrFenced) {
+			p.fenceLocked(err)
+		}
+		return err
 	}
 	if b.refused != nil && (b.bytes > 0 || b.lost > 0) {
 		m.log.Info("process output written after the store refused writes", "process", p.id,
@@ -290,6 +297,30 @@ func (p *proc) catchUpLocked(ctx context.Context) {
 	p.changed = make(chan struct{})
 }
 
+// fenceLocked stops a process whose writes the store fenced: another
+// host holds a later lease of its session, so this host no longer owns
+// the process and may never write for it again (it would race the new
+// owner's writes, which reconcile the process). The process is killed (a
+// tool process's context cancelled), what the outbox holds is dropped,
+// and every later write fails with err at once; its supervisor then
+// ends without a terminal event, which the new owner writes. With p.mu
+// held.
+func (p *proc) fenceLocked(err error) {
+	if p.fenced != nil {
+		return
+	}
+	p.fenced = err
+	p.m.log.Warn("process stopped: another host owns its session now", "process", p.id, "session", p.rec.SessionID,
+		"epoch", p.rec.Epoch, "err", err)
+	p.box.release(p.m)
+	if p.cmd != nil && p.cmd.Process != nil {
+		p.kill()
+	}
+	if p.stopTool != nil {
+		p.stopTool()
+	}
+}
+
 // refusedLocked notes a refused write of output and returns how long to
 // wait before the next try; with p.mu held.
 func (p *proc) refusedLocked(err error) time.Duration {
@@ -323,6 +354,9 @@ func (p *proc) tryLocked(out []record.ProcessEvent) {
 	// timeout, PostgreSQL's statement timeout), and a store that blocks
 	// slows the process down through its pipe, as it always has.
 	if err := p.commitLocked(context.Background(), out, nil, nil, Caller{}); err != nil {
+		if p.fenced != nil {
+			return // nothing is written for it any more
+		}
 		p.refusedLocked(err)
 		p.holdLocked(out)
 	}

@@ -820,3 +820,52 @@ func TestSandboxedShellResourceLimit(t *testing.T) {
 		t.Errorf("end %s", evs[len(evs)-1].Data)
 	}
 }
+
+// TestRecoverSession: under fenced leases a host reconciles only the
+// processes of the session whose lease it took (epoch 3) that ran under
+// an earlier epoch: those become abandoned (or run again) and name it as
+// their owner; a process of the current epoch, and the processes of
+// other sessions, are left alone.
+func TestRecoverSession(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	now := time.Now()
+	mk := func(id, session, disp string, epoch int64) {
+		rec := record.Process{ID: id, SessionID: session, Kind: record.ProcessTool, Status: record.ProcessRunning, Disposition: disp,
+			StartedAt: now, LastSeq: 1, Host: "old", Epoch: epoch, Spec: record.ProcessSpec{Tool: "echo", Args: json.RawMessage(`{"text":"again"}`)}}
+		if err := st.AppendProcess(ctx, store.ProcessBatch{ProcessID: id, Record: &rec, Epoch: epoch,
+			Events: []record.ProcessEvent{{Seq: 1, ProcessID: id, Type: process.EventStarted, Time: now}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("stale", "s1", record.OwnerBound, 2)
+	mk("stale-rerun", "s1", record.Rerunnable, 1)
+	mk("current", "s1", record.OwnerBound, 3)
+	mk("other", "s2", record.OwnerBound, 1)
+	f := setup(t, process.Config{Store: st})
+	if _, err := f.m.RecoverSession(ctx, "s1", process.Owner{}); err == nil {
+		t.Fatal("RecoverSession without an epoch succeeded")
+	}
+	rep, err := f.m.RecoverSession(ctx, "s1", process.Owner{Host: "new", Epoch: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Abandoned, []string{"stale"}) || !slices.Equal(rep.Rerun, []string{"stale-rerun"}) {
+		t.Fatalf("report = %+v", rep)
+	}
+	f.await(t, "stale-rerun")
+	for id, want := range map[string]struct {
+		status, host string
+		epoch        int64
+	}{
+		"stale":       {record.ProcessAbandoned, "new", 3},
+		"stale-rerun": {record.ProcessCompleted, "new", 3},
+		"current":     {record.ProcessRunning, "old", 3},
+		"other":       {record.ProcessRunning, "old", 1},
+	} {
+		got, err := st.Process(ctx, id)
+		if err != nil || got.Status != want.status || got.Host != want.host || got.Epoch != want.epoch {
+			t.Errorf("%s: %s host %q epoch %d (%v); want %s host %q epoch %d", id, got.Status, got.Host, got.Epoch, err, want.status, want.host, want.epoch)
+		}
+	}
+}

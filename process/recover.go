@@ -30,7 +30,9 @@ type RecoverReport struct {
 
 // Recover reconciles the processes a previous host left running. Call it
 // once at host start, before any Start, with no other host using the
-// store. For every process recorded as running that is not live under this
+// store: a host whose leases are fenced (several live hosts share the
+// store) calls [Manager.RecoverSession] for each session it takes
+// instead. For every process recorded as running that is not live under this
 // Manager:
 //
 //   - a shell's leftovers are swept first: every process that carries the
@@ -50,20 +52,114 @@ type RecoverReport struct {
 // The Notifier hears of each abandoned process. Errors are store errors;
 // the processes settled before the error stay settled.
 func (m *Manager) Recover(ctx context.Context) (RecoverReport, error) {
+	rep := RecoverReport{TempDirs: m.RemoveStaleTemp()}
+	err := m.recover(ctx, store.ListProcessesParams{Statuses: []string{record.ProcessRunning}, Limit: 1 << 30}, Owner{}, &rep)
+	return rep, err
+}
+
+// RemoveStaleTemp removes, with Config.Sandbox set, the commands'
+// temporary directories that dead weft processes of this machine left in
+// its TempRoot (sandbox.RemoveStale; those of live ones stay), and
+// returns how many. [Manager.Recover] does it; a host that recovers
+// processes per session ([Manager.RecoverSession]) calls it at start. A
+// failure is logged, not returned.
+func (m *Manager) RemoveStaleTemp() int {
+	if m.cfg.Sandbox == nil {
+		return 0
+	}
+	n, err := sandbox.RemoveStale(m.cfg.Sandbox.TempRoot)
+	if err != nil {
+		m.log.Warn("removing stale temporary directories", "err", err)
+	}
+	return n
+}
+
+// Owner is who reconciles a process: the host, and the lease epoch of
+// the process's session that it holds (see [record.Process.Host]).
+type Owner struct {
+	Host  string
+	Epoch int64
+}
+
+// RecoverSession reconciles the processes of session sessionID that a
+// host which lost the session's lease left behind, for the host that now
+// holds it (by): those recorded as running under an earlier epoch of the
+// session's lease than by.Epoch, which do not run under this Manager. A
+// host calls it when it takes a session's lease with a fencing epoch
+// (store.HostLeases.Fenced), instead of reconciling every process at
+// start ([Manager.Recover]): the host that left them may be alive,
+// frozen or partitioned, but it has lost the session, its writes for
+// them are fenced and it stops them itself. Each is treated as Recover
+// treats the processes of a dead host (leftovers swept on this machine;
+// abandoned, rerun or left by disposition), and its record then names
+// by as its owner, so that the old host's writes stay refused. Errors
+// are store errors; the processes settled before the error stay settled.
+func (m *Manager) RecoverSession(ctx context.Context, sessionID string, by Owner) (RecoverReport, error) {
 	var rep RecoverReport
-	if m.cfg.Sandbox != nil {
-		n, err := sandbox.RemoveStale(m.cfg.Sandbox.TempRoot)
-		rep.TempDirs = n
-		if err != nil {
-			m.log.Warn("removing stale temporary directories", "err", err)
+	if by.Epoch <= 0 {
+		return rep, fmt.Errorf("recover the processes of session %s: no lease epoch", sessionID)
+	}
+	m.adopt(sessionID, by)
+	p := store.ListProcessesParams{SessionID: sessionID, Statuses: []string{record.ProcessRunning}, Limit: 1 << 30}
+	err := m.recover(ctx, p, by, &rep)
+	return rep, err
+}
+
+// adopt moves the live processes of session sessionID that this Manager
+// runs under an earlier lease of the session (the host dropped the
+// session, as after losing its lease to an outage, and took it again) to
+// by's epoch, so that their next writes pass the new lease's fence.
+func (m *Manager) adopt(sessionID string, by Owner) {
+	m.mu.Lock()
+	var ps []*proc
+	for _, p := range m.live {
+		ps = append(ps, p)
+	}
+	m.mu.Unlock()
+	for _, p := range ps {
+		p.mu.Lock()
+		if p.rec.SessionID == sessionID && p.fenced == nil && p.rec.Epoch < by.Epoch {
+			p.rec.Host, p.rec.Epoch = by.Host, by.Epoch
+		}
+		p.mu.Unlock()
+	}
+}
+
+// Runs reports whether a process of session sessionID runs under this
+// Manager (one that has not been fenced). A host keeps such a session
+// loaded, and so its lease: its processes' writes are fenced with it.
+func (m *Manager) Runs(sessionID string) bool {
+	m.mu.Lock()
+	var ps []*proc
+	for _, p := range m.live {
+		ps = append(ps, p)
+	}
+	m.mu.Unlock()
+	for _, p := range ps {
+		p.mu.Lock()
+		ok := p.rec.SessionID == sessionID && p.fenced == nil
+		p.mu.Unlock()
+		if ok {
+			return true
 		}
 	}
-	ps, err := m.st.Processes(ctx, store.ListProcessesParams{Statuses: []string{record.ProcessRunning}, Limit: 1 << 30})
+	return false
+}
+
+// recover reconciles the running processes lp lists that do not run
+// here, as [Manager.Recover] says, and adds what it did to rep; with
+// by.Epoch set, only those of an earlier epoch, whose records then name
+// by.
+func (m *Manager) recover(ctx context.Context, lp store.ListProcessesParams, by Owner, rep *RecoverReport) error {
+	ps, err := m.st.Processes(ctx, lp)
 	if err != nil {
-		return rep, fmt.Errorf("recover processes: %w", err)
+		return fmt.Errorf("recover processes: %w", err)
 	}
 	for _, rec := range ps {
 		if m.liveProc(rec.ID) != nil {
+			continue
+		}
+		if by.Epoch > 0 && rec.Epoch >= by.Epoch {
 			continue
 		}
 		if rec.Disposition == record.ExternallyOwned {
@@ -76,8 +172,11 @@ func (m *Manager) Recover(ctx context.Context) (RecoverReport, error) {
 			rep.Killed += len(killed)
 		}
 		if rec.Disposition == record.Rerunnable && rec.Kind == record.ProcessTool && m.hooks.Load().tools != nil {
+			if by.Epoch > 0 {
+				rec.Host, rec.Epoch = by.Host, by.Epoch
+			}
 			if _, err := m.startTool(ctx, rec, "the host restarted; rerunnable process started again"); err != nil {
-				return rep, fmt.Errorf("recover process %s: rerun: %w", rec.ID, err)
+				return fmt.Errorf("recover process %s: rerun: %w", rec.ID, err)
 			}
 			rep.Rerun = append(rep.Rerun, rec.ID)
 			continue
@@ -86,19 +185,25 @@ func (m *Manager) Recover(ctx context.Context) (RecoverReport, error) {
 		if rec.Kind == record.ProcessTool {
 			reason = "the host that ran the tool call died"
 		}
+		if by.Epoch > 0 {
+			reason = "the host that ran it lost its session's lease; what was left of it on this machine was swept"
+		}
 		var ended bool
 		final, err := m.update(ctx, rec.ID, Caller{}, func(r *record.Process) ([]record.ProcessEvent, error) {
-			if r.Status != record.ProcessRunning {
+			if r.Status != record.ProcessRunning || by.Epoch > 0 && r.Epoch >= by.Epoch {
 				return nil, nil
 			}
 			ended = true
 			now := time.Now().UTC()
 			r.Status, r.EndedAt = record.ProcessAbandoned, &now
+			if by.Epoch > 0 {
+				r.Host, r.Epoch = by.Host, by.Epoch
+			}
 			return []record.ProcessEvent{newEvent(EventAbandoned, EndedData{Status: record.ProcessAbandoned,
 				Evidence: &Evidence{Writer: "recovery", Reason: reason, Pgid: r.Pgid, Killed: killed}})}, nil
 		})
 		if err != nil {
-			return rep, fmt.Errorf("recover process %s: %w", rec.ID, err)
+			return fmt.Errorf("recover process %s: %w", rec.ID, err)
 		}
 		if ended {
 			rep.Abandoned = append(rep.Abandoned, rec.ID)
@@ -107,5 +212,5 @@ func (m *Manager) Recover(ctx context.Context) (RecoverReport, error) {
 			}
 		}
 	}
-	return rep, nil
+	return nil
 }

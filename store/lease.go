@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 )
 
 // Lease errors that callers branch on with errors.Is.
@@ -71,3 +72,59 @@ func (e *LeaseHeldError) Error() string {
 
 // Is reports ErrLeaseHeld.
 func (e *LeaseHeldError) Is(target error) bool { return target == ErrLeaseHeld }
+
+// LeaseProvider is an optional interface of a [Store] that more than one
+// host (process) may open at once: the store supplies the leases that
+// keep its hosts apart, so that every program that builds a host over
+// it — the CLI or an embedder of package host — gets the same safety.
+// The host finds it by type assertion, as database/sql finds a driver's
+// optional interfaces, and takes the store's leases before it recovers
+// anything. store/postgres provides session leases as rows with fencing
+// epochs; store/sqlite the flocks of a directory beside its file (a
+// store-wide host lock and one per session); an in-memory store, which
+// no other process can open, provides none.
+type LeaseProvider interface {
+	// HostLeases takes the store for one host and returns its leases,
+	// which the host holds until it closes them. It does not block: a
+	// store that admits one serving host at a time fails at once while
+	// another holds it (store/sqlite: an error wrapping
+	// lease.ErrHostHeld that names the holder's pid).
+	HostLeases(ctx context.Context, p HostLeaseParams) (HostLeases, error)
+}
+
+// HostLeaseParams says who takes a store's leases and how.
+type HostLeaseParams struct {
+	// Name describes the host ("weft serve") to other hosts: in a
+	// PostgreSQL store's leases table (`weft nodes`), in the lock file
+	// of a SQLite store and in the errors of hosts refused for it. The
+	// store makes it unique to the process (store/postgres prefixes
+	// HOSTNAME/PID/RANDOM). Empty names it by the process alone.
+	Name string
+	// Shared takes the store beside other live hosts that share it too
+	// (a one-shot `weft run`; see host.Config.Shared) rather than as its
+	// serving host. Stores whose leases admit any number of hosts
+	// (store/postgres) ignore it.
+	Shared bool
+	// Logger receives failed renewals and lost leases; nil means silent.
+	Logger *slog.Logger
+}
+
+// HostLeases are one host's leases on a store: the session leases it
+// takes, and whatever the store holds for the host itself (a store-wide
+// lock), until Close. Its methods are safe for concurrent use.
+type HostLeases interface {
+	Leases
+	// Fenced reports whether the leases carry fencing epochs
+	// ([Lease.Epoch] > 0), checked by the store on every write: then
+	// several live hosts share the store, and what a host left behind (an
+	// interrupted run, a running process) is reconciled only by the next
+	// holder of its session's lease, never by a host because it starts.
+	// Without fencing (kernel locks of one machine), the one serving host
+	// reconciles everything at start.
+	Fenced() bool
+	// Close stops renewing the leases and gives up the host's hold on
+	// the store. Session leases still held are lost; release them first
+	// (by closing the host's sessions) to hand them over at once. It is
+	// safe to call more than once.
+	Close() error
+}

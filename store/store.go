@@ -116,7 +116,9 @@ type Snapshots interface {
 	// PutSnapshot stores a snapshot, replacing the session's snapshot of
 	// the same kind unless that one is through a later seq (then it is
 	// kept and PutSnapshot returns nil). A snapshot beyond the session's
-	// last event is ErrSeqConflict; an unknown session, ErrNotFound.
+	// last event is ErrSeqConflict; an unknown session, ErrNotFound; a
+	// snapshot whose Epoch is not the epoch of the session's lease, in a
+	// store that fences writes as [Batch.Epoch] says, ErrFenced.
 	PutSnapshot(ctx context.Context, s record.Snapshot) error
 	// Snapshot returns the session's snapshot of kind, or ErrNotFound.
 	Snapshot(ctx context.Context, sessionID, kind string) (record.Snapshot, error)
@@ -147,9 +149,9 @@ type Batch struct {
 	// otherwise refuses it whole with [ErrFenced]; zero is an unfenced
 	// writer, refused only while a live lease holds the session. Stores
 	// of one machine (SQLite, memory), whose leases are kernel locks,
-	// ignore it. Process logs ([ProcessBatch]) carry no epoch: the
-	// process manager of the host that runs a process writes them, not
-	// the session's owner.
+	// ignore it. Process logs ([ProcessBatch]) and snapshots
+	// ([Snapshots.PutSnapshot], [record.Snapshot.Epoch]) are fenced the
+	// same way.
 	Epoch int64
 }
 
@@ -309,6 +311,16 @@ type ProcessBatch struct {
 	// the events (a signal, a cancel request, a grant); an existing
 	// (key, method) fails the batch with ErrReceiptExists.
 	Receipts []record.Receipt
+	// Epoch is the lease epoch of the process's session under which its
+	// writer runs it ([record.Process.Epoch]; a reconciler's, the epoch
+	// of the lease it took): fenced like [Batch.Epoch], against the
+	// lease of the session that owns the process. A store of leased
+	// sessions (store/postgres) refuses the batch whole with [ErrFenced]
+	// when the session's lease has another epoch (zero: while a live
+	// lease holds the session), so that a host that lost the session
+	// stops writing for its processes rather than race the host that
+	// took it over; stores of one machine ignore it.
+	Epoch int64
 }
 
 // ReadProcessParams selects events of one process's log.

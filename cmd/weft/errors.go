@@ -161,8 +161,8 @@ func (a *app) hostDir() string {
 	if err != nil {
 		return ""
 	}
-	locks, err := a.lockDir(loc)
-	if err != nil {
+	locks := lockDir(loc)
+	if locks == "" {
 		return ""
 	}
 	b, err := os.ReadFile(filepath.Join(locks, "host.lock"))

@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"weft.dev/weft/api"
@@ -17,11 +14,9 @@ import (
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/config"
-	"weft.dev/weft/internal/lease"
 	"weft.dev/weft/process"
 	"weft.dev/weft/redact"
 	"weft.dev/weft/store"
-	"weft.dev/weft/store/postgres"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
 	"weft.dev/weft/tool/mcp"
@@ -40,8 +35,9 @@ const (
 	oneShot
 )
 
-// localHost is a host over the store with what it runs on. It holds
-// the store's host lease from before recovery until Close.
+// localHost is a host over the store with what it runs on. Its host
+// holds the store's leases (see store.LeaseProvider) from before
+// recovery until Close.
 type localHost struct {
 	host  *host.Host
 	store store.Store
@@ -50,27 +46,19 @@ type localHost struct {
 	// sessions is what each session's commands share (a network
 	// namespace, cgroups), closed once they have all ended.
 	sessions *sandbox.Sessions
-	lease    *lease.Lease
-	// leases are the session leases in a PostgreSQL store; nil for SQLite
-	// (whose session leases are flocks beside the file).
-	leases *postgres.Leases
 	// log is the logger the host was given, redacting the host's
 	// secrets: the one to give the RPC server too.
 	log *slog.Logger
 }
 
-// Close shuts the host (which releases its session leases), then its MCP
-// servers and what the sessions' commands shared, stops renewing leases,
-// closes the store, then gives the host lease up.
+// Close shuts the host (which releases its session leases and its hold
+// on the store), then its MCP servers and what the sessions' commands
+// shared, then closes the store.
 func (l *localHost) Close() {
 	l.host.Close()
 	l.mcp.Close()
 	l.sessions.Close()
-	if l.leases != nil {
-		l.leases.Close()
-	}
 	l.store.Close()
-	l.lease.Release()
 }
 
 // hostOptions say what host newHost makes.
@@ -89,10 +77,12 @@ type hostOptions struct {
 
 // newHost builds a host over the store (SQLite or PostgreSQL), with the built-in tools,
 // background processes, the configured models, the config file's approval
-// policy (or o.policy) and its input timeout. It first takes the store's
-// host lease in the name of o.holder: exclusively for a serving host,
-// shared for a one-shot run. While another host serves the store it fails
-// at once, before it opens the store or recovers anything.
+// policy (or o.policy) and its input timeout. The host takes the store's
+// leases in the name of o.holder (see store.LeaseProvider): a SQLite
+// store's host lock exclusively for a serving host, shared for a one-shot
+// run, so that while another host serves the file it fails at once,
+// before it recovers anything; a PostgreSQL store's lease rows, beside
+// any number of other hosts.
 func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *localHost, err error) {
 	kind, holder := o.kind, o.holder
 	cfgFile, cfgPath, err := a.loadConfig()
@@ -103,24 +93,13 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
-	locks, err := a.lockDir(loc)
-	if err != nil {
-		return nil, err
-	}
-	var ls *lease.Lease
-	if kind == oneShot {
-		ls, err = lease.AcquireHostShared(locks)
-	} else {
-		ls, err = lease.AcquireHost(locks, holder)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s", err, loc.name)
-	}
-	defer func() {
-		if err != nil {
-			ls.Release()
+	ttl := o.leaseTTL
+	if ttl == 0 {
+		if ttl, err = a.envLeaseTTL(); err != nil {
+			return nil, err
 		}
-	}()
+	}
+	loc.leaseTTL = ttl
 	st, err := openStoreAt(ctx, loc)
 	if err != nil {
 		return nil, err
@@ -136,9 +115,9 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	}
 	// What a client's sessions may not reach: the host's state (token,
 	// scratch mounts, locks), its store and its configuration.
-	protected := []string{state, cfgPath, locks}
+	protected := []string{state, cfgPath}
 	if loc.path != "" {
-		for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+		for _, suffix := range []string{"", "-wal", "-shm", "-journal", ".locks"} {
 			protected = append(protected, loc.path+suffix)
 		}
 	}
@@ -187,25 +166,6 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 			servers.Close()
 		}
 	}()
-	var leases *postgres.Leases
-	var hostLeases store.Leases
-	if pst, ok := st.(*postgres.Store); ok {
-		ttl := o.leaseTTL
-		if ttl == 0 {
-			if ttl, err = a.envLeaseTTL(); err != nil {
-				return nil, err
-			}
-		}
-		if leases, err = postgres.NewLeases(pst, postgres.LeaseConfig{Holder: holderName(holder), TTL: ttl, Logger: log}); err != nil {
-			return nil, err
-		}
-		defer func() {
-			if err != nil {
-				leases.Close()
-			}
-		}()
-		hostLeases = leases
-	}
 	pol := cfgFile.Policy
 	if o.policy != nil {
 		pol = *o.policy
@@ -214,7 +174,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 		Policy: pol, InputTimeout: cfgFile.InputTimeout(),
 		Store: st, Tools: reg, MCP: servers, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps, Redactor: red, Protected: prot,
 		MaxCommandLimits: cfgFile.MaxCommandLimits(),
-		LockDir:          locks, Leases: hostLeases, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
+		Name:             holder, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
 		CheckpointDir: checkpointDir(cfgFile, state), CheckpointMaxFileBytes: cfgFile.Checkpoints.MaxFileBytes,
 		CheckpointMaxBytes: cfgFile.Checkpoints.MaxBytes,
 		Shared:             kind == oneShot,
@@ -230,7 +190,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
-	return &localHost{host: h, store: st, tools: reg, mcp: servers, sessions: sbx.Sessions, lease: ls, leases: leases, log: log}, nil
+	return &localHost{host: h, store: st, tools: reg, mcp: servers, sessions: sbx.Sessions, log: log}, nil
 }
 
 // newMCP makes the MCP client of the config file's servers: commands in
@@ -278,24 +238,6 @@ func (a *app) redactor(f config.File, loc storeLoc, mcfg mcp.Config) *redact.Red
 	}
 	secrets = append(secrets, mcp.SecretsOf(mcfg)...)
 	return redact.New(secrets...)
-}
-
-// holderName names this process in a PostgreSQL store's leases table:
-// HOSTNAME/PID/RANDOM (what), unique to the process, so that a restarted
-// host does not take the leases of the process it replaces for its own
-// (they expire first) and `weft nodes` tells processes apart.
-func holderName(what string) string {
-	name, err := os.Hostname()
-	if err != nil || name == "" {
-		name = "unknown"
-	}
-	var r [4]byte
-	rand.Read(r[:])
-	name += "/" + strconv.Itoa(os.Getpid()) + "/" + hex.EncodeToString(r[:])
-	if what != "" {
-		name += " (" + what + ")"
-	}
-	return name
 }
 
 // envLeaseTTL is WEFT_LEASE_TTL (a Go duration), or 0 for the default.

@@ -2,12 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"weft.dev/weft/internal/config"
 	"weft.dev/weft/store"
@@ -23,6 +22,9 @@ type storeLoc struct {
 	// name names the store in messages: the file, or
 	// postgres://HOST:PORT/DB (never the password).
 	name string
+	// leaseTTL is a PostgreSQL store's lease TTL (postgres.Config.LeaseTTL,
+	// which its sessions' timeouts derive from); zero means the default.
+	leaseTTL time.Duration
 }
 
 // storeLocation returns the store named by --store/WEFT_STORE, the config
@@ -80,7 +82,7 @@ func (a *app) openStore(ctx context.Context, f config.File) (store.Store, string
 
 func openStoreAt(ctx context.Context, loc storeLoc) (store.Store, error) {
 	if loc.url != "" {
-		return postgres.Open(ctx, postgres.Config{URL: loc.url})
+		return postgres.Open(ctx, postgres.Config{URL: loc.url, LeaseTTL: loc.leaseTTL})
 	}
 	if err := os.MkdirAll(filepath.Dir(loc.path), 0o700); err != nil {
 		return nil, fmt.Errorf("store %s: %w", loc.path, err)
@@ -88,24 +90,15 @@ func openStoreAt(ctx context.Context, loc storeLoc) (store.Store, error) {
 	return sqlite.Open(ctx, sqlite.Config{Path: loc.path})
 }
 
-// lockDir is where the store's host lease lives (a flock(2) that keeps
-// a second host from starting beside the first on this machine, since
-// process recovery kills what a dead host left running): beside a SQLite
-// file, with the session leases; for PostgreSQL, under the state
-// directory, named by a digest of the database's name. A PostgreSQL
-// store's session leases are rows in the database (store/postgres.Leases),
-// so hosts on several machines, or with their own state directories,
-// share it without ever writing one session at once.
-func (a *app) lockDir(loc storeLoc) (string, error) {
-	if loc.url == "" {
-		return loc.path + ".locks", nil
+// lockDir is where a SQLite store's leases live (sqlite.Store.LockDir:
+// the host lock, which keeps a second host from serving the file, and the
+// session leases), or "" for PostgreSQL, whose leases are rows in the
+// database (store/postgres.Leases).
+func lockDir(loc storeLoc) string {
+	if loc.url != "" {
+		return ""
 	}
-	state, err := a.stateDir()
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256([]byte(loc.name))
-	return filepath.Join(state, "locks", "pg-"+hex.EncodeToString(sum[:8])), nil
+	return loc.path + ".locks"
 }
 
 // loadConfig reads the configuration file.

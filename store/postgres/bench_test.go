@@ -185,3 +185,35 @@ func BenchmarkReadAfterCursor(b *testing.B) {
 	}
 	b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N), "ms/read")
 }
+
+// BenchmarkAppendProcess appends process-log batches of one output chunk
+// (the common case of a background process's output), by the host that
+// holds the lease of the process's session: each batch is fenced against
+// that lease under the session's advisory lock.
+func BenchmarkAppendProcess(b *testing.B) {
+	s := open(b)
+	ctx := context.Background()
+	ls, err := postgres.NewLeases(s, postgres.LeaseConfig{Holder: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ls.Close()
+	l, err := ls.Acquire(ctx, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := record.Process{ID: "proc_bench", SessionID: "bench", Kind: record.ProcessShell, Status: record.ProcessRunning,
+		Disposition: record.OwnerBound, StartedAt: time.Now(), Epoch: l.Epoch()}
+	chunk := []byte(`{"stream":"stdout","text":"` + strings.Repeat("x", 100) + `"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		rec.LastSeq++
+		e := record.ProcessEvent{Seq: rec.LastSeq, ProcessID: rec.ID, Type: "process.output", Time: time.Now(), Data: chunk,
+			Offset: rec.OutputBytes, Size: 100}
+		rec.OutputBytes += 100
+		r := rec
+		if err := s.AppendProcess(ctx, store.ProcessBatch{ProcessID: rec.ID, Events: []record.ProcessEvent{e}, Record: &r, Epoch: l.Epoch()}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -2,13 +2,19 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"weft.dev/weft/store"
 )
@@ -90,13 +96,33 @@ type leaseTable interface {
 	renew(ctx context.Context, holder string, ttl time.Duration, ids []string, epochs []int64) ([]string, error)
 	// release expires session id's row if it still has epoch.
 	release(ctx context.Context, id string, epoch int64) error
+	// close releases what the table holds (a connection).
+	close()
 }
 
 // NewLeases returns the leases of cfg.Holder on st's database and starts
 // the goroutine that renews them; [Leases.Close] stops it. The database
 // needs schema version 3 (the leases table).
+//
+// The renewals have a connection of their own, outside st's pool (a
+// second pool of one connection, reconnected as the pool is): a pool
+// whose every connection waits (for a lock, a slow statement, a frozen
+// peer's transaction) must not make a live host lose its leases. A
+// renewal takes no lock that an append holds, so it never waits behind
+// one either. Acquire and Release use st's pool: they wait for the
+// appends in flight, which a renewal must not.
 func NewLeases(st *Store, cfg LeaseConfig) (*Leases, error) {
-	return newLeases(pgLeases{st}, cfg)
+	pcfg := st.pool.Config()
+	pcfg.MaxConns, pcfg.MinConns = 1, 0
+	renewals, err := pgxpool.NewWithConfig(context.Background(), pcfg)
+	if err != nil {
+		return nil, st.errorf("lease renewals", err)
+	}
+	l, err := newLeases(pgLeases{s: st, renewals: renewals}, cfg)
+	if err != nil {
+		renewals.Close()
+	}
+	return l, err
 }
 
 func newLeases(t leaseTable, cfg LeaseConfig) (*Leases, error) {
@@ -183,6 +209,7 @@ func (l *Leases) Close() error {
 		l.loseLocked(ls, "the holder closed")
 	}
 	l.mu.Unlock()
+	l.t.close()
 	return nil
 }
 
@@ -287,6 +314,7 @@ func (l *Leases) loseLocked(ls *lease, why string) {
 }
 
 func (ls *lease) Epoch() int64          { return ls.epoch }
+func (ls *lease) Holder() string        { return ls.ls.holder }
 func (ls *lease) Lost() <-chan struct{} { return ls.lost }
 
 // Release stops renewing the lease and expires its row, if the row still
@@ -304,8 +332,14 @@ func (ls *lease) Release(ctx context.Context) error {
 	return ls.err
 }
 
-// pgLeases is the leases table of a Store's database.
-type pgLeases struct{ s *Store }
+// pgLeases is the leases table of a Store's database: renewals go
+// through a pool of their own.
+type pgLeases struct {
+	s        *Store
+	renewals *pgxpool.Pool
+}
+
+func (p pgLeases) close() { p.renewals.Close() }
 
 // The statements of the leases. Intervals are microseconds ($N *
 // interval '1 microsecond'), the database's resolution.
@@ -358,7 +392,7 @@ func (p pgLeases) renew(ctx context.Context, holder string, ttl time.Duration, i
 		return nil, err
 	}
 	defer s.guard.Leave()
-	rows, err := s.pool.Query(ctx, renewLeases, holder, ttl.Microseconds(), ids, epochs)
+	rows, err := p.renewals.Query(ctx, renewLeases, holder, ttl.Microseconds(), ids, epochs)
 	if err != nil {
 		return nil, s.errorf("renew leases", err)
 	}
@@ -448,4 +482,36 @@ func (s *Store) ListLeases(ctx context.Context, p ListLeasesParams) ([]LeaseInfo
 		return nil, s.errorf("list leases", err)
 	}
 	return out, nil
+}
+
+// Fenced reports true: every lease has a fencing epoch that the store
+// checks on each write (see [store.HostLeases]).
+func (l *Leases) Fenced() bool { return true }
+
+var _ store.LeaseProvider = (*Store)(nil)
+
+// HostLeases implements [store.LeaseProvider]: the [Leases] of a holder
+// named HOSTNAME/PID/RANDOM (p.Name), unique to the process, so that a
+// restarted host does not take the leases of the process it replaces for
+// its own (they expire first) and `weft nodes` tells processes apart;
+// their TTL is [Config.LeaseTTL]. Any number of hosts may hold leases on
+// one database; p.Shared changes nothing.
+func (s *Store) HostLeases(_ context.Context, p store.HostLeaseParams) (store.HostLeases, error) {
+	return NewLeases(s, LeaseConfig{Holder: HolderName(p.Name), TTL: s.leaseTTL, Logger: p.Logger})
+}
+
+// HolderName names this process as a lease holder: HOSTNAME/PID/RANDOM,
+// then " (what)" when what is set.
+func HolderName(what string) string {
+	name, err := os.Hostname()
+	if err != nil || name == "" {
+		name = "unknown"
+	}
+	var r [4]byte
+	rand.Read(r[:])
+	name += "/" + strconv.Itoa(os.Getpid()) + "/" + hex.EncodeToString(r[:])
+	if what != "" {
+		name += " (" + what + ")"
+	}
+	return name
 }

@@ -69,6 +69,8 @@ func (m *memTable) renew(ctx context.Context, holder string, ttl time.Duration, 
 	return out, nil
 }
 
+func (m *memTable) close() {}
+
 func (m *memTable) release(_ context.Context, id string, epoch int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -76,6 +76,12 @@ func applyMigrations(ctx context.Context, conn *pgx.Conn, name string) (from, to
 		return 0, 0, classify(name, "migrate", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	// A migration may rewrite a large table and waits for concurrent
+	// migrations: the timeouts of the pool's connections (see
+	// Config.LeaseTTL) are not for it.
+	if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0`); err != nil {
+		return 0, 0, classify(name, "migrate", err)
+	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, lockMigrate); err != nil {
 		return 0, 0, classify(name, "migrate: lock", err)
 	}

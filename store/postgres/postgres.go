@@ -81,8 +81,32 @@ type Config struct {
 	// refused with an error wrapping [ErrOldSchema] that says to run
 	// `weft migrate`.
 	Migrate bool
-	// MaxConns caps the connection pool. Zero means max(4, number of CPUs).
+	// MaxConns caps the connection pool. Zero means what the URL's
+	// pool_max_conns parameter says, else max(4, number of CPUs). The
+	// lease renewals of [NewLeases] have a connection of their own
+	// beside the pool, so that a pool that stuck sessions fill never
+	// delays a renewal.
 	MaxConns int
+	// LeaseTTL is how long a session lease lives without a renewal (the
+	// [LeaseConfig.TTL] of the leases [Store.HostLeases] makes), and what
+	// every pooled connection's timeouts derive from, so that a frozen or
+	// partitioned host never blocks another's take-over of its sessions
+	// for much longer than the TTL: with TTL T, each connection sets
+	//
+	//	idle_in_transaction_session_timeout = T/2
+	//	lock_timeout                        = T/2
+	//	statement_timeout                   = T
+	//
+	// A host frozen inside an append (its transaction idle, holding the
+	// session's advisory lock) loses its connection, and so the lock,
+	// T/2 after it froze, before its lease (renewed last at most T/3
+	// before it froze) can expire; a statement that holds a lock ends
+	// within T; a statement waits for a lock at most T/2 and then fails
+	// (retryable), rather than queue behind a stuck holder. weft's
+	// statements take milliseconds; these bounds only cut what is stuck.
+	// A timeout the URL sets itself (statement_timeout=5s, or options=-c
+	// …) is kept. Zero means 10s.
+	LeaseTTL time.Duration
 	// ConnectTimeout bounds each attempt to connect when the URL sets no
 	// connect_timeout. Zero means 10s.
 	ConnectTimeout time.Duration
@@ -107,12 +131,16 @@ type Store struct {
 	// over the pool.
 	reads
 
-	name   string // postgres://HOST:PORT/DB: in every error
-	logger *slog.Logger
-	pool   *pgxpool.Pool
+	name     string // postgres://HOST:PORT/DB: in every error
+	logger   *slog.Logger
+	pool     *pgxpool.Pool
+	leaseTTL time.Duration // Config.LeaseTTL, defaulted
 	// guard keeps every call out of a closed store; Close waits for the
 	// calls in flight.
 	guard *sqlstore.Guard
+	// inTxHook, if set (by tests, before use), is called inside every
+	// transaction that succeeded, before its commit, with its op.
+	inTxHook func(op string)
 }
 
 // reads are the reads of every SQL store. Embedded under this name, they
@@ -166,7 +194,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, classify(name, "open", err)
 	}
-	s := &Store{name: name, logger: logger, pool: pool, guard: sqlstore.NewGuard(name)}
+	s := &Store{name: name, logger: logger, pool: pool, leaseTTL: cfg.LeaseTTL, guard: sqlstore.NewGuard(name)}
+	if s.leaseTTL <= 0 {
+		s.leaseTTL = defaultLeaseTTL
+	}
 	s.reads = sqlstore.NewReads(name, s.guard, conns{s}, dialect())
 	if err := s.check(ctx, cfg.Migrate); err != nil {
 		pool.Close()
@@ -219,6 +250,14 @@ func parseConfig(cfg Config) (*pgxpool.Config, string, error) {
 	if cfg.MaxConns > 0 {
 		pcfg.MaxConns = int32(min(cfg.MaxConns, math.MaxInt32))
 	}
+	ttl := cfg.LeaseTTL
+	if ttl <= 0 {
+		ttl = defaultLeaseTTL
+	}
+	if ttl < 3*time.Millisecond {
+		return nil, "", fmt.Errorf("postgres store: Config.LeaseTTL %v is too short", ttl)
+	}
+	setTimeouts(pcfg.ConnConfig.RuntimeParams, ttl)
 	if pcfg.ConnConfig.ConnectTimeout == 0 { // the URL has no connect_timeout
 		pcfg.ConnConfig.ConnectTimeout = cfg.ConnectTimeout
 		if pcfg.ConnConfig.ConnectTimeout <= 0 {
@@ -228,10 +267,27 @@ func parseConfig(cfg Config) (*pgxpool.Config, string, error) {
 	return pcfg, describe(pcfg.ConnConfig), nil
 }
 
+// defaultLeaseTTL is the TTL of session leases when no one sets it.
+const defaultLeaseTTL = 10 * time.Second
+
+// setTimeouts sets the session timeouts that ttl implies (see
+// [Config.LeaseTTL]) in params, the startup parameters of each
+// connection, unless the URL set them.
+func setTimeouts(params map[string]string, ttl time.Duration) {
+	ms := func(d time.Duration) string { return strconv.FormatInt(max(d.Milliseconds(), 1), 10) }
+	set := func(k, v string) {
+		if _, ok := params[k]; !ok && !strings.Contains(params["options"], k) {
+			params[k] = v
+		}
+	}
+	set("idle_in_transaction_session_timeout", ms(ttl/2))
+	set("lock_timeout", ms(ttl/2))
+	set("statement_timeout", ms(ttl))
+}
+
 // Name returns the name errors give the database at url:
 // postgres://HOST:PORT/DB, without user or password, so the same for every
-// URL of one database that names it the same way (cmd/weft keys its host
-// lease by it).
+// URL of one database that names it the same way.
 func Name(url string) (string, error) {
 	_, name, err := parseConfig(Config{URL: url})
 	return name, err
@@ -444,6 +500,9 @@ func (s *Store) inTx(ctx context.Context, bt *pgx.Batch, op string, read func(pg
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = s.errorf(op, cerr)
 	}
+	if err == nil && s.inTxHook != nil {
+		s.inTxHook(op)
+	}
 	if err != nil {
 		// A rollback that fails (the connection is gone) leaves the
 		// connection outside the pool: it is closed, and the server rolls
@@ -551,39 +610,69 @@ func (s *Store) PutReceipt(ctx context.Context, r record.Receipt) (record.Receip
 	return got, nil
 }
 
-// PutSnapshot implements [store.Snapshots]. The log only grows, so a seq
-// checked against its last event stays valid while the snapshot is
-// written.
+// PutSnapshot implements [store.Snapshots]: in one transaction, under
+// the session's advisory lock (the lock of its appends and lease
+// take-overs), it checks snap.Epoch against the session's lease as
+// [Store.Append] checks a batch's ([store.ErrFenced]) and snap.Seq
+// against its last event, then stores it.
 func (s *Store) PutSnapshot(ctx context.Context, snap record.Snapshot) error {
 	if err := s.guard.Enter(); err != nil {
 		return err
 	}
 	defer s.guard.Leave()
 	op := "put snapshot of session " + snap.SessionID
-	var last int64
-	if err := s.pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM events WHERE session_id = $1`, snap.SessionID).Scan(&last); err != nil {
-		return s.errorf(op, err)
-	}
-	if err := sqlstore.FitSnapshot(snap, last); err != nil {
-		return err
-	}
-	if _, err := s.pool.Exec(ctx, sqlstore.PutSnapshotSQL, snap.SessionID, snap.Kind, snap.Seq, snap.Data, sqlstore.EncodeTime(snap.CreatedAt)); err != nil {
-		return s.errorf(op, err)
-	}
-	return nil
+	var bt pgx.Batch
+	bt.BeginTx(pgx.TxOptions{})
+	bt.Queue(lockSQL, lockSession, snap.SessionID)
+	bt.Queue(lastSeqSQL, snap.SessionID)
+	bt.Queue(sqlstore.PutSnapshotSQL, snap.SessionID, snap.Kind, snap.Seq, snap.Data, sqlstore.EncodeTime(snap.CreatedAt))
+	return s.inTx(ctx, &bt, op, func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil { // the lock
+			return s.errorf(op, err)
+		}
+		var last int64
+		var epoch *int64
+		var holder *string
+		var live bool
+		if err := br.QueryRow().Scan(&last, &epoch, &holder, &live); err != nil {
+			return s.errorf(op, err)
+		}
+		if err := fence(snap.SessionID, snap.Epoch, epoch, holder, live); err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		if err := sqlstore.FitSnapshot(snap, last); err != nil {
+			return err
+		}
+		if _, err := br.Exec(); err != nil {
+			return s.errorf(op, err)
+		}
+		return nil
+	})
 }
 
-// PruneReceipts deletes the receipts created before t and returns how many.
+// PruneReceipts deletes the receipts created before t and returns how
+// many, in one transaction free of the statement timeout.
 func (s *Store) PruneReceipts(ctx context.Context, before time.Time) (int, error) {
 	if err := s.guard.Enter(); err != nil {
 		return 0, err
 	}
 	defer s.guard.Leave()
-	tag, err := s.pool.Exec(ctx, sqlstore.PruneReceiptsSQL, sqlstore.SortKey(before))
+	// A day's receipts may take longer to delete than the statement
+	// timeout (Config.LeaseTTL) allows, and the delete holds no lock that
+	// a take-over waits for: it runs without one.
+	var n int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL statement_timeout = 0`); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, sqlstore.PruneReceiptsSQL, sqlstore.SortKey(before))
+		n = int(tag.RowsAffected())
+		return err
+	})
 	if err != nil {
 		return 0, s.errorf("prune receipts", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }
 
 // Close waits for calls in flight, then closes the pool's connections.

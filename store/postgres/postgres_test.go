@@ -19,6 +19,10 @@ import (
 var pg pgtest.Shared
 
 func TestMain(m *testing.M) {
+	if url := os.Getenv(frozenHelperEnv); url != "" {
+		frozenOwner(url)
+		return
+	}
 	code := m.Run()
 	if err := pg.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "close the test cluster:", err)
@@ -51,4 +55,8 @@ func openURL(t testing.TB, url string) *postgres.Store {
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t) })
+}
+
+func TestConformanceLeases(t *testing.T) {
+	storetest.RunLeases(t, func(t *testing.T) store.Store { return open(t) })
 }

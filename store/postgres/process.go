@@ -14,10 +14,23 @@ import (
 const (
 	insertProcEvts = `INSERT INTO process_events (process_id, seq, type, time, data, out_off, out_size)
 		SELECT $1::text, * FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::bytea[], $6::bigint[], $7::bigint[])`
-	upsertProcess = `INSERT INTO processes (id, session_id, status, mount_id, started_at, last_seq, grants, record)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+	upsertProcess = `INSERT INTO processes (id, session_id, status, mount_id, started_at, last_seq, grants, record, host, epoch)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 		ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, status = excluded.status, mount_id = excluded.mount_id,
-			started_at = excluded.started_at, last_seq = excluded.last_seq, grants = excluded.grants, record = excluded.record`
+			started_at = excluded.started_at, last_seq = excluded.last_seq, grants = excluded.grants, record = excluded.record,
+			host = excluded.host, epoch = excluded.epoch`
+	// processSessionSQL is the session that owns process $2: $1 (the
+	// batch's record's), else the stored row's.
+	processSessionSQL = `coalesce($1::text, (SELECT session_id FROM processes WHERE id = $2::text))`
+	// lockProcessSession takes the advisory lock of the session that owns
+	// the process, the lock of its appends and lease take-overs ($3 is
+	// lockSession), so that the lease read next cannot change before the
+	// batch commits.
+	lockProcessSession = `SELECT pg_advisory_xact_lock($3, hashtext(` + processSessionSQL + `))`
+	// processLease reads the lease (epoch, holder, live) of the session
+	// that owns the process, nulls when it has none.
+	processLease = `SELECT l.epoch, l.holder, coalesce(l.expires_at > now(), false)
+		FROM (SELECT 1) AS one LEFT JOIN leases l ON l.session_id = ` + processSessionSQL
 )
 
 // AppendProcess writes b in one transaction: its events, its record, its
@@ -28,7 +41,10 @@ const (
 // [store.ErrInvalid] for a malformed batch (no events, a record of another
 // process, a first batch without a record), [store.ErrSeqConflict] if the
 // batch does not continue the process's log, [store.ErrReceiptExists] for
-// a stored receipt, and [store.ErrClosed] after Close.
+// a stored receipt, [store.ErrFenced] when b.Epoch is not the epoch of
+// the lease of the session that owns the process (checked under that
+// session's advisory lock, after the process's, as [Store.Append] checks
+// its batches), and [store.ErrClosed] after Close.
 func (s *Store) AppendProcess(ctx context.Context, b store.ProcessBatch) error {
 	r, rec, err := sqlstore.EncodeProcessBatch(b)
 	if err != nil {
@@ -49,6 +65,12 @@ func (s *Store) AppendProcess(ctx context.Context, b store.ProcessBatch) error {
 	var bt pgx.Batch
 	bt.BeginTx(pgx.TxOptions{})
 	bt.Queue(lockSQL, lockProcess, b.ProcessID)
+	var session *string
+	if rec != nil {
+		session = &r.SessionID
+	}
+	bt.Queue(lockProcessSession, session, b.ProcessID, lockSession)
+	bt.Queue(processLease, session, b.ProcessID)
 	bt.Queue(sqlstore.ProcessLastSeqSQL, b.ProcessID)
 	if b.DropOutputBefore > 0 {
 		bt.Queue(sqlstore.DropOutputSQL, b.ProcessID, b.DropOutputBefore)
@@ -59,15 +81,31 @@ func (s *Store) AppendProcess(ctx context.Context, b store.ProcessBatch) error {
 		if grants == nil {
 			grants = []string{}
 		}
-		bt.Queue(upsertProcess, b.ProcessID, r.SessionID, r.Status, r.MountID, sqlstore.SortKey(r.StartedAt), lastSeq, grants, rec)
+		bt.Queue(upsertProcess, b.ProcessID, r.SessionID, r.Status, r.MountID, sqlstore.SortKey(r.StartedAt), lastSeq, grants, rec, r.Host, r.Epoch)
 	} else {
 		bt.Queue(sqlstore.SetProcessLastSeqSQL, lastSeq, b.ProcessID)
 	}
 	queueReceipts(&bt, b.Receipts)
 
 	return s.inTx(ctx, &bt, op, func(br pgx.BatchResults) error {
-		if _, err := br.Exec(); err != nil { // the lock
+		if _, err := br.Exec(); err != nil { // the process's lock
 			return s.errorf(op, err)
+		}
+		if _, err := br.Exec(); err != nil { // its session's
+			return s.errorf(op, err)
+		}
+		var epoch *int64
+		var holder *string
+		var live bool
+		if err := br.QueryRow().Scan(&epoch, &holder, &live); err != nil {
+			return s.errorf(op, err)
+		}
+		owner := r.SessionID
+		if session == nil {
+			owner = "of process " + b.ProcessID
+		}
+		if err := fence(owner, b.Epoch, epoch, holder, live); err != nil {
+			return fmt.Errorf("process %s: %w", b.ProcessID, err)
 		}
 		last, exists, err := sqlstore.ScanProcessLastSeq(br.QueryRow())
 		if err != nil {

@@ -115,6 +115,17 @@ type Process struct {
 	WakeOnExit bool `json:"wakeOnExit,omitempty"`
 	// LastSeq is the seq of the last event of the process's log.
 	LastSeq int64 `json:"lastSeq"`
+	// Host names the host that runs the process, as the store's leases
+	// name it (store.HostLeaseParams); empty where leases are not fenced
+	// (SQLite, memory) and for processes recorded before hosts were.
+	Host string `json:"host,omitempty"`
+	// Epoch is the lease epoch of the owning session under which the
+	// process runs: every batch of its log carries it
+	// (store.ProcessBatch.Epoch), so that its host stops writing once
+	// another host holds a later lease of the session, and that host, not
+	// one that merely starts, reconciles the process. Zero where leases
+	// are not fenced.
+	Epoch int64 `json:"epoch,omitempty"`
 }
 
 // ProcessEvent is one entry of a process's log. An event with a byte

@@ -173,6 +173,11 @@ type Snapshot struct {
 	// Data is the owner's encoding.
 	Data      []byte
 	CreatedAt time.Time
+	// Epoch is the lease epoch of the writer, fenced like
+	// store.Batch.Epoch by the stores that fence appends: a host that
+	// lost the session's lease cannot replace the snapshot of its new
+	// owner. It is not stored: zero when read.
+	Epoch int64
 }
 
 // SnapshotTranscript is the kind of a session's transcript snapshot (the

@@ -57,7 +57,7 @@ func appendProcessTx(tx *wtx, b store.ProcessBatch, r record.Process, rec []byte
 	}
 	lastSeq := b.Events[len(b.Events)-1].Seq
 	if rec != nil {
-		if _, err := tx.exec(stUpsertProcess, b.ProcessID, r.SessionID, r.Status, r.MountID, sqlstore.SortKey(r.StartedAt), lastSeq, rec); err != nil {
+		if _, err := tx.exec(stUpsertProcess, b.ProcessID, r.SessionID, r.Status, r.MountID, sqlstore.SortKey(r.StartedAt), lastSeq, rec, r.Host, r.Epoch); err != nil {
 			return fmt.Errorf("store record: %w", err)
 		}
 	} else if _, err := tx.exec(stSetProcessLastSeq, lastSeq, b.ProcessID); err != nil {

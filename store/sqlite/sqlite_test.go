@@ -270,8 +270,8 @@ func TestReopen(t *testing.T) {
 	}
 	s.Close()
 	var v int
-	if err := rawDB(t, path).QueryRow(`SELECT max(version) FROM schema_version`).Scan(&v); err != nil || v != 6 {
-		t.Fatalf("schema version = %d, %v; want 6", v, err)
+	if err := rawDB(t, path).QueryRow(`SELECT max(version) FROM schema_version`).Scan(&v); err != nil || v != 7 {
+		t.Fatalf("schema version = %d, %v; want 7", v, err)
 	}
 }
 
@@ -416,4 +416,8 @@ func TestWriteAfterFailedBatch(t *testing.T) {
 	if last, err := s.LastSeq(ctx, "s1"); err != nil || last != 3 {
 		t.Fatalf("LastSeq = %d, %v; want 3", last, err)
 	}
+}
+
+func TestConformanceLeases(t *testing.T) {
+	storetest.RunLeases(t, func(t *testing.T) store.Store { return open(t, sqlite.Config{}) })
 }

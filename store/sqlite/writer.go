@@ -92,9 +92,9 @@ func stmtSQL(id stmtID) string {
 	case stInsertProcessEvent:
 		return `INSERT INTO process_events (process_id, seq, type, time, data, out_off, out_size) VALUES (?, ?, ?, ?, ?, ?, ?)`
 	case stUpsertProcess:
-		return `INSERT INTO processes (id, session_id, status, mount_id, started_at, last_seq, record) VALUES (?, ?, ?, ?, ?, ?, ?)
+		return `INSERT INTO processes (id, session_id, status, mount_id, started_at, last_seq, record, host, epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET session_id = excluded.session_id, status = excluded.status, mount_id = excluded.mount_id,
-			started_at = excluded.started_at, last_seq = excluded.last_seq, record = excluded.record`
+			started_at = excluded.started_at, last_seq = excluded.last_seq, record = excluded.record, host = excluded.host, epoch = excluded.epoch`
 	case stSetProcessLastSeq:
 		return sqlstore.SetProcessLastSeqSQL
 	case stSavepoint:

@@ -8,6 +8,10 @@
 // The suite checks the contract written in package store, plus the choices
 // the contract leaves open that weft's implementations agree on; those are
 // listed in the documentation of [Run].
+//
+// A store that provides leases ([store.LeaseProvider]) also runs
+// [RunLeases]: exclusion, and the fencing of appends, process batches
+// and snapshots when its leases carry epochs.
 package storetest
 
 import (

@@ -39,6 +39,10 @@ func (s *Session) startProcess(ctx context.Context, sp process.StartParams, only
 	var rec record.Process
 	err := s.command(func() error {
 		sp.SessionID = s.id
+		// The process runs under this host's lease of the session: its
+		// writes are fenced with it.
+		o := s.Owner()
+		sp.Host, sp.Epoch = o.Host, o.Epoch
 		if sp.ID == "" {
 			sp.ID = s.cfg.NewID("proc")
 		}

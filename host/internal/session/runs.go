@@ -422,6 +422,7 @@ func (s *Session) putSnapshot(j transcript.Snapshot) error {
 	defer cancel()
 	return s.cfg.Store.PutSnapshot(ctx, record.Snapshot{
 		SessionID: s.id, Kind: record.SnapshotTranscript, Seq: j.Seq(), Data: data, CreatedAt: time.Now(),
+		Epoch: s.Epoch(), // fenced: a host that lost the session writes no snapshot
 	})
 }
 

@@ -357,6 +357,18 @@ func (s *Session) Epoch() int64 {
 	return s.lease.Epoch()
 }
 
+// Owner returns who owns the session as a process's owner (see
+// process.Owner): the holder the session's lease names (a lease that has
+// a Holder() string method, as store/postgres's do) and its epoch. Both
+// are zero without fenced leases.
+func (s *Session) Owner() process.Owner {
+	o := process.Owner{Epoch: s.Epoch()}
+	if h, ok := s.lease.(interface{ Holder() string }); ok {
+		o.Host = h.Holder()
+	}
+	return o
+}
+
 // loadErr is the error of a load or create that failed after the lease
 // was taken: a refused (fenced) write means another holder took the lease
 // meanwhile.
@@ -575,9 +587,12 @@ func (s *Session) settle(id string) { s.waits.settle(id) }
 func (s *Session) doneChan(id string) <-chan struct{} { return s.waits.chanOf(id) }
 
 // idle reports whether the session has no run, no queued run, no
-// subscriber and no request since cutoff (unix nanos).
+// subscriber and no request since cutoff (unix nanos), and, under a
+// fenced lease, no process running here: its processes' writes are
+// fenced with the lease, which unloading would give up.
 func (s *Session) idle(cutoff int64) bool {
-	return s.used.Load() <= cutoff && s.active == nil && len(s.queue) == 0 && s.j.Subscribers() == 0
+	return s.used.Load() <= cutoff && s.active == nil && len(s.queue) == 0 && s.j.Subscribers() == 0 &&
+		(s.cfg.Processes == nil || s.lease == nil || s.lease.Epoch() == 0 || !s.cfg.Processes.Runs(s.id))
 }
 
 // UnloadIfIdle closes the session if it is idle since cutoff (unix nanos)

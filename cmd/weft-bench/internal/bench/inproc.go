@@ -65,7 +65,8 @@ type inprocHost struct {
 }
 
 // openHost opens the store dir/weft.db and starts a host on it; cfg's
-// Store, Tools, ResolveModel and LockDir are set here. A run of
+// Store, Tools and ResolveModel are set here (the store gives the host
+// its leases). A run of
 // "scripted:fanout" has fanoutSteps steps with tool calls (39 for the
 // ~950-event run of the figures).
 func openHost(ctx context.Context, dir string, cfg host.Config, fanoutSteps int) (*inprocHost, error) {
@@ -104,7 +105,7 @@ func newHost(ctx context.Context, st *sqlite.Store, dir string, cfg host.Config,
 		return nil, err
 	}
 	ih := &inprocHost{st: st, tools: reg, hello: &stampedModel{Provider: hello, called: make(chan time.Time, 1)}}
-	cfg.Store, cfg.Tools, cfg.LockDir = st, reg, filepath.Join(dir, "weft.db.locks")
+	cfg.Store, cfg.Tools = st, reg
 	cfg.ResolveModel = func(name string) (*host.Model, error) {
 		switch name {
 		case "scripted:hello":
