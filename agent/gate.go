@@ -452,6 +452,9 @@ func CloseRequests(runID string, open []record.Request, reason string) ([]event.
 			err = add(event.ApprovalResolved, event.ApprovalResolvedData{ApprovalID: q.ID, Decision: event.DecisionCancelled, By: by})
 		case event.RequestInput:
 			err = add(event.InputResolved, event.InputResolvedData{RequestID: q.ID, Status: event.InputCancelled, By: by})
+			if err == nil && q.ToolCall.ID == "" {
+				continue // a budget question gates no call
+			}
 		case event.RequestTool:
 			b := by
 			err = add(event.ToolCallCompleted, event.ToolCallCompletedData{ID: q.ToolCall.ID, Name: q.ToolCall.Name, Output: out, IsError: true, By: &b})
