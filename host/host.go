@@ -152,6 +152,9 @@ type Config struct {
 	// InputTimeout, if positive, is how long a question the model asks
 	// (ask_user) waits for its answer before the call fails.
 	InputTimeout time.Duration
+	// Budgets are the default budgets of runs and sessions (see
+	// [Budgets]); the zero Budgets sets none.
+	Budgets Budgets
 	// NewID makes IDs with a prefix; nil means random time-ordered IDs.
 	NewID func(prefix string) string
 	// CheckpointDir, if set, keeps file checkpoints: before each step
@@ -216,6 +219,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.MaxSteps <= 0 {
 		cfg.MaxSteps = 50
 	}
+	if err := cfg.Budgets.check(); err != nil {
+		return nil, fmt.Errorf("host: %w", err)
+	}
 	if cfg.ReceiptTTL <= 0 {
 		cfg.ReceiptTTL = 24 * time.Hour
 	}
@@ -256,6 +262,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		SubscriberBuffer: cfg.SubscriberBuffer, SubscriberBytes: cfg.SubscriberBytes, RetryBackoff: cfg.StorageRetry,
 		HoldQueued: cfg.Shared,
 		Policy:     cfg.Policy, InputTimeout: cfg.InputTimeout, NewID: cfg.NewID, Logger: cfg.Logger,
+		RunBudget:   cfg.Budgets.Run,
 		Transcripts: transcript.NewBudget(max(cfg.TranscriptBytes, 0)),
 	}
 	h.scfg.Journal.Redactor = cfg.Redactor
