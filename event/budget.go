@@ -90,6 +90,21 @@ func (b Budget) Check(field string) error {
 	return nil
 }
 
+// CheckHost is Check for a host's budget, which has no wall time and
+// never asks (raising it is the operator's).
+func (b Budget) CheckHost(field string) error {
+	if err := b.Check(field); err != nil {
+		return err
+	}
+	switch {
+	case b.WallTimeMs != 0:
+		return fmt.Errorf("%s.wallTimeMs %d: a host has no wall-time budget (set one per run or session)", field, b.WallTimeMs)
+	case b.OnBudget == OnBudgetAsk:
+		return fmt.Errorf("%s.onBudget %q: a host's budget stops runs; raising it is the operator's", field, b.OnBudget)
+	}
+	return nil
+}
+
 // Over returns base with each field b sets in place of base's: a run's
 // budget over the host's default, an update over the current budget.
 func (b Budget) Over(base Budget) Budget {

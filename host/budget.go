@@ -1,7 +1,12 @@
 package host
 
 import (
+	"context"
+	"fmt"
 	"time"
+
+	"weft.dev/weft/host/internal/session"
+	"weft.dev/weft/store"
 
 	"weft.dev/weft/event"
 	"weft.dev/weft/store/record"
@@ -13,17 +18,51 @@ import (
 // tighten, loosen or add a limit, and a run or session that names none
 // has the operator's. A run is held to its own budget and to its
 // session's at once.
+//
+// Host, if it sets a limit, caps what all the host's runs spend together
+// (tokens, cost, steps; counted from the sessions in the store when the
+// host starts, deleted ones included): a run that finds it reached at a
+// step boundary ends failed with budget_exceeded of scope host. It never
+// asks, since raising it is the operator's; it has no wall time.
 type Budgets struct {
 	Run     event.Budget
 	Session event.Budget
+	Host    event.Budget
 }
 
-// check refuses a malformed default.
+// check refuses a malformed budget, naming the field
+// (budgets.host.wallTimeMs).
 func (b Budgets) check() error {
 	if err := b.Run.Check("budgets.run"); err != nil {
 		return err
 	}
-	return b.Session.Check("budgets.session")
+	if err := b.Session.Check("budgets.session"); err != nil {
+		return err
+	}
+	return b.Host.CheckHost("budgets.host")
+}
+
+// hostSpend returns the spend of a host whose budget is b.Host, counted
+// from the store's sessions, or nil when b.Host sets no limit.
+func hostSpend(ctx context.Context, st store.Store, b Budgets) (*session.HostSpend, error) {
+	if !b.Host.Limits() {
+		return nil, nil
+	}
+	var spent event.Spent
+	before := ""
+	for {
+		page, err := st.Sessions(ctx, store.ListSessionsParams{Before: before, Limit: 1000, IncludeDeleted: true})
+		if err != nil {
+			return nil, fmt.Errorf("count the host's spend: %w", err)
+		}
+		for _, s := range page {
+			spent.Add(event.SpentOf(s.Usage, s.Steps, 0))
+		}
+		if len(page) < 1000 {
+			return session.NewHostSpend(b.Host, spent), nil
+		}
+		before = page[len(page)-1].ID
+	}
 }
 
 // session returns the budget of a new session whose params gave own.

@@ -325,3 +325,36 @@ func TestBudgetDefaults(t *testing.T) {
 		t.Fatalf("remaining budget %+v", rem)
 	}
 }
+
+// TestHostBudget: the operator's host budget holds all sessions' runs
+// together, counted again from the store when a host starts; a run that
+// finds it reached fails budget_exceeded of scope host, and a host
+// budget with wall time or ask is refused.
+func TestHostBudget(t *testing.T) {
+	st := memory.New()
+	cfg := func(c *host.Config) { c.Budgets.Host = event.Budget{CostUSD: 3} }
+	h := newBudgetHost(t, st, cfg)
+	sid := budgetSession(t, h, "scripted:three", nil)
+	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("go"), Model: "scripted:three"})
+	if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
+		t.Fatalf("first run %+v, error %+v", got, got.Error)
+	}
+	r = start(t, h, api.StartRunParams{SessionID: budgetSession(t, h, "scripted:three", nil), Input: input("go")})
+	wantBudgetFailure(t, h, wait(t, h, r.ID), event.ScopeHost, event.BudgetCost)
+	h.Close()
+
+	h = newBudgetHost(t, st, cfg)
+	r = start(t, h, api.StartRunParams{SessionID: budgetSession(t, h, "scripted:three", nil), Input: input("go")})
+	got := wait(t, h, r.ID)
+	wantBudgetFailure(t, h, got, event.ScopeHost, event.BudgetCost)
+	if got.Steps != 0 {
+		t.Fatalf("a run over the host's budget took %d steps after a restart", got.Steps)
+	}
+	for _, b := range []event.Budget{{WallTimeMs: 1000}, {CostUSD: 1, OnBudget: event.OnBudgetAsk}} {
+		_, err := host.New(context.Background(), host.Config{Store: memory.New(), ResolveModel: func(string) (*host.Model, error) { return nil, nil },
+			Budgets: host.Budgets{Host: b}})
+		if err == nil || !strings.Contains(err.Error(), "budgets.host.") {
+			t.Fatalf("host budget %+v: %v; want an error naming the field", b, err)
+		}
+	}
+}

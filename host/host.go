@@ -255,6 +255,10 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if leases == nil && cfg.LockDir != "" {
 		leases = lease.Dir{Path: cfg.LockDir}
 	}
+	spend, err := hostSpend(ctx, cfg.Store, cfg.Budgets)
+	if err != nil {
+		return nil, err
+	}
 	h.scfg = session.Config{
 		Store: cfg.Store, ResolveModel: cfg.ResolveModel, DefaultModel: cfg.DefaultModel,
 		Journal: journal.Config{CoalesceWindow: cfg.CoalesceWindow, CoalesceBytes: cfg.CoalesceBytes, Logger: cfg.Logger},
@@ -262,7 +266,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		SubscriberBuffer: cfg.SubscriberBuffer, SubscriberBytes: cfg.SubscriberBytes, RetryBackoff: cfg.StorageRetry,
 		HoldQueued: cfg.Shared,
 		Policy:     cfg.Policy, InputTimeout: cfg.InputTimeout, NewID: cfg.NewID, Logger: cfg.Logger,
-		RunBudget:   cfg.Budgets.Run,
+		RunBudget: cfg.Budgets.Run, HostSpend: spend,
 		Transcripts: transcript.NewBudget(max(cfg.TranscriptBytes, 0)),
 	}
 	h.scfg.Journal.Redactor = cfg.Redactor

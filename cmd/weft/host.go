@@ -212,7 +212,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	}
 	h, err := host.New(ctx, host.Config{
 		Policy: pol, InputTimeout: cfgFile.InputTimeout(),
-		Budgets: host.Budgets{Run: cfgFile.Budgets.Run, Session: cfgFile.Budgets.Session},
+		Budgets: host.Budgets{Run: cfgFile.Budgets.Run, Session: cfgFile.Budgets.Session, Host: cfgFile.Budgets.Host},
 		Store:   st, Tools: reg, MCP: servers, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps, Redactor: red, Protected: prot,
 		MaxCommandLimits: cfgFile.MaxCommandLimits(),
 		LockDir:          locks, Leases: hostLeases, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,

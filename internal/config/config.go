@@ -73,6 +73,9 @@ type Budgets struct {
 	// Session is every new session's, under its own (session/create
 	// budget).
 	Session event.Budget `json:"session,omitzero"`
+	// Host caps what all the host's runs spend together: tokens, cost,
+	// steps; it always stops.
+	Host event.Budget `json:"host,omitzero"`
 }
 
 // Checkpoints are the file checkpoints' settings. The host keeps, under
@@ -317,6 +320,9 @@ func Parse(b []byte) (File, error) {
 		if err := x.budget.Check("budgets." + x.key); err != nil {
 			return f, fmt.Errorf("%s: %w", keyPosition(b, "budgets"), err)
 		}
+	}
+	if err := f.Budgets.Host.CheckHost("budgets.host"); err != nil {
+		return f, fmt.Errorf("%s: %w", keyPosition(b, "budgets"), err)
 	}
 	if f.InputTimeoutMs < 0 {
 		return f, fmt.Errorf("%s: inputTimeoutMs %d: want milliseconds, or 0 for no limit", keyPosition(b, "inputTimeoutMs"), f.InputTimeoutMs)

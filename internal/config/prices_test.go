@@ -81,7 +81,9 @@ func TestParseBudgets(t *testing.T) {
 		{`{"budgets":{"session":{"steps":-2}}}`, "budgets.session.steps -2"},
 		{`{"budgets":{"run":{"onBudget":"pause"}}}`, "budgets.run.onBudget"},
 		{`{"budgets":{"run":{"tokens":"many"}}}`, "tokens"},
-		{`{"budgets":{"host":{"tokens":1}}}`, "host"},
+		{`{"budgets":{"host":{"wallTimeMs":1000}}}`, "budgets.host.wallTimeMs"},
+		{`{"budgets":{"host":{"costUsd":5,"onBudget":"ask"}}}`, "budgets.host.onBudget"},
+		{`{"budgets":{"hosts":{"tokens":1}}}`, "hosts"},
 	} {
 		_, err := Parse([]byte(tc.file))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -21,6 +21,7 @@ import (
 // session's, over what the projection says they have spent.
 type budgetCheck struct {
 	s  *Session
+	a  *activeRun
 	id string
 }
 
@@ -48,6 +49,12 @@ func (b budgetCheck) Check(steps int, usage event.TokenUsage) agent.BudgetVerdic
 	s := b.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if h := s.cfg.HostSpend; h != nil {
+		h.add(&b.a.hostSeen, usage, steps)
+		if r := h.reached(); r != nil {
+			return agent.BudgetVerdict{Reached: r}
+		}
+	}
 	run, ses, runSpent, sesSpent := b.budgets(steps, usage, time.Now())
 	for _, x := range []struct {
 		scope string

@@ -366,6 +366,9 @@ func (s *Session) launch(a *activeRun, resume bool) {
 			return
 		}
 		s.active = nil
+		if h := s.cfg.HostSpend; h != nil && out.Type != "" {
+			h.add(&a.hostSeen, out.Usage, out.Steps) // the run's last step
+		}
 		if r, ok := s.j.Run(a.id); ok && !record.IsTerminal(r.Status) && s.j.Err() != nil {
 			// The journal failed under the run: the recovery ends it,
 			// whether or not its run.started committed.
@@ -623,7 +626,7 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 		ID: q.id, SessionID: s.id, ModelName: m.Name, Input: q.input,
 		Env: s.currentBinding, Inbox: a.inbox, Background: background{s},
 		Gate: &gate{s: s, a: a, client: names}, ClientTools: specs, Instructions: s.instructions(a),
-		Guard: s.guardFor(a), Budget: budgetCheck{s: s, id: q.id},
+		Guard: s.guardFor(a), Budget: budgetCheck{s: s, a: a, id: q.id},
 	}
 	if s.cfg.MCP != nil {
 		run.Tools = func(ctx context.Context) *tool.Registry { return s.stepTools(ctx, q.id, log) }
@@ -655,6 +658,16 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 	} else if run.History, run.Basis, err = s.conv.Messages(ctx, sessionLog{s}); err != nil {
 		return fail("log", err.Error())
 	}
+	s.mu.Lock()
+	if !a.hostSeen.seeded {
+		// A run resumed after a restart: the host's spend at its start
+		// counted what its record held.
+		a.hostSeen.seeded = true
+		if run.Resume != nil {
+			a.hostSeen.usage, a.hostSeen.steps = run.Resume.Usage, run.Resume.Steps
+		}
+	}
+	s.mu.Unlock()
 	maxSteps := q.maxSteps
 	if maxSteps <= 0 {
 		maxSteps = s.cfg.MaxSteps

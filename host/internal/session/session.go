@@ -117,6 +117,9 @@ type Config struct {
 	// RunBudget is the default budget of a run: a run's own budget is
 	// laid over it, field by field. The zero Budget means none.
 	RunBudget event.Budget
+	// HostSpend, if set, holds every run to the host's budget; nil means
+	// the host has none.
+	HostSpend *HostSpend
 	// Protected is what a session's mounts may not reach (see
 	// env.Protected): a local mount whose directory is no longer the path
 	// stored for it (a component was made a symbolic link since) is
@@ -233,6 +236,9 @@ type activeRun struct {
 	// declined is set when a person answered "no" to the run's budget
 	// question while the run was parking: it ends, parked, with it.
 	declined *event.Error
+	// hostSeen is what of the run's spend went into Config.HostSpend;
+	// guarded by the session's mu.
+	hostSeen hostSeen
 }
 
 // queuedRun is a run admitted and not started: everything it starts
