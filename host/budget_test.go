@@ -358,3 +358,32 @@ func TestHostBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetAskCancelled: cancelling a run that waits on its budget
+// question cancels the question and ends the run, nothing left open; a
+// fork keeps its source's budget (its spend starts afresh).
+func TestBudgetAskCancelled(t *testing.T) {
+	ctx := context.Background()
+	h := newBudgetHost(t, memory.New(), nil)
+	sid := budgetSession(t, h, "scripted:loop", &event.Budget{Steps: 2, OnBudget: event.OnBudgetAsk})
+	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("go")})
+	q := waitingOn(t, h, sid, r.ID, 1)[0]
+	got, err := h.CancelRun(ctx, api.CancelParams{RunID: r.ID, Reason: "enough"})
+	if err != nil || got.Status != record.RunCancelled {
+		t.Fatalf("cancel: %+v, %v", got, err)
+	}
+	rq, err := h.GetRequest(ctx, api.RequestIDParams{RequestID: q.ID})
+	if err != nil || rq.Status != record.RequestCancelled {
+		t.Fatalf("the budget question after the cancel: %+v, %v", rq, err)
+	}
+	if _, err := h.AnswerInput(ctx, api.AnswerParams{RequestID: q.ID, Text: "raise to 9"}); !errors.Is(err, api.ErrAlreadyResolved) {
+		t.Fatalf("answer after the cancel: %v; want already_resolved", err)
+	}
+	f, err := h.ForkSession(ctx, api.ForkSessionParams{SessionID: sid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Session.Budget == nil || f.Session.Budget.Steps != 2 || f.Session.Steps != 0 {
+		t.Fatalf("fork: budget %+v, steps %d", f.Session.Budget, f.Session.Steps)
+	}
+}
