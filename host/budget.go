@@ -90,10 +90,11 @@ func RemainingBudget(r record.Run, rec record.Session, now time.Time) event.Budg
 	}
 	if rec.Budget != nil {
 		var running time.Duration
+		steps := 0
 		if r.StartedAt != nil && r.EndedAt == nil {
-			running = now.Sub(*r.StartedAt)
+			running, steps = now.Sub(*r.StartedAt), r.Steps
 		}
-		ses = rec.Budget.Remaining(rec.Spent(running))
+		ses = rec.Budget.Remaining(rec.Spent(steps, running))
 	}
 	return run.Tighter(ses)
 }

@@ -245,10 +245,6 @@ func (p *Projection) Apply(e event.Event) error {
 		if err := e.Decode(&d); err != nil {
 			return err
 		}
-		if d.Step > r.Steps {
-			s.Steps += d.Step - r.Steps
-			p.touched = true
-		}
 		r.Steps = max(r.Steps, d.Step)
 		p.dirty[r.ID] = true
 	case event.Usage:
@@ -368,10 +364,13 @@ func (p *Projection) Apply(e event.Event) error {
 		}
 		t := e.Time
 		r.EndedAt, r.Error = &t, d.Error
+		// The session's steps and wall time count its runs as they end;
+		// its usage counts every step as it comes.
+		s.Steps += r.Steps
 		if r.StartedAt != nil {
 			s.WallTimeMs += t.Sub(*r.StartedAt).Milliseconds()
-			p.touched = true
 		}
+		p.touched = true
 		r.Status = map[event.Type]string{
 			event.RunCompleted: RunCompleted, event.RunFailed: RunFailed,
 			event.RunCancelled: RunCancelled, event.RunInterrupted: RunInterrupted,

@@ -51,7 +51,8 @@ type Session struct {
 	// and cost of every step and compaction in its log, compactions on
 	// demand outside runs included (a fork counts from the fork on).
 	Usage event.TokenUsage `json:"usage"`
-	// Steps counts the model calls of the session's runs.
+	// Steps counts the model calls of the session's runs that have
+	// ended (a run's count as it goes is on its own record).
 	Steps int `json:"steps,omitempty"`
 	// WallTimeMs is the sum of the durations of the session's runs that
 	// have ended, from start to end.
@@ -60,10 +61,11 @@ type Session struct {
 	Budget *event.Budget `json:"budget,omitempty"`
 }
 
-// Spent is what the session's runs have spent, as a budget counts it;
-// running is the wall time of its active run so far.
-func (s Session) Spent(running time.Duration) event.Spent {
-	sp := event.SpentOf(s.Usage, s.Steps, running)
+// Spent is what the session's runs have spent, as a budget counts it,
+// with its active run's steps and wall time so far (Steps and WallTimeMs
+// count ended runs; Usage counts every step).
+func (s Session) Spent(steps int, running time.Duration) event.Spent {
+	sp := event.SpentOf(s.Usage, s.Steps+steps, running)
 	sp.WallTimeMs += s.WallTimeMs
 	return sp
 }

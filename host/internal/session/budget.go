@@ -35,7 +35,7 @@ func (b budgetCheck) budgets(steps int, usage event.TokenUsage, now time.Time) (
 		wall = now.Sub(*r.StartedAt)
 	}
 	runSpent = event.SpentOf(usage, steps, wall)
-	sesSpent = rec.Spent(wall)
+	sesSpent = rec.Spent(steps, wall)
 	if r.Budget != nil {
 		run = *r.Budget
 	}
@@ -265,7 +265,13 @@ func (s *Session) checkBudgetUpdate(b event.Budget) error {
 			running = time.Since(*r.StartedAt)
 		}
 	}
-	spent := rec.Spent(running)
+	var steps int
+	if id := s.activeID(); id != "" {
+		if r, ok := s.j.Run(id); ok {
+			steps = r.Steps
+		}
+	}
+	spent := rec.Spent(steps, running)
 	for _, name := range []string{event.BudgetTokens, event.BudgetCost, event.BudgetSteps, event.BudgetWallTime} {
 		if l := b.Limit(name); l > 0 && l <= spent.Of(name) {
 			return api.Errorf(api.KindInvalidParams, "budget.%s %s: the session has already spent %s; give more, or 0 for no limit",
