@@ -292,9 +292,9 @@ func FormatBudget(name string, v float64) string {
 		}
 		return fmt.Sprintf("$%.2f", v)
 	case BudgetTokens:
-		return fmt.Sprintf("%d tokens", int64(v))
+		return plural(int64(v), "token")
 	case BudgetSteps:
-		return fmt.Sprintf("%d steps", int64(v))
+		return plural(int64(v), "step")
 	case BudgetWallTime:
 		return (time.Duration(v) * time.Millisecond).Round(time.Millisecond).String()
 	}
@@ -311,4 +311,12 @@ type BudgetRaisedData struct {
 	Budget string  `json:"budget"`
 	Limit  float64 `json:"limit"`
 	By     By      `json:"by"`
+}
+
+// plural is "1 step", "2 steps".
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
