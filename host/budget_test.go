@@ -387,3 +387,25 @@ func TestBudgetAskCancelled(t *testing.T) {
 		t.Fatalf("fork: budget %+v, steps %d", f.Session.Budget, f.Session.Steps)
 	}
 }
+
+// TestBudgetWallTimeAsks: a wall-time budget whose policy is ask lets the
+// step under way finish and asks at the next boundary; a raise to a
+// duration resumes the run.
+func TestBudgetWallTimeAsks(t *testing.T) {
+	ctx := context.Background()
+	h := newBudgetHost(t, memory.New(), nil)
+	sid := budgetSession(t, h, "scripted:slow", nil)
+	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("go"), Budget: &event.Budget{WallTimeMs: 50, OnBudget: event.OnBudgetAsk}})
+	q := waitingOn(t, h, sid, r.ID, 1)[0]
+	if q.Budget == nil || q.Budget.Budget != event.BudgetWallTime || q.Budget.Spent < 50 {
+		t.Fatalf("question %+v", q.Budget)
+	}
+	if _, err := h.AnswerInput(ctx, api.AnswerParams{RequestID: q.ID, Text: "raise to 10m"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, h, sid, r.ID, func(e event.Event) bool { return e.Type == event.RunResumed })
+	got, err := h.CancelRun(ctx, api.CancelParams{RunID: r.ID, Reason: "done"})
+	if err != nil || got.Status != record.RunCancelled || got.Budget == nil || got.Budget.WallTimeMs != 600_000 {
+		t.Fatalf("run %+v, %v", got, err)
+	}
+}
