@@ -179,6 +179,9 @@ type Run struct {
 	// [TranscriptBuilder.Basis]); the zero Basis makes the loop estimate
 	// it from History's text.
 	Basis Basis
+	// Budget, if set, is asked at each step boundary, before the model
+	// call, whether the run is within its budgets (see [BudgetCheck]).
+	Budget BudgetCheck
 	// State, if set, describes what must stay reachable across a
 	// compaction — live processes with their handles and status, pending
 	// requests, mounts — as text for the model: the summary request
@@ -224,6 +227,9 @@ const (
 	// every attempt, or after its output began; the message names the
 	// limit (connect, first-byte or idle timeout).
 	KindTimeout = "timeout"
+	// KindBudgetExceeded: the run reached one of its budgets
+	// ([BudgetCheck]); the error's Budget says which.
+	KindBudgetExceeded = event.KindBudgetExceeded
 )
 
 // Execute runs r to its end and returns how it ended. It writes run.started,
@@ -248,6 +254,16 @@ func Execute(ctx context.Context, cfg Config, log Log, r Run) (Outcome, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	l := &loop{cfg: cfg, log: log, run: r}
+	if r.Budget != nil {
+		if at, reached := r.Budget.Deadline(); !at.IsZero() {
+			// The wall-time budget cuts the step under way: the model
+			// stream closes, running tools are cancelled and closed,
+			// and end reads the cause.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadlineCause(ctx, at, &budgetError{reached: reached})
+			defer cancel()
+		}
+	}
 	if cfg.ContextWindow > 0 {
 		at := cfg.CompactAt
 		if at <= 0 || at > 1 {
@@ -399,6 +415,11 @@ func (l *loop) loopSteps(ctx context.Context, binding *env.Binding, msgs []llm.M
 		if l.steps >= l.cfg.MaxSteps {
 			return l.end(ctx, &runError{kind: KindMaxSteps, msg: fmt.Sprintf("the run reached its limit of %d steps", l.cfg.MaxSteps)})
 		}
+		if l.run.Budget != nil {
+			if o, done, err := l.checkBudget(ctx, msgs); done {
+				return o, err
+			}
+		}
 		l.steps++
 		if r := l.stepTools(ctx); r != reg || !built {
 			reg, built = r, true
@@ -545,7 +566,17 @@ func modelErrorKind(le *llm.Error) string {
 func (l *loop) end(ctx context.Context, cause error) (Outcome, error) {
 	o := Outcome{Steps: l.steps, Usage: l.usage}
 	var reason string
+	var be *budgetError
+	if c, ok := context.Cause(ctx).(*budgetError); ok && ctx.Err() != nil {
+		// The wall-time budget's timer cut the step: that is the
+		// budget, not a cancel.
+		cause = c
+	}
 	switch {
+	case errors.As(cause, &be):
+		o.Type = event.RunFailed
+		r := be.reached
+		o.Error = &event.Error{Kind: KindBudgetExceeded, Message: "the run reached " + r.String(), Budget: &r}
 	case cause == nil:
 		o.Type = event.RunCompleted
 	case ctx.Err() != nil && (errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded) || errors.Is(cause, ctx.Err())):

@@ -42,6 +42,8 @@ type fixture struct {
 	stepTools func(context.Context) *tool.Registry
 	// state, if set, is the runs' Run.State.
 	state func(context.Context) string
+	// budget, if set, is the runs' Run.Budget.
+	budget agent.BudgetCheck
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -95,7 +97,7 @@ func (f *fixture) run(ctx context.Context, cfg agent.Config, input string, inbox
 	out, err := agent.Execute(ctx, cfg, f.j, agent.Run{
 		ID: runID, SessionID: "ses_t", ModelName: "scripted:test", Input: event.TextParts(input),
 		History: history, Env: func() *env.Binding { return f.b }, Inbox: inbox, Tools: f.stepTools,
-		Basis: basis, State: f.state,
+		Basis: basis, State: f.state, Budget: f.budget,
 	})
 	if err != nil {
 		f.t.Fatal(err)

@@ -85,6 +85,9 @@ type Resume struct {
 	Steps int
 	Usage event.TokenUsage
 	Calls []Pending
+	// Budget, if set, is the budget question the run waits on at a step
+	// boundary (see [BudgetVerdict]); Calls is then empty.
+	Budget string
 
 	requests map[string]string // request ID -> call ID
 	started  map[string]bool   // calls that have started
@@ -332,6 +335,9 @@ func (l *loop) emitResult(ctx context.Context, d event.ToolCallCompletedData) (s
 // now (once), refused ones get their error result, and every result comes
 // back in the model's order.
 func (l *loop) settle(ctx context.Context, pending []Pending) ([]llm.Message, error) {
+	if len(pending) == 0 {
+		return nil, nil // it waited at a step boundary (a budget)
+	}
 	calls := make([]event.ToolCall, len(pending))
 	results := make([]llm.Message, len(pending))
 	var batch []event.Event
@@ -452,6 +458,9 @@ func CloseRequests(runID string, open []record.Request, reason string) ([]event.
 			err = add(event.ApprovalResolved, event.ApprovalResolvedData{ApprovalID: q.ID, Decision: event.DecisionCancelled, By: by})
 		case event.RequestInput:
 			err = add(event.InputResolved, event.InputResolvedData{RequestID: q.ID, Status: event.InputCancelled, By: by})
+			if err == nil && q.ToolCall.ID == "" {
+				continue // a budget question gates no call
+			}
 		case event.RequestTool:
 			b := by
 			err = add(event.ToolCallCompleted, event.ToolCallCompletedData{ID: q.ToolCall.ID, Name: q.ToolCall.Name, Output: out, IsError: true, By: &b})
@@ -486,7 +495,7 @@ func ResumeTypes() []event.Type {
 // calls with what became of each. An approved call that has started (a
 // crash came between) is not run again: recovery has closed it.
 func ResumeState(events []event.Event, runID string) ([]llm.Message, *Resume, error) {
-	last := -1
+	last, asked := -1, -1
 	var step event.MessageCompletedData
 	rs := &Resume{}
 	for i, e := range events {
@@ -494,6 +503,14 @@ func ResumeState(events []event.Event, runID string) ([]llm.Message, *Resume, er
 			continue
 		}
 		switch e.Type {
+		case event.InputRequested:
+			var d event.InputRequestedData
+			if err := e.Decode(&d); err != nil {
+				return nil, nil, err
+			}
+			if d.Budget != nil {
+				asked, rs.Budget = i, d.RequestID
+			}
 		case event.MessageCompleted:
 			if err := e.Decode(&step); err != nil {
 				return nil, nil, err
@@ -519,6 +536,13 @@ func ResumeState(events []event.Event, runID string) ([]llm.Message, *Resume, er
 			rs.Usage.Add(d.Usage)
 		}
 	}
+	if asked > last {
+		// The run waits at a step boundary, on a budget question: its
+		// last step is whole.
+		history, err := Transcript(events[:asked+1])
+		return history, rs, err
+	}
+	rs.Budget = ""
 	if last < 0 || len(step.ToolCalls) == 0 {
 		return nil, nil, fmt.Errorf("run %s has no step that waits for tool calls", runID)
 	}

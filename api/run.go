@@ -1,6 +1,9 @@
 package api
 
-import "weft.dev/weft/store/record"
+import (
+	"weft.dev/weft/event"
+	"weft.dev/weft/store/record"
+)
 
 // Busy policies for a run started while another is active.
 const (
@@ -36,8 +39,14 @@ type StartRunParams struct {
 	DefaultPreset string `json:"defaultPreset,omitempty"`
 	// Tools are tools the client executes itself, for this run (beside
 	// the session's).
-	Tools          []ToolSpec `json:"tools,omitempty"`
-	IdempotencyKey string     `json:"idempotencyKey,omitempty"`
+	Tools []ToolSpec `json:"tools,omitempty"`
+	// Budget caps what the run may spend (tokens, cost, steps, wall
+	// time) and says what it does on reaching a limit (onBudget stop or
+	// ask); its fields are laid over the host's default run budget. The
+	// session's budget, if any, holds as well. Nil means the host's
+	// default.
+	Budget         *event.Budget `json:"budget,omitempty"`
+	IdempotencyKey string        `json:"idempotencyKey,omitempty"`
 }
 
 // Validate checks a run's params: the session, the input (not empty, at
@@ -54,6 +63,7 @@ func (p StartRunParams) Validate() error {
 		nonNegative("maxSteps", int64(p.MaxSteps)),
 		checkSize("model", len(p.Model), MaxModelBytes),
 		checkTools("tools", p.Tools),
+		checkBudget("budget", p.Budget),
 	)
 }
 

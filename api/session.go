@@ -68,8 +68,13 @@ type CreateSessionParams struct {
 	// environment variable of the host, named as ${VAR} in a header or
 	// env value, and the host's configuration must allow the session to
 	// use it (mcpSessionEnv). Trusted is refused.
-	MCPServers     map[string]event.MCPServer `json:"mcpServers,omitempty"`
-	IdempotencyKey string                     `json:"idempotencyKey,omitempty"`
+	MCPServers map[string]event.MCPServer `json:"mcpServers,omitempty"`
+	// Budget caps what the session's runs spend together (tokens, cost,
+	// steps, wall time) and says what a run does on reaching a limit;
+	// its fields are laid over the host's default session budget. Nil
+	// means the host's default.
+	Budget         *event.Budget `json:"budget,omitempty"`
+	IdempotencyKey string        `json:"idempotencyKey,omitempty"`
 }
 
 // Validate checks the sizes and shapes of a session's params: title,
@@ -88,6 +93,7 @@ func (p CreateSessionParams) Validate() error {
 		checkMounts("mounts", p.Mounts),
 		checkTools("tools", p.Tools),
 		checkMCPServers(p.MCPServers),
+		checkBudget("budget", p.Budget),
 	)
 }
 
@@ -193,8 +199,14 @@ type UpdateSessionParams struct {
 	// and start from now on (queued ones included), at most MaxModelBytes
 	// and one the host can use; "" means the host's default model. A run
 	// that has started keeps its model.
-	Model          *string `json:"model,omitempty"`
-	IdempotencyKey string  `json:"idempotencyKey,omitempty"`
+	Model *string `json:"model,omitempty"`
+	// Budget, if set, is the session's budget from now on, whole (a
+	// limit it leaves zero is no limit; {} removes the budget). A limit
+	// at or below what the session has already spent is refused
+	// (invalid_params naming it). A run under way is held to it from its
+	// next step.
+	Budget         *event.Budget `json:"budget,omitempty"`
+	IdempotencyKey string        `json:"idempotencyKey,omitempty"`
 }
 
 // Validate checks that the session is named and something changes, and
@@ -207,8 +219,10 @@ func (p UpdateSessionParams) Validate() error {
 	switch {
 	case err != nil:
 		return err
-	case p.Title == nil && p.Model == nil:
-		return InvalidParam("title", "nothing to change: give title, model or both")
+	case p.Title == nil && p.Model == nil && p.Budget == nil:
+		return InvalidParam("title", "nothing to change: give title, model or budget")
+	case p.Budget != nil && checkBudget("budget", p.Budget) != nil:
+		return checkBudget("budget", p.Budget)
 	case p.Title != nil && len(*p.Title) > MaxTitleBytes:
 		return checkSize("title", len(*p.Title), MaxTitleBytes)
 	case p.Model != nil:

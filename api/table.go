@@ -206,5 +206,6 @@ func Events() []EventInfo {
 		{event.SessionForked, "The first event a fork writes itself, after its source's events 1..seq.", reflect.TypeFor[event.SessionForkedData]()},
 		{event.SessionRewound, "Later runs see the conversation (and with files, the mounts' files) as at toSeq.", reflect.TypeFor[event.SessionRewoundData]()},
 		{event.CheckpointRecorded, "What a step changed in a read-write mount, for a rewind of files.", reflect.TypeFor[event.CheckpointData]()},
+		{event.BudgetRaised, "A person raised a budget the run had reached (answering its budget question); the run goes on.", reflect.TypeFor[event.BudgetRaisedData]()},
 	}
 }

@@ -123,6 +123,13 @@ type InputRequestedData struct {
 	// be free text.
 	Choices  []string   `json:"choices,omitempty"`
 	Deadline *time.Time `json:"deadline,omitempty"`
+	// Budget, if set, makes this the host's question whether to raise a
+	// budget the run reached (its policy is ask), not the model's: it
+	// gates no tool call (ToolCall is empty), the run waits at a step
+	// boundary, and an answer "raise to X" (or a number, or the first
+	// choice) raises the limit and resumes the run, while "no" (or the
+	// last choice) ends it as budget_exceeded.
+	Budget *BudgetExceeded `json:"budget,omitempty"`
 }
 
 // Input resolution statuses.

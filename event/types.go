@@ -204,6 +204,9 @@ type Error struct {
 	Message string `json:"message"`
 	// Retryable reports whether the same request may succeed later.
 	Retryable bool `json:"retryable,omitempty"`
+	// Budget, for kind budget_exceeded, says which budget the run
+	// reached: its scope, name, limit and what was spent.
+	Budget *BudgetExceeded `json:"budget,omitempty"`
 }
 
 // Limits bound the resources of each command a session runs (a shell
@@ -258,6 +261,10 @@ type SessionCreatedData struct {
 	// environment values name variables as ${VAR}, resolved when the
 	// server starts.
 	MCPServers map[string]MCPServer `json:"mcpServers,omitempty"`
+	// Budget is the session's budget (its runs' spend together), if it
+	// has one; the host's default session budget when it was created
+	// without.
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 // MCPServer is how to reach an MCP tool server: a command that speaks
@@ -295,6 +302,8 @@ type MCPServer struct {
 type SessionUpdatedData struct {
 	Title *string `json:"title,omitempty"`
 	Model *string `json:"model,omitempty"`
+	// Budget, if set, is the session's budget from now on, whole.
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 // RunQueuedData is the data of [RunQueued].
@@ -316,6 +325,9 @@ type RunQueuedData struct {
 	// from the log after a restart: a run admitted with "interrupt" goes
 	// before the runs queued earlier.
 	Busy string `json:"busy,omitempty"`
+	// Budget is the run's budget (the run's params over the host's
+	// default run budget), if it has one.
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 // RunStartedData is the data of [RunStarted].

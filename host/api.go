@@ -74,7 +74,8 @@ func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc 
 		tools = append(tools, event.ClientTool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema})
 	}
 	s, err := session.Create(ctx, &h.scfg, id, event.SessionCreatedData{Title: p.Title, Model: p.Model, Metadata: p.Metadata,
-		Mounts: mounts, Network: p.Network, Limits: p.Limits, Policy: pol, Tools: tools, MCPServers: p.MCPServers}, rc)
+		Mounts: mounts, Network: p.Network, Limits: p.Limits, Policy: pol, Tools: tools, MCPServers: p.MCPServers,
+		Budget: h.cfg.Budgets.session(p.Budget)}, rc)
 	if err != nil {
 		return nil, idem.Ref{}, err
 	}
@@ -290,7 +291,7 @@ func (h *Host) updateSession(ctx context.Context, p api.UpdateSessionParams, rc 
 	}
 	var rec record.Session
 	err := h.with(ctx, p.SessionID, func(s *session.Session) (err error) {
-		rec, err = s.Update(ctx, event.SessionUpdatedData{Title: p.Title, Model: p.Model}, rc)
+		rec, err = s.Update(ctx, event.SessionUpdatedData{Title: p.Title, Model: p.Model, Budget: p.Budget}, rc)
 		return err
 	})
 	if err != nil {

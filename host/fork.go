@@ -72,7 +72,7 @@ func (h *Host) forkSession(ctx context.Context, p api.ForkSessionParams, rc *ide
 	data := event.SessionForkedData{
 		SessionCreatedData: event.SessionCreatedData{Title: title, Model: src.Model, Metadata: src.Metadata,
 			Mounts: mounts, Network: src.Binding.Network, Limits: src.Binding.Limits, Policy: src.Policy,
-			Tools: src.Tools, MCPServers: src.MCPServers},
+			Tools: src.Tools, MCPServers: src.MCPServers, Budget: src.Budget},
 		From: p.SessionID, Seq: boundary, SharedMounts: shared,
 	}
 	if boundary != at {

@@ -172,6 +172,9 @@ type Config struct {
 	// InputTimeout, if positive, is how long a question the model asks
 	// (ask_user) waits for its answer before the call fails.
 	InputTimeout time.Duration
+	// Budgets are the default budgets of runs and sessions (see
+	// [Budgets]); the zero Budgets sets none.
+	Budgets Budgets
 	// NewID makes IDs with a prefix; nil means random time-ordered IDs.
 	NewID func(prefix string) string
 	// CheckpointDir, if set, keeps file checkpoints: before each step
@@ -248,6 +251,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.MaxSteps <= 0 {
 		cfg.MaxSteps = 50
 	}
+	if err := cfg.Budgets.check(); err != nil {
+		return nil, fmt.Errorf("host: %w", err)
+	}
 	if cfg.ReceiptTTL <= 0 {
 		cfg.ReceiptTTL = 24 * time.Hour
 	}
@@ -292,6 +298,10 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if f, ok := leases.(interface{ Fenced() bool }); ok {
 		h.fenced = f.Fenced()
 	}
+	spend, err := hostSpend(ctx, cfg.Store, cfg.Budgets)
+	if err != nil {
+		return nil, err
+	}
 	h.scfg = session.Config{
 		Store: cfg.Store, ResolveModel: cfg.ResolveModel, DefaultModel: cfg.DefaultModel,
 		Journal: journal.Config{CoalesceWindow: cfg.CoalesceWindow, CoalesceBytes: cfg.CoalesceBytes, Logger: cfg.Logger},
@@ -299,6 +309,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		SubscriberBuffer: cfg.SubscriberBuffer, SubscriberBytes: cfg.SubscriberBytes, RetryBackoff: cfg.StorageRetry,
 		HoldQueued: cfg.Shared,
 		Policy:     cfg.Policy, InputTimeout: cfg.InputTimeout, NewID: cfg.NewID, Logger: cfg.Logger,
+		RunBudget: cfg.Budgets.Run, HostSpend: spend,
 		Transcripts: transcript.NewBudget(max(cfg.TranscriptBytes, 0)),
 	}
 	h.scfg.Journal.Redactor = cfg.Redactor

@@ -445,6 +445,12 @@ func TestHostErrorsOnTheWire(t *testing.T) {
 			_, err := c.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("x")), Busy: "later"})
 			return err
 		}, nil},
+		{"budget not a number", -32602, api.KindInvalidParams, func() error {
+			return c.Call(ctx, "run/start", map[string]any{"sessionId": s.ID, "input": "x", "budget": map[string]any{"costUsd": "lots"}}, nil)
+		}, func(e *api.Error) bool { return e.Data["field"] == "budget.costUsd" }},
+		{"budget negative", -32602, api.KindInvalidParams, func() error {
+			return c.Call(ctx, "session/update", map[string]any{"sessionId": s.ID, "budget": map[string]any{"steps": -1}}, nil)
+		}, func(e *api.Error) bool { return e.Data["field"] == "budget.steps" }},
 	}
 	for _, tc := range cases {
 		err := tc.call()

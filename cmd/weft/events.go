@@ -178,7 +178,8 @@ func (c *sessionsListCmd) Run(ctx context.Context, a *app) error {
 		if s.ActiveRunID != "" {
 			active = " active:" + s.ActiveRunID
 		}
-		fmt.Fprintf(a.stdout, "%s  %s  %5d events  %-28s %s%s\n", s.ID, s.UpdatedAt.Local().Format("2006-01-02 15:04"), s.LastSeq, s.Model, clip(s.Title, 50), active)
+		fmt.Fprintf(a.stdout, "%s  %s  %5d events  %-22s %-28s %s%s\n", s.ID, s.UpdatedAt.Local().Format("2006-01-02 15:04"), s.LastSeq,
+			sessionSpend(s), s.Model, clip(s.Title, 50), active)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"weft.dev/weft/event"
+	"weft.dev/weft/store/record"
 )
 
 // printer renders a run's events for people: assistant text on stdout as
@@ -77,6 +78,23 @@ func usd(v float64) string {
 		return fmt.Sprintf("$%.2f", v)
 	}
 	return fmt.Sprintf("$%.4f", v)
+}
+
+// sessionSpend is what a session's runs spent, for weft sessions:
+// "12.3k tok $0.0412 of $5.00", or "" for none.
+func sessionSpend(s record.Session) string {
+	n := s.Usage.InputTokens + s.Usage.OutputTokens
+	if n == 0 && s.Usage.CostUSD == 0 {
+		return ""
+	}
+	out := compactCount(n) + " tok"
+	if s.Usage.CostUSD > 0 {
+		out += " " + usd(s.Usage.CostUSD)
+	}
+	if b := s.Budget; b != nil && b.CostUSD > 0 {
+		out += " of " + usd(b.CostUSD)
+	}
+	return out
 }
 
 func compactCount(n int64) string {

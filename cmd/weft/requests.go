@@ -85,7 +85,11 @@ func (c *approvalsCmd) Run(ctx context.Context, a *app) error {
 	}
 	fmt.Fprintln(tw, head)
 	for _, q := range qs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", q.ID, q.SessionID, q.RunID, q.ToolCall.Name, clip(requestWhat(q), 60), age(q.CreatedAt))
+		tool := q.ToolCall.Name
+		if q.Budget != nil {
+			tool = "(budget)" // the host asks, not a tool
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", q.ID, q.SessionID, q.RunID, tool, clip(requestWhat(q), 60), age(q.CreatedAt))
 		if c.All {
 			st := q.Status
 			if q.Decision != "" {

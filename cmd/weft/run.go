@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
@@ -35,6 +36,39 @@ type runCmd struct {
 	Wait     bool     `name:"wait-for-answers" help:"When no one is at a terminal, let approvals and questions wait for weft approve|deny|answer (through weft serve) instead of cancelling the run."`
 	Image    []string `help:"Attach an image file (PNG, JPEG, GIF or WebP) to the prompt. Repeatable." placeholder:"FILE"`
 	Resource []string `help:"Attach a resource of an MCP server to the prompt, read when the run starts. Repeatable." placeholder:"SERVER:URI"`
+	budgetFlags
+}
+
+// budgetFlags are a run's budget, over the config file's budgets.run.
+type budgetFlags struct {
+	BudgetUSD    float64       `name:"budget-usd" help:"Most the run may cost, in US dollars at the model's price (0: the config's budgets.run, else none)." placeholder:"USD"`
+	BudgetTokens int64         `name:"budget-tokens" help:"Most input plus output tokens the run may use." placeholder:"N"`
+	BudgetSteps  int           `name:"budget-steps" help:"Most model calls the run may make before its budget stops or asks (unlike --max-steps, a budget can ask)." placeholder:"N"`
+	BudgetTime   time.Duration `name:"budget-time" help:"Most wall time the run may take, e.g. 30m." placeholder:"DURATION"`
+	OnBudget     string        `name:"on-budget" help:"On reaching a budget: stop the run (default), or ask whether to raise it (weft answer, the TUI, any client)." enum:",stop,ask" default:""`
+}
+
+// budget returns the flags' budget, nil when they set none.
+func (f budgetFlags) budget() (*event.Budget, error) {
+	b := event.Budget{CostUSD: f.BudgetUSD, Tokens: f.BudgetTokens, Steps: f.BudgetSteps,
+		WallTimeMs: f.BudgetTime.Milliseconds(), OnBudget: f.OnBudget}
+	if f.BudgetTime > 0 && b.WallTimeMs == 0 {
+		b.WallTimeMs = 1
+	}
+	if err := b.Check("budget"); err != nil {
+		msg := err.Error()
+		for _, f := range [][2]string{{"budget.costUsd", "--budget-usd"}, {"budget.tokens", "--budget-tokens"},
+			{"budget.steps", "--budget-steps"}, {"budget.wallTimeMs", "--budget-time"}, {"budget.onBudget", "--on-budget"}} {
+			if rest, ok := strings.CutPrefix(msg, f[0]+" "); ok {
+				msg = f[1] + " " + rest
+			}
+		}
+		return nil, usageErr("%s", msg)
+	}
+	if b.IsZero() {
+		return nil, nil
+	}
+	return &b, nil
 }
 
 // interactive reports whether a person answers at the terminal: stdin
@@ -51,6 +85,9 @@ func (c *runCmd) Run(ctx context.Context, a *app) error {
 		return usageErr("-c continues the latest session; -s names one: give one of them")
 	case c.Wait && c.Local:
 		return usageErr("--wait-for-answers needs `weft serve`: a run in this process cannot be answered from elsewhere")
+	}
+	if _, err := c.budget(); err != nil {
+		return err
 	}
 	prompt := c.Prompt
 	if prompt == "" {
@@ -234,8 +271,9 @@ func (c *runCmd) runOn(ctx context.Context, a *app, conn *conn, ap *approval, mo
 		}
 		in = append(in, parts...)
 	}
+	budget, _ := c.budget() // checked by Run
 	r, err := h.StartRun(ctx, api.StartRunParams{SessionID: sessionID, Input: in, Model: model,
-		MaxSteps: c.MaxSteps, Busy: c.Busy, DefaultPreset: ap.defaultPreset()})
+		MaxSteps: c.MaxSteps, Busy: c.Busy, DefaultPreset: ap.defaultPreset(), Budget: budget})
 	if err != nil {
 		if created {
 			// The run was refused: the new session holds nothing.

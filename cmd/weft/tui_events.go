@@ -179,6 +179,9 @@ func (t *tui) event(e event.Event) tea.Cmd {
 	case event.ContextCompacted:
 		var d event.ContextCompactedData
 		_ = e.Decode(&d)
+		// The summary request costs the session too.
+		t.tokens += d.Usage.InputTokens + d.Usage.OutputTokens
+		t.cost += d.Usage.CostUSD
 		t.info(fmt.Sprintf("context compacted (%s): about %d tokens → %d; the model goes on from a summary", d.Reason, d.TokensBefore, d.TokensAfter))
 	case event.SteerConsumed:
 		var d event.SteerData

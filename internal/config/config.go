@@ -60,6 +60,22 @@ type File struct {
 	// Checkpoints configures the file checkpoints that session/rewind
 	// with files restores from (docs/config.md); on by default.
 	Checkpoints Checkpoints `json:"checkpoints,omitzero"`
+	// Budgets are the default budgets of runs and sessions
+	// (docs/config.md): a client's own budget is laid over them, field
+	// by field.
+	Budgets Budgets `json:"budgets,omitzero"`
+}
+
+// Budgets are the host's default budgets (host.Budgets).
+type Budgets struct {
+	// Run is every run's, under the run's own (run/start budget).
+	Run event.Budget `json:"run,omitzero"`
+	// Session is every new session's, under its own (session/create
+	// budget).
+	Session event.Budget `json:"session,omitzero"`
+	// Host caps what all the host's runs spend together: tokens, cost,
+	// steps; it always stops.
+	Host event.Budget `json:"host,omitzero"`
 }
 
 // Checkpoints are the file checkpoints' settings. The host keeps, under
@@ -257,7 +273,7 @@ func Load(path string) (File, error) {
 
 // Keys lists the top-level keys of the file, in the order of docs/config.md.
 func Keys() []string {
-	return []string{"defaultModel", "store", "maxSteps", "models", "unsandboxed", "network", "limits", "policy", "inputTimeoutMs", "mcpServers", "mcpSessionEnv", "checkpoints"}
+	return []string{"defaultModel", "store", "maxSteps", "models", "unsandboxed", "network", "limits", "policy", "inputTimeoutMs", "mcpServers", "mcpSessionEnv", "checkpoints", "budgets"}
 }
 
 // modelKeys lists the keys of a named model.
@@ -296,6 +312,17 @@ func Parse(b []byte) (File, error) {
 	}
 	if c := f.Checkpoints; c.MaxFileBytes < 0 || c.MaxBytes < 0 {
 		return f, fmt.Errorf("%s: checkpoints: maxFileBytes and maxBytes want a positive number of bytes (or leave them out for 64 MiB and 1 GiB)", keyPosition(b, "checkpoints"))
+	}
+	for _, x := range []struct {
+		key    string
+		budget event.Budget
+	}{{"run", f.Budgets.Run}, {"session", f.Budgets.Session}} {
+		if err := x.budget.Check("budgets." + x.key); err != nil {
+			return f, fmt.Errorf("%s: %w", keyPosition(b, "budgets"), err)
+		}
+	}
+	if err := f.Budgets.Host.CheckHost("budgets.host"); err != nil {
+		return f, fmt.Errorf("%s: %w", keyPosition(b, "budgets"), err)
 	}
 	if f.InputTimeoutMs < 0 {
 		return f, fmt.Errorf("%s: inputTimeoutMs %d: want milliseconds, or 0 for no limit", keyPosition(b, "inputTimeoutMs"), f.InputTimeoutMs)

@@ -71,3 +71,27 @@ func TestParsePriceErrors(t *testing.T) {
 		t.Errorf("valid price: %+v, %v", f.Models["x"].Price, err)
 	}
 }
+
+// TestParseBudgets: the default budgets parse; a negative limit, one that
+// is not a number, or an unknown policy is a configuration error that
+// names the key.
+func TestParseBudgets(t *testing.T) {
+	for _, tc := range []struct{ file, want string }{
+		{`{"budgets":{"run":{"costUsd":-1}}}`, "budgets.run.costUsd -1"},
+		{`{"budgets":{"session":{"steps":-2}}}`, "budgets.session.steps -2"},
+		{`{"budgets":{"run":{"onBudget":"pause"}}}`, "budgets.run.onBudget"},
+		{`{"budgets":{"run":{"tokens":"many"}}}`, "tokens"},
+		{`{"budgets":{"host":{"wallTimeMs":1000}}}`, "budgets.host.wallTimeMs"},
+		{`{"budgets":{"host":{"costUsd":5,"onBudget":"ask"}}}`, "budgets.host.onBudget"},
+		{`{"budgets":{"hosts":{"tokens":1}}}`, "hosts"},
+	} {
+		_, err := Parse([]byte(tc.file))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one naming %q", tc.file, err, tc.want)
+		}
+	}
+	f, err := Parse([]byte(`{"budgets":{"run":{"costUsd":2.5,"onBudget":"ask"},"session":{"tokens":1000000,"wallTimeMs":3600000}}}`))
+	if err != nil || f.Budgets.Run.CostUSD != 2.5 || f.Budgets.Run.OnBudget != "ask" || f.Budgets.Session.Tokens != 1e6 {
+		t.Errorf("valid budgets: %+v, %v", f.Budgets, err)
+	}
+}

@@ -158,6 +158,7 @@ func (p *Projection) Apply(e event.Event) error {
 		s.Title, s.Model, s.Metadata, s.Policy, s.Tools, s.MCPServers = d.Title, d.Model, d.Metadata, d.Policy, d.Tools, d.MCPServers
 		s.CreatedAt = e.Time
 		s.Binding = event.Binding{BindingVersion: 1, Mounts: d.Mounts, Network: d.Network, Limits: d.Limits}
+		s.Budget = d.Budget
 	case event.SessionForked:
 		var d event.SessionForkedData
 		if err := e.Decode(&d); err != nil {
@@ -169,6 +170,7 @@ func (p *Projection) Apply(e event.Event) error {
 		s.CreatedAt = e.Time
 		s.Binding = event.Binding{BindingVersion: 1, Mounts: d.Mounts, Network: d.Network, Limits: d.Limits}
 		s.Fork = &Fork{SessionID: d.From, Seq: d.Seq}
+		s.Budget = d.Budget
 	case event.SessionUpdated:
 		var d event.SessionUpdatedData
 		if err := e.Decode(&d); err != nil {
@@ -180,6 +182,13 @@ func (p *Projection) Apply(e event.Event) error {
 		}
 		if d.Model != nil {
 			s.Model = *d.Model
+		}
+		if d.Budget != nil {
+			b := *d.Budget
+			s.Budget = &b
+			if b.IsZero() {
+				s.Budget = nil
+			}
 		}
 	case event.SessionDeleted:
 		p.touched = true
@@ -198,12 +207,21 @@ func (p *Projection) Apply(e event.Event) error {
 		}
 		p.runs[e.RunID] = &Run{
 			ID: e.RunID, SessionID: e.SessionID, Status: RunQueued, Model: d.Model,
-			MaxSteps: d.MaxSteps, CreatedAt: e.Time, FirstSeq: e.Seq,
+			MaxSteps: d.MaxSteps, CreatedAt: e.Time, FirstSeq: e.Seq, Budget: d.Budget,
 		}
 		p.dirty[e.RunID] = true
 		if s.ActiveRunID == "" {
 			s.ActiveRunID = e.RunID
 		}
+	}
+	if e.Type == event.ContextCompacted {
+		// Every summary request costs the session, inside a run or not.
+		var d event.ContextCompactedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		p.touched = true
+		s.Usage.Add(d.Usage)
 	}
 	if e.RunID == "" {
 		return nil
@@ -235,7 +253,32 @@ func (p *Projection) Apply(e event.Event) error {
 			return err
 		}
 		r.Usage.Add(d.Usage)
+		s.Usage.Add(d.Usage)
+		p.touched = true
 		p.dirty[r.ID] = true
+	case event.BudgetRaised:
+		var d event.BudgetRaisedData
+		if err := e.Decode(&d); err != nil {
+			return err
+		}
+		switch d.Scope {
+		case event.ScopeRun:
+			b := event.Budget{}
+			if r.Budget != nil {
+				b = *r.Budget
+			}
+			b = b.WithLimit(d.Budget, d.Limit)
+			r.Budget = &b
+			p.dirty[r.ID] = true
+		case event.ScopeSession:
+			b := event.Budget{}
+			if s.Budget != nil {
+				b = *s.Budget
+			}
+			b = b.WithLimit(d.Budget, d.Limit)
+			s.Budget = &b
+			p.touched = true
+		}
 	case event.ContextCompacted:
 		// The summary request of a compaction inside the run is the
 		// run's too: its tokens and cost count, as in the run's end
@@ -276,7 +319,7 @@ func (p *Projection) Apply(e event.Event) error {
 		}
 		p.openRequest(r, Request{ID: d.RequestID, SessionID: e.SessionID, RunID: r.ID, Kind: event.RequestInput,
 			ToolCall: d.ToolCall, Step: d.Step, Status: RequestOpen, Question: d.Question, Choices: d.Choices,
-			Deadline: d.Deadline, Seq: e.Seq, CreatedAt: e.Time})
+			Deadline: d.Deadline, Budget: d.Budget, Seq: e.Seq, CreatedAt: e.Time})
 	case event.InputResolved:
 		var d event.InputResolvedData
 		if err := e.Decode(&d); err != nil {
@@ -321,6 +364,13 @@ func (p *Projection) Apply(e event.Event) error {
 		}
 		t := e.Time
 		r.EndedAt, r.Error = &t, d.Error
+		// The session's steps and wall time count its runs as they end;
+		// its usage counts every step as it comes.
+		s.Steps += r.Steps
+		if r.StartedAt != nil {
+			s.WallTimeMs += t.Sub(*r.StartedAt).Milliseconds()
+		}
+		p.touched = true
 		r.Status = map[event.Type]string{
 			event.RunCompleted: RunCompleted, event.RunFailed: RunFailed,
 			event.RunCancelled: RunCancelled, event.RunInterrupted: RunInterrupted,

@@ -107,3 +107,57 @@ func TestProjectionRunUsageCountsCompactions(t *testing.T) {
 		t.Fatalf("run usage %+v, want %+v", r.Usage, want)
 	}
 }
+
+// TestProjectionSessionTotals checks that the session record sums what
+// its runs spent — steps, usage events and every compaction's summary
+// request, one on demand outside a run included — and the wall time of
+// the runs that ended, and that a raised budget lands on the run's or the
+// session's record.
+func TestProjectionSessionTotals(t *testing.T) {
+	p := record.NewProjection(record.Session{}, nil)
+	var seq int64
+	apply := func(runID string, typ event.Type, v any) {
+		t.Helper()
+		e, err := event.New(runID, typ, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		e.SessionID, e.Seq, e.Time = "s", seq, time.Unix(seq, 0)
+		if err := p.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply("", event.SessionCreated, event.SessionCreatedData{Budget: &event.Budget{CostUSD: 10}})
+	for _, id := range []string{"r1", "r2"} {
+		apply(id, event.RunQueued, event.RunQueuedData{Model: "m", Budget: &event.Budget{Steps: 5}})
+		apply(id, event.RunStarted, event.RunStartedData{Model: "m"})
+		apply(id, event.StepStarted, event.StepData{Step: 1})
+		apply(id, event.Usage, event.UsageData{Usage: event.TokenUsage{InputTokens: 100, OutputTokens: 10, CostUSD: 1}})
+		apply(id, event.StepStarted, event.StepData{Step: 2})
+		apply(id, event.ContextCompacted, event.ContextCompactedData{Summary: "s", Reason: "threshold",
+			Usage: event.TokenUsage{InputTokens: 90, OutputTokens: 5, CostUSD: 0.5}})
+		apply(id, event.Usage, event.UsageData{Usage: event.TokenUsage{InputTokens: 20, OutputTokens: 3, CostUSD: 0.25}})
+		apply(id, event.RunCompleted, event.RunEndedData{Steps: 2})
+	}
+	apply("", event.ContextCompacted, event.ContextCompactedData{Summary: "t", Reason: "requested",
+		Usage: event.TokenUsage{InputTokens: 1000, OutputTokens: 100, CostUSD: 9}})
+	s := p.Flush().Session
+	if s == nil {
+		t.Fatal("the session record did not change")
+	}
+	want := event.TokenUsage{InputTokens: 1420, OutputTokens: 136, CostUSD: 12.5}
+	if s.Usage != want || s.Steps != 4 || s.WallTimeMs != 2*6000 {
+		t.Fatalf("session usage %+v, steps %d, wall %d ms; want %+v, 4, 12000", s.Usage, s.Steps, s.WallTimeMs, want)
+	}
+	apply("r3", event.RunQueued, event.RunQueuedData{Model: "m", Budget: &event.Budget{Steps: 5}})
+	apply("r3", event.BudgetRaised, event.BudgetRaisedData{Scope: event.ScopeRun, Budget: event.BudgetSteps, Limit: 8})
+	apply("r3", event.BudgetRaised, event.BudgetRaisedData{Scope: event.ScopeSession, Budget: event.BudgetCost, Limit: 20})
+	c := p.Flush()
+	if c.Session == nil || c.Session.Budget == nil || c.Session.Budget.CostUSD != 20 {
+		t.Fatalf("session budget %+v after a raise to $20", c.Session)
+	}
+	if r, _ := p.Run("r3"); r.Budget == nil || r.Budget.Steps != 8 {
+		t.Fatalf("run budget %+v after a raise to 8 steps", r.Budget)
+	}
+}

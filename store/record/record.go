@@ -47,6 +47,27 @@ type Session struct {
 	// of its log are those of session Fork.SessionID, stored once, by
 	// reference, and read through the fork under its own ID.
 	Fork *Fork `json:"fork,omitempty"`
+	// Usage is what the session's runs have spent together: the tokens
+	// and cost of every step and compaction in its log, compactions on
+	// demand outside runs included (a fork counts from the fork on).
+	Usage event.TokenUsage `json:"usage"`
+	// Steps counts the model calls of the session's runs that have
+	// ended (a run's count as it goes is on its own record).
+	Steps int `json:"steps,omitempty"`
+	// WallTimeMs is the sum of the durations of the session's runs that
+	// have ended, from start to end.
+	WallTimeMs int64 `json:"wallTimeMs,omitempty"`
+	// Budget is the session's budget, if it has one.
+	Budget *event.Budget `json:"budget,omitempty"`
+}
+
+// Spent is what the session's runs have spent, as a budget counts it,
+// with its active run's steps and wall time so far (Steps and WallTimeMs
+// count ended runs; Usage counts every step).
+func (s Session) Spent(steps int, running time.Duration) event.Spent {
+	sp := event.SpentOf(s.Usage, s.Steps+steps, running)
+	sp.WallTimeMs += s.WallTimeMs
+	return sp
 }
 
 // Fork is where a forked session comes from: its source session and the
@@ -96,6 +117,22 @@ type Run struct {
 	// Requests are the run's open requests (approvals, questions, client
 	// tool calls), by ID; while there are any the run is waiting.
 	Requests []string `json:"requests,omitempty"`
+	// Budget is the run's budget, if it has one, with the raises a person
+	// gave it.
+	Budget *event.Budget `json:"budget,omitempty"`
+}
+
+// Spent is what the run has spent, as a budget counts it, at now.
+func (r Run) Spent(now time.Time) event.Spent {
+	var wall time.Duration
+	switch {
+	case r.StartedAt == nil:
+	case r.EndedAt != nil:
+		wall = r.EndedAt.Sub(*r.StartedAt)
+	default:
+		wall = now.Sub(*r.StartedAt)
+	}
+	return event.SpentOf(r.Usage, r.Steps, wall)
 }
 
 // Request statuses. Open is the only one that is not final.
@@ -139,6 +176,9 @@ type Request struct {
 	// decision it then takes.
 	Deadline *time.Time `json:"deadline,omitempty"`
 	Default  string     `json:"default,omitempty"`
+	// Budget, for a question the host asks because the run reached a
+	// budget (kind input, no tool call), is the budget reached.
+	Budget *event.BudgetExceeded `json:"budget,omitempty"`
 	// Seq is the seq of the event that opened it.
 	Seq        int64      `json:"seq"`
 	CreatedAt  time.Time  `json:"createdAt"`

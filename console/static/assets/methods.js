@@ -35,17 +35,17 @@
 /** @typedef {{runId: string, reason?: string, idempotencyKey?: string}} RunCancelParams */
 /** @typedef {{runId: string}} RunGetParams */
 /** @typedef {{sessionId: string, status?: string}} RunListParams */
-/** @typedef {{sessionId: string, input: *, model?: string, maxSteps?: number, busy?: string, policy?: null|Object, defaultPreset?: string, tools?: null|Array<*>, idempotencyKey?: string}} RunStartParams */
+/** @typedef {{sessionId: string, input: *, model?: string, maxSteps?: number, busy?: string, policy?: null|Object, defaultPreset?: string, tools?: null|Array<*>, budget?: null|Object, idempotencyKey?: string}} RunStartParams */
 /** @typedef {{runId: string, expectedRunId?: string, input: *, idempotencyKey?: string}} RunSteerParams */
 /** @typedef {{runId: string, timeoutMs: number}} RunWaitParams */
 /** @typedef {{sessionId: string, idempotencyKey?: string}} SessionCompactParams */
-/** @typedef {{title?: string, model?: string, metadata?: Object, mounts?: null|Array<*>, network?: string, limits?: null|Object, policy?: null|Object, tools?: null|Array<*>, mcpServers?: Object, idempotencyKey?: string}} SessionCreateParams */
+/** @typedef {{title?: string, model?: string, metadata?: Object, mounts?: null|Array<*>, network?: string, limits?: null|Object, policy?: null|Object, tools?: null|Array<*>, mcpServers?: Object, budget?: null|Object, idempotencyKey?: string}} SessionCreateParams */
 /** @typedef {{sessionId: string, idempotencyKey?: string}} SessionDeleteParams */
 /** @typedef {{sessionId: string, atSeq?: number, title?: null|string, mounts?: null|Array<*>, idempotencyKey?: string}} SessionForkParams */
 /** @typedef {{sessionId: string, transcript?: string}} SessionGetParams */
 /** @typedef {{cursor?: string, limit?: number}} SessionListParams */
 /** @typedef {{sessionId: string, toSeq: number, files?: boolean, idempotencyKey?: string}} SessionRewindParams */
-/** @typedef {{sessionId: string, title?: null|string, model?: null|string, idempotencyKey?: string}} SessionUpdateParams */
+/** @typedef {{sessionId: string, title?: null|string, model?: null|string, budget?: null|Object, idempotencyKey?: string}} SessionUpdateParams */
 /** @typedef {{requestId?: string, callId?: string, sessionId?: string, output: string, isError?: boolean, idempotencyKey?: string}} ToolResultParams */
 /** @typedef {{sessionId?: string}} ToolsListParams */
 
@@ -83,17 +83,17 @@ export const methods = Object.freeze({
   "run/cancel": Object.freeze({"runId": "string", "reason": "string?", "idempotencyKey": "string?"}),
   "run/get": Object.freeze({"runId": "string"}),
   "run/list": Object.freeze({"sessionId": "string", "status": "string?"}),
-  "run/start": Object.freeze({"sessionId": "string", "input": "*", "model": "string?", "maxSteps": "number?", "busy": "string?", "policy": "null|Object?", "defaultPreset": "string?", "tools": "null|Array<*>?", "idempotencyKey": "string?"}),
+  "run/start": Object.freeze({"sessionId": "string", "input": "*", "model": "string?", "maxSteps": "number?", "busy": "string?", "policy": "null|Object?", "defaultPreset": "string?", "tools": "null|Array<*>?", "budget": "null|Object?", "idempotencyKey": "string?"}),
   "run/steer": Object.freeze({"runId": "string", "expectedRunId": "string?", "input": "*", "idempotencyKey": "string?"}),
   "run/wait": Object.freeze({"runId": "string", "timeoutMs": "number"}),
   "session/compact": Object.freeze({"sessionId": "string", "idempotencyKey": "string?"}),
-  "session/create": Object.freeze({"title": "string?", "model": "string?", "metadata": "Object?", "mounts": "null|Array<*>?", "network": "string?", "limits": "null|Object?", "policy": "null|Object?", "tools": "null|Array<*>?", "mcpServers": "Object?", "idempotencyKey": "string?"}),
+  "session/create": Object.freeze({"title": "string?", "model": "string?", "metadata": "Object?", "mounts": "null|Array<*>?", "network": "string?", "limits": "null|Object?", "policy": "null|Object?", "tools": "null|Array<*>?", "mcpServers": "Object?", "budget": "null|Object?", "idempotencyKey": "string?"}),
   "session/delete": Object.freeze({"sessionId": "string", "idempotencyKey": "string?"}),
   "session/fork": Object.freeze({"sessionId": "string", "atSeq": "number?", "title": "null|string?", "mounts": "null|Array<*>?", "idempotencyKey": "string?"}),
   "session/get": Object.freeze({"sessionId": "string", "transcript": "string?"}),
   "session/list": Object.freeze({"cursor": "string?", "limit": "number?"}),
   "session/rewind": Object.freeze({"sessionId": "string", "toSeq": "number", "files": "boolean?", "idempotencyKey": "string?"}),
-  "session/update": Object.freeze({"sessionId": "string", "title": "null|string?", "model": "null|string?", "idempotencyKey": "string?"}),
+  "session/update": Object.freeze({"sessionId": "string", "title": "null|string?", "model": "null|string?", "budget": "null|Object?", "idempotencyKey": "string?"}),
   "tool/result": Object.freeze({"requestId": "string?", "callId": "string?", "sessionId": "string?", "output": "string", "isError": "boolean?", "idempotencyKey": "string?"}),
   "tools/list": Object.freeze({"sessionId": "string?"}),
 });
@@ -111,6 +111,7 @@ export const eventTypes = Object.freeze([
   "approval.expired",
   "approval.requested",
   "approval.resolved",
+  "budget.raised",
   "checkpoint.recorded",
   "context.compacted",
   "input.requested",

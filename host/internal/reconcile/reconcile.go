@@ -174,7 +174,9 @@ func (l *runLog) apply(e event.Event, call func(event.ToolCall), request func(id
 		if err := e.Decode(&d); err != nil {
 			return err
 		}
-		call(d.ToolCall)
+		if d.ToolCall.ID != "" { // a budget question gates no call
+			call(d.ToolCall)
+		}
 		request(d.RequestID, event.RequestInput, d.ToolCall)
 	case event.ToolCallRequested:
 		var d event.ToolCallRequestedData

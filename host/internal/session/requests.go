@@ -328,6 +328,13 @@ func (s *Session) Answer(ctx context.Context, p api.AnswerParams, by event.By, r
 		if strings.TrimSpace(text) == "" {
 			return api.Errorf(api.KindInvalidParams, "the answer is empty: give text or a choice").With("field", "text")
 		}
+		if q.Budget != nil {
+			if err := s.answerBudget(ctx, q, text, p.Choice, by, rc); err != nil {
+				return err
+			}
+			out, _ = s.request(ctx, q.ID)
+			return nil
+		}
 		r, err := event.New(q.RunID, event.InputResolved, event.InputResolvedData{RequestID: q.ID, Status: event.InputAnswered, Text: text, Choice: p.Choice, By: by})
 		if err != nil {
 			return err
@@ -435,17 +442,48 @@ func (s *Session) resumeIfAnswered(runID string) {
 // run.cancelled written, in one batch with the receipts of rc and of the
 // cancels that came while the run was going. Called with mu held.
 func (s *Session) cancelParked(ctx context.Context, a *activeRun, reason string, rc *idem.Claim) error {
+	return s.endParked(ctx, a, parkedEnd{reason: reason, ref: idem.Ref{ID: a.id}}, rc)
+}
+
+// parkedEnd is how endParked ends a parked run.
+type parkedEnd struct {
+	// pre are events committed first, in the same batch: the answer that
+	// ends the run.
+	pre []event.Event
+	// answered is the request pre answers, left out of those closed.
+	answered string
+	// failure, if set, ends the run as failed with it; else it is
+	// cancelled with reason.
+	failure *event.Error
+	reason  string
+	// ref is what rc's receipt names.
+	ref idem.Ref
+}
+
+// endParked ends the parked active run as end says: its other open
+// requests are resolved as cancelled and their calls closed, its steers
+// dropped, and its terminal event written, in one batch with the
+// receipts of rc and of the cancels that came while the run was going.
+// Called with mu held.
+func (s *Session) endParked(ctx context.Context, a *activeRun, end parkedEnd, rc *idem.Claim) error {
+	why := "the run was cancelled"
+	if end.failure != nil {
+		why = "the run ended"
+	}
 	var open []record.Request
 	for _, q := range s.j.OpenRequests() {
 		if q.RunID == a.id {
-			open = append(open, q)
 			s.deadlines.stop(q.ID)
+			if q.ID != end.answered {
+				open = append(open, q)
+			}
 		}
 	}
-	evs, err := agent.CloseRequests(a.id, open, "the run was cancelled")
+	closing, err := agent.CloseRequests(a.id, open, why)
 	if err != nil {
 		return err
 	}
+	evs := append(append([]event.Event(nil), end.pre...), closing...)
 	// Calls whose request was answered but that have not run (or been
 	// refused) yet close too: no call is left open.
 	closed := map[string]bool{}
@@ -462,7 +500,7 @@ func (s *Session) cancelParked(ctx context.Context, a *activeRun, reason string,
 				continue
 			}
 			e, err := event.New(a.id, event.ToolCallCompleted, event.ToolCallCompletedData{ID: p.Call.ID, Name: p.Call.Name,
-				Output: "error: the run was cancelled before this call ran", IsError: true})
+				Output: "error: " + why + " before this call ran", IsError: true})
 			if err != nil {
 				return err
 			}
@@ -470,23 +508,26 @@ func (s *Session) cancelParked(ctx context.Context, a *activeRun, reason string,
 		}
 	}
 	for _, st := range a.inbox.Close() {
-		e, err := event.New(a.id, event.SteerDropped, event.SteerData{SteerID: st.ID, Input: st.Input, Reason: "the run was cancelled before the steer was consumed"})
+		e, err := event.New(a.id, event.SteerDropped, event.SteerData{SteerID: st.ID, Input: st.Input, Reason: why + " before the steer was consumed"})
 		if err != nil {
 			return err
 		}
 		evs = append(evs, e)
 	}
 	r, _ := s.j.Run(a.id)
-	e, err := event.New(a.id, event.RunCancelled, event.RunEndedData{Steps: r.Steps, Usage: r.Usage, Reason: reason})
+	e, err := event.New(a.id, event.RunCancelled, event.RunEndedData{Steps: r.Steps, Usage: r.Usage, Reason: end.reason})
+	if end.failure != nil {
+		e, err = event.New(a.id, event.RunFailed, event.RunEndedData{Steps: r.Steps, Usage: r.Usage, Error: end.failure})
+	}
 	if err != nil {
 		return err
 	}
 	evs = append(evs, e)
 	claims := a.receipts.take()
-	ref := idem.Ref{ID: a.id}
+	ref := end.ref
 	rcpts := rc.Receipts(s.id, ref)
 	for _, c := range claims {
-		rcpts = append(rcpts, c.Receipt(s.id, ref))
+		rcpts = append(rcpts, c.Receipt(s.id, idem.Ref{ID: a.id}))
 	}
 	_, err = s.j.AppendReceipts(ctx, rcpts, evs...)
 	if err != nil && len(claims) > 0 && errors.Is(err, store.ErrReceiptExists) {

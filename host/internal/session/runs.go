@@ -60,6 +60,13 @@ func (s *Session) Start(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 		busyID, busyQueued := s.busyWith()
 		q := queuedRun{id: s.cfg.NewID("run"), model: p.Model, maxSteps: p.MaxSteps, input: p.Input, tools: clientTools(p.Tools),
 			defaultPreset: p.DefaultPreset, busy: p.Busy}
+		var own event.Budget
+		if p.Budget != nil {
+			own = *p.Budget
+		}
+		if b := own.Over(s.cfg.RunBudget); !b.IsZero() {
+			q.budget = &b
+		}
 		if p.Policy != nil {
 			q.policy, _ = json.Marshal(p.Policy)
 		}
@@ -131,7 +138,7 @@ func (s *Session) Start(ctx context.Context, p api.StartRunParams, rc *idem.Clai
 // idle. Called by commands.
 func (s *Session) admit(ctx context.Context, q queuedRun, rc *idem.Claim, ref idem.Ref, front bool) (record.Run, error) {
 	e, err := event.New(q.id, event.RunQueued, event.RunQueuedData{Model: q.model, MaxSteps: q.maxSteps, Input: q.input, Policy: q.policy,
-		DefaultPreset: q.defaultPreset, Tools: q.tools, Busy: q.busy})
+		DefaultPreset: q.defaultPreset, Tools: q.tools, Busy: q.busy, Budget: q.budget})
 	if err != nil {
 		return record.Run{}, err
 	}
@@ -337,6 +344,14 @@ func (s *Session) launch(a *activeRun, resume bool) {
 			if s.state != stateOpen {
 				return
 			}
+			if f := a.declined; f != nil && ctx.Err() == nil {
+				// "No" to its budget question came as it parked.
+				a.declined = nil
+				if err := s.endParked(context.WithoutCancel(ctx), a, parkedEnd{failure: f, reason: "the run ended", ref: idem.Ref{ID: a.id}}, nil); err != nil {
+					s.cfg.Logger.Error("end a run whose budget was not raised", "session", s.id, "run", a.id, "err", err)
+				}
+				return
+			}
 			if ctx.Err() != nil && s.ctx.Err() == nil {
 				// A cancel came after the loop last looked and before the
 				// run parked; its caller waits for the terminal event.
@@ -351,6 +366,9 @@ func (s *Session) launch(a *activeRun, resume bool) {
 			return
 		}
 		s.active = nil
+		if h := s.cfg.HostSpend; h != nil && out.Type != "" {
+			h.add(&a.hostSeen, out.Usage, out.Steps) // the run's last step
+		}
 		if r, ok := s.j.Run(a.id); ok && !record.IsTerminal(r.Status) && s.j.Err() != nil {
 			// The journal failed under the run: the recovery ends it,
 			// whether or not its run.started committed.
@@ -457,6 +475,9 @@ func (s *Session) answeredWhileParking(a *activeRun) bool {
 		return false
 	}
 	waiting := 0
+	if a.resume.Budget != "" {
+		waiting++
+	}
 	for _, p := range a.resume.Calls {
 		if p.Result == nil && !p.Run && p.Refuse == "" {
 			waiting++
@@ -606,7 +627,7 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 		ID: q.id, SessionID: s.id, ModelName: m.Name, Input: q.input,
 		Env: s.currentBinding, Inbox: a.inbox, Background: background{s},
 		Gate: &gate{s: s, a: a, client: names}, ClientTools: specs, Instructions: s.instructions(a),
-		Guard: s.guardFor(a),
+		Guard: s.guardFor(a), Budget: budgetCheck{s: s, a: a, id: q.id},
 	}
 	if s.cfg.MCP != nil {
 		run.Tools = func(ctx context.Context) *tool.Registry { return s.stepTools(ctx, q.id, log) }
@@ -638,6 +659,16 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 	} else if run.History, run.Basis, err = s.conv.Messages(ctx, sessionLog{s}); err != nil {
 		return fail("log", err.Error())
 	}
+	s.mu.Lock()
+	if !a.hostSeen.seeded {
+		// A run resumed after a restart: the host's spend at its start
+		// counted what its record held.
+		a.hostSeen.seeded = true
+		if run.Resume != nil {
+			a.hostSeen.usage, a.hostSeen.steps = run.Resume.Usage, run.Resume.Steps
+		}
+	}
+	s.mu.Unlock()
 	maxSteps := q.maxSteps
 	if maxSteps <= 0 {
 		maxSteps = s.cfg.MaxSteps

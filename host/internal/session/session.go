@@ -114,6 +114,12 @@ type Config struct {
 	// InputTimeout, if positive, is how long a question (ask_user) waits
 	// for its answer.
 	InputTimeout time.Duration
+	// RunBudget is the default budget of a run: a run's own budget is
+	// laid over it, field by field. The zero Budget means none.
+	RunBudget event.Budget
+	// HostSpend, if set, holds every run to the host's budget; nil means
+	// the host has none.
+	HostSpend *HostSpend
 	// Protected is what a session's mounts may not reach (see
 	// env.Protected): a local mount whose directory is no longer the path
 	// stored for it (a component was made a symbolic link since) is
@@ -226,6 +232,13 @@ type activeRun struct {
 	approved  *policy.Set
 	approvedB *policy.Set // the policy approved was made from
 	nApproved int
+
+	// declined is set when a person answered "no" to the run's budget
+	// question while the run was parking: it ends, parked, with it.
+	declined *event.Error
+	// hostSeen is what of the run's spend went into Config.HostSpend;
+	// guarded by the session's mu.
+	hostSeen hostSeen
 }
 
 // queuedRun is a run admitted and not started: everything it starts
@@ -243,6 +256,9 @@ type queuedRun struct {
 	// busy is the busy policy it was admitted under; one admitted with
 	// interrupt went before the runs queued earlier.
 	busy string
+	// budget is the run's budget (its own over the host's default), if
+	// any.
+	budget *event.Budget
 	// steers were accepted for it before it started (see Start's busy
 	// steer); its inbox starts with them.
 	steers []agent.Steer
@@ -251,7 +267,7 @@ type queuedRun struct {
 // queuedFrom returns the queued run that run.queued d of run id admitted.
 func queuedFrom(id string, d event.RunQueuedData) queuedRun {
 	return queuedRun{id: id, model: d.Model, maxSteps: d.MaxSteps, input: d.Input, policy: d.Policy,
-		defaultPreset: d.DefaultPreset, tools: d.Tools, busy: d.Busy}
+		defaultPreset: d.DefaultPreset, tools: d.Tools, busy: d.Busy, budget: d.Budget}
 }
 
 // Create creates session id with data, storing rc's receipt in the same

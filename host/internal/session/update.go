@@ -24,7 +24,15 @@ func (s *Session) Update(ctx context.Context, d event.SessionUpdatedData, rc *id
 		if d.Model != nil && *d.Model == cur.Model {
 			d.Model = nil
 		}
-		if d.Title != nil || d.Model != nil {
+		if d.Budget != nil {
+			if err := s.checkBudgetUpdate(*d.Budget); err != nil {
+				return err
+			}
+			if cur.Budget != nil && *cur.Budget == *d.Budget || cur.Budget == nil && d.Budget.IsZero() {
+				d.Budget = nil
+			}
+		}
+		if d.Title != nil || d.Model != nil || d.Budget != nil {
 			e, err := event.New("", event.SessionUpdated, d)
 			if err != nil {
 				return err
