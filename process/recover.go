@@ -66,6 +66,16 @@ func (m *Manager) Recover(ctx context.Context) (RecoverReport, error) {
 		if m.liveProc(rec.ID) != nil {
 			continue
 		}
+		if rec.Kind == record.ProcessAgent {
+			// A subagent follows its child run, which the runs' recovery
+			// has settled (interrupted if it was running, queued if it was
+			// queued): follow it again, whatever the disposition.
+			if _, err := m.startTool(ctx, rec, "the host restarted; following the subagent's run again"); err != nil {
+				return rep, fmt.Errorf("recover process %s: follow subagent: %w", rec.ID, err)
+			}
+			rep.Rerun = append(rep.Rerun, rec.ID)
+			continue
+		}
 		if rec.Disposition == record.ExternallyOwned {
 			rep.Left = append(rep.Left, rec.ID)
 			continue

@@ -158,6 +158,7 @@ func (p *Projection) Apply(e event.Event) error {
 		s.Title, s.Model, s.Metadata, s.Policy, s.Tools, s.MCPServers = d.Title, d.Model, d.Metadata, d.Policy, d.Tools, d.MCPServers
 		s.CreatedAt = e.Time
 		s.Binding = event.Binding{BindingVersion: 1, Mounts: d.Mounts, Network: d.Network, Limits: d.Limits}
+		s.Parent = d.Parent
 	case event.SessionForked:
 		var d event.SessionForkedData
 		if err := e.Decode(&d); err != nil {

@@ -47,6 +47,9 @@ type Session struct {
 	// of its log are those of session Fork.SessionID, stored once, by
 	// reference, and read through the fork under its own ID.
 	Fork *Fork `json:"fork,omitempty"`
+	// Parent, if set, says the session is a subagent's: who spawned it
+	// and the tools its runs may use.
+	Parent *event.SessionParent `json:"parent,omitempty"`
 }
 
 // Fork is where a forked session comes from: its source session and the

@@ -80,6 +80,7 @@ func (b background) StartProcess(ctx context.Context, call *tool.Call, req tool.
 	sp := process.StartParams{
 		RunID: call.RunID, ToolCallID: call.ID, Kind: req.Kind, Command: req.Command, Cwd: req.Cwd,
 		Tool: req.Tool, Args: req.Args, Disposition: disp, WakeOnExit: req.WakeOnExit, CreatedBy: req.CreatedBy,
+		Agent: req.Agent, ID: req.ID,
 	}
 	// A policy may have left the call only one writable mount
 	// (agent.Verdict.OnlyWritable): so has its shell.
