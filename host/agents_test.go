@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/memory"
 	"weft.dev/weft/store/record"
+	"weft.dev/weft/store/sqlite"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
 )
@@ -402,4 +404,38 @@ func TestSubagentApprovalsReachParent(t *testing.T) {
 	if a := awaitProc(t, h, "proc_1"); a.Process.Result != "written" {
 		t.Fatalf("child: %+v", a.Process)
 	}
+}
+
+// A host that shuts down leaves its subagents to the next: the child
+// that was mid-run ends (typed) when the next host follows it, and the
+// finished one keeps its answer.
+func TestSubagentsAcrossARestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "weft.db")
+	open := func() store.Store {
+		st, err := sqlite.Open(context.Background(), sqlite.Config{Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	st := open()
+	h := newAgentHost(t, st, nil)
+	sid := session(t, h, "scripted:spawnslow")
+	start(t, h, api.StartRunParams{SessionID: sid, Input: input("go")})
+	p := waitAgentRunning(t, h, "proc_1")
+	h.Close()
+	st.Close()
+
+	st = open()
+	defer st.Close()
+	h = newAgentHost(t, st, nil)
+	a := awaitProc(t, h, "proc_1")
+	if !record.IsProcessTerminal(a.Process.Status) || a.Process.Failure == nil {
+		t.Fatalf("the mid-run child after the restart: %+v", a.Process)
+	}
+	r, err := h.GetRun(context.Background(), api.RunIDParams{RunID: p.Spec.Agent.RunID})
+	if err != nil || !record.IsTerminal(r.Status) {
+		t.Fatalf("the child's run: %+v %v", r, err)
+	}
+	t.Logf("child run %s, process %s %s", r.Status, a.Process.Status, a.Process.Failure.Kind)
 }
