@@ -517,6 +517,13 @@ func (h *Host) agentStopped(ctx context.Context, spec *record.AgentSpec, runID s
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	if runID == "" {
+		// Cancelled while its run was being started: the run may have
+		// been admitted all the same.
+		if runs, err := h.cfg.Store.Runs(cctx, store.ListRunsParams{SessionID: spec.SessionID}); err == nil && len(runs) > 0 {
+			runID = slices.MinFunc(runs, func(a, b record.Run) int { return int(a.FirstSeq - b.FirstSeq) }).ID
+		}
+	}
 	if runID != "" {
 		if _, err := h.CancelRun(cctx, api.CancelParams{RunID: runID, Reason: "the subagent was cancelled"}); err != nil && !errors.Is(err, api.ErrRunConflict) {
 			h.cfg.Logger.Warn("cancel a subagent's run", "session", spec.SessionID, "run", runID, "err", err)
