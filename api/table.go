@@ -206,5 +206,6 @@ func Events() []EventInfo {
 		{event.SessionForked, "The first event a fork writes itself, after its source's events 1..seq.", reflect.TypeFor[event.SessionForkedData]()},
 		{event.SessionRewound, "Later runs see the conversation (and with files, the mounts' files) as at toSeq.", reflect.TypeFor[event.SessionRewoundData]()},
 		{event.CheckpointRecorded, "What a step changed in a read-write mount, for a rewind of files.", reflect.TypeFor[event.CheckpointData]()},
+		{event.SubagentRequest, "A request of a subagent's session (or its end), mirrored in its parent's log for the parent's clients.", reflect.TypeFor[event.SubagentRequestData]()},
 	}
 }

@@ -565,6 +565,24 @@ const (
 	ProcessExited Type = "process.exited"
 )
 
+// SubagentRequest, in a parent session's log, mirrors a request of one
+// of its subagents' sessions (approval.requested, input.requested) or its
+// end (approval.resolved, approval.expired, input.resolved), so that the
+// parent's clients see it and answer it (approval/decide and
+// input/answer with the parent's session). The request itself lives in
+// the child's session. Data: [SubagentRequestData].
+const SubagentRequest Type = "subagent.request"
+
+// SubagentRequestData is the data of [SubagentRequest].
+type SubagentRequestData struct {
+	// ProcessID is the subagent's process; SessionID its session.
+	ProcessID string `json:"processId"`
+	SessionID string `json:"sessionId"`
+	// Event is the type of the child's event, Data its data.
+	Event Type            `json:"event"`
+	Data  json.RawMessage `json:"data"`
+}
+
 // ProcessData is the data of [ProcessStarted] and [ProcessExited].
 type ProcessData struct {
 	ProcessID string `json:"processId"`

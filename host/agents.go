@@ -365,7 +365,8 @@ func (h *Host) runAgent(ctx context.Context, run process.AgentRun) process.Agent
 			}
 		}
 	}
-	res, done, err := h.followChild(ctx, spec.SessionID, runID, after, run.Output)
+	mirror := func(e event.Event) { h.mirrorRequest(ctx, run.Process, e) }
+	res, done, err := h.followChild(ctx, spec.SessionID, runID, after, run.Output, mirror)
 	if done {
 		return res
 	}
@@ -409,7 +410,7 @@ func (h *Host) childRun(ctx context.Context, run process.AgentRun) (string, erro
 // run ends: its text goes to out, its end becomes the result (done). It
 // resubscribes from its cursor when a subscription lags. An error (done
 // false) is ctx's or the store's.
-func (h *Host) followChild(ctx context.Context, sid, runID string, after int64, out func(string)) (process.AgentResult, bool, error) {
+func (h *Host) followChild(ctx context.Context, sid, runID string, after int64, out func(string), mirror func(event.Event)) (process.AgentResult, bool, error) {
 	var answer string
 	sep := false
 	for {
@@ -435,6 +436,8 @@ func (h *Host) followChild(ctx context.Context, sid, runID string, after int64, 
 					}
 					out(d.Text)
 				}
+			case event.ApprovalRequested, event.InputRequested, event.ApprovalResolved, event.ApprovalExpired, event.InputResolved:
+				mirror(e)
 			case event.MessageCompleted:
 				var d event.MessageCompletedData
 				if e.Decode(&d) == nil && d.Text != "" {
@@ -450,6 +453,23 @@ func (h *Host) followChild(ctx context.Context, sid, runID string, after int64, 
 		if ctx.Err() != nil {
 			return process.AgentResult{}, false, ctx.Err()
 		}
+	}
+}
+
+// mirrorRequest writes a request of subagent p's child (or its end) to
+// the parent session's log as subagent.request, under the parent's run
+// while it is active, so that the parent's clients see it.
+func (h *Host) mirrorRequest(ctx context.Context, p record.Process, e event.Event) {
+	parent := p.Spec.Agent.ParentSessionID
+	me, err := event.New("", event.SubagentRequest, event.SubagentRequestData{ProcessID: p.ID, SessionID: e.SessionID, Event: e.Type, Data: e.Data})
+	if err != nil {
+		return
+	}
+	if r, err := h.cfg.Store.Run(ctx, p.RunID); err == nil && !record.IsTerminal(r.Status) {
+		me.RunID = p.RunID
+	}
+	if err := h.with(ctx, parent, func(s *session.Session) error { return s.Note(ctx, me) }); err != nil && ctx.Err() == nil {
+		h.cfg.Logger.Warn("mirror a subagent's request in its parent's log", "session", parent, "process", p.ID, "err", err)
 	}
 }
 

@@ -401,8 +401,25 @@ func TestSubagentApprovalsReachParent(t *testing.T) {
 	if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 		t.Fatalf("parent: %+v", got)
 	}
-	if a := awaitProc(t, h, "proc_1"); a.Process.Result != "written" {
+	a := awaitProc(t, h, "proc_1")
+	if a.Process.Result != "written" {
 		t.Fatalf("child: %+v", a.Process)
+	}
+	// The parent's log mirrors the child's request and its answer, for
+	// the clients that follow the parent's events.
+	var mirrored []event.Type
+	for _, e := range sessionEvents(t, h, s.ID, event.SubagentRequest) {
+		var d event.SubagentRequestData
+		if err := e.Decode(&d); err != nil || d.ProcessID != "proc_1" || d.SessionID != a.Process.Spec.Agent.SessionID {
+			t.Fatalf("subagent.request %+v: %v", d, err)
+		}
+		if d.Event == event.ApprovalRequested && e.RunID != r.ID {
+			t.Fatalf("the mirror of an open request is not under the parent's run: %+v", e)
+		}
+		mirrored = append(mirrored, d.Event)
+	}
+	if len(mirrored) != 2 || mirrored[0] != event.ApprovalRequested || mirrored[1] != event.ApprovalResolved {
+		t.Fatalf("mirrored in the parent's log: %v", mirrored)
 	}
 }
 

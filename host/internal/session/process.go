@@ -92,6 +92,15 @@ func (b background) StartProcess(ctx context.Context, call *tool.Call, req tool.
 // for tool processes that the host runs outside a run.
 func (s *Session) Background() tool.Background { return background{s} }
 
+// Note appends e, an event that changes no state of the session (a
+// subagent's request mirrored in its parent's log), as one command.
+func (s *Session) Note(ctx context.Context, e event.Event) error {
+	return s.command(func() error {
+		_, err := s.append(ctx, nil, idem.Ref{}, e)
+		return err
+	})
+}
+
 // RecordProcess writes a process's end (process.exited, with the tail of
 // its output) to the session's log (a start is recorded by StartProcess
 // itself). An end is also told to the active run at its next step boundary (unless
