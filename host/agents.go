@@ -123,9 +123,24 @@ func (h *Host) spawn(ctx context.Context, c *tool.Call, in spawnArgs) (tool.Resu
 		return tool.Result{}, err
 	}
 	model := in.Model
-	if model == "" && c.RunID != "" {
-		if r, err := h.cfg.Store.Run(ctx, c.RunID); err == nil {
+	var layer event.RunQueuedData // the parent run's own policy layer
+	if c.RunID != "" {
+		r, err := h.cfg.Store.Run(ctx, c.RunID)
+		if err != nil {
+			return tool.Result{}, apiError(err)
+		}
+		if model == "" {
 			model = r.Model
+		}
+		evs, err := h.cfg.Store.Read(ctx, store.ReadParams{SessionID: c.SessionID, After: r.FirstSeq - 1, RunID: c.RunID,
+			Types: []event.Type{event.RunQueued}, Limit: 1})
+		if err != nil {
+			return tool.Result{}, apiError(err)
+		}
+		if len(evs) == 1 {
+			if err := evs[0].Decode(&layer); err != nil {
+				return tool.Result{}, fmt.Errorf("the parent run's policy: %w", err)
+			}
 		}
 	}
 	if err := h.checkModel("model", model); err != nil {
@@ -149,7 +164,7 @@ func (h *Host) spawn(ctx context.Context, c *tool.Call, in spawnArgs) (tool.Resu
 		return tool.Result{}, err
 	}
 	spec := &record.AgentSpec{SessionID: childID, ParentSessionID: c.SessionID, ParentRunID: c.RunID, ParentCallID: c.ID,
-		Depth: depth, Prompt: in.Prompt, Model: model, Tools: tools}
+		Depth: depth, Prompt: in.Prompt, Model: model, Tools: tools, Policy: layer.Policy, DefaultPreset: layer.DefaultPreset}
 	rec, err := c.Background.StartProcess(ctx, c, tool.BackgroundRequest{Kind: record.ProcessAgent, Agent: spec, ID: procID,
 		Disposition: record.Rerunnable, WakeOnExit: in.WakeOnExit, CreatedBy: "tool:" + SpawnAgentTool})
 	if err != nil {
@@ -393,8 +408,15 @@ func (h *Host) childRun(ctx context.Context, run process.AgentRun) (string, erro
 		first := slices.MinFunc(runs, func(a, b record.Run) int { return int(a.FirstSeq - b.FirstSeq) })
 		runID = first.ID
 	} else {
-		r, err := h.StartRun(ctx, api.StartRunParams{SessionID: spec.SessionID, Input: api.Input(event.TextParts(spec.Prompt)),
-			Model: spec.Model, Busy: api.BusyQueue, IdempotencyKey: "spawn-" + run.Process.ID})
+		p := api.StartRunParams{SessionID: spec.SessionID, Input: api.Input(event.TextParts(spec.Prompt)),
+			Model: spec.Model, Busy: api.BusyQueue, DefaultPreset: spec.DefaultPreset, IdempotencyKey: "spawn-" + run.Process.ID}
+		if len(spec.Policy) > 0 {
+			p.Policy = new(api.Policy)
+			if err := json.Unmarshal(spec.Policy, p.Policy); err != nil {
+				return "", fmt.Errorf("the parent run's policy: %w", err)
+			}
+		}
+		r, err := h.StartRun(ctx, p)
 		if err != nil {
 			return "", err
 		}

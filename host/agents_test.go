@@ -356,6 +356,13 @@ func waitAgentRunning(t *testing.T, h *host.Host, id string) record.Process {
 }
 
 func TestSubagentApprovalsReachParent(t *testing.T) {
+	// The parent's policy is its session's, or its run's own layer (a
+	// client's approval mode): the child asks either way.
+	t.Run("session policy", func(t *testing.T) { testSubagentApprovals(t, true) })
+	t.Run("run preset", func(t *testing.T) { testSubagentApprovals(t, false) })
+}
+
+func testSubagentApprovals(t *testing.T, sessionPolicy bool) {
 	st := memory.New()
 	h := newAgentHost(t, st, nil)
 	ctx := context.Background()
@@ -366,13 +373,20 @@ func TestSubagentApprovalsReachParent(t *testing.T) {
 		{"text":"done"}]}`
 	t.Cleanup(func() { delete(agentScripts, "askchild"); delete(agentScripts, "spawnask") })
 	dir := t.TempDir()
-	s, err := h.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:spawnask",
-		Mounts: []event.Mount{{ID: "w", Kind: event.KindLocal, Path: dir, Mode: event.ModeReadWrite, Default: true, DefaultForShell: true}},
-		Policy: &api.Policy{Preset: api.PresetAskWrites}})
+	cp := api.CreateSessionParams{Model: "scripted:spawnask",
+		Mounts: []event.Mount{{ID: "w", Kind: event.KindLocal, Path: dir, Mode: event.ModeReadWrite, Default: true, DefaultForShell: true}}}
+	rp := api.StartRunParams{Input: input("go")}
+	if sessionPolicy {
+		cp.Policy = &api.Policy{Preset: api.PresetAskWrites}
+	} else {
+		rp.DefaultPreset = api.PresetAskWrites
+	}
+	s, err := h.CreateSession(ctx, cp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := start(t, h, api.StartRunParams{SessionID: s.ID, Input: input("go")})
+	rp.SessionID = s.ID
+	r := start(t, h, rp)
 	// Every approval, the child's too, is answered through the parent's
 	// list.
 	fromChild := 0

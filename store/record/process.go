@@ -92,6 +92,12 @@ type AgentSpec struct {
 	// Tools are the names of the tools the child may use, a subset of the
 	// parent's.
 	Tools []string `json:"tools"`
+	// Policy and DefaultPreset are the parent run's own approval layer
+	// (api.Policy, and api.StartRunParams.DefaultPreset), which the
+	// child's run takes too: a child never asks less than its parent.
+	// The child's session has the parent session's policy.
+	Policy        json.RawMessage `json:"policy,omitempty"`
+	DefaultPreset string          `json:"defaultPreset,omitempty"`
 	// Budget is reserved for the part of the parent's remaining budget
 	// that the child inherits (issue 25 §2, built on the budgets branch);
 	// nil means none, and nothing reads it yet.
