@@ -603,6 +603,29 @@ func (h *Host) watchParent(ctx context.Context, runID, procID string) {
 	}
 }
 
+// cancelSubagents cancels the running subagents of session sid (each
+// cancels its own in turn), logging what it cannot cancel.
+func (h *Host) cancelSubagents(ctx context.Context, sid, reason string) {
+	m := h.cfg.Processes
+	if m == nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	live, err := m.List(ctx, process.ListParams{Statuses: []string{record.ProcessRunning}}, process.Caller{SessionID: sid})
+	if err != nil {
+		h.cfg.Logger.Warn("list the subagents of a deleted session", "session", sid, "err", err)
+		return
+	}
+	for _, p := range live {
+		if p.Kind != record.ProcessAgent || p.SessionID != sid {
+			continue
+		}
+		if _, err := m.Cancel(ctx, p.ID, reason, process.Caller{Host: true}); err != nil {
+			h.cfg.Logger.Warn("cancel a subagent of a deleted session", "session", sid, "process", p.ID, "err", err)
+		}
+	}
+}
+
 // steerAgent hands text written to a subagent process to its child's run.
 func (h *Host) steerAgent(ctx context.Context, p record.Process, text string) error {
 	a := p.Spec.Agent

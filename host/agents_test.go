@@ -470,3 +470,25 @@ func TestSubagentsAcrossARestart(t *testing.T) {
 	}
 	t.Logf("child run %s, process %s %s", r.Status, a.Process.Status, a.Process.Failure.Kind)
 }
+
+// Deleting the parent session cancels the subagents it left running.
+func TestDeleteParentCancelsSubagents(t *testing.T) {
+	agentScripts["spawnleave"] = `{"steps":[{"toolCalls":[{"name":"spawn_agent","arguments":{"prompt":"x","model":"scripted:slowchild"}}]},{"text":"left it running"},{"text":"still"}]}`
+	t.Cleanup(func() { delete(agentScripts, "spawnleave") })
+	h := newAgentHost(t, memory.New(), nil)
+	ctx := context.Background()
+	sid := session(t, h, "scripted:spawnleave")
+	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("go")})
+	wait(t, h, r.ID)
+	p := waitAgentRunning(t, h, "proc_1")
+	if _, err := h.DeleteSession(ctx, api.SessionIDParams{SessionID: sid}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := h.GetProcess(ctx, api.ProcessIDParams{ID: "proc_1"})
+	if err != nil || g.Status != record.ProcessCancelled {
+		t.Fatalf("the subagent of a deleted session: %+v %v", g, err)
+	}
+	if cr := wait(t, h, p.Spec.Agent.RunID); cr.Status != record.RunCancelled {
+		t.Fatalf("its run: %+v", cr)
+	}
+}
