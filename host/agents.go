@@ -143,7 +143,7 @@ func (h *Host) spawn(ctx context.Context, c *tool.Call, in spawnArgs) (tool.Resu
 			}
 		}
 	}
-	if err := h.checkModel("model", model); err != nil {
+	if err := h.checkModel("model", in.Model); err != nil { // the parent run's is known to work
 		return tool.Result{}, err
 	}
 	procID, childID := h.cfg.NewID("proc"), h.cfg.NewID("ses")
