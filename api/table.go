@@ -207,5 +207,6 @@ func Events() []EventInfo {
 		{event.SessionRewound, "Later runs see the conversation (and with files, the mounts' files) as at toSeq.", reflect.TypeFor[event.SessionRewoundData]()},
 		{event.CheckpointRecorded, "What a step changed in a read-write mount, for a rewind of files.", reflect.TypeFor[event.CheckpointData]()},
 		{event.BudgetRaised, "A person raised a budget the run had reached (answering its budget question); the run goes on.", reflect.TypeFor[event.BudgetRaisedData]()},
+		{event.SubagentRequest, "A request of a subagent's session (or its end), mirrored in its parent's log for the parent's clients.", reflect.TypeFor[event.SubagentRequestData]()},
 	}
 }

@@ -233,11 +233,42 @@ type ToolFailure struct {
 	Limit string `json:"limit,omitempty"`
 	// Scope is whose limit it was: "command", "session" or "host".
 	Scope string `json:"scope,omitempty"`
+	// Message says more, where the kind alone does not (a subagent's
+	// child run's error).
+	Message string `json:"message,omitempty"`
 }
 
 // FailureResourceLimit is the [ToolFailure] kind of a command that ran
 // into one of its resource limits.
 const FailureResourceLimit = "resource_limit"
+
+// The [ToolFailure] kinds of a subagent whose child run did not complete:
+// it failed (Message says why), was cancelled, or was interrupted (a host
+// restart cut it short; the parent may spawn it again).
+const (
+	FailureSubagentFailed      = "subagent_failed"
+	FailureSubagentCancelled   = "subagent_cancelled"
+	FailureSubagentInterrupted = "subagent_interrupted"
+	// FailureSubagentLimit is a spawn_agent call refused by a limit
+	// (Limit "depth" or "children").
+	FailureSubagentLimit = "subagent_limit"
+)
+
+// SessionParent is where a child session (a subagent's) comes from: the
+// session, run, tool call and process that spawned it, its depth, and
+// the only tools its runs may use.
+type SessionParent struct {
+	SessionID  string `json:"sessionId"`
+	RunID      string `json:"runId,omitempty"`
+	ToolCallID string `json:"toolCallId,omitempty"`
+	ProcessID  string `json:"processId,omitempty"`
+	// Depth is 1 for a child of a top-level session.
+	Depth int `json:"depth"`
+	// Tools are the names of the tools the child's runs are offered (the
+	// host's and MCP servers'; tools the client executes are the
+	// session's own). Empty means none.
+	Tools []string `json:"tools"`
+}
 
 // SessionCreatedData is the data of [SessionCreated].
 type SessionCreatedData struct {
@@ -265,6 +296,9 @@ type SessionCreatedData struct {
 	// has one; the host's default session budget when it was created
 	// without.
 	Budget *Budget `json:"budget,omitempty"`
+	// Parent, set for a subagent's session, is the session and run that
+	// spawned it.
+	Parent *SessionParent `json:"parent,omitempty"`
 }
 
 // MCPServer is how to reach an MCP tool server: a command that speaks
@@ -542,6 +576,24 @@ const (
 	// ProcessExited records its end, with a summary. Data: [ProcessData].
 	ProcessExited Type = "process.exited"
 )
+
+// SubagentRequest, in a parent session's log, mirrors a request of one
+// of its subagents' sessions (approval.requested, input.requested) or its
+// end (approval.resolved, approval.expired, input.resolved), so that the
+// parent's clients see it and answer it (approval/decide and
+// input/answer with the parent's session). The request itself lives in
+// the child's session. Data: [SubagentRequestData].
+const SubagentRequest Type = "subagent.request"
+
+// SubagentRequestData is the data of [SubagentRequest].
+type SubagentRequestData struct {
+	// ProcessID is the subagent's process; SessionID its session.
+	ProcessID string `json:"processId"`
+	SessionID string `json:"sessionId"`
+	// Event is the type of the child's event, Data its data.
+	Event Type            `json:"event"`
+	Data  json.RawMessage `json:"data"`
+}
 
 // ProcessData is the data of [ProcessStarted] and [ProcessExited].
 type ProcessData struct {

@@ -266,6 +266,9 @@ func (h *Host) deleteSession(ctx context.Context, p api.SessionIDParams, rc *ide
 	if err != nil {
 		return nil, idem.Ref{}, err
 	}
+	// Its subagents go with it (outside the session's lock: a subagent's
+	// runner may be writing to the session as it ends).
+	h.cancelSubagents(ctx, p.SessionID, "the parent session was deleted")
 	if h.cfg.ScratchDir != "" {
 		os.RemoveAll(filepath.Join(h.cfg.ScratchDir, p.SessionID))
 	}

@@ -65,7 +65,7 @@ func kindOf(err error) api.Kind {
 		return api.KindInvalidParams
 	case errors.Is(err, store.ErrReceiptExists):
 		return api.KindIdempotencyConflict
-	case errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrLeaseHeld), errors.Is(err, process.ErrEnded),
+	case errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrLeaseHeld), errors.Is(err, process.ErrEnded), errors.Is(err, process.ErrCancelled),
 		errors.Is(err, agent.ErrSteersClosed):
 		// The session has another owner, or the process or run is over.
 		return api.KindRunConflict

@@ -49,6 +49,7 @@ func TestEverySentinelHasAKind(t *testing.T) {
 		{"process.ErrNotFound", process.ErrNotFound, api.KindNotFound},
 		{"process.ErrDenied", process.ErrDenied, api.KindDenied},
 		{"process.ErrEnded", process.ErrEnded, api.KindRunConflict},
+		{"process.ErrCancelled", process.ErrCancelled, api.KindRunConflict},
 		{"process.ErrExists", process.ErrExists, api.KindAlreadyExists},
 		{"process.ErrClosed", process.ErrClosed, api.KindOverloaded},
 		{"process.ErrInvalid", process.ErrInvalid, api.KindInvalidParams},

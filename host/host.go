@@ -187,6 +187,10 @@ type Config struct {
 	// Checkpoint bounds the checkpoints (file size, bytes and paths per
 	// checkpoint); zero fields take the defaults of checkpoint.Config.
 	CheckpointMaxFileBytes, CheckpointMaxBytes int64
+	// Subagents bounds the spawn_agent tool, offered to every run beside
+	// Tools when Processes is set (unless Subagents.Off): its depth and
+	// the children a run may have running at once.
+	Subagents Subagents
 }
 
 // Host is a registry of session owners. Its methods are safe for
@@ -194,6 +198,8 @@ type Config struct {
 type Host struct {
 	cfg  Config
 	scfg session.Config
+	// spawns holds the subagent spawns in flight, per run.
+	spawns spawnSlots
 	// ckpt keeps the file checkpoints; nil without Config.CheckpointDir.
 	ckpt *checkpoint.Store
 	ctx  context.Context // cancelled by Close
@@ -284,8 +290,28 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.Protected == nil {
 		cfg.Protected = env.NewProtected()
 	}
+	if cfg.Subagents.MaxDepth <= 0 {
+		cfg.Subagents.MaxDepth = 2
+	}
+	if cfg.Subagents.MaxChildren <= 0 {
+		cfg.Subagents.MaxChildren = 4
+	}
 	hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	h := &Host{cfg: cfg, ctx: hctx, stop: stop, sessions: map[string]*entry{}, crowded: make(chan struct{}, 1), seed: maphash.MakeSeed()}
+	if cfg.Processes != nil && !cfg.Subagents.Off {
+		spawn, err := h.spawnTool()
+		if err == nil {
+			reg := tool.NewRegistry()
+			if err = reg.Add(spawn); err == nil {
+				h.cfg.Tools, err = tool.Merge(cfg.Tools, reg)
+			}
+		}
+		if err != nil {
+			stop()
+			return nil, fmt.Errorf("host: the spawn_agent tool: %w", err)
+		}
+		cfg.Tools = h.cfg.Tools
+	}
 	leases := cfg.Leases
 	if p, ok := cfg.Store.(store.LeaseProvider); ok && leases == nil {
 		hl, err := p.HostLeases(ctx, store.HostLeaseParams{Name: cfg.Name, Shared: cfg.Shared, Logger: cfg.Logger})

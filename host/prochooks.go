@@ -18,9 +18,23 @@ import (
 type processHooks struct{ h *Host }
 
 var (
-	_ process.ToolRunner = processHooks{}
-	_ process.Notifier   = processHooks{}
+	_ process.ToolRunner  = processHooks{}
+	_ process.AgentRunner = processHooks{}
+	_ process.Notifier    = processHooks{}
 )
+
+// RunAgent runs a subagent process: it starts (or, after a restart,
+// finds) the child session's run, streams its text into the process's
+// output and returns its final answer or the typed reason it failed.
+func (p processHooks) RunAgent(ctx context.Context, run process.AgentRun) process.AgentResult {
+	return p.h.runAgent(ctx, run)
+}
+
+// SteerAgent steers a subagent's child run with text written to its
+// process.
+func (p processHooks) SteerAgent(ctx context.Context, rec record.Process, text string) error {
+	return p.h.steerAgent(ctx, rec, text)
+}
 
 // RunTool runs a tool process's call: it sees the session's current
 // mounts and guard, and starts what it starts in the background through

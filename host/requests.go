@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
@@ -19,7 +20,7 @@ func by(ctx context.Context) event.By {
 }
 
 // requestSession finds the session of request id (checking that it is
-// want's, when set).
+// want's, or one of its subagents' sessions, when set).
 func (h *Host) requestSession(ctx context.Context, id, want string) (string, error) {
 	if id == "" {
 		return "", invalid("requestId", "the request's ID is required")
@@ -31,7 +32,7 @@ func (h *Host) requestSession(ctx context.Context, id, want string) (string, err
 	if err != nil {
 		return "", apiError(err)
 	}
-	if want != "" && q.SessionID != want {
+	if want != "" && q.SessionID != want && !h.isDescendant(ctx, q.SessionID, want) {
 		// Do not tell another session's requests apart from unknown ones.
 		return "", api.Errorf(api.KindNotFound, "request %s not found in session %s", id, want).With("requestId", id).With("sessionId", want)
 	}
@@ -183,6 +184,25 @@ func (h *Host) ListRequests(ctx context.Context, p api.ListRequestsParams) (*api
 	qs, err := h.cfg.Store.Requests(ctx, lp)
 	if err != nil {
 		return nil, apiError(err)
+	}
+	if p.SessionID != "" {
+		// A subagent's requests reach its parent's clients: they are
+		// listed with the parent's, under the child's session ID.
+		kids, err := h.descendants(ctx, p.SessionID)
+		if err != nil {
+			return nil, err
+		}
+		for _, kid := range kids {
+			lp.SessionID = kid
+			more, err := h.cfg.Store.Requests(ctx, lp)
+			if err != nil {
+				return nil, apiError(err)
+			}
+			qs = append(qs, more...)
+		}
+		if len(kids) > 0 {
+			slices.SortStableFunc(qs, func(a, b record.Request) int { return a.CreatedAt.Compare(b.CreatedAt) })
+		}
 	}
 	res := &api.ListRequestsResult{Requests: []record.Request{}}
 	for _, q := range qs {

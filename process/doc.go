@@ -41,6 +41,14 @@
 // goroutine the Manager owns; the result becomes output and the terminal
 // event.
 //
+// Subagent processes (kind record.ProcessAgent) run a child session's run
+// through the host's [AgentRunner] on a goroutine the Manager owns: the
+// child's streamed text becomes output (stream "agent"), its final answer
+// the record's Result, and a child that does not complete a typed
+// Failure. [Manager.Write] steers the child, [Manager.Cancel] cancels it
+// (the runner's ctx ends with cause [ErrCancelled]); Close leaves it for
+// the next host, whose Recover follows it again whatever its disposition.
+//
 // Visibility ([Caller.CanSee]): the owning session, the creating run and
 // sessions holding a grant address a process; to anyone else it does not
 // exist ([ErrNotFound]). Cancels pass a [CancelPolicy]. Denied attempts on

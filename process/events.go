@@ -40,6 +40,9 @@ const (
 	// EventRestarted records that recovery started a rerunnable process
 	// again: [RestartedData].
 	EventRestarted event.Type = "process.restarted"
+	// EventAgentRun records the run a subagent's child session started
+	// for it: [AgentRunData].
+	EventAgentRun event.Type = "process.agent_run"
 	// The terminal events; exactly one ends a process: [EndedData].
 	EventCompleted event.Type = "process.completed"
 	EventFailed    event.Type = "process.failed"
@@ -50,6 +53,12 @@ const (
 // SignalPrefix starts the type of a signal event: "signal.<name>", with
 // [SignalData].
 const SignalPrefix = "signal."
+
+// AgentRunData is the data of [EventAgentRun].
+type AgentRunData struct {
+	SessionID string `json:"sessionId"`
+	RunID     string `json:"runId"`
+}
 
 // StartedData is the data of [EventStarted].
 type StartedData struct {
@@ -72,6 +81,8 @@ const (
 	PTYStream = "pty"
 	// ResultStream is the result text of a tool process.
 	ResultStream = "result"
+	// AgentStream is a subagent's streamed answer.
+	AgentStream = "agent"
 )
 
 // OutputData is the data of [EventOutput]. Offsets count the bytes of all

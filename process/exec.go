@@ -33,7 +33,8 @@ type StartParams struct {
 	// RunID is the run that starts it, if any; that run may always
 	// address it.
 	RunID string
-	// Kind is record.ProcessShell or record.ProcessTool. Required.
+	// Kind is record.ProcessShell, record.ProcessTool or
+	// record.ProcessAgent. Required.
 	Kind string
 	// Command is the shell command line (shell processes).
 	Command string
@@ -41,6 +42,9 @@ type StartParams struct {
 	// be validated against the tool's schema (see tool.Registry.Validate).
 	Tool string
 	Args json.RawMessage
+	// Agent is a subagent process's child (kind record.ProcessAgent); the
+	// Manager's tool runner must be an [AgentRunner].
+	Agent *record.AgentSpec
 	// Binding resolves the working directory of a shell process; it is
 	// used during Start only. Required for shells.
 	Binding *env.Binding
@@ -145,8 +149,18 @@ func (m *Manager) start(ctx context.Context, sp StartParams) (record.Process, er
 		}
 		rec.Spec = record.ProcessSpec{Tool: sp.Tool, Args: args}
 		return m.startTool(ctx, rec, "")
+	case record.ProcessAgent:
+		if _, ok := m.hooks.Load().tools.(AgentRunner); !ok {
+			return record.Process{}, fmt.Errorf("%w: subagents are not configured", ErrInvalid)
+		}
+		if sp.Agent == nil || sp.Agent.SessionID == "" {
+			return record.Process{}, fmt.Errorf("%w: subagent without a child session", ErrInvalid)
+		}
+		a := *sp.Agent
+		rec.Spec = record.ProcessSpec{Tool: "spawn_agent", Agent: &a}
+		return m.startTool(ctx, rec, "")
 	}
-	return record.Process{}, fmt.Errorf("%w: kind %q: want %s or %s", ErrInvalid, sp.Kind, record.ProcessShell, record.ProcessTool)
+	return record.Process{}, fmt.Errorf("%w: kind %q: want %s, %s or %s", ErrInvalid, sp.Kind, record.ProcessShell, record.ProcessTool, record.ProcessAgent)
 }
 
 // workDir resolves the working directory of a shell through the binding.
@@ -604,19 +618,89 @@ func (m *Manager) startTool(ctx context.Context, rec record.Process, reason stri
 		m.wg.Done()
 		return record.Process{}, err
 	}
-	tctx, stop := context.WithCancel(m.ctx)
+	tctx, stop := context.WithCancelCause(m.ctx)
 	p.mu.Lock()
 	p.stopTool = stop
 	out := p.rec
 	p.mu.Unlock()
-	go p.superviseTool(tctx, stop)
+	if rec.Kind == record.ProcessAgent {
+		go p.superviseAgent(tctx, stop, reason != "")
+	} else {
+		go p.superviseTool(tctx, stop)
+	}
 	return out, nil
 }
 
-func (p *proc) superviseTool(ctx context.Context, stop context.CancelFunc) {
+// superviseAgent owns a subagent process: it runs the child through the
+// AgentRunner, which streams the child's answer into the output, and
+// writes the terminal event: completed with the answer, failed or
+// cancelled with the child's typed failure.
+func (p *proc) superviseAgent(ctx context.Context, stop context.CancelCauseFunc, restarted bool) {
 	m := p.m
 	defer m.wg.Done()
-	defer stop()
+	defer stop(nil)
+	rec, _ := p.snapshot()
+	r, _ := m.hooks.Load().tools.(AgentRunner)
+	res := runAgent(ctx, r, AgentRun{
+		Process: rec, Restarted: restarted,
+		Output: func(text string) {
+			if text != "" {
+				p.writeOutput(AgentStream, []byte(text))
+			}
+		},
+		Started: func(ctx context.Context, runID string) error {
+			ev := newEvent(EventAgentRun, AgentRunData{SessionID: rec.Spec.Agent.SessionID, RunID: runID})
+			return p.append(ctx, []record.ProcessEvent{ev}, func(r *record.Process) {
+				a := *r.Spec.Agent
+				a.RunID = runID
+				r.Spec.Agent = &a
+			})
+		},
+	})
+	p.mu.Lock()
+	closing, cancelq := p.closing, p.cancelq
+	p.mu.Unlock()
+	if closing && cancelq == nil {
+		// Left running: the next host's Recover follows the child again.
+		m.finish(p, false)
+		return
+	}
+	d := EndedData{Output: res.Answer, Failure: res.Failure, IsError: res.Failure != nil}
+	status := record.ProcessCompleted
+	switch {
+	case cancelq != nil:
+		status, d.Cancel = record.ProcessCancelled, cancelq
+		if d.Failure == nil {
+			d.Failure = &event.ToolFailure{Kind: event.FailureSubagentCancelled}
+		}
+	case res.Failure != nil && res.Failure.Kind == event.FailureSubagentCancelled:
+		status = record.ProcessCancelled
+	case res.Failure != nil:
+		status = record.ProcessFailed
+	}
+	p.mu.Lock()
+	p.rec.Failure, p.rec.Result = d.Failure, res.Answer
+	p.mu.Unlock()
+	_, ok := p.end(status, d, nil)
+	m.finish(p, ok)
+}
+
+func runAgent(ctx context.Context, r AgentRunner, run AgentRun) (res AgentResult) {
+	defer func() {
+		if v := recover(); v != nil {
+			res = AgentResult{Failure: &event.ToolFailure{Kind: event.FailureSubagentFailed, Message: fmt.Sprintf("internal error (panic: %v)", v)}}
+		}
+	}()
+	if r == nil {
+		return AgentResult{Failure: &event.ToolFailure{Kind: event.FailureSubagentFailed, Message: "subagents are not configured"}}
+	}
+	return r.RunAgent(ctx, run)
+}
+
+func (p *proc) superviseTool(ctx context.Context, stop context.CancelCauseFunc) {
+	m := p.m
+	defer m.wg.Done()
+	defer stop(nil)
 	rec, _ := p.snapshot()
 	call := &tool.Call{ID: rec.ID, SessionID: rec.SessionID, RunID: rec.RunID, Arguments: rec.Spec.Args}
 	res := runTool(ctx, m.hooks.Load().tools, ToolRun{Process: rec, Call: call})

@@ -142,6 +142,54 @@ type ToolRunner interface {
 	RunTool(ctx context.Context, run ToolRun) tool.Result
 }
 
+// AgentRun is one execution of a subagent process (kind
+// record.ProcessAgent): the process's record, whose Spec.Agent names the
+// child session, and where the child's streamed answer goes.
+type AgentRun struct {
+	// Process is the process record.
+	Process record.Process
+	// Restarted is set when [Manager.Recover] runs the process again
+	// after a host restart: the child's run may have started, ended or
+	// been interrupted meanwhile, and output written before the restart
+	// is in the log already.
+	Restarted bool
+	// Output appends text to the process's output (stream "agent"); it
+	// is safe to call from the runner's goroutine only.
+	Output func(text string)
+	// Started records the child run's ID in the process record, once it
+	// is started (see [record.AgentSpec]).
+	Started func(ctx context.Context, runID string) error
+}
+
+// AgentResult is how a subagent ended: its final answer, or the typed
+// reason it failed.
+type AgentResult struct {
+	// Answer is the child run's final answer.
+	Answer string
+	// Failure, if set, is why the child did not complete; the process
+	// then ends failed (or cancelled, for a cancel).
+	Failure *event.ToolFailure
+}
+
+// AgentRunner runs subagent processes, for [Manager.Start] and for
+// [Manager.Recover], which runs every subagent that was running again
+// (whatever its disposition: the child's run follows the runs' recovery
+// rules, and the process follows the child). A [ToolRunner] that can run
+// them implements it too. RunAgent is called on a goroutine the Manager
+// owns; its ctx is cancelled with cause [ErrCancelled] by [Manager.Cancel]
+// (the runner then cancels the child's run) and with cause [ErrClosed]
+// by [Manager.Close] (the child is left to the next host).
+type AgentRunner interface {
+	RunAgent(ctx context.Context, run AgentRun) AgentResult
+	// SteerAgent hands input written to the process ([Manager.Write]) to
+	// the child's run as a steer.
+	SteerAgent(ctx context.Context, p record.Process, text string) error
+}
+
+// ErrCancelled is the cause of a tool or subagent process's ctx when
+// [Manager.Cancel] stopped it.
+var ErrCancelled = errors.New("process cancelled")
+
 // defaultAllow names the variables of [Config.BaseEnv] that shell
 // processes inherit when [Config.EnvAllowList] is nil.
 var defaultAllow = []string{"PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "USER", "LOGNAME", "TZ", "TMPDIR", "SHELL"}
@@ -228,8 +276,8 @@ type Manager struct {
 	log   *slog.Logger
 	allow map[string]bool
 
-	ctx    context.Context // cancelled by Close; parent of tool runs
-	cancel context.CancelFunc
+	ctx    context.Context // cancelled by Close (cause ErrClosed); parent of tool runs
+	cancel context.CancelCauseFunc
 	wg     sync.WaitGroup // one per live process (its supervisor)
 
 	mu     sync.Mutex
@@ -307,7 +355,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	cfg.BaseEnv = slices.Clone(cfg.BaseEnv)
 	cfg.EnvAllowList = slices.Clone(cfg.EnvAllowList)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background())
 	m := &Manager{cfg: cfg, st: cfg.Store, log: cfg.Logger, allow: allow, ctx: ctx, cancel: cancel, live: make(map[string]*proc),
 		perProcHeld: cfg.OutageBuffer / 4}
 	m.Attach(cfg.Tools, cfg.Notify)
@@ -338,8 +386,8 @@ type proc struct {
 	stdin   *os.File // nil if none (the PTY master for PTY processes)
 	pty     *os.File
 
-	// tool processes
-	stopTool context.CancelFunc
+	// tool and agent processes
+	stopTool context.CancelCauseFunc
 }
 
 // newProc returns the live state of the process rec.
@@ -709,7 +757,7 @@ func (m *Manager) Close() error {
 			p.kill()
 		}
 	}
-	m.cancel()
+	m.cancel(ErrClosed)
 	m.wg.Wait()
 	return nil
 }

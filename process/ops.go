@@ -289,9 +289,22 @@ func (m *Manager) readPage(ctx context.Context, gate PageGate, rec record.Proces
 // a caller that cannot address it, [ErrEnded] for a process that is not
 // running under this Manager or has no input.
 func (m *Manager) Write(ctx context.Context, id string, data []byte, caller Caller) error {
-	_, p, err := m.access(ctx, id, caller, "write", true)
+	rec, p, err := m.access(ctx, id, caller, "write", true)
 	if err != nil {
 		return err
+	}
+	if p != nil && rec.Kind == record.ProcessAgent {
+		// A subagent's input is a steer of its child run.
+		r, ok := m.hooks.Load().tools.(AgentRunner)
+		if !ok {
+			return fmt.Errorf("%w: %s: no input to write to", ErrEnded, id)
+		}
+		if err := r.SteerAgent(ctx, rec, string(data)); err != nil {
+			return err
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.appendLocked(ctx, []record.ProcessEvent{newEvent(EventInput, InputData{Bytes: len(data), By: caller})}, nil, caller)
 	}
 	if p == nil || p.stdin == nil {
 		return fmt.Errorf("%w: %s: no input to write to", ErrEnded, id)
@@ -425,7 +438,7 @@ func (m *Manager) Cancel(ctx context.Context, id, reason string, caller Caller) 
 			}
 			grace.Stop()
 		} else if stop != nil {
-			stop()
+			stop(ErrCancelled)
 		}
 		select {
 		case <-p.done:

@@ -317,7 +317,7 @@ func (p *proc) fenceLocked(err error) {
 		p.kill()
 	}
 	if p.stopTool != nil {
-		p.stopTool()
+		p.stopTool(err) // not a cancel: the new owner follows a subagent again
 	}
 }
 

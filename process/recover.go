@@ -162,6 +162,19 @@ func (m *Manager) recover(ctx context.Context, lp store.ListProcessesParams, by 
 		if by.Epoch > 0 && rec.Epoch >= by.Epoch {
 			continue
 		}
+		if rec.Kind == record.ProcessAgent {
+			// A subagent follows its child run, which the runs' recovery
+			// has settled (interrupted if it was running, queued if it was
+			// queued): follow it again, whatever the disposition.
+			if by.Epoch > 0 {
+				rec.Host, rec.Epoch = by.Host, by.Epoch
+			}
+			if _, err := m.startTool(ctx, rec, "the host restarted; following the subagent's run again"); err != nil {
+				return fmt.Errorf("recover process %s: follow subagent: %w", rec.ID, err)
+			}
+			rep.Rerun = append(rep.Rerun, rec.ID)
+			continue
+		}
 		if rec.Disposition == record.ExternallyOwned {
 			rep.Left = append(rep.Left, rec.ID)
 			continue

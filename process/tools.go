@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"weft.dev/weft/api"
+	"weft.dev/weft/event"
 	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
 )
@@ -87,12 +88,21 @@ type summary struct {
 	Output    int64      `json:"outputBytes"`
 	Dropped   int64      `json:"droppedBytes,omitempty"`
 	Lost      int64      `json:"lostBytes,omitempty"`
+	// Session is a subagent's child session.
+	Session string             `json:"childSessionId,omitempty"`
+	Failure *event.ToolFailure `json:"failure,omitempty"`
+	// Result is a subagent's final answer.
+	Result string `json:"result,omitempty"`
 }
 
 func summarize(p record.Process) summary {
-	return summary{Handle: api.Handle{ID: p.ID}, Kind: p.Kind, Status: p.Status, ExitCode: p.ExitCode,
+	s := summary{Handle: api.Handle{ID: p.ID}, Kind: p.Kind, Status: p.Status, ExitCode: p.ExitCode,
 		Command: p.Spec.Command, Tool: p.Spec.Tool, StartedAt: p.StartedAt.Format(time.RFC3339), Output: p.OutputBytes,
-		Dropped: p.DroppedBytes, Lost: p.LostBytes}
+		Dropped: p.DroppedBytes, Lost: p.LostBytes, Failure: p.Failure, Result: p.Result}
+	if p.Spec.Agent != nil {
+		s.Session = p.Spec.Agent.SessionID
+	}
+	return s
 }
 
 type awaitArgs struct {
@@ -254,7 +264,7 @@ type startToolArgs struct {
 
 func (t *tools) startTool(ctx context.Context, c *tool.Call, in startToolArgs) (tool.Result, error) {
 	switch in.Tool {
-	case "start_tool", "process_await", "process_output", "process_signal", "process_cancel", "process_list":
+	case "start_tool", "process_await", "process_output", "process_signal", "process_cancel", "process_list", "spawn_agent":
 		return tool.Result{}, fmt.Errorf("%s cannot be started in the background", in.Tool)
 	}
 	raw, err := json.Marshal(in.Args)

@@ -450,3 +450,31 @@ func (r *Registry) Len() int {
 	defer r.mu.RUnlock()
 	return len(r.tools)
 }
+
+// Subset returns a new registry holding only the tools of r whose names
+// are in names (a subagent's share of its parent's tools); names r does
+// not hold are ignored. Like [Merge], it shares r's resolved schemas and
+// later changes to r do not reach it. A nil r gives an empty registry.
+// Safe for concurrent use.
+func (r *Registry) Subset(names []string) *Registry {
+	out := &Registry{tools: make(map[string]*entry, len(names))}
+	if r == nil {
+		return out
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, n := range names {
+		if e, ok := r.tools[n]; ok {
+			out.tools[n] = e
+		}
+	}
+	for prefix, reason := range r.missing {
+		if slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, prefix) }) {
+			if out.missing == nil {
+				out.missing = map[string]string{}
+			}
+			out.missing[prefix] = reason
+		}
+	}
+	return out
+}

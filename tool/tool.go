@@ -53,7 +53,8 @@ type Call struct {
 // BackgroundRequest is a process a tool asks to start: a shell command or
 // a tool call that goes on after the asking call returns.
 type BackgroundRequest struct {
-	// Kind is record.ProcessShell or record.ProcessTool.
+	// Kind is record.ProcessShell, record.ProcessTool or
+	// record.ProcessAgent.
 	Kind string
 	// Command and Cwd are a shell process's command line and working
 	// directory (a path in the call's mounts; empty means the shell
@@ -69,6 +70,10 @@ type BackgroundRequest struct {
 	WakeOnExit bool
 	// CreatedBy says which tool asked (e.g. "tool:shell").
 	CreatedBy string
+	// Agent is a subagent's child (kind record.ProcessAgent).
+	Agent *record.AgentSpec
+	// ID is the process's ID; empty means a fresh one.
+	ID string
 }
 
 // Background starts the processes tools ask for. The session owner

@@ -9,6 +9,7 @@ import (
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/record"
 )
 
 type eventsCmd struct {
@@ -168,18 +169,64 @@ func (c *sessionsListCmd) Run(ctx context.Context, a *app) error {
 	if err != nil {
 		return err
 	}
-	for _, s := range ss {
-		if c.JSON {
+	if c.JSON {
+		for _, s := range ss {
 			b, _ := json.Marshal(s)
 			fmt.Fprintf(a.stdout, "%s\n", b)
-			continue
 		}
+		return nil
+	}
+	for _, row := range sessionTree(ss) {
+		s := row.s
 		active := ""
 		if s.ActiveRunID != "" {
 			active = " active:" + s.ActiveRunID
 		}
-		fmt.Fprintf(a.stdout, "%s  %s  %5d events  %-22s %-28s %s%s\n", s.ID, s.UpdatedAt.Local().Format("2006-01-02 15:04"), s.LastSeq,
+		fmt.Fprintf(a.stdout, "%s%s  %s  %5d events  %-22s %-28s %s%s\n", row.indent, s.ID, s.UpdatedAt.Local().Format("2006-01-02 15:04"), s.LastSeq,
 			sessionSpend(s), s.Model, clip(s.Title, 50), active)
 	}
 	return nil
+}
+
+type sessionRow struct {
+	s      record.Session
+	indent string
+}
+
+// sessionTree orders ss (newest first) as a tree: a subagent's session
+// follows its parent's, indented; one whose parent is not listed stands
+// on its own.
+func sessionTree(ss []record.Session) []sessionRow {
+	listed := map[string]bool{}
+	for _, s := range ss {
+		listed[s.ID] = true
+	}
+	kids := map[string][]record.Session{}
+	var top []record.Session
+	for _, s := range ss {
+		if s.Parent != nil && listed[s.Parent.SessionID] && s.Parent.SessionID != s.ID {
+			kids[s.Parent.SessionID] = append(kids[s.Parent.SessionID], s)
+		} else {
+			top = append(top, s)
+		}
+	}
+	var out []sessionRow
+	var walk func(ss []record.Session, prefix string, depth int)
+	walk = func(ss []record.Session, prefix string, depth int) {
+		for i, s := range ss {
+			indent, next := "", ""
+			if depth > 0 {
+				indent, next = prefix+"├─ ", prefix+"│  "
+				if i == len(ss)-1 {
+					indent, next = prefix+"└─ ", prefix+"   "
+				}
+			}
+			out = append(out, sessionRow{s, indent})
+			if depth < 8 {
+				walk(kids[s.ID], next, depth+1)
+			}
+		}
+	}
+	walk(top, "", 0)
+	return out
 }

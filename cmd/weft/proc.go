@@ -49,18 +49,103 @@ func (c *psCmd) Run(ctx context.Context, a *app) error {
 		}
 		return nil
 	}
+	procs := res.Processes
+	if c.Session != "" {
+		// A subagent's processes belong to its own session: list them
+		// under it.
+		if procs, err = withChildProcesses(ctx, cl, p, procs); err != nil {
+			return err
+		}
+	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSESSION\tSTATUS\tSTARTED\tCOMMAND")
-	for _, pr := range res.Processes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", pr.ID, pr.SessionID, processStatus(pr.Status, pr.ExitCode), pr.StartedAt.Local().Format("15:04:05"), clip(processWhat(pr.Spec), 60))
+	for _, row := range processTree(procs) {
+		pr := row.p
+		fmt.Fprintf(tw, "%s%s\t%s\t%s\t%s\t%s\n", row.indent, pr.ID, pr.SessionID, processStatus(pr.Status, pr.ExitCode), pr.StartedAt.Local().Format("15:04:05"), clip(processWhat(pr.Spec), 60))
 	}
 	return tw.Flush()
+}
+
+// processLister is what withChildProcesses asks.
+type processLister interface {
+	ListProcesses(ctx context.Context, p api.ProcessListParams) (*api.ProcessListResult, error)
+}
+
+// withChildProcesses adds to procs the processes of the sessions of the
+// subagents among them, and theirs (as listed by p, for each session).
+func withChildProcesses(ctx context.Context, cl processLister, p api.ProcessListParams, procs []record.Process) ([]record.Process, error) {
+	seen := map[string]bool{p.SessionID: true}
+	for i := 0; i < len(procs); i++ {
+		a := procs[i].Spec.Agent
+		if a == nil || seen[a.SessionID] {
+			continue
+		}
+		seen[a.SessionID] = true
+		p.SessionID = a.SessionID
+		res, err := cl.ListProcesses(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		procs = append(procs, res.Processes...)
+	}
+	return procs, nil
+}
+
+type treeRow struct {
+	p      record.Process
+	indent string
+}
+
+// processTree orders procs as a tree: the processes of a subagent's
+// session follow the subagent's process, indented.
+func processTree(procs []record.Process) []treeRow {
+	under := map[string][]record.Process{} // child session -> its processes
+	agentOf := map[string]bool{}           // sessions that are some listed subagent's
+	for _, p := range procs {
+		if p.Spec.Agent != nil {
+			agentOf[p.Spec.Agent.SessionID] = true
+		}
+	}
+	var top []record.Process
+	for _, p := range procs {
+		if agentOf[p.SessionID] {
+			under[p.SessionID] = append(under[p.SessionID], p)
+		} else {
+			top = append(top, p)
+		}
+	}
+	var out []treeRow
+	var walk func(ps []record.Process, prefix string, depth int)
+	walk = func(ps []record.Process, prefix string, depth int) {
+		for i, p := range ps {
+			indent, next := "", ""
+			if depth > 0 {
+				indent, next = prefix+"├─ ", prefix+"│  "
+				if i == len(ps)-1 {
+					indent, next = prefix+"└─ ", prefix+"   "
+				}
+			}
+			out = append(out, treeRow{p, indent})
+			if a := p.Spec.Agent; a != nil && depth < 8 {
+				walk(under[a.SessionID], next, depth+1)
+				delete(under, a.SessionID)
+			}
+		}
+	}
+	walk(top, "", 0)
+	for _, ps := range under { // children whose parent process is not listed
+		walk(ps, "", 0)
+	}
+	return out
 }
 
 // processWhat is what a process runs.
 func processWhat(s record.ProcessSpec) string {
 	if s.Command != "" {
 		return s.Command
+	}
+	if a := s.Agent; a != nil {
+		return "agent " + a.SessionID + ": " + strings.Join(strings.Fields(a.Prompt), " ")
 	}
 	return "tool " + s.Tool
 }

@@ -41,6 +41,7 @@ func (t *tui) sessionLoaded(msg sessionMsg) tea.Cmd {
 // event shows one event of the session.
 func (t *tui) event(e event.Event) tea.Cmd {
 	var cmd tea.Cmd
+	e = unwrapSubagent(e) // a subagent's request is asked here too
 	replay := e.Seq <= t.replayTo
 	switch e.Type {
 	case event.SessionRewound:

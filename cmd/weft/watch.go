@@ -174,6 +174,7 @@ func (w *watcher) redraw() {
 
 // event handles one event; it reports whether the watch is over.
 func (w *watcher) event(ctx context.Context, e event.Event) bool {
+	e = unwrapSubagent(e) // a subagent's request is asked here too
 	w.pr.print(e)
 	mine := w.runID == "" || e.RunID == w.runID
 	switch e.Type {
@@ -208,6 +209,21 @@ func (w *watcher) event(ctx context.Context, e event.Event) bool {
 	}
 	w.redraw()
 	return false
+}
+
+// unwrapSubagent returns the child's request event that a
+// subagent.request in the parent's log mirrors (under the parent's run
+// and seq, so that it is handled as the parent's), or e itself.
+func unwrapSubagent(e event.Event) event.Event {
+	if e.Type != event.SubagentRequest {
+		return e
+	}
+	var d event.SubagentRequestData
+	if e.Decode(&d) != nil || d.Event == "" {
+		return e
+	}
+	e.Type, e.Data = d.Event, d.Data
+	return e
 }
 
 // requestOf reads the request an approval.requested or input.requested

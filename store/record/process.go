@@ -31,6 +31,10 @@ const (
 	ProcessShell = "shell"
 	// ProcessTool is a tool call run in the background.
 	ProcessTool = "tool"
+	// ProcessAgent is a subagent: a run of a child session (see
+	// [AgentSpec]), whose streamed answer is the process's output and
+	// whose final answer is its result.
+	ProcessAgent = "agent"
 )
 
 // Recovery dispositions: what a host that starts after a crash does with a
@@ -62,6 +66,43 @@ type ProcessSpec struct {
 	Tool string `json:"tool,omitempty"`
 	// Args are the tool call's arguments, validated before registration.
 	Args json.RawMessage `json:"args,omitempty"`
+	// Agent is what a subagent process runs (kind ProcessAgent).
+	Agent *AgentSpec `json:"agent,omitempty"`
+}
+
+// AgentSpec is a subagent: the child session it runs in, the parent that
+// spawned it, and what its run is asked to do. The child session and its
+// log are the subagent's own; the process follows the child's run.
+type AgentSpec struct {
+	// SessionID is the child session.
+	SessionID string `json:"sessionId"`
+	// RunID is the child's run once it is started (empty before).
+	RunID string `json:"runId,omitempty"`
+	// ParentSessionID, ParentRunID and ParentCallID are who spawned it:
+	// the session, run and tool call of the spawn_agent call.
+	ParentSessionID string `json:"parentSessionId"`
+	ParentRunID     string `json:"parentRunId,omitempty"`
+	ParentCallID    string `json:"parentCallId,omitempty"`
+	// Depth is the child's depth: 1 for a child of a top-level session.
+	Depth int `json:"depth"`
+	// Prompt is the child run's input.
+	Prompt string `json:"prompt"`
+	// Model is the child run's model; empty means the parent's.
+	Model string `json:"model,omitempty"`
+	// Tools are the names of the tools the child may use, a subset of the
+	// parent's.
+	Tools []string `json:"tools"`
+	// Policy and DefaultPreset are the parent run's own approval layer
+	// (api.Policy, and api.StartRunParams.DefaultPreset), which the
+	// child's run takes too: a child never asks less than its parent.
+	// The child's session has the parent session's policy.
+	Policy        json.RawMessage `json:"policy,omitempty"`
+	DefaultPreset string          `json:"defaultPreset,omitempty"`
+	// Budget is what the parent run had left of its own and its
+	// session's budgets when it spawned the child (an event.Budget): the
+	// child run's budget, so that a child never spends more than its
+	// parent could have. Nil means no limit.
+	Budget json.RawMessage `json:"budget,omitempty"`
 }
 
 // Process is the registry record of one background process. It is kept as
@@ -126,6 +167,13 @@ type Process struct {
 	// one that merely starts, reconciles the process. Zero where leases
 	// are not fenced.
 	Epoch int64 `json:"epoch,omitempty"`
+	// Failure is the typed reason a process failed, where one is known:
+	// a subagent whose child run failed, was cancelled or was interrupted
+	// (event.FailureSubagent…), a shell that ran into a resource limit.
+	Failure *event.ToolFailure `json:"failure,omitempty"`
+	// Result is a subagent's final answer (at most 64 KiB: the end of a
+	// longer one); its whole streamed text is the output.
+	Result string `json:"result,omitempty"`
 }
 
 // ProcessEvent is one entry of a process's log. An event with a byte

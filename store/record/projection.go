@@ -159,6 +159,7 @@ func (p *Projection) Apply(e event.Event) error {
 		s.CreatedAt = e.Time
 		s.Binding = event.Binding{BindingVersion: 1, Mounts: d.Mounts, Network: d.Network, Limits: d.Limits}
 		s.Budget = d.Budget
+		s.Parent = d.Parent
 	case event.SessionForked:
 		var d event.SessionForkedData
 		if err := e.Decode(&d); err != nil {

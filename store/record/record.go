@@ -59,6 +59,9 @@ type Session struct {
 	WallTimeMs int64 `json:"wallTimeMs,omitempty"`
 	// Budget is the session's budget, if it has one.
 	Budget *event.Budget `json:"budget,omitempty"`
+	// Parent, if set, says the session is a subagent's: who spawned it
+	// and the tools its runs may use.
+	Parent *event.SessionParent `json:"parent,omitempty"`
 }
 
 // Spent is what the session's runs have spent, as a budget counts it,

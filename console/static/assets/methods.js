@@ -143,6 +143,7 @@ export const eventTypes = Object.freeze([
   "steer.consumed",
   "steer.dropped",
   "step.started",
+  "subagent.request",
   "tool.call.completed",
   "tool.call.requested",
   "tool.call.started",

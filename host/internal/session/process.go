@@ -84,6 +84,7 @@ func (b background) StartProcess(ctx context.Context, call *tool.Call, req tool.
 	sp := process.StartParams{
 		RunID: call.RunID, ToolCallID: call.ID, Kind: req.Kind, Command: req.Command, Cwd: req.Cwd,
 		Tool: req.Tool, Args: req.Args, Disposition: disp, WakeOnExit: req.WakeOnExit, CreatedBy: req.CreatedBy,
+		Agent: req.Agent, ID: req.ID,
 	}
 	// A policy may have left the call only one writable mount
 	// (agent.Verdict.OnlyWritable): so has its shell.
@@ -94,6 +95,15 @@ func (b background) StartProcess(ctx context.Context, call *tool.Call, req tool.
 // Background returns the session as a starter of background processes,
 // for tool processes that the host runs outside a run.
 func (s *Session) Background() tool.Background { return background{s} }
+
+// Note appends e, an event that changes no state of the session (a
+// subagent's request mirrored in its parent's log), as one command.
+func (s *Session) Note(ctx context.Context, e event.Event) error {
+	return s.command(func() error {
+		_, err := s.append(ctx, nil, idem.Ref{}, e)
+		return err
+	})
+}
 
 // RecordProcess writes a process's end (process.exited, with the tail of
 // its output) to the session's log (a start is recorded by StartProcess

@@ -632,6 +632,17 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 	if s.cfg.MCP != nil {
 		run.Tools = func(ctx context.Context) *tool.Registry { return s.stepTools(ctx, q.id, log) }
 	}
+	if par := s.Record().Parent; par != nil {
+		// A subagent's session: only the tools its parent gave it.
+		all, names := run.Tools, par.Tools
+		run.Tools = func(ctx context.Context) *tool.Registry {
+			reg := s.cfg.Tools
+			if all != nil {
+				reg = all(ctx)
+			}
+			return reg.Subset(names)
+		}
+	}
 	run.State = s.compactionState
 	summarizer, err := s.compactModel(m)
 	if err != nil {
