@@ -22,6 +22,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"weft.dev/weft/agent"
 	"weft.dev/weft/api"
 	"weft.dev/weft/env"
@@ -29,6 +31,7 @@ import (
 	"weft.dev/weft/host/internal/checkpoint"
 	"weft.dev/weft/host/internal/journal"
 	"weft.dev/weft/host/internal/session"
+	"weft.dev/weft/host/internal/spans"
 	"weft.dev/weft/host/internal/transcript"
 	"weft.dev/weft/internal/ids"
 	"weft.dev/weft/internal/lease"
@@ -164,6 +167,21 @@ type Config struct {
 	// Checkpoint bounds the checkpoints (file size, bytes and paths per
 	// checkpoint); zero fields take the defaults of checkpoint.Config.
 	CheckpointMaxFileBytes, CheckpointMaxBytes int64
+	// TracerProvider, if set, traces every run this host executes with
+	// OpenTelemetry: a span per execution of a run (its first start and
+	// each resume), and under it a span per step, per model call (with
+	// the GenAI semantic conventions' model and token attributes) and per
+	// tool call, each carrying the session's ID and the seq of its event.
+	// The run's trace and span IDs are recorded in run.started and its
+	// record (record.Run.TraceID). Spans are made as events commit and
+	// handed to the provider's processor, which must not block (the
+	// SDK's batch processor does not). Nil traces nothing and costs
+	// nothing.
+	TracerProvider trace.TracerProvider
+	// TraceContent records the text of runs in their spans: the user's
+	// input, the model's output, tool calls' arguments and results (each
+	// cut to 16 KiB). False keeps every text out of traces.
+	TraceContent bool
 }
 
 // Host is a registry of session owners. Its methods are safe for
@@ -259,6 +277,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		Transcripts: transcript.NewBudget(max(cfg.TranscriptBytes, 0)),
 	}
 	h.scfg.Journal.Redactor = cfg.Redactor
+	h.scfg.Spans = spans.New(cfg.TracerProvider, spans.Options{Content: cfg.TraceContent})
 	h.scfg.Protected = cfg.Protected
 	if cfg.MCP != nil {
 		h.scfg.MCP = cfg.MCP

@@ -215,8 +215,15 @@ func (p *Projection) Apply(e event.Event) error {
 	r.LastSeq = e.Seq
 	switch e.Type {
 	case event.RunStarted:
+		var d event.RunStartedData
+		if len(e.Data) > 0 {
+			if err := e.Decode(&d); err != nil {
+				return err
+			}
+		}
 		t := e.Time
 		r.Status, r.StartedAt = RunRunning, &t
+		r.TraceID, r.SpanID = d.TraceID, d.SpanID
 		s.ActiveRunID = r.ID
 		p.dirty[r.ID] = true
 	case event.RunResumed:

@@ -96,6 +96,11 @@ type Run struct {
 	// Requests are the run's open requests (approvals, questions, client
 	// tool calls), by ID; while there are any the run is waiting.
 	Requests []string `json:"requests,omitempty"`
+	// TraceID and SpanID name the run's OpenTelemetry trace and span
+	// (from run.started) when the host that ran it traced runs; empty
+	// otherwise.
+	TraceID string `json:"traceId,omitempty"`
+	SpanID  string `json:"spanId,omitempty"`
 }
 
 // Request statuses. Open is the only one that is not final.

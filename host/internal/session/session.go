@@ -32,6 +32,7 @@ import (
 	"weft.dev/weft/host/internal/idem"
 	"weft.dev/weft/host/internal/journal"
 	"weft.dev/weft/host/internal/reconcile"
+	"weft.dev/weft/host/internal/spans"
 	"weft.dev/weft/host/internal/transcript"
 	"weft.dev/weft/llm"
 	"weft.dev/weft/policy"
@@ -130,6 +131,9 @@ type Config struct {
 	// Checkpoint, if set, checkpoints the read-write mounts around each
 	// step's tool calls (see agent.Run.Checkpoint), for session id.
 	Checkpoint func(ctx context.Context, id string, b *env.Binding, calls []event.ToolCall) func(context.Context) []event.Event
+	// Spans, if set, traces the session's runs (a span per run, step,
+	// model call and tool call); nil traces nothing.
+	Spans *spans.Tracer
 }
 
 // MCPTools lists the tools of MCP servers for one step of a run in
@@ -197,6 +201,10 @@ type Session struct {
 	// conv is the transcript kept for the next run start; the journal's
 	// Committed hook feeds it.
 	conv *transcript.Cache
+
+	// spans are the open trace spans of the session's runs; nil when the
+	// host does not trace. The journal's Committed hook feeds it.
+	spans *spans.Session
 }
 
 // activeRun is the session's active run. While it executes, a goroutine
@@ -334,7 +342,7 @@ func newSession(cfg *Config, id string) (*Session, error) {
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &Session{cfg: cfg, id: id, ctx: ctx, cancel: cancel, lease: ls,
-		conv: transcript.NewCache(cfg.Transcripts), finished: make(chan struct{})}
+		conv: transcript.NewCache(cfg.Transcripts), finished: make(chan struct{}), spans: cfg.Spans.Session(id)}
 	s.deadlines = newDeadlines(s.expire)
 	s.Touch()
 	return s, nil
@@ -538,9 +546,12 @@ func storageErr(id string, cause error) error {
 }
 
 // committed is the journal's Committed hook: it folds the batch into the
-// kept transcript.
+// kept transcript, and into the runs' trace spans when the host traces.
 func (s *Session) committed(batch []event.Event) {
 	s.conv.Observe(batch)
+	if s.spans != nil {
+		s.spans.Observe(batch)
+	}
 }
 
 // track makes the done channel of run id, which settle closes once the
