@@ -18,6 +18,7 @@ import (
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/config"
 	"weft.dev/weft/internal/lease"
+	"weft.dev/weft/internal/telemetry"
 	"weft.dev/weft/process"
 	"weft.dev/weft/redact"
 	"weft.dev/weft/store"
@@ -57,13 +58,24 @@ type localHost struct {
 	// log is the logger the host was given, redacting the host's
 	// secrets: the one to give the RPC server too.
 	log *slog.Logger
+	// tracing exports the runs' spans; nil when the OTEL_* variables
+	// ask for no tracing.
+	tracing *telemetry.Tracing
 }
 
-// Close shuts the host (which releases its session leases), then its MCP
+// Close shuts the host (which releases its session leases), flushes its
+// trace spans, then its MCP
 // servers and what the sessions' commands shared, stops renewing leases,
 // closes the store, then gives the host lease up.
 func (l *localHost) Close() {
 	l.host.Close()
+	if l.tracing != nil {
+		// The spans of the runs the host just ended go out, or are
+		// counted dropped, within a bounded time.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		l.tracing.Shutdown(ctx)
+		cancel()
+	}
 	l.mcp.Close()
 	l.sessions.Close()
 	if l.leases != nil {
@@ -162,6 +174,17 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	red := a.redactor(cfgFile, loc, mcfg)
 	log = slog.New(red.Handler(log.Handler()))
 	mcfg.Logger = log
+	// Traces go where the standard OTEL_* variables say, and nowhere
+	// when they say nothing (docs/operations.md).
+	tracing, err := telemetry.FromEnv(ctx, telemetry.Config{Getenv: a.getenv, ServiceVersion: version, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	defer func() {
+		if err != nil && tracing != nil {
+			tracing.Shutdown(context.Background())
+		}
+	}()
 	procs, err := process.New(process.Config{Store: st, Logger: log, BaseEnv: os.Environ(), Sandbox: sbx, Redactor: red})
 	if err != nil {
 		return nil, err
@@ -218,6 +241,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 		CheckpointDir: checkpointDir(cfgFile, state), CheckpointMaxFileBytes: cfgFile.Checkpoints.MaxFileBytes,
 		CheckpointMaxBytes: cfgFile.Checkpoints.MaxBytes,
 		Shared:             kind == oneShot,
+		TracerProvider:     tracing.TracerProvider(), TraceContent: tracing.Content(),
 		ResolveModel: func(name string) (*host.Model, error) {
 			m, err := config.Resolve(name, cfgFile, cfgPath, a.getenv)
 			if err != nil {
@@ -230,7 +254,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
-	return &localHost{host: h, store: st, tools: reg, mcp: servers, sessions: sbx.Sessions, lease: ls, leases: leases, log: log}, nil
+	return &localHost{host: h, store: st, tools: reg, mcp: servers, sessions: sbx.Sessions, lease: ls, leases: leases, log: log, tracing: tracing}, nil
 }
 
 // newMCP makes the MCP client of the config file's servers: commands in

@@ -119,17 +119,30 @@ func FromEnv(ctx context.Context, cfg Config) (*Tracing, error) {
 	return &Tracing{tp: tp, batch: b, content: content}, nil
 }
 
-// TracerProvider returns the provider that makes the spans.
-func (t *Tracing) TracerProvider() trace.TracerProvider { return t.tp }
+// TracerProvider returns the provider that makes the spans: nil (an
+// untyped nil interface) when t is nil, so that a host given it traces
+// nothing.
+func (t *Tracing) TracerProvider() trace.TracerProvider {
+	if t == nil {
+		return nil
+	}
+	return t.tp
+}
 
 // Content reports whether the spans may carry the runs' text
-// (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true).
-func (t *Tracing) Content() bool { return t.content }
+// (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true); false when t
+// is nil.
+func (t *Tracing) Content() bool { return t != nil && t.content }
 
 // Dropped returns how many finished spans were never delivered: they
 // found the queue full, or their export failed (the endpoint down,
-// refusing or too slow). It never decreases.
-func (t *Tracing) Dropped() uint64 { return t.batch.dropped.Load() }
+// refusing or too slow). It never decreases; 0 when t is nil.
+func (t *Tracing) Dropped() uint64 {
+	if t == nil {
+		return 0
+	}
+	return t.batch.dropped.Load()
+}
 
 // Exported returns how many spans were delivered.
 func (t *Tracing) Exported() uint64 { return t.batch.exported.Load() }
