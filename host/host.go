@@ -32,6 +32,7 @@ import (
 	"weft.dev/weft/host/internal/journal"
 	"weft.dev/weft/host/internal/session"
 	"weft.dev/weft/host/internal/spans"
+	"weft.dev/weft/host/internal/stats"
 	"weft.dev/weft/host/internal/transcript"
 	"weft.dev/weft/internal/ids"
 	"weft.dev/weft/internal/lease"
@@ -197,6 +198,9 @@ type Host struct {
 	// process notices); Add only with mu held and closed unset.
 	bg sync.WaitGroup
 
+	// stats counts runs, takeovers and append latencies (Metrics).
+	stats *stats.Stats
+
 	// crowded wakes the housekeeping goroutine when more sessions are
 	// loaded than MaxLoadedSessions.
 	crowded chan struct{}
@@ -262,7 +266,8 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		cfg.Protected = env.NewProtected()
 	}
 	hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	h := &Host{cfg: cfg, ctx: hctx, stop: stop, sessions: map[string]*entry{}, crowded: make(chan struct{}, 1), seed: maphash.MakeSeed()}
+	h := &Host{cfg: cfg, ctx: hctx, stop: stop, sessions: map[string]*entry{}, crowded: make(chan struct{}, 1), seed: maphash.MakeSeed(),
+		stats: &stats.Stats{}}
 	leases := cfg.Leases
 	if leases == nil && cfg.LockDir != "" {
 		leases = lease.Dir{Path: cfg.LockDir}
@@ -278,6 +283,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.scfg.Journal.Redactor = cfg.Redactor
 	h.scfg.Spans = spans.New(cfg.TracerProvider, spans.Options{Content: cfg.TraceContent})
+	h.scfg.Stats = h.stats
 	h.scfg.Protected = cfg.Protected
 	if cfg.MCP != nil {
 		h.scfg.MCP = cfg.MCP
@@ -473,6 +479,7 @@ func (h *Host) recoverHeld(ids []string) {
 				_, err = h.session(h.ctx, p.id)
 			}
 			if err == nil {
+				h.stats.TookOver()
 				h.cfg.Logger.Info("session recovered", "session", p.id)
 				continue
 			}
