@@ -144,8 +144,13 @@ func (t *Tracing) Dropped() uint64 {
 	return t.batch.dropped.Load()
 }
 
-// Exported returns how many spans were delivered.
-func (t *Tracing) Exported() uint64 { return t.batch.exported.Load() }
+// Exported returns how many spans were delivered; 0 when t is nil.
+func (t *Tracing) Exported() uint64 {
+	if t == nil {
+		return 0
+	}
+	return t.batch.exported.Load()
+}
 
 // ForceFlush exports the spans queued so far and returns once they are
 // delivered or dropped, or ctx is done.
