@@ -242,8 +242,25 @@ func (s *Session) observe(r *run, e *event.Event) (ended bool) {
 		if r.call == nil {
 			return false
 		}
-		var d event.MessageCompletedData
-		if e.Decode(&d) != nil {
+		// Without content, only what the span shows is decoded: the
+		// text and the calls' arguments are not copied.
+		var d struct {
+			Text         string     `json:"text"`
+			ToolCalls    []struct{} `json:"toolCalls"`
+			FinishReason string     `json:"finishReason"`
+		}
+		var err error
+		if s.t.content {
+			err = e.Decode(&d)
+		} else {
+			var light struct {
+				ToolCalls    []struct{} `json:"toolCalls"`
+				FinishReason string     `json:"finishReason"`
+			}
+			err = e.Decode(&light)
+			d.ToolCalls, d.FinishReason = light.ToolCalls, light.FinishReason
+		}
+		if err != nil {
 			return false
 		}
 		attrs := []attribute.KeyValue{attribute.Int("weft.tool_calls", len(d.ToolCalls)), attribute.Int64("weft.end_seq", e.Seq)}
@@ -305,8 +322,19 @@ func (s *Session) observe(r *run, e *event.Event) (ended bool) {
 		}
 		r.tools[d.ID] = span
 	case event.ToolCallCompleted:
-		var d event.ToolCallCompletedData
-		if e.Decode(&d) != nil {
+		var d struct {
+			ID      string             `json:"id"`
+			IsError bool               `json:"isError"`
+			Failure *event.ToolFailure `json:"failure"`
+			Output  string             `json:"-"`
+		}
+		if s.t.content {
+			var full event.ToolCallCompletedData
+			if e.Decode(&full) != nil {
+				return false
+			}
+			d.ID, d.IsError, d.Failure, d.Output = full.ID, full.IsError, full.Failure, full.Output
+		} else if e.Decode(&d) != nil {
 			return false
 		}
 		span := r.tools[d.ID]
