@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"slices"
@@ -216,7 +217,8 @@ func (p *Projection) Apply(e event.Event) error {
 	switch e.Type {
 	case event.RunStarted:
 		var d event.RunStartedData
-		if len(e.Data) > 0 {
+		// Only a traced run's event has more than its model to read.
+		if bytes.Contains(e.Data, []byte(traceIDKey)) {
 			if err := e.Decode(&d); err != nil {
 				return err
 			}
@@ -418,3 +420,6 @@ func (p *Projection) Runs() []Run {
 	}
 	return out
 }
+
+// traceIDKey is the key of event.RunStartedData.TraceID in its JSON.
+const traceIDKey = `"traceId"`
