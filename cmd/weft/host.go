@@ -281,8 +281,8 @@ func (a *app) mcpConfig(f config.File, stopGrace time.Duration) mcp.Config {
 
 // redactor returns the Redactor of every secret the host holds: the
 // providers' API keys (config.KeyEnv), the token (WEFT_TOKEN, or the
-// token file if there is one), the password of a PostgreSQL store's URL
-// and what the MCP servers' ${VAR} reach.
+// token file if there is one), the password of a PostgreSQL store's URL,
+// what the MCP servers' ${VAR} reach and the OTLP exporter's headers.
 func (a *app) redactor(f config.File, loc storeLoc, mcfg mcp.Config) *redact.Redactor {
 	var secrets []string
 	for _, k := range config.KeyEnv(f) {
@@ -301,6 +301,8 @@ func (a *app) redactor(f config.File, loc storeLoc, mcfg mcp.Config) *redact.Red
 		}
 	}
 	secrets = append(secrets, mcp.SecretsOf(mcfg)...)
+	// A collector's credentials ride in the OTLP headers.
+	secrets = append(secrets, telemetry.HeaderValues(a.getenv)...)
 	return redact.New(secrets...)
 }
 

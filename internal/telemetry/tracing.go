@@ -211,6 +211,24 @@ func exporterOptions(get func(string) string, endpoint, base string) ([]otlptrac
 	return opts, nil
 }
 
+// HeaderValues returns the values of the OTLP exporter's headers
+// (OTEL_EXPORTER_OTLP_HEADERS and OTEL_EXPORTER_OTLP_TRACES_HEADERS), which
+// often hold a collector's credentials, for the host to mask as secrets.
+// Lists that do not parse give what they hold up to the error.
+func HeaderValues(get func(string) string) []string {
+	h := map[string]string{}
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"} {
+		parsePairs(k, get(k), h)
+	}
+	var out []string
+	for _, v := range h {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 func checkURL(name, v string) error {
 	u, err := url.Parse(v)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

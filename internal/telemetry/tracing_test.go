@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -119,4 +120,17 @@ func TestBatcherNeverBlocksAndCounts(t *testing.T) {
 			t.Errorf("dropped %d exported %d, want 12 and 0", d, x)
 		}
 	})
+}
+
+// The OTLP headers' values are what the host must mask: a collector's
+// credentials.
+func TestHeaderValues(t *testing.T) {
+	got := HeaderValues(envOf(map[string]string{
+		"OTEL_EXPORTER_OTLP_HEADERS":        "api-key=s3cret%20value,x=",
+		"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "authorization=Bearer tok",
+	}))
+	slices.Sort(got)
+	if want := []string{"Bearer tok", "s3cret value"}; !slices.Equal(got, want) {
+		t.Errorf("HeaderValues = %q, want %q", got, want)
+	}
 }
