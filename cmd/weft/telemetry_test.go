@@ -74,6 +74,9 @@ func TestServeTracesAndMetrics(t *testing.T) {
 	if len(traceID) != 32 {
 		t.Fatalf("run.started trace ID %q", traceID)
 	}
+	if out, _, _ := e.weft("", "--host", addr, "status", ids[1]); !strings.Contains(out, " trace="+traceID) {
+		t.Errorf("weft status: %q, want trace=%s", out, traceID)
+	}
 	if !poll(10*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
