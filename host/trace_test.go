@@ -324,3 +324,56 @@ func names(spans []*tracepb.Span) []string {
 	}
 	return out
 }
+
+// A run that parks for an approval and resumes is one trace: the span of
+// its second execution is a child of its first's.
+func TestRunTraceAcrossAPark(t *testing.T) {
+	rc := newOTLPReceiver(t)
+	tr := newTracing(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": rc.URL, "OTEL_BSP_SCHEDULE_DELAY": "10"})
+	const script = `{"loop":true,"steps":[{"toolCalls":[{"name":"write_file","arguments":{"path":"a.txt","content":"A"}}]},{"text":"done"}]}`
+	h, _ := newHostWith(t, func(c *host.Config) {
+		c.TracerProvider = tr.TracerProvider()
+		c.ResolveModel = func(name string) (*host.Model, error) {
+			p, err := scripted.Parse(name, []byte(script))
+			return &host.Model{Name: name, Provider: p, Model: "ask"}, err
+		}
+	})
+	sid := mountedSession(t, h, t.TempDir(), &api.Policy{Preset: api.PresetAskWrites})
+	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("go"), Model: "scripted:ask"})
+	apr := waitingOn(t, h, sid, r.ID, 1)[0]
+	if _, err := h.DecideApproval(context.Background(), api.DecideParams{ApprovalID: apr.ID, Decision: event.DecisionAllowOnce}); err != nil {
+		t.Fatal(err)
+	}
+	run := wait(t, h, r.ID)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tr.ForceFlush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var execs []*tracepb.Span
+	tools := 0
+	for _, s := range rc.received() {
+		if hex.EncodeToString(s.GetTraceId()) != run.TraceID {
+			t.Errorf("span %s outside the run's trace", s.GetName())
+		}
+		switch s.GetName() {
+		case "invoke_agent weft":
+			execs = append(execs, s)
+		case "execute_tool write_file":
+			tools++
+		}
+	}
+	if len(execs) != 2 || tools != 1 {
+		t.Fatalf("%d run spans and %d write_file spans, want 2 and 1", len(execs), tools)
+	}
+	first, second := execs[0], execs[1]
+	if attrs(first)["weft.run.resumed"].GetBoolValue() {
+		first, second = second, first
+	}
+	if hex.EncodeToString(first.GetSpanId()) != run.SpanID || string(second.GetParentSpanId()) != string(first.GetSpanId()) {
+		t.Errorf("the resumed span's parent %x, want the first execution's %x (record %s)", second.GetParentSpanId(), first.GetSpanId(), run.SpanID)
+	}
+	if a, b := attrs(first)["weft.run.status"].GetStringValue(), attrs(second)["weft.run.status"].GetStringValue(); a != "waiting" || b != "completed" {
+		t.Errorf("executions ended %s and %s, want waiting and completed", a, b)
+	}
+}
