@@ -175,6 +175,9 @@ type Run struct {
 	Resume *Resume
 	// MaxSteps overrides Config.MaxSteps when positive.
 	MaxSteps int
+	// TraceID and SpanID, if set, name the run's trace span (hex); the
+	// loop records them in run.started.
+	TraceID, SpanID string
 	// Basis is what is known of History's size in tokens (see
 	// [TranscriptBuilder.Basis]); the zero Basis makes the loop estimate
 	// it from History's text.
@@ -331,7 +334,7 @@ func (l *loop) execute(ctx context.Context) (Outcome, error) {
 		t event.Type
 		v any
 	}{
-		{event.RunStarted, event.RunStartedData{Model: l.run.ModelName}},
+		{event.RunStarted, event.RunStartedData{Model: l.run.ModelName, TraceID: l.run.TraceID, SpanID: l.run.SpanID}},
 		{event.MessageUser, event.MessageUserData{Content: l.run.Input}},
 	} {
 		e, err := event.New(l.run.ID, x.t, x.v)

@@ -367,6 +367,11 @@ type RunQueuedData struct {
 // RunStartedData is the data of [RunStarted].
 type RunStartedData struct {
 	Model string `json:"model"`
+	// TraceID and SpanID name the OpenTelemetry span of the run, when
+	// the host traces runs (hex, as W3C trace context spells them), so
+	// that a log line leads to its trace; empty otherwise.
+	TraceID string `json:"traceId,omitempty"`
+	SpanID  string `json:"spanId,omitempty"`
 }
 
 // RunEndedData is the data of the run's terminal event.

@@ -22,6 +22,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"weft.dev/weft/agent"
 	"weft.dev/weft/api"
 	"weft.dev/weft/env"
@@ -29,6 +31,8 @@ import (
 	"weft.dev/weft/host/internal/checkpoint"
 	"weft.dev/weft/host/internal/journal"
 	"weft.dev/weft/host/internal/session"
+	"weft.dev/weft/host/internal/spans"
+	"weft.dev/weft/host/internal/stats"
 	"weft.dev/weft/host/internal/transcript"
 	"weft.dev/weft/internal/ids"
 	"weft.dev/weft/policy"
@@ -191,6 +195,21 @@ type Config struct {
 	// Tools when Processes is set (unless Subagents.Off): its depth and
 	// the children a run may have running at once.
 	Subagents Subagents
+	// TracerProvider, if set, traces every run this host executes with
+	// OpenTelemetry: a span per execution of a run (its first start and
+	// each resume), and under it a span per step, per model call (with
+	// the GenAI semantic conventions' model and token attributes) and per
+	// tool call, each carrying the session's ID and the seq of its event.
+	// The run's trace and span IDs are recorded in run.started and its
+	// record (record.Run.TraceID). Spans are made as events commit and
+	// handed to the provider's processor, which must not block (the
+	// SDK's batch processor does not). Nil traces nothing and costs
+	// nothing.
+	TracerProvider trace.TracerProvider
+	// TraceContent records the text of runs in their spans: the user's
+	// input, the model's output, tool calls' arguments and results (each
+	// cut to 16 KiB). False keeps every text out of traces.
+	TraceContent bool
 }
 
 // Host is a registry of session owners. Its methods are safe for
@@ -214,6 +233,8 @@ type Host struct {
 	// fenced is set when the session leases carry fencing epochs: other
 	// live hosts may share the store (see [store.HostLeases.Fenced]).
 	fenced bool
+	// stats counts runs, takeovers and append latencies (Metrics).
+	stats *stats.Stats
 
 	// crowded wakes the housekeeping goroutine when more sessions are
 	// loaded than MaxLoadedSessions.
@@ -297,7 +318,8 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		cfg.Subagents.MaxChildren = 4
 	}
 	hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	h := &Host{cfg: cfg, ctx: hctx, stop: stop, sessions: map[string]*entry{}, crowded: make(chan struct{}, 1), seed: maphash.MakeSeed()}
+	h := &Host{cfg: cfg, ctx: hctx, stop: stop, sessions: map[string]*entry{}, crowded: make(chan struct{}, 1), seed: maphash.MakeSeed(),
+		stats: &stats.Stats{}}
 	if cfg.Processes != nil && !cfg.Subagents.Off {
 		spawn, err := h.spawnTool()
 		if err == nil {
@@ -339,6 +361,8 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		Transcripts: transcript.NewBudget(max(cfg.TranscriptBytes, 0)),
 	}
 	h.scfg.Journal.Redactor = cfg.Redactor
+	h.scfg.Spans = spans.New(cfg.TracerProvider, spans.Options{Content: cfg.TraceContent})
+	h.scfg.Stats = h.stats
 	h.scfg.Protected = cfg.Protected
 	if cfg.MCP != nil {
 		h.scfg.MCP = cfg.MCP
@@ -565,6 +589,7 @@ func (h *Host) recoverHeld(ids []string) {
 				_, err = h.session(h.ctx, p.id)
 			}
 			if err == nil {
+				h.stats.TookOver()
 				h.cfg.Logger.Info("session recovered", "session", p.id)
 				continue
 			}

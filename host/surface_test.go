@@ -17,6 +17,7 @@ func TestHostMethodsAreItsAPI(t *testing.T) {
 		"Close":            true, // the owner shuts the host down
 		"Processes":        true, // the manager the owner configured
 		"SubscribeEncoded": true, // rpc's optional fast path, found by type assertion
+		"Metrics":          true, // the operator's metrics (weft serve's /metrics)
 	}
 	iface := reflect.TypeFor[api.Host]()
 	typ := reflect.TypeFor[*host.Host]()

@@ -14,6 +14,7 @@ import (
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/config"
+	"weft.dev/weft/internal/telemetry"
 	"weft.dev/weft/process"
 	"weft.dev/weft/redact"
 	"weft.dev/weft/store"
@@ -49,13 +50,23 @@ type localHost struct {
 	// log is the logger the host was given, redacting the host's
 	// secrets: the one to give the RPC server too.
 	log *slog.Logger
+	// tracing exports the runs' spans; nil when the OTEL_* variables
+	// ask for no tracing.
+	tracing *telemetry.Tracing
 }
 
 // Close shuts the host (which releases its session leases and its hold
-// on the store), then its MCP servers and what the sessions' commands
-// shared, then closes the store.
+// on the store), flushes its trace spans, then its MCP servers and what
+// the sessions' commands shared, then closes the store.
 func (l *localHost) Close() {
 	l.host.Close()
+	if l.tracing != nil {
+		// The spans of the runs the host just ended go out, or are
+		// counted dropped, within a bounded time.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		l.tracing.Shutdown(ctx)
+		cancel()
+	}
 	l.mcp.Close()
 	l.sessions.Close()
 	l.store.Close()
@@ -141,6 +152,17 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	red := a.redactor(cfgFile, loc, mcfg)
 	log = slog.New(red.Handler(log.Handler()))
 	mcfg.Logger = log
+	// Traces go where the standard OTEL_* variables say, and nowhere
+	// when they say nothing (docs/operations.md).
+	tracing, err := telemetry.FromEnv(ctx, telemetry.Config{Getenv: a.getenv, ServiceVersion: version, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	defer func() {
+		if err != nil && tracing != nil {
+			tracing.Shutdown(context.Background())
+		}
+	}()
 	procs, err := process.New(process.Config{Store: st, Logger: log, BaseEnv: os.Environ(), Sandbox: sbx, Redactor: red})
 	if err != nil {
 		return nil, err
@@ -179,6 +201,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 		CheckpointDir: checkpointDir(cfgFile, state), CheckpointMaxFileBytes: cfgFile.Checkpoints.MaxFileBytes,
 		CheckpointMaxBytes: cfgFile.Checkpoints.MaxBytes,
 		Shared:             kind == oneShot,
+		TracerProvider:     tracing.TracerProvider(), TraceContent: tracing.Content(),
 		ResolveModel: func(name string) (*host.Model, error) {
 			m, err := config.Resolve(name, cfgFile, cfgPath, a.getenv)
 			if err != nil {
@@ -191,7 +214,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
-	return &localHost{host: h, store: st, tools: reg, mcp: servers, sessions: sbx.Sessions, log: log}, nil
+	return &localHost{host: h, store: st, tools: reg, mcp: servers, sessions: sbx.Sessions, log: log, tracing: tracing}, nil
 }
 
 // newMCP makes the MCP client of the config file's servers: commands in
@@ -218,8 +241,8 @@ func (a *app) mcpConfig(f config.File, stopGrace time.Duration) mcp.Config {
 
 // redactor returns the Redactor of every secret the host holds: the
 // providers' API keys (config.KeyEnv), the token (WEFT_TOKEN, or the
-// token file if there is one), the password of a PostgreSQL store's URL
-// and what the MCP servers' ${VAR} reach.
+// token file if there is one), the password of a PostgreSQL store's URL,
+// what the MCP servers' ${VAR} reach and the OTLP exporter's headers.
 func (a *app) redactor(f config.File, loc storeLoc, mcfg mcp.Config) *redact.Redactor {
 	var secrets []string
 	for _, k := range config.KeyEnv(f) {
@@ -238,6 +261,8 @@ func (a *app) redactor(f config.File, loc storeLoc, mcfg mcp.Config) *redact.Red
 		}
 	}
 	secrets = append(secrets, mcp.SecretsOf(mcfg)...)
+	// A collector's credentials ride in the OTLP headers.
+	secrets = append(secrets, telemetry.HeaderValues(a.getenv)...)
 	return redact.New(secrets...)
 }
 

@@ -268,6 +268,9 @@ func (c *statusCmd) Run(ctx context.Context, a *app) error {
 	if r.Usage.CostUSD > 0 {
 		fmt.Fprintf(a.stdout, " cost=%s", usd(r.Usage.CostUSD))
 	}
+	if r.TraceID != "" {
+		fmt.Fprintf(a.stdout, " trace=%s", r.TraceID)
+	}
 	if r.Error != nil {
 		fmt.Fprintf(a.stdout, " error=%s: %s", r.Error.Kind, r.Error.Message)
 	}

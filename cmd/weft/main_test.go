@@ -56,6 +56,8 @@ type testEnv struct {
 	dir   string
 	work  string
 	store string
+	// env is more of the commands' environment (NAME=value).
+	env []string
 }
 
 func newEnv(t *testing.T) *testEnv {
@@ -80,6 +82,7 @@ func (e *testEnv) cmd(args ...string) *exec.Cmd {
 	c := exec.Command(weftBin, args...)
 	c.Dir = e.work
 	c.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "XDG_CONFIG_HOME=" + filepath.Join(e.dir, "config"), "WEFT_STORE=" + e.store}
+	c.Env = append(c.Env, e.env...)
 	return c
 }
 

@@ -31,6 +31,7 @@ type serveCmd struct {
 	IdleTimeout    time.Duration `name:"idle-timeout" help:"How long a keep-alive connection may wait for its next request (default 60s)." placeholder:"DURATION"`
 	MaxIdleConns   int           `name:"max-idle-conns" help:"Connections kept while not in a request (new, slow to send a header, or idle); beyond it the oldest is closed, those that never authenticated first (default 1024)." placeholder:"N"`
 	MaxOpenConns   int           `name:"max-open-conns" help:"HTTP connections held at once; beyond it the oldest idle one is closed, or the new one (default: 3/4 of the open file limit)." placeholder:"N"`
+	MetricsListen  string        `name:"metrics-listen" help:"Also serve /metrics (Prometheus text) on this address WITHOUT authentication, for a scraper on a private network; /metrics on --listen takes the token like every other route." env:"WEFT_METRICS_LISTEN" placeholder:"ADDR"`
 	StreamMiB      int           `name:"stream-mib" help:"MiB that all SSE and WebSocket streams together may hold to write to their clients; a stream whose client stops reading is dropped (it resumes by cursor) when others wait (default 4)." placeholder:"MIB"`
 }
 
@@ -223,6 +224,13 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 		return fmt.Errorf("listen on %s: %w", c.Listen, err)
 	}
 	defer ln.Close()
+	var mln net.Listener
+	if c.MetricsListen != "" {
+		if mln, err = net.Listen("tcp", c.MetricsListen); err != nil {
+			return fmt.Errorf("--metrics-listen %s: %w", c.MetricsListen, err)
+		}
+		defer mln.Close()
+	}
 	if tcp, ok := ln.Addr().(*net.TCPAddr); c.InsecureNoAuth && (!ok || !tcp.IP.IsLoopback()) {
 		return fmt.Errorf("--insecure-no-auth: %s resolved to %s, which is not a loopback address", c.Listen, ln.Addr())
 	}
@@ -268,6 +276,10 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	mux.Handle("/mcp", srv.Authenticate(mcpserver.Handler(h.host, &mcpserver.Options{
 		Version: version, Transport: "mcp-http", Logger: log, Done: mcpDone,
 	})))
+	// /metrics is the operator's (docs/operations.md): behind the token
+	// here, open on --metrics-listen.
+	metrics := metricsHandler(h.host, h.tracing)
+	mux.Handle("/metrics", srv.Authenticate(metrics))
 	hs := rpc.NewHTTPServer(mux, rpc.ConnLimits{
 		IdleTimeout: c.IdleTimeout, MaxIdleConns: c.MaxIdleConns, MaxOpenConns: c.MaxOpenConns, Logger: log,
 	})
@@ -281,8 +293,16 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	} else {
 		defer removeHostFile()
 	}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
+	if mln != nil {
+		mmux := http.NewServeMux()
+		mmux.Handle("/metrics", metrics)
+		ms := &http.Server{Handler: mmux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+		go func() { errc <- ms.Serve(mln) }()
+		defer ms.Close()
+		log.Info("serving metrics without authentication", "addr", mln.Addr().String())
+	}
 	if c.InsecureNoAuth {
 		log.Warn("serving WITHOUT authentication (--insecure-no-auth): every user and program on this machine can drive this host", "addr", ln.Addr().String())
 	}

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"slices"
@@ -234,8 +235,16 @@ func (p *Projection) Apply(e event.Event) error {
 	r.LastSeq = e.Seq
 	switch e.Type {
 	case event.RunStarted:
+		var d event.RunStartedData
+		// Only a traced run's event has more than its model to read.
+		if bytes.Contains(e.Data, []byte(traceIDKey)) {
+			if err := e.Decode(&d); err != nil {
+				return err
+			}
+		}
 		t := e.Time
 		r.Status, r.StartedAt = RunRunning, &t
+		r.TraceID, r.SpanID = d.TraceID, d.SpanID
 		s.ActiveRunID = r.ID
 		p.dirty[r.ID] = true
 	case event.RunResumed:
@@ -462,3 +471,6 @@ func (p *Projection) Runs() []Run {
 	}
 	return out
 }
+
+// traceIDKey is the key of event.RunStartedData.TraceID in its JSON.
+const traceIDKey = `"traceId"`

@@ -123,6 +123,11 @@ type Run struct {
 	// Budget is the run's budget, if it has one, with the raises a person
 	// gave it.
 	Budget *event.Budget `json:"budget,omitempty"`
+	// TraceID and SpanID name the run's OpenTelemetry trace and span
+	// (from run.started) when the host that ran it traced runs; empty
+	// otherwise.
+	TraceID string `json:"traceId,omitempty"`
+	SpanID  string `json:"spanId,omitempty"`
 }
 
 // Spent is what the run has spent, as a budget counts it, at now.

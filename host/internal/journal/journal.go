@@ -77,6 +77,10 @@ type Config struct {
 	// not block or call back into the journal; the session owner uses it
 	// to learn that a run's terminal event is committed.
 	Committed func(batch []event.Event)
+	// AppendTook, if set, is called by the writer goroutine with how
+	// long each store transaction took (failed ones too), for the host's
+	// metrics. It must not block.
+	AppendTook func(time.Duration)
 }
 
 // Journal owns one session's log. All methods are safe for concurrent use;

@@ -274,7 +274,11 @@ func (j *Journal) commit(batch []event.Event, receipts []record.Receipt) (wakeIn
 		err = fmt.Errorf("%w: %w", store.ErrInvalid, applyErr)
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		began := time.Now()
 		err = j.cfg.Store.Append(ctx, b)
+		if j.cfg.AppendTook != nil {
+			j.cfg.AppendTook(time.Since(began))
+		}
 		cancel()
 	}
 	if err != nil && refused(err) {

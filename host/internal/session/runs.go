@@ -13,6 +13,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/host/internal/idem"
 	"weft.dev/weft/host/internal/reconcile"
+	"weft.dev/weft/host/internal/spans"
 	"weft.dev/weft/host/internal/transcript"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/record"
@@ -684,6 +685,19 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 	if maxSteps <= 0 {
 		maxSteps = s.cfg.MaxSteps
 	}
+	if s.spans != nil {
+		var parent spans.Parent
+		if resume {
+			// A resumed run's span continues its first execution's trace.
+			s.mu.Lock()
+			j := s.j
+			s.mu.Unlock()
+			if r, ok := j.Run(q.id); ok {
+				parent = spans.Parent{TraceID: r.TraceID, SpanID: r.SpanID}
+			}
+		}
+		run.TraceID, run.SpanID = s.spans.StartRun(q.id, m.Name, parent)
+	}
 	out, err := agent.Execute(ctx, agent.Config{
 		Provider: m.Provider, Model: m.Model, Tools: s.cfg.Tools, MaxSteps: maxSteps,
 		MaxTokens: m.MaxTokens, Logger: s.cfg.Logger,
@@ -692,6 +706,7 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 	if err != nil {
 		s.cfg.Logger.Error("run ended without its terminal event", "session", s.id, "run", q.id, "err", err)
 	}
+	s.spans.EndRun(q.id, out.Type)
 	return out
 }
 

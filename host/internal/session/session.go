@@ -32,6 +32,8 @@ import (
 	"weft.dev/weft/host/internal/idem"
 	"weft.dev/weft/host/internal/journal"
 	"weft.dev/weft/host/internal/reconcile"
+	"weft.dev/weft/host/internal/spans"
+	"weft.dev/weft/host/internal/stats"
 	"weft.dev/weft/host/internal/transcript"
 	"weft.dev/weft/llm"
 	"weft.dev/weft/policy"
@@ -136,6 +138,12 @@ type Config struct {
 	// Checkpoint, if set, checkpoints the read-write mounts around each
 	// step's tool calls (see agent.Run.Checkpoint), for session id.
 	Checkpoint func(ctx context.Context, id string, b *env.Binding, calls []event.ToolCall) func(context.Context) []event.Event
+	// Stats, if set, counts the session's run starts and ends, append
+	// latencies and lost leases for the host's metrics.
+	Stats *stats.Stats
+	// Spans, if set, traces the session's runs (a span per run, step,
+	// model call and tool call); nil traces nothing.
+	Spans *spans.Tracer
 }
 
 // MCPTools lists the tools of MCP servers for one step of a run in
@@ -203,6 +211,10 @@ type Session struct {
 	// conv is the transcript kept for the next run start; the journal's
 	// Committed hook feeds it.
 	conv *transcript.Cache
+
+	// spans are the open trace spans of the session's runs; nil when the
+	// host does not trace. The journal's Committed hook feeds it.
+	spans *spans.Session
 }
 
 // activeRun is the session's active run. While it executes, a goroutine
@@ -350,7 +362,7 @@ func newSession(cfg *Config, id string) (*Session, error) {
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s := &Session{cfg: cfg, id: id, ctx: ctx, cancel: cancel, lease: ls,
-		conv: transcript.NewCache(cfg.Transcripts), finished: make(chan struct{})}
+		conv: transcript.NewCache(cfg.Transcripts), finished: make(chan struct{}), spans: cfg.Spans.Session(id)}
 	s.deadlines = newDeadlines(s.expire)
 	s.Touch()
 	return s, nil
@@ -360,6 +372,9 @@ func (s *Session) journalConfig() journal.Config {
 	jc := s.cfg.Journal
 	jc.Store = s.cfg.Store
 	jc.Committed = s.committed
+	if s.cfg.Stats != nil {
+		jc.AppendTook = s.cfg.Stats.AppendTook
+	}
 	jc.Epoch = s.Epoch()
 	return jc
 }
@@ -438,6 +453,7 @@ func (s *Session) watchLease() {
 // while another holder has it.
 func (s *Session) lose(cause error) {
 	if s.drop() {
+		s.cfg.Stats.LostLease()
 		s.cfg.Logger.Error("session lease lost; dropping the session", "session", s.id, "epoch", s.Epoch(), "err", cause)
 		s.dropped()
 	}
@@ -474,6 +490,34 @@ func (s *Session) dropped() {
 
 // ID returns the session's ID.
 func (s *Session) ID() string { return s.id }
+
+// Holding is what a session holds at one moment, for the host's metrics.
+type Holding struct {
+	// Running is 1 while a run executes, Waiting 1 while it is parked
+	// for answers; Queued counts the runs behind it.
+	Running, Waiting, Queued int
+	// Subscribers counts the live subscriptions to the session's log.
+	Subscribers int
+}
+
+// Holding returns what the session holds now.
+func (s *Session) Holding() Holding {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var l Holding
+	if a := s.active; a != nil {
+		if a.parked {
+			l.Waiting = 1
+		} else {
+			l.Running = 1
+		}
+	}
+	l.Queued = len(s.queue)
+	if s.j != nil {
+		l.Subscribers = s.j.Subscribers()
+	}
+	return l
+}
 
 // Touch records a request, for idle unloading.
 func (s *Session) Touch() { s.used.Store(time.Now().UnixNano()) }
@@ -566,9 +610,13 @@ func storageErr(id string, cause error) error {
 }
 
 // committed is the journal's Committed hook: it folds the batch into the
-// kept transcript.
+// kept transcript, and into the runs' trace spans when the host traces.
 func (s *Session) committed(batch []event.Event) {
 	s.conv.Observe(batch)
+	s.cfg.Stats.Observe(batch)
+	if s.spans != nil {
+		s.spans.Observe(batch)
+	}
 }
 
 // track makes the done channel of run id, which settle closes once the
