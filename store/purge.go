@@ -108,15 +108,16 @@ type CandidatesParams struct {
 	Before string
 	Kept   int
 	// PageSize is how many session records are read at a time; zero
-	// means 200. The listing holds one page in memory.
+	// means 200. The listing holds two pages in memory.
 	PageSize int
 }
 
 // Candidates lists the sessions of log that p's retention would purge,
 // newest first, reading the sessions page by page, so that its memory is
-// one page whatever the store holds. A fork is newer than its source, so
+// bounded whatever the store holds. A fork is newer than its source, so
 // it is listed (and, by a caller that purges as it goes, purged) before
-// its source. A candidate the caller does not purge after all (the store
+// its source. The caller may purge each candidate as it gets it: the
+// listing reads a page ahead (two pages in memory). A candidate the caller does not purge after all (the store
 // refused it) does not change the count of the sessions after it: they
 // are beyond the newest MaxSessions all the same.
 //
@@ -130,12 +131,23 @@ func Candidates(ctx context.Context, log SessionLog, p CandidatesParams) iter.Se
 		if size <= 0 {
 			size = 200
 		}
-		before := p.Before
-		for {
+		list := func(before string) ([]record.Session, error) {
 			page, err := log.Sessions(ctx, ListSessionsParams{Before: before, Limit: size, IncludeDeleted: true})
 			if err != nil {
-				yield(Candidate{}, fmt.Errorf("list sessions for retention: %w", err))
-				return
+				return nil, fmt.Errorf("list sessions for retention: %w", err)
+			}
+			return page, nil
+		}
+		page, err := list(p.Before)
+		for err == nil && len(page) > 0 {
+			// The next page is read before this one's candidates are
+			// yielded: a caller that purges them may purge the session
+			// the next page is read after.
+			var next []record.Session
+			if len(page) == size {
+				if next, err = list(page[len(page)-1].ID); err != nil {
+					break
+				}
 			}
 			for _, s := range page {
 				kept := p.Kept
@@ -145,10 +157,10 @@ func Candidates(ctx context.Context, log SessionLog, p CandidatesParams) iter.Se
 					}
 				}
 			}
-			if len(page) < size {
-				return
-			}
-			before = page[len(page)-1].ID
+			page = next
+		}
+		if err != nil {
+			yield(Candidate{}, err)
 		}
 	}
 }

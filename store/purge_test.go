@@ -25,8 +25,11 @@ func (l *listing) Sessions(_ context.Context, p store.ListSessionsParams) ([]rec
 	i := 0
 	if p.Before != "" {
 		i = slices.IndexFunc(l.list, func(s record.Session) bool { return s.ID == p.Before }) + 1
+		if i == 0 {
+			return nil, store.ErrNotFound
+		}
 	}
-	return l.list[i:min(i+p.Limit, len(l.list))], nil
+	return slices.Clone(l.list[i:min(i+p.Limit, len(l.list))]), nil
 }
 
 func TestCandidates(t *testing.T) {
@@ -88,5 +91,19 @@ func TestCandidates(t *testing.T) {
 	got := run(store.CandidatesParams{Retention: store.Retention{MaxSessions: 3}, Before: first.Session.ID, Kept: first.Kept})
 	if diff := cmp.Diff([]string{"old:count", "fourth:count"}, got); diff != "" {
 		t.Errorf("resumed (-want +got):\n%s", diff)
+	}
+
+	// A caller that purges each candidate as it gets it (here the
+	// session that ends a page, "busy"... "third") sees the whole list.
+	var purged []string
+	for c, err := range store.Candidates(context.Background(), l, store.CandidatesParams{Retention: store.Retention{MaxAge: time.Minute}, Now: now, PageSize: 3}) {
+		if err != nil {
+			t.Fatalf("listing while purging: %v", err)
+		}
+		purged = append(purged, c.Session.ID)
+		l.list = slices.DeleteFunc(l.list, func(s record.Session) bool { return s.ID == c.Session.ID })
+	}
+	if diff := cmp.Diff([]string{"new", "del-new", "mid", "del-old", "third", "old", "fourth"}, purged); diff != "" {
+		t.Errorf("purged while listing (-want +got):\n%s", diff)
 	}
 }
