@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host/internal/checkpoint"
+	"weft.dev/weft/internal/lease"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/record"
 )
@@ -259,7 +262,7 @@ func (h *Host) purgeSession(ctx context.Context, purger store.Purger, id string)
 		}
 	}
 	if err == nil {
-		err = purger.Purge(ctx, id)
+		err = h.purgeLeased(ctx, purger, id)
 	}
 	h.mu.Lock()
 	switch {
@@ -280,6 +283,32 @@ func (h *Host) purgeSession(ctx context.Context, purger store.Purger, id string)
 	h.mu.Unlock()
 	close(ph.ready)
 	return err
+}
+
+// purgeLeased purges session id holding its flock lease (LockDir), so
+// that another process on this machine that has the session loaded (a
+// `weft run`, a terminal UI sharing the store) keeps it: the purge is
+// refused with store.ErrInUse. Stores whose leases are rows (PostgreSQL)
+// check the live leases in the purge's own transaction.
+func (h *Host) purgeLeased(ctx context.Context, purger store.Purger, id string) error {
+	if d, ok := h.scfg.Leases.(lease.Dir); ok {
+		l, err := d.Acquire(ctx, id)
+		if errors.Is(err, store.ErrLeaseHeld) {
+			return fmt.Errorf("%w: %w", store.ErrInUse, err)
+		} else if err != nil {
+			return err
+		}
+		defer l.Release(context.WithoutCancel(ctx))
+		if err := purger.Purge(ctx, id); err != nil {
+			return err
+		}
+		// The lock file goes too, while it is held: a process that opens
+		// it meanwhile finds it locked, and one that comes later finds
+		// the session gone.
+		os.Remove(filepath.Join(d.Path, id+".lock"))
+		return nil
+	}
+	return purger.Purge(ctx, id)
 }
 
 // sweepBlobs marks the blobs the checkpoints of every remaining session

@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -283,4 +285,40 @@ func TestRetentionSweepsBlobs(t *testing.T) {
 func sorted(s ...string) []string {
 	slices.Sort(s)
 	return s
+}
+
+// TestRetentionLeavesAnotherProcessesSession: a session another process
+// on this machine has loaded (it holds the session's flock) is left; once
+// it lets go, the session is purged with its lock file.
+func TestRetentionLeavesAnotherProcessesSession(t *testing.T) {
+	locks := t.TempDir()
+	h, st := newHostWith(t, func(c *host.Config) {
+		c.LockDir = locks
+		c.Retention = host.Retention{Policy: store.Retention{MaxAge: time.Nanosecond}, Interval: -1}
+	})
+	ctx := context.Background()
+	sid := session(t, h, "scripted:fast")
+	runOnce(t, h, sid, "one")
+	res, err := h.PruneSessions(ctx, api.PruneParams{})
+	if err != nil || res.PurgedCount != 1 {
+		t.Fatalf("prune: %+v, %v", res, err)
+	}
+	if _, err := os.Stat(filepath.Join(locks, sid+".lock")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the purged session's lock file: %v", err)
+	}
+
+	// Another host on the store (another process on this machine, as
+	// far as the flocks go) has a session loaded.
+	other, _ := newHostWith(t, func(c *host.Config) { c.Store, c.LockDir, c.Shared = st, locks, true })
+	sid = session(t, other, "scripted:fast")
+	runOnce(t, other, sid, "one")
+	res, err = h.PruneSessions(ctx, api.PruneParams{})
+	if err != nil || res.PurgedCount != 0 || res.SkippedCount != 1 || !strings.Contains(res.Skipped[0].Error, "in use") {
+		t.Fatalf("prune of a session another process holds: %+v, %v", res, err)
+	}
+	runOnce(t, other, sid, "two") // it goes on there
+	other.Close()
+	if res, err = h.PruneSessions(ctx, api.PruneParams{}); err != nil || res.PurgedCount != 1 || !purged(t, h, st, sid) {
+		t.Fatalf("prune once the other process let go: %+v, %v", res, err)
+	}
 }

@@ -206,6 +206,10 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 		}()
 		hostLeases = leases
 	}
+	ret, err := cfgFile.Retention.Settings()
+	if err != nil {
+		return nil, err
+	}
 	pol := cfgFile.Policy
 	if o.policy != nil {
 		pol = *o.policy
@@ -217,7 +221,9 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 		LockDir:          locks, Leases: hostLeases, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
 		CheckpointDir: checkpointDir(cfgFile, state), CheckpointMaxFileBytes: cfgFile.Checkpoints.MaxFileBytes,
 		CheckpointMaxBytes: cfgFile.Checkpoints.MaxBytes,
-		Shared:             kind == oneShot,
+		Retention: host.Retention{Policy: ret.Policy, Interval: ret.Interval, PassTime: ret.PassTime, Batch: ret.Batch,
+			SweepInterval: ret.SweepInterval, BlobGrace: ret.BlobGrace},
+		Shared: kind == oneShot,
 		ResolveModel: func(name string) (*host.Model, error) {
 			m, err := config.Resolve(name, cfgFile, cfgPath, a.getenv)
 			if err != nil {

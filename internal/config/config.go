@@ -60,6 +60,9 @@ type File struct {
 	// Checkpoints configures the file checkpoints that session/rewind
 	// with files restores from (docs/config.md); on by default.
 	Checkpoints Checkpoints `json:"checkpoints,omitzero"`
+	// Retention is the retention policy of ended sessions and the
+	// checkpoint blobs (docs/config.md); none by default.
+	Retention Retention `json:"retention,omitzero"`
 }
 
 // Checkpoints are the file checkpoints' settings. The host keeps, under
@@ -257,7 +260,7 @@ func Load(path string) (File, error) {
 
 // Keys lists the top-level keys of the file, in the order of docs/config.md.
 func Keys() []string {
-	return []string{"defaultModel", "store", "maxSteps", "models", "unsandboxed", "network", "limits", "policy", "inputTimeoutMs", "mcpServers", "mcpSessionEnv", "checkpoints"}
+	return []string{"defaultModel", "store", "maxSteps", "models", "unsandboxed", "network", "limits", "policy", "inputTimeoutMs", "mcpServers", "mcpSessionEnv", "checkpoints", "retention"}
 }
 
 // modelKeys lists the keys of a named model.
@@ -296,6 +299,9 @@ func Parse(b []byte) (File, error) {
 	}
 	if c := f.Checkpoints; c.MaxFileBytes < 0 || c.MaxBytes < 0 {
 		return f, fmt.Errorf("%s: checkpoints: maxFileBytes and maxBytes want a positive number of bytes (or leave them out for 64 MiB and 1 GiB)", keyPosition(b, "checkpoints"))
+	}
+	if _, err := f.Retention.Settings(); err != nil {
+		return f, fmt.Errorf("%s: %w", keyPosition(b, "retention"), err)
 	}
 	if f.InputTimeoutMs < 0 {
 		return f, fmt.Errorf("%s: inputTimeoutMs %d: want milliseconds, or 0 for no limit", keyPosition(b, "inputTimeoutMs"), f.InputTimeoutMs)
