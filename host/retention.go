@@ -138,21 +138,20 @@ func (h *Host) prune(ctx context.Context, run pruneRun) (*api.PruneResult, error
 		res.Policy.DeletedAfter = pol.DeletedAfter.String()
 	}
 	purger, ok := h.cfg.Store.(store.Purger)
-	if !ok {
-		if pol.IsZero() && h.ckpt == nil {
-			return res, nil
-		}
+	if !ok && !pol.IsZero() {
 		return nil, fmt.Errorf("host: retention: the store (%T) cannot purge sessions", h.cfg.Store)
 	}
 	if !h.ret.mu.TryLock() {
 		return nil, fmt.Errorf("host: retention: %w", store.ErrLeaseHeld)
 	}
 	defer h.ret.mu.Unlock()
-	unlock, err := purger.LockRetention(ctx)
-	if err != nil {
-		return nil, err
+	if ok {
+		unlock, err := purger.LockRetention(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
 	}
-	defer unlock()
 
 	complete, err := h.purgeCandidates(ctx, purger, run, res)
 	if err != nil {

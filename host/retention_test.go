@@ -322,3 +322,38 @@ func TestRetentionLeavesAnotherProcessesSession(t *testing.T) {
 		t.Fatalf("prune once the other process let go: %+v, %v", res, err)
 	}
 }
+
+// TestRetentionInBatches: a background pass purges at most Batch
+// sessions; the next pass goes on with the rest.
+func TestRetentionInBatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h, st := newHostWith(t, func(c *host.Config) {
+			c.Retention = host.Retention{Policy: store.Retention{MaxAge: time.Hour}, Interval: time.Minute, Batch: 2}
+		})
+		var ids []string
+		for range 5 {
+			ids = append(ids, session(t, h, "scripted:fast"))
+		}
+		left := func() int {
+			n := 0
+			for _, id := range ids {
+				if !purged(t, h, st, id) {
+					n++
+				}
+			}
+			return n
+		}
+		time.Sleep(time.Hour - 30*time.Second) // not yet old enough
+		synctest.Wait()
+		if n := left(); n != 5 {
+			t.Fatalf("%d sessions left before the pass, want 5", n)
+		}
+		for _, want := range []int{3, 1, 0} {
+			time.Sleep(time.Minute)
+			synctest.Wait()
+			if n := left(); n != want {
+				t.Fatalf("%d sessions left, want %d", n, want)
+			}
+		}
+	})
+}
