@@ -263,6 +263,11 @@ func (h *Host) purgeSession(ctx context.Context, purger store.Purger, id string)
 	if err == nil {
 		err = h.purgeLeased(ctx, purger, id)
 	}
+	if err == nil && h.cfg.ScratchDir != "" {
+		// Its scratch mounts go with it (a deleted session's went at
+		// its deletion).
+		os.RemoveAll(filepath.Join(h.cfg.ScratchDir, id))
+	}
 	h.mu.Lock()
 	switch {
 	case kept:

@@ -291,17 +291,23 @@ func sorted(s ...string) []string {
 // on this machine has loaded (it holds the session's flock) is left; once
 // it lets go, the session is purged with its lock file.
 func TestRetentionLeavesAnotherProcessesSession(t *testing.T) {
-	locks := t.TempDir()
+	locks, scratch := t.TempDir(), t.TempDir()
 	h, st := newHostWith(t, func(c *host.Config) {
-		c.LockDir = locks
+		c.LockDir, c.ScratchDir = locks, scratch
 		c.Retention = host.Retention{Policy: store.Retention{MaxAge: time.Nanosecond}, Interval: -1}
 	})
 	ctx := context.Background()
 	sid := session(t, h, "scripted:fast")
 	runOnce(t, h, sid, "one")
+	if err := os.MkdirAll(filepath.Join(scratch, sid, "tmp"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	res, err := h.PruneSessions(ctx, api.PruneParams{})
 	if err != nil || res.PurgedCount != 1 {
 		t.Fatalf("prune: %+v, %v", res, err)
+	}
+	if _, err := os.Stat(filepath.Join(scratch, sid)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the purged session's scratch directory: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(locks, sid+".lock")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the purged session's lock file: %v", err)
