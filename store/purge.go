@@ -86,15 +86,11 @@ const (
 	ReasonDeleted = "deleted" // deleted longer than DeletedAfter ago
 )
 
-// Candidate is a session a retention policy would purge, why (one of
-// the Reason* constants), and where a listing that stops after it
-// resumes ([CandidatesParams.Before] is its Session.ID).
+// Candidate is a session a retention policy would purge, and why (one
+// of the Reason* constants).
 type Candidate struct {
 	Session record.Session
 	Reason  string
-	// Kept is how many sessions the listing kept before this one, for
-	// CandidatesParams.Kept.
-	Kept int
 }
 
 // CandidatesParams configure [Candidates].
@@ -102,11 +98,6 @@ type CandidatesParams struct {
 	Retention
 	// Now is the time ages are measured from.
 	Now time.Time
-	// Before resumes a listing after this session (a [Candidate]'s
-	// Session.ID), with Kept its Candidate.Kept, so that MaxSessions
-	// counts on; empty starts from the newest session with Kept zero.
-	Before string
-	Kept   int
 	// PageSize is how many session records are read at a time; zero
 	// means 200. The listing holds two pages in memory.
 	PageSize int
@@ -117,9 +108,12 @@ type CandidatesParams struct {
 // bounded whatever the store holds. A fork is newer than its source, so
 // it is listed (and, by a caller that purges as it goes, purged) before
 // its source. The caller may purge each candidate as it gets it: the
-// listing reads a page ahead (two pages in memory). A candidate the caller does not purge after all (the store
-// refused it) does not change the count of the sessions after it: they
-// are beyond the newest MaxSessions all the same.
+// listing reads a page ahead (two pages in memory). A listing always
+// starts from the newest session, which MaxSessions counts from; a caller
+// that stops early lists again, and what it purged is gone. A candidate
+// the caller does not purge after all (the store refused it) does not
+// change the count of the sessions after it: they are beyond the newest
+// MaxSessions all the same.
 //
 // The iterator is single-use; an error of the store ends it.
 func Candidates(ctx context.Context, log SessionLog, p CandidatesParams) iter.Seq2[Candidate, error] {
@@ -138,7 +132,8 @@ func Candidates(ctx context.Context, log SessionLog, p CandidatesParams) iter.Se
 			}
 			return page, nil
 		}
-		page, err := list(p.Before)
+		kept := 0
+		page, err := list("")
 		for err == nil && len(page) > 0 {
 			// The next page is read before this one's candidates are
 			// yielded: a caller that purges them may purge the session
@@ -150,9 +145,8 @@ func Candidates(ctx context.Context, log SessionLog, p CandidatesParams) iter.Se
 				}
 			}
 			for _, s := range page {
-				kept := p.Kept
-				if reason := p.reason(s); reason != "" {
-					if !yield(Candidate{Session: s, Reason: reason, Kept: kept}, nil) {
+				if reason := p.reason(s, &kept); reason != "" {
+					if !yield(Candidate{Session: s, Reason: reason}, nil) {
 						return
 					}
 				}
@@ -166,11 +160,11 @@ func Candidates(ctx context.Context, log SessionLog, p CandidatesParams) iter.Se
 }
 
 // reason says why p's retention purges s, or "" if it keeps s, counting
-// a session it keeps that is not deleted in p.Kept.
-func (p *CandidatesParams) reason(s record.Session) string {
+// a session it keeps that is not deleted in kept.
+func (p *CandidatesParams) reason(s record.Session, kept *int) string {
 	if s.ActiveRunID != "" {
 		if !s.Deleted {
-			p.Kept++
+			*kept++
 		}
 		return ""
 	}
@@ -185,9 +179,9 @@ func (p *CandidatesParams) reason(s record.Session) string {
 		return ReasonAge
 	case s.Deleted:
 		return ""
-	case p.MaxSessions > 0 && p.Kept >= p.MaxSessions:
+	case p.MaxSessions > 0 && *kept >= p.MaxSessions:
 		return ReasonCount
 	}
-	p.Kept++
+	*kept++
 	return ""
 }

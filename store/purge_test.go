@@ -79,20 +79,6 @@ func TestCandidates(t *testing.T) {
 		})
 	}
 
-	// A listing resumed after a candidate counts on from its Kept.
-	var first store.Candidate
-	for c := range store.Candidates(context.Background(), l, store.CandidatesParams{Retention: store.Retention{MaxSessions: 3}, Now: now, PageSize: 3}) {
-		first = c
-		break
-	}
-	if first.Session.ID != "third" || first.Kept != 3 {
-		t.Fatalf("first candidate = %s kept %d, want third kept 3", first.Session.ID, first.Kept)
-	}
-	got := run(store.CandidatesParams{Retention: store.Retention{MaxSessions: 3}, Before: first.Session.ID, Kept: first.Kept})
-	if diff := cmp.Diff([]string{"old:count", "fourth:count"}, got); diff != "" {
-		t.Errorf("resumed (-want +got):\n%s", diff)
-	}
-
 	// A caller that purges each candidate as it gets it (here the
 	// session that ends a page, "busy"... "third") sees the whole list.
 	var purged []string
