@@ -120,8 +120,8 @@ func (h *Host) PruneSessions(ctx context.Context, p api.PruneParams) (*api.Prune
 }
 
 // pruneRun says how one pass runs: in the background (bounded by
-// PassTime and Batch, resuming where the last stopped, sweeping blobs at
-// most every SweepInterval) or on request (the whole listing, and a
+// PassTime and Batch, sweeping blobs at most every SweepInterval, and
+// after a listing it went through) or on request (the whole listing, and a
 // sweep); dry lists and removes nothing.
 type pruneRun struct {
 	background, dry bool
@@ -145,15 +145,7 @@ func (h *Host) prune(ctx context.Context, run pruneRun) (*api.PruneResult, error
 		return nil, fmt.Errorf("host: retention: %w", store.ErrLeaseHeld)
 	}
 	defer h.ret.mu.Unlock()
-	if ok {
-		unlock, err := purger.LockRetention(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer unlock()
-	}
-
-	complete, err := h.purgeCandidates(ctx, purger, run, res)
+	complete, err := h.purgeLocked(ctx, purger, run, res)
 	if err != nil {
 		return res, err
 	}
@@ -173,6 +165,26 @@ func (h *Host) prune(ctx context.Context, run pruneRun) (*api.PruneResult, error
 		h.ret.lastSweep = time.Now()
 	}
 	return res, nil
+}
+
+// purgeLocked runs purgeCandidates under the store's retention lock,
+// which keeps the passes of all hosts apart. A background pass that finds
+// another host's pass under way leaves the purges to it and reports the
+// listing complete: this host's blobs (its own checkpoint directory) may
+// still be swept, and a sweep while another host purges only keeps more
+// than it must. Called with h.ret.mu held.
+func (h *Host) purgeLocked(ctx context.Context, purger store.Purger, run pruneRun, res *api.PruneResult) (complete bool, err error) {
+	if h.cfg.Retention.Policy.IsZero() {
+		return true, nil
+	}
+	unlock, err := purger.LockRetention(ctx)
+	if run.background && errors.Is(err, store.ErrLeaseHeld) {
+		return true, nil
+	} else if err != nil {
+		return false, err
+	}
+	defer unlock()
+	return h.purgeCandidates(ctx, purger, run, res)
 }
 
 // purgeCandidates purges (dry: lists) the sessions the policy selects
