@@ -46,6 +46,8 @@ type Host interface {
 	ForkSession(ctx context.Context, p ForkSessionParams) (*ForkResult, error)
 	// RewindSession implements [SessionRewind].
 	RewindSession(ctx context.Context, p RewindParams) (*RewindResult, error)
+	// PruneSessions implements [SessionPrune].
+	PruneSessions(ctx context.Context, p PruneParams) (*PruneResult, error)
 
 	// StartRun implements [RunStart].
 	StartRun(ctx context.Context, p StartRunParams) (*RunResult, error)

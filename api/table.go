@@ -36,6 +36,8 @@ var (
 		Doc: "Compact a session's conversation now: a summary by its model replaces what the next request sends; the log keeps everything.", call: Host.CompactSession}
 	SessionFork = Method[ForkSessionParams, ForkResult]{Name: MethodSessionFork, Mutating: true,
 		Doc: "Create a session whose history is another's up to a seq (stored once, by reference); it goes on on its own.", call: Host.ForkSession}
+	SessionPrune = Method[PruneParams, PruneResult]{Name: MethodSessionPrune,
+		Doc: "Run a retention pass now: purge the ended sessions the host's retention policy selects, then sweep the checkpoint blobs no session references (dryRun lists them).", call: Host.PruneSessions}
 	SessionRewind = Method[RewindParams, RewindResult]{Name: MethodSessionRewind, Mutating: true,
 		Doc: "Rewind the conversation (and with files, the read-write mounts' files) to an earlier seq; records session.rewound.", call: Host.RewindSession}
 
@@ -118,6 +120,7 @@ func Methods() []Descriptor {
 		SessionCreate, SessionGet, SessionList, SessionUpdate, SessionDelete,
 		SessionCompact,
 		SessionFork, SessionRewind,
+		SessionPrune,
 		RunStart, RunGet, RunList, RunWait, RunSteer, RunCancel,
 		EventsRead, EventsSubscribe, EventsUnsubscribe,
 		ToolsList,

@@ -261,6 +261,11 @@ func (c *Client) CompactSession(ctx context.Context, p api.CompactParams) (*api.
 	return call(ctx, c, api.SessionCompact, p)
 }
 
+// PruneSessions calls session/prune.
+func (c *Client) PruneSessions(ctx context.Context, p api.PruneParams) (*api.PruneResult, error) {
+	return call(ctx, c, api.SessionPrune, p)
+}
+
 // StartRun calls run/start.
 func (c *Client) StartRun(ctx context.Context, p api.StartRunParams) (*api.RunResult, error) {
 	return call(ctx, c, api.RunStart, p)

@@ -66,8 +66,9 @@ func kindOf(err error) api.Kind {
 	case errors.Is(err, store.ErrReceiptExists):
 		return api.KindIdempotencyConflict
 	case errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrLeaseHeld), errors.Is(err, process.ErrEnded), errors.Is(err, process.ErrCancelled),
-		errors.Is(err, agent.ErrSteersClosed):
-		// The session has another owner, or the process or run is over.
+		errors.Is(err, agent.ErrSteersClosed), errors.Is(err, store.ErrInUse), errors.Is(err, store.ErrForkSource):
+		// The session has another owner, or the process or run is over;
+		// or a purge found the session busy, or a fork's source.
 		return api.KindRunConflict
 	case errors.Is(err, process.ErrDenied), errors.Is(err, env.ErrDenied), errors.Is(err, env.ErrProtected):
 		return api.KindDenied

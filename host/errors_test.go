@@ -46,6 +46,8 @@ func TestEverySentinelHasAKind(t *testing.T) {
 		{"store.ErrReceiptExists", store.ErrReceiptExists, api.KindIdempotencyConflict},
 		{"store.ErrFenced", store.ErrFenced, api.KindRunConflict},
 		{"store.ErrLeaseHeld", store.ErrLeaseHeld, api.KindRunConflict},
+		{"store.ErrInUse", store.ErrInUse, api.KindRunConflict},
+		{"store.ErrForkSource", store.ErrForkSource, api.KindRunConflict},
 		{"process.ErrNotFound", process.ErrNotFound, api.KindNotFound},
 		{"process.ErrDenied", process.ErrDenied, api.KindDenied},
 		{"process.ErrEnded", process.ErrEnded, api.KindRunConflict},

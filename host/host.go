@@ -210,6 +210,12 @@ type Config struct {
 	// input, the model's output, tool calls' arguments and results (each
 	// cut to 16 KiB). False keeps every text out of traces.
 	TraceContent bool
+	// Retention purges ended sessions and sweeps checkpoint blobs no
+	// session references, in the background (unless Shared) and on
+	// session/prune; see [Retention]. The zero value purges no session
+	// and sweeps blobs hourly (with CheckpointDir). Purging needs a store
+	// that implements [store.Purger] (every store of weft does).
+	Retention Retention
 }
 
 // Host is a registry of session owners. Its methods are safe for
@@ -246,6 +252,9 @@ type Host struct {
 
 	keyLocks [64]sync.Mutex // striped by idempotency key
 	seed     maphash.Seed
+
+	// ret is the state of the retention passes (retention.go).
+	ret retention
 }
 
 // entry is a session in the registry: loading (ready open) or loaded.
@@ -308,6 +317,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.NewID == nil {
 		cfg.NewID = ids.New
 	}
+	cfg.Retention.defaults()
 	if cfg.Protected == nil {
 		cfg.Protected = env.NewProtected()
 	}
@@ -403,6 +413,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		}
 	}
 	if !h.goBackground(h.housekeeping) {
+		return nil, ErrClosed
+	}
+	if !cfg.Shared && cfg.Retention.Interval > 0 && (!cfg.Retention.Policy.IsZero() || h.ckpt != nil) && !h.goBackground(h.retainLoop) {
 		return nil, ErrClosed
 	}
 	if len(held) > 0 && !h.goBackground(func() { h.recoverHeld(held) }) {
@@ -653,8 +666,20 @@ func (h *Host) Close() error {
 // session returns the loaded owner of session id, loading it (lease,
 // journal, reconciliation) on first use. The load happens outside the
 // registry lock: requests to other sessions go on meanwhile, and
-// concurrent requests to this one wait for the same load.
+// concurrent requests to this one wait for the same load (or purge: see
+// retention.go, after which it loads again unless the purge removed it).
 func (h *Host) session(ctx context.Context, id string) (*session.Session, error) {
+	for {
+		s, err := h.sessionOnce(ctx, id)
+		if err != errReload {
+			return s, err
+		}
+	}
+}
+
+// sessionOnce is session, but returns errReload when the entry it waited
+// for was a purge's that removed nothing.
+func (h *Host) sessionOnce(ctx context.Context, id string) (*session.Session, error) {
 	if id == "" {
 		return nil, api.Errorf(api.KindInvalidParams, "sessionId is required").With("field", "sessionId")
 	}

@@ -188,6 +188,10 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 			servers.Close()
 		}
 	}()
+	ret, err := cfgFile.Retention.Settings()
+	if err != nil {
+		return nil, err
+	}
 	pol := cfgFile.Policy
 	if o.policy != nil {
 		pol = *o.policy
@@ -200,8 +204,10 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 		Name:             holder, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
 		CheckpointDir: checkpointDir(cfgFile, state), CheckpointMaxFileBytes: cfgFile.Checkpoints.MaxFileBytes,
 		CheckpointMaxBytes: cfgFile.Checkpoints.MaxBytes,
-		Shared:             kind == oneShot,
-		TracerProvider:     tracing.TracerProvider(), TraceContent: tracing.Content(),
+		Retention: host.Retention{Policy: ret.Policy, Interval: ret.Interval, PassTime: ret.PassTime, Batch: ret.Batch,
+			SweepInterval: ret.SweepInterval, BlobGrace: ret.BlobGrace},
+		Shared:         kind == oneShot,
+		TracerProvider: tracing.TracerProvider(), TraceContent: tracing.Content(),
 		ResolveModel: func(name string) (*host.Model, error) {
 			m, err := config.Resolve(name, cfgFile, cfgPath, a.getenv)
 			if err != nil {

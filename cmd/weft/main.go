@@ -72,6 +72,7 @@ type cli struct {
 	MCPServer mcpServerCmd `cmd:"" name:"mcp-server" help:"Serve weft to other agents as MCP tools on stdin/stdout: start, await, read, steer and cancel runs, answer approvals."`
 	Fork      forkCmd      `cmd:"" help:"Make a new session whose history is a session's up to an event (through the host, or a host in this process)."`
 	Rewind    rewindCmd    `cmd:"" help:"Take a session back to an event: its conversation, and with --files its mounts' files (through the host, or a host in this process)."`
+	GC        gcCmd        `cmd:"" name:"gc" help:"Purge the ended sessions the retention policy selects and remove unreferenced checkpoint blobs now (through the host, or a host in this process); --dry-run lists."`
 }
 
 // app carries what every command needs: the streams and the environment.

@@ -64,6 +64,9 @@ type File struct {
 	// (docs/config.md): a client's own budget is laid over them, field
 	// by field.
 	Budgets Budgets `json:"budgets,omitzero"`
+	// Retention is the retention policy of ended sessions and the
+	// checkpoint blobs (docs/config.md); none by default.
+	Retention Retention `json:"retention,omitzero"`
 }
 
 // Budgets are the host's default budgets (host.Budgets).
@@ -273,7 +276,7 @@ func Load(path string) (File, error) {
 
 // Keys lists the top-level keys of the file, in the order of docs/config.md.
 func Keys() []string {
-	return []string{"defaultModel", "store", "maxSteps", "models", "unsandboxed", "network", "limits", "policy", "inputTimeoutMs", "mcpServers", "mcpSessionEnv", "checkpoints", "budgets"}
+	return []string{"defaultModel", "store", "maxSteps", "models", "unsandboxed", "network", "limits", "policy", "inputTimeoutMs", "mcpServers", "mcpSessionEnv", "checkpoints", "budgets", "retention"}
 }
 
 // modelKeys lists the keys of a named model.
@@ -323,6 +326,9 @@ func Parse(b []byte) (File, error) {
 	}
 	if err := f.Budgets.Host.CheckHost("budgets.host"); err != nil {
 		return f, fmt.Errorf("%s: %w", keyPosition(b, "budgets"), err)
+	}
+	if _, err := f.Retention.Settings(); err != nil {
+		return f, fmt.Errorf("%s: %w", keyPosition(b, "retention"), err)
 	}
 	if f.InputTimeoutMs < 0 {
 		return f, fmt.Errorf("%s: inputTimeoutMs %d: want milliseconds, or 0 for no limit", keyPosition(b, "inputTimeoutMs"), f.InputTimeoutMs)

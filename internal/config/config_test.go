@@ -94,14 +94,14 @@ func TestKeysDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range slices.Concat(Keys(), modelKeys, mcpKeys(), limitsKeys, limitKeys) {
+	for _, k := range slices.Concat(Keys(), modelKeys, mcpKeys(), limitsKeys, limitKeys, retentionKeys) {
 		if !strings.Contains(string(doc), "`"+k+"`") {
 			t.Errorf("docs/config.md does not document %q", k)
 		}
 	}
 	// Keys and modelKeys are complete.
 	for typ, keys := range map[reflect.Type][]string{reflect.TypeFor[File](): Keys(), reflect.TypeFor[Model](): modelKeys, reflect.TypeFor[event.MCPServer](): mcpKeys(),
-		reflect.TypeFor[Limits](): limitsKeys, reflect.TypeFor[event.Limits](): limitKeys} {
+		reflect.TypeFor[Limits](): limitsKeys, reflect.TypeFor[event.Limits](): limitKeys, reflect.TypeFor[Retention](): retentionKeys} {
 		var fields []string
 		for f := range typ.Fields() {
 			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")

@@ -71,6 +71,10 @@ type Dir struct {
 	Path string
 }
 
+// File returns the path of session sessionID's lock file, for a purge
+// to remove it (while holding it).
+func (d Dir) File(sessionID string) string { return filepath.Join(d.Path, sessionID+".lock") }
+
 // Acquire implements [store.Leases]. It does not block: a session another
 // process holds fails with a [*store.LeaseHeldError] naming the lock file.
 func (d Dir) Acquire(_ context.Context, sessionID string) (store.Lease, error) {

@@ -40,6 +40,8 @@ type Store struct {
 	runLast  map[string]int64      // run ID -> seq of its last event
 	requests map[string][]byte     // request ID -> JSON record
 	snaps    map[snapKey]record.Snapshot
+	// retention is the retention lock (see purge.go).
+	retention sync.Mutex
 }
 
 type snapKey struct{ session, kind string }

@@ -38,6 +38,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	msqlite "modernc.org/sqlite"
@@ -97,6 +98,8 @@ type Store struct {
 
 	w *writer // all writes
 	r *sql.DB // read-only pool
+	// retention is the retention lock (see purge.go).
+	retention sync.Mutex
 }
 
 // reads are the reads of every SQL store. Embedded under this name, they
@@ -383,7 +386,8 @@ func appendTx(tx *wtx, b store.Batch, recs sqlstore.Records) error {
 // branch on, which already say what went wrong and where.
 func isStoreError(err error) bool {
 	return errors.Is(err, store.ErrSeqConflict) || errors.Is(err, store.ErrInvalid) ||
-		errors.Is(err, store.ErrReceiptExists) || errors.Is(err, store.ErrNotFound)
+		errors.Is(err, store.ErrReceiptExists) || errors.Is(err, store.ErrNotFound) ||
+		errors.Is(err, store.ErrInUse) || errors.Is(err, store.ErrForkSource)
 }
 
 // insertReceipts stores the receipts of a batch of a session or process

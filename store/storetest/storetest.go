@@ -92,6 +92,10 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"ProcessOutputLost", testProcessOutputLost},
 		{"ProcessClose", testProcessClose},
 		{"ProcessReceipts", testProcessReceipts},
+		{"Purge", testPurge},
+		{"PurgeRefused", testPurgeRefused},
+		{"PurgeForkSource", testPurgeForkSource},
+		{"RetentionLock", testRetentionLock},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -75,6 +75,9 @@ type Store struct {
 	cfg Config
 	mu  sync.Mutex
 	trk map[trackerKey]*Tracker
+	// fresh, during a sweep (see sweep.go), holds the hashes put since it
+	// began; nil otherwise.
+	fresh map[string]struct{}
 }
 
 type trackerKey struct{ session, mount, root string }
@@ -156,6 +159,7 @@ func (s *Store) put(f io.Reader, limit int64) (string, error) {
 		return "", err
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
+	s.noteFresh(sum)
 	dst := s.blobPath(sum)
 	if _, err := os.Stat(dst); err == nil {
 		return sum, nil
