@@ -294,7 +294,7 @@ func appendAnyValue(b []byte, v attribute.Value) []byte {
 		}
 		return appendMessage(b, 5, arr)
 	}
-	return protowire.AppendString(protowire.AppendTag(b, 1, protowire.BytesType), v.Emit())
+	return protowire.AppendString(protowire.AppendTag(b, 1, protowire.BytesType), v.String())
 }
 
 func unixNano(t time.Time) uint64 {
