@@ -54,15 +54,22 @@ type localHost struct {
 	// leases are the session leases in a PostgreSQL store; nil for SQLite
 	// (whose session leases are flocks beside the file).
 	leases *postgres.Leases
+	// dispatch works the wake-up jobs of queued runs on a serving host of
+	// a PostgreSQL store; nil otherwise.
+	dispatch *postgres.Dispatcher
 	// log is the logger the host was given, redacting the host's
 	// secrets: the one to give the RPC server too.
 	log *slog.Logger
 }
 
-// Close shuts the host (which releases its session leases), then its MCP
+// Close stops working dispatch jobs, shuts the host (which releases its
+// session leases), then its MCP
 // servers and what the sessions' commands shared, stops renewing leases,
 // closes the store, then gives the host lease up.
 func (l *localHost) Close() {
+	if l.dispatch != nil {
+		l.dispatch.Close()
+	}
 	l.host.Close()
 	l.mcp.Close()
 	l.sessions.Close()
@@ -230,7 +237,28 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
-	return &localHost{host: h, store: st, tools: reg, mcp: servers, sessions: sbx.Sessions, lease: ls, leases: leases, log: log}, nil
+	lh := &localHost{host: h, store: st, tools: reg, mcp: servers, sessions: sbx.Sessions, lease: ls, leases: leases, log: log}
+	if pst, ok := st.(*postgres.Store); ok && kind == serving {
+		// A serving host works the wake-up jobs of queued runs: it takes
+		// over a session whose owner died once the lease expires, and
+		// looks again every half TTL.
+		ttl := leases.TTL()
+		d, err := postgres.NewDispatcher(pst, postgres.DispatchConfig{
+			Waker: h, ID: leases.Holder(), Recheck: ttl / 2, PollInterval: min(time.Second, ttl/4), Logger: log,
+		})
+		if err == nil {
+			err = d.Start(ctx)
+			if err != nil {
+				d.Close()
+			}
+		}
+		if err != nil {
+			h.Close()
+			return nil, err
+		}
+		lh.dispatch = d
+	}
+	return lh, nil
 }
 
 // newMCP makes the MCP client of the config file's servers: commands in

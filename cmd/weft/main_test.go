@@ -56,6 +56,9 @@ type testEnv struct {
 	dir   string
 	work  string
 	store string
+	// env is added to the environment of every command (WEFT_TOKEN for
+	// hosts that share one).
+	env []string
 }
 
 func newEnv(t *testing.T) *testEnv {
@@ -80,6 +83,7 @@ func (e *testEnv) cmd(args ...string) *exec.Cmd {
 	c := exec.Command(weftBin, args...)
 	c.Dir = e.work
 	c.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.dir, "XDG_CONFIG_HOME=" + filepath.Join(e.dir, "config"), "WEFT_STORE=" + e.store}
+	c.Env = append(c.Env, e.env...)
 	return c
 }
 

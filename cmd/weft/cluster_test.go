@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"weft.dev/weft/api"
+	"weft.dev/weft/client"
+	"weft.dev/weft/event"
+	"weft.dev/weft/internal/pgtest"
+	"weft.dev/weft/store/record"
+)
+
+// cluster is three `weft serve` hosts on one PostgreSQL database, each
+// with a state directory of its own and one shared token.
+type cluster struct {
+	t     *testing.T
+	envs  []*testEnv
+	addrs []string
+	srvs  []*os.Process
+	token string
+	ttl   time.Duration
+}
+
+// newCluster starts PostgreSQL, migrates a database and starts n hosts
+// on it with lease TTL ttl.
+func newCluster(t *testing.T, n int, ttl time.Duration) *cluster {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgtest.New(ctx)
+	if errors.Is(err, pgtest.ErrNoServer) {
+		pgtest.Skip(t, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	db, err := c.CreateDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &cluster{t: t, token: "cluster-token-0123456789abcdef", ttl: ttl}
+	for i := range n {
+		e := newEnv(t)
+		e.store = c.URL(db)
+		e.env = []string{"WEFT_TOKEN=" + cl.token}
+		if i == 0 {
+			if _, stderr, code := e.weft("", "migrate"); code != 0 {
+				t.Fatalf("migrate: %d %s", code, stderr)
+			}
+		}
+		addr := freeAddr(t)
+		srv := e.serve(addr, "--lease-ttl", ttl.String())
+		cl.envs, cl.addrs, cl.srvs = append(cl.envs, e), append(cl.addrs, addr), append(cl.srvs, srv.Process)
+		t.Cleanup(func() { srv.Process.Signal(os.Interrupt); srv.Wait() })
+	}
+	return cl
+}
+
+// dial connects a client to host i.
+func (cl *cluster) dial(ctx context.Context, i int) *client.Client {
+	cl.t.Helper()
+	c, err := client.Dial(ctx, cl.addrs[i], client.Options{Token: cl.token})
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	cl.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestClusterTakeOverQueuedRuns: three hosts on one PostgreSQL; the owner
+// of a session is SIGKILLed mid-run with four runs queued behind it.
+// Within the lease TTL + 5 s another host has interrupted the mid-flight
+// run and completed every queued run, in the order they were queued,
+// each once, without a client asking for the session: the runs' River
+// jobs woke a surviving host.
+func TestClusterTakeOverQueuedRuns(t *testing.T) {
+	const ttl = 2 * time.Second
+	cl := newCluster(t, 3, ttl)
+	e := cl.envs[0]
+	hang := e.script("hang.json", `{"steps":[{"text":"never","delayMs":3600000}]}`)
+	echo := e.script("echo.json", `{"loop":true,"steps":[{"text":"echo {{input}}","delayMs":1}]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, b := cl.dial(ctx, 0), cl.dial(ctx, 1)
+	s, err := a.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:" + echo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	active, err := a.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("first")), Model: "scripted:" + hang})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queued []string
+	for i := range 4 {
+		r, err := a.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts(fmt.Sprintf("queued-%d", i))),
+			Busy: api.BusyQueue, IdempotencyKey: fmt.Sprintf("q-%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != record.RunQueued {
+			t.Fatalf("run %d: %s; want queued", i, r.Status)
+		}
+		queued = append(queued, r.ID)
+	}
+	if !poll(10*time.Second, func() bool {
+		r, err := b.GetRun(ctx, api.RunIDParams{RunID: active.ID})
+		return err == nil && r.Status == record.RunRunning
+	}) {
+		t.Fatal("the first run did not start")
+	}
+	a.Close()
+	cl.srvs[0].Signal(syscall.SIGKILL)
+	killed := time.Now()
+	// Nothing asks for the session: run/get reads the store.
+	if !poll(ttl+5*time.Second, func() bool {
+		r, err := b.GetRun(ctx, api.RunIDParams{RunID: queued[len(queued)-1]})
+		return err == nil && record.IsTerminal(r.Status)
+	}) {
+		t.Fatalf("the queued runs did not all run within the TTL + 5s of the kill")
+	}
+	t.Logf("the last queued run ended %v after the kill (lease TTL %v)", time.Since(killed).Round(time.Millisecond), ttl)
+	page, err := b.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkContiguous(t, page.Events)
+	var order []string
+	ends := map[string][]event.Type{}
+	text := map[string]string{}
+	for _, ev := range page.Events {
+		switch ev.Type {
+		case event.RunStarted:
+			order = append(order, ev.RunID)
+		case event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted:
+			ends[ev.RunID] = append(ends[ev.RunID], ev.Type)
+		case event.MessageCompleted:
+			var d event.MessageCompletedData
+			if ev.Decode(&d) == nil {
+				text[ev.RunID] += d.Text
+			}
+		}
+	}
+	if got, want := strings.Join(order, " "), strings.Join(append([]string{active.ID}, queued...), " "); got != want {
+		t.Fatalf("runs started in the order\n%s\nwant each once, in order\n%s", got, want)
+	}
+	if got := ends[active.ID]; len(got) != 1 || got[0] != event.RunInterrupted {
+		t.Fatalf("the mid-flight run ended with %v; want one run.interrupted", got)
+	}
+	for i, id := range queued {
+		if got := ends[id]; len(got) != 1 || got[0] != event.RunCompleted {
+			t.Fatalf("queued run %d ended with %v; want one run.completed", i, got)
+		}
+		if want := fmt.Sprintf("echo queued-%d", i); text[id] != want {
+			t.Fatalf("queued run %d answered %q; want %q", i, text[id], want)
+		}
+	}
+}
