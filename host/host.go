@@ -66,6 +66,12 @@ type Config struct {
 	// lost is dropped, and the next request loads it again (refused while
 	// another host holds it).
 	Leases store.Leases
+	// Notices, if set, tells the host when other hosts commit to a
+	// session's log (store/postgres.Notifier): a subscription to a
+	// session another host owns then follows it through the store
+	// instead of being refused. Nil refuses such subscriptions
+	// (run_conflict naming the holder).
+	Notices Notices
 	// LockDir holds flock leases that keep other processes on this
 	// machine from writing a session the host owns; empty (and no
 	// Leases) means no leases: an in-memory store, or a store no other

@@ -79,7 +79,9 @@ func (cl *cluster) dial(ctx context.Context, i int) *client.Client {
 // Within the lease TTL + 5 s another host has interrupted the mid-flight
 // run and completed every queued run, in the order they were queued,
 // each once, without a client asking for the session: the runs' River
-// jobs woke a surviving host.
+// jobs woke a surviving host. A client attached through the third host
+// (which never owned the session when it subscribed) received every
+// event exactly once, in order, identical to the log.
 func TestClusterTakeOverQueuedRuns(t *testing.T) {
 	const ttl = 2 * time.Second
 	cl := newCluster(t, 3, ttl)
@@ -88,11 +90,37 @@ func TestClusterTakeOverQueuedRuns(t *testing.T) {
 	echo := e.script("echo.json", `{"loop":true,"steps":[{"text":"echo {{input}}","delayMs":1}]}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	a, b := cl.dial(ctx, 0), cl.dial(ctx, 1)
+	a, b, c := cl.dial(ctx, 0), cl.dial(ctx, 1), cl.dial(ctx, 2)
 	s, err := a.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:" + echo})
 	if err != nil {
 		t.Fatal(err)
 	}
+	sub, err := c.Subscribe(ctx, api.SubscribeParams{SessionID: s.ID})
+	if err != nil {
+		t.Fatalf("subscribe through a host that does not own the session: %v", err)
+	}
+	type result struct {
+		evs []event.Event
+		err error
+	}
+	attached := make(chan result, 1)
+	var lastQueued string
+	ready := make(chan struct{})
+	go func() {
+		var r result
+		defer func() { attached <- r }()
+		<-ready
+		for ev, err := range sub {
+			if err != nil {
+				r.err = err
+				return
+			}
+			r.evs = append(r.evs, ev)
+			if ev.RunID == lastQueued && event.IsTerminalRun(ev.Type) {
+				return
+			}
+		}
+	}()
 	active, err := a.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("first")), Model: "scripted:" + hang})
 	if err != nil {
 		t.Fatal(err)
@@ -109,6 +137,8 @@ func TestClusterTakeOverQueuedRuns(t *testing.T) {
 		}
 		queued = append(queued, r.ID)
 	}
+	lastQueued = queued[len(queued)-1]
+	close(ready)
 	if !poll(10*time.Second, func() bool {
 		r, err := b.GetRun(ctx, api.RunIDParams{RunID: active.ID})
 		return err == nil && r.Status == record.RunRunning
@@ -131,6 +161,24 @@ func TestClusterTakeOverQueuedRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkContiguous(t, page.Events)
+	var got result
+	select {
+	case got = <-attached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client attached through the third host did not see the last queued run end")
+	}
+	if got.err != nil {
+		t.Fatalf("the subscription through the third host ended: %v", got.err)
+	}
+	if len(got.evs) != len(page.Events) {
+		t.Fatalf("the client attached through the third host received %d events; the log holds %d", len(got.evs), len(page.Events))
+	}
+	for i := range got.evs {
+		want, have := page.Events[i], got.evs[i]
+		if have.Seq != want.Seq || have.Type != want.Type || have.RunID != want.RunID || string(have.Data) != string(want.Data) {
+			t.Fatalf("event %d through the third host: %+v; the log has %+v", i, have, want)
+		}
+	}
 	var order []string
 	ends := map[string][]event.Type{}
 	text := map[string]string{}

@@ -57,6 +57,9 @@ type localHost struct {
 	// dispatch works the wake-up jobs of queued runs on a serving host of
 	// a PostgreSQL store; nil otherwise.
 	dispatch *postgres.Dispatcher
+	// notices tells a host of a PostgreSQL store of the other hosts'
+	// commits; nil otherwise.
+	notices *postgres.Notifier
 	// log is the logger the host was given, redacting the host's
 	// secrets: the one to give the RPC server too.
 	log *slog.Logger
@@ -71,6 +74,9 @@ func (l *localHost) Close() {
 		l.dispatch.Close()
 	}
 	l.host.Close()
+	if l.notices != nil {
+		l.notices.Close()
+	}
 	l.mcp.Close()
 	l.sessions.Close()
 	if l.leases != nil {
@@ -196,6 +202,8 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	}()
 	var leases *postgres.Leases
 	var hostLeases store.Leases
+	var notices *postgres.Notifier
+	var hostNotices host.Notices
 	if pst, ok := st.(*postgres.Store); ok {
 		ttl := o.leaseTTL
 		if ttl == 0 {
@@ -212,6 +220,13 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 			}
 		}()
 		hostLeases = leases
+		notices = postgres.NewNotifier(pst, postgres.NotifierConfig{Logger: log})
+		defer func() {
+			if err != nil {
+				notices.Close()
+			}
+		}()
+		hostNotices = notices
 	}
 	pol := cfgFile.Policy
 	if o.policy != nil {
@@ -221,7 +236,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 		Policy: pol, InputTimeout: cfgFile.InputTimeout(),
 		Store: st, Tools: reg, MCP: servers, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps, Redactor: red, Protected: prot,
 		MaxCommandLimits: cfgFile.MaxCommandLimits(),
-		LockDir:          locks, Leases: hostLeases, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
+		LockDir:          locks, Leases: hostLeases, Notices: hostNotices, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
 		CheckpointDir: checkpointDir(cfgFile, state), CheckpointMaxFileBytes: cfgFile.Checkpoints.MaxFileBytes,
 		CheckpointMaxBytes: cfgFile.Checkpoints.MaxBytes,
 		Shared:             kind == oneShot,
@@ -237,7 +252,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
-	lh := &localHost{host: h, store: st, tools: reg, mcp: servers, sessions: sbx.Sessions, lease: ls, leases: leases, log: log}
+	lh := &localHost{host: h, store: st, tools: reg, mcp: servers, sessions: sbx.Sessions, lease: ls, leases: leases, notices: notices, log: log}
 	if pst, ok := st.(*postgres.Store); ok && kind == serving {
 		// A serving host works the wake-up jobs of queued runs: it takes
 		// over a session whose owner died once the lease expires, and

@@ -352,6 +352,9 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 		bt.Queue(upsertRequests, b.SessionID, qIDs, qRuns, qStatus, qSeqs, recs.RequestJSON)
 	}
 	queueReceipts(&bt, b.Receipts)
+	// Other hosts' subscribers learn of the batch at its commit (see
+	// Notifier).
+	bt.Queue(notifySQL, notice(b.SessionID, seqs[n-1]))
 	// A queued run's wake-up job commits with its run.queued (see
 	// Dispatcher), after the batch, before the commit.
 	var dispatch func(context.Context, pgx.Tx) error
@@ -422,7 +425,13 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 				return s.errorf(op+": store requests", err)
 			}
 		}
-		return s.receiptsResult(br, "session "+b.SessionID, b.Receipts)
+		if err := s.receiptsResult(br, "session "+b.SessionID, b.Receipts); err != nil {
+			return err
+		}
+		if _, err := br.Exec(); err != nil {
+			return s.errorf(op+": notify", err)
+		}
+		return nil
 	})
 }
 
