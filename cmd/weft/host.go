@@ -66,7 +66,7 @@ type localHost struct {
 }
 
 // Close stops working dispatch jobs, shuts the host (which releases its
-// session leases), then its MCP
+// session leases), hands the queued runs of its sessions over, then its MCP
 // servers and what the sessions' commands shared, stops renewing leases,
 // closes the store, then gives the host lease up.
 func (l *localHost) Close() {
@@ -74,6 +74,17 @@ func (l *localHost) Close() {
 		l.dispatch.Close()
 	}
 	l.host.Close()
+	if l.dispatch != nil {
+		// The sessions released their leases: the other hosts take
+		// their queues at once, not a recheck later.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if n, err := l.dispatch.Handover(ctx, l.leases.Holder()); err != nil {
+			l.log.Warn("hand the queued runs over; the other hosts take them within half a lease TTL", "err", err)
+		} else if n > 0 {
+			l.log.Info("queued runs handed over", "jobs", n)
+		}
+		cancel()
+	}
 	if l.notices != nil {
 		l.notices.Close()
 	}

@@ -110,6 +110,7 @@ type DispatchConfig struct {
 // stop it with [Dispatcher.Close]. Its methods are safe for concurrent
 // use.
 type Dispatcher struct {
+	st     *Store
 	pool   *pgxpool.Pool
 	client *river.Client[pgx.Tx]
 	name   string
@@ -161,7 +162,7 @@ func NewDispatcher(st *Store, cfg DispatchConfig) (*Dispatcher, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres dispatcher: %w", err)
 	}
-	return &Dispatcher{pool: pool, client: client, name: st.name}, nil
+	return &Dispatcher{st: st, pool: pool, client: client, name: st.name}, nil
 }
 
 // Start starts working jobs. ctx bounds the start only.
@@ -191,6 +192,33 @@ func (d *Dispatcher) Close() error {
 		return fmt.Errorf("postgres dispatcher: jobs still running at close: %w", err)
 	}
 	return nil
+}
+
+// handoverSQL makes the wake-up jobs of the sessions whose leases holder
+// last held due at once: a snoozed job is available with a later
+// scheduled_at (a short snooze) or scheduled (a long one).
+const handoverSQL = `UPDATE river_job AS j SET scheduled_at = now(), state = 'available'
+	FROM leases AS l
+	WHERE l.holder = $1 AND l.expires_at <= now() AND j.kind = $2 AND j.state IN ('available', 'scheduled')
+		AND j.args->>'sessionId' = l.session_id`
+
+// Handover makes due at once the jobs of the sessions holder released
+// (their lease rows expired, still naming holder): a host that shuts
+// down calls it once its sessions have closed and released their leases,
+// so that the other hosts take its queued runs at their next poll
+// (DispatchConfig.PollInterval) instead of at their jobs' next recheck.
+// It uses the store's pool (the dispatcher may be closed already) and
+// returns how many jobs it hastened.
+func (d *Dispatcher) Handover(ctx context.Context, holder string) (int, error) {
+	if err := d.st.guard.Enter(); err != nil {
+		return 0, err
+	}
+	defer d.st.guard.Leave()
+	tag, err := d.st.pool.Exec(ctx, handoverSQL, holder, wakeArgs{}.Kind())
+	if err != nil {
+		return 0, d.st.errorf("hand the queued runs over", err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // wakeWorker works wake-up jobs through a Waker.
