@@ -209,4 +209,15 @@ func TestClusterTakeOverQueuedRuns(t *testing.T) {
 			t.Fatalf("queued run %d answered %q; want %q", i, text[id], want)
 		}
 	}
+	// weft nodes shows each host's queued runs and River's jobs: every
+	// run's job completes at its first look after its run ended.
+	var out, stderr string
+	var code int
+	poll(ttl+time.Second, func() bool {
+		out, stderr, code = cl.envs[1].weft("", "nodes")
+		return strings.Contains(out, "wake-up jobs: completed 5\n")
+	})
+	if code != 0 || !strings.Contains(out, "QUEUED") || !strings.Contains(out, "River: leader ") || !strings.Contains(out, "wake-up jobs: completed 5\n") {
+		t.Fatalf("weft nodes: %d\n%s%s", code, out, stderr)
+	}
 }

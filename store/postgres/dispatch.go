@@ -246,3 +246,60 @@ func (w *wakeWorker) Work(ctx context.Context, job *river.Job[wakeArgs]) error {
 	}
 	return river.JobSnooze(w.recheck)
 }
+
+// DispatchState is what [Store.DispatchState] reports of run dispatch.
+type DispatchState struct {
+	// Queued counts the queued runs by the live holder of their
+	// session's lease; "" counts those of sessions no live host holds
+	// (their jobs wake a host).
+	Queued map[string]int
+	// Jobs counts the wake-up jobs in River by state (available,
+	// running, scheduled, retryable, completed, discarded, …).
+	Jobs map[string]int
+	// Leader is the River client elected leader (it runs River's
+	// maintenance: rescuing stuck jobs, deleting old ones): a host's
+	// holder name, or "" while none is.
+	Leader string
+}
+
+// DispatchState reads the queue depth of each host and the state of
+// River's jobs, for `weft nodes`.
+func (s *Store) DispatchState(ctx context.Context) (DispatchState, error) {
+	if err := s.guard.Enter(); err != nil {
+		return DispatchState{}, err
+	}
+	defer s.guard.Leave()
+	st := DispatchState{Queued: map[string]int{}, Jobs: map[string]int{}}
+	count := func(op, q string, into map[string]int, args ...any) error {
+		rows, err := s.pool.Query(ctx, q, args...)
+		if err != nil {
+			return s.errorf(op, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k string
+			var n int
+			if err := rows.Scan(&k, &n); err != nil {
+				return s.errorf(op, err)
+			}
+			into[k] = n
+		}
+		if err := rows.Err(); err != nil {
+			return s.errorf(op, err)
+		}
+		return nil
+	}
+	if err := count("count queued runs", `SELECT coalesce(l.holder, ''), count(*) FROM runs r
+		LEFT JOIN leases l ON l.session_id = r.session_id AND l.expires_at > now()
+		WHERE r.status = 'queued' GROUP BY 1`, st.Queued); err != nil {
+		return st, err
+	}
+	if err := count("count River's jobs", `SELECT state::text, count(*) FROM river_job WHERE kind = $1 GROUP BY 1`, st.Jobs, wakeArgs{}.Kind()); err != nil {
+		return st, err
+	}
+	err := s.pool.QueryRow(ctx, `SELECT coalesce((SELECT leader_id FROM river_leader WHERE expires_at > now() ORDER BY elected_at DESC LIMIT 1), '')`).Scan(&st.Leader)
+	if err != nil {
+		return st, s.errorf("read River's leader", err)
+	}
+	return st, nil
+}
