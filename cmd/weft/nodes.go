@@ -82,7 +82,7 @@ func (c *nodesCmd) Run(ctx context.Context, a *app) error {
 				if l.ExpiresIn <= 0 {
 					left = "expired " + leaseAge(-l.ExpiresIn) + " ago"
 				}
-				fmt.Fprintf(tw, "  %s\tepoch %d\t%s\t%s\n", l.SessionID, l.Epoch, leaseAge(l.Age), left)
+				fmt.Fprintf(tw, "  %s\tepoch %d\t\t%s\t%s\n", l.SessionID, l.Epoch, leaseAge(l.Age), left)
 			}
 		}
 		i = j
