@@ -81,7 +81,9 @@ func (cl *cluster) dial(ctx context.Context, i int) *client.Client {
 // each once, without a client asking for the session: the runs' River
 // jobs woke a surviving host. A client attached through the third host
 // (which never owned the session when it subscribed) received every
-// event exactly once, in order, identical to the log.
+// event exactly once, in order, identical to the log. The runs are
+// queued through all three hosts: those that do not own the session
+// forward run/start to its owner, with the owner's receipts and errors.
 func TestClusterTakeOverQueuedRuns(t *testing.T) {
 	const ttl = 2 * time.Second
 	cl := newCluster(t, 3, ttl)
@@ -125,17 +127,29 @@ func TestClusterTakeOverQueuedRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The runs are queued through every host: B and C forward them to A,
+	// which owns the session; a retry through another host replays.
 	var queued []string
+	params := func(i int) api.StartRunParams {
+		return api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts(fmt.Sprintf("queued-%d", i))),
+			Busy: api.BusyQueue, IdempotencyKey: fmt.Sprintf("q-%d", i)}
+	}
+	through := []*client.Client{b, c, a, b}
 	for i := range 4 {
-		r, err := a.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts(fmt.Sprintf("queued-%d", i))),
-			Busy: api.BusyQueue, IdempotencyKey: fmt.Sprintf("q-%d", i)})
+		r, err := through[i].StartRun(ctx, params(i))
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("run/start %d through host %d: %v", i, []int{1, 2, 0, 1}[i], err)
 		}
 		if r.Status != record.RunQueued {
 			t.Fatalf("run %d: %s; want queued", i, r.Status)
 		}
 		queued = append(queued, r.ID)
+	}
+	if again, err := c.StartRun(ctx, params(0)); err != nil || !again.Replayed || again.ID != queued[0] {
+		t.Fatalf("a retry through host C of run/start sent through B: %+v, %v; want a replay of %s", again, err, queued[0])
+	}
+	if _, err := b.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("x"))}); err == nil || !strings.Contains(err.Error(), "busy") {
+		t.Fatalf("run/start with busy reject through host B: %v; want the owner's run_conflict (busy)", err)
 	}
 	lastQueued = queued[len(queued)-1]
 	close(ready)
