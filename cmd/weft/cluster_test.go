@@ -223,15 +223,96 @@ func TestClusterTakeOverQueuedRuns(t *testing.T) {
 			t.Fatalf("queued run %d answered %q; want %q", i, text[id], want)
 		}
 	}
-	// weft nodes shows each host's queued runs and River's jobs: every
-	// run's job completes at its first look after its run ended.
+	// weft nodes shows each host's queued runs and River's jobs: the
+	// job of every run that ended completes at its next look (the one
+	// the killed host was working, if any, stays running until River's
+	// rescuer takes it back).
 	var out, stderr string
 	var code int
+	done := func() bool {
+		return strings.Contains(out, "QUEUED") && strings.Contains(out, "River: leader ") && strings.Contains(out, "completed ") &&
+			!strings.Contains(out, "available") && !strings.Contains(out, "scheduled")
+	}
 	poll(ttl+time.Second, func() bool {
 		out, stderr, code = cl.envs[1].weft("", "nodes")
-		return strings.Contains(out, "wake-up jobs: completed 5\n")
+		return done()
 	})
-	if code != 0 || !strings.Contains(out, "QUEUED") || !strings.Contains(out, "River: leader ") || !strings.Contains(out, "wake-up jobs: completed 5\n") {
+	if code != 0 || !done() {
 		t.Fatalf("weft nodes: %d\n%s%s", code, out, stderr)
+	}
+}
+
+// TestClusterDrainOnSIGTERM: a host stopped with SIGTERM drains: it stops
+// taking commands, closes its sessions (releasing their leases at once)
+// and hands their queued runs over, so another host runs them in order
+// long before the lease TTL (30 s here) would have let it.
+func TestClusterDrainOnSIGTERM(t *testing.T) {
+	const ttl = 30 * time.Second
+	cl := newCluster(t, 2, ttl)
+	e := cl.envs[0]
+	hang := e.script("hang.json", `{"steps":[{"text":"never","delayMs":3600000}]}`)
+	echo := e.script("echo.json", `{"loop":true,"steps":[{"text":"echo {{input}}","delayMs":1}]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, b := cl.dial(ctx, 0), cl.dial(ctx, 1)
+	s, err := a.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:" + echo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	active, err := a.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("first")), Model: "scripted:" + hang})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queued []string
+	for i := range 3 {
+		r, err := a.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts(fmt.Sprintf("queued-%d", i))), Busy: api.BusyQueue})
+		if err != nil {
+			t.Fatal(err)
+		}
+		queued = append(queued, r.ID)
+	}
+	if !poll(10*time.Second, func() bool {
+		r, err := b.GetRun(ctx, api.RunIDParams{RunID: active.ID})
+		return err == nil && r.Status == record.RunRunning
+	}) {
+		t.Fatal("the first run did not start")
+	}
+	// Every run's job has had its first look and sleeps until its
+	// recheck, half the TTL away: without a handover the queue would wait
+	// that long.
+	if !poll(10*time.Second, func() bool {
+		out, _, _ := cl.envs[1].weft("", "nodes")
+		return strings.Contains(out, "wake-up jobs: scheduled 4\n")
+	}) {
+		out, _, _ := cl.envs[1].weft("", "nodes")
+		t.Fatalf("the runs' jobs did not all snooze:\n%s", out)
+	}
+	a.Close()
+	stopped := time.Now()
+	cl.srvs[0].Signal(syscall.SIGTERM)
+	if !poll(10*time.Second, func() bool {
+		r, err := b.GetRun(ctx, api.RunIDParams{RunID: queued[len(queued)-1]})
+		return err == nil && record.IsTerminal(r.Status)
+	}) {
+		t.Fatalf("the queued runs did not run on the other host within 10 s of the SIGTERM (lease TTL %v)", ttl)
+	}
+	t.Logf("the last queued run ended %v after the SIGTERM (lease TTL %v)", time.Since(stopped).Round(time.Millisecond), ttl)
+	runs, err := b.ListRuns(ctx, api.ListRunsParams{SessionID: s.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, r := range runs.Runs {
+		if r.ID != active.ID {
+			if r.Status != record.RunCompleted {
+				t.Fatalf("queued run %s: %s; want completed", r.ID, r.Status)
+			}
+			order = append(order, r.ID)
+		} else if !record.IsTerminal(r.Status) {
+			t.Fatalf("the mid-flight run: %s; want ended", r.Status)
+		}
+	}
+	if strings.Join(order, " ") != strings.Join(queued, " ") {
+		t.Fatalf("queued runs %v; want %v in order", order, queued)
 	}
 }

@@ -105,7 +105,9 @@ type DispatchConfig struct {
 // transaction, so a run that is acknowledged has a job, and a job exists
 // only for a run that was acknowledged. The lease row and its fencing
 // epoch decide who runs a session, never the job: a job is a short,
-// idempotent wake-up ([Waker]) that snoozes while its run is not done.
+// idempotent wake-up ([Waker]) that snoozes while its run is not done;
+// its timeout is 30 s, and River's rescuer makes a job that a dead host
+// was working available again a minute later.
 // Create it with [NewDispatcher], start it with [Dispatcher.Start] and
 // stop it with [Dispatcher.Close]. Its methods are safe for concurrent
 // use.
@@ -156,7 +158,11 @@ func NewDispatcher(st *Store, cfg DispatchConfig) (*Dispatcher, error) {
 		Workers:           workers,
 		FetchPollInterval: cfg.PollInterval,
 		FetchCooldown:     min(river.FetchCooldownDefault, cfg.PollInterval),
-		JobTimeout:        time.Minute,
+		// A wake-up takes milliseconds; a job a killed host was working
+		// is taken back a minute later (the other jobs of its session
+		// wake a host meanwhile).
+		JobTimeout:           30 * time.Second,
+		RescueStuckJobsAfter: time.Minute,
 	})
 	if err != nil {
 		pool.Close()
