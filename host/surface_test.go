@@ -17,6 +17,7 @@ func TestHostMethodsAreItsAPI(t *testing.T) {
 		"Close":            true, // the owner shuts the host down
 		"Processes":        true, // the manager the owner configured
 		"SubscribeEncoded": true, // rpc's optional fast path, found by type assertion
+		"Wake":             true, // the work of a dispatch job (store/postgres.Waker), wired by the owner
 	}
 	iface := reflect.TypeFor[api.Host]()
 	typ := reflect.TypeFor[*host.Host]()
