@@ -567,6 +567,9 @@ func (h *Host) lastSeq(ctx context.Context, sessionID string, after int64) (int6
 
 // Subscribe returns the session's events after the cursor: the replay,
 // then the live tail, with no gap and no duplicate ([api.EventsSubscribe]).
+// A session another host owns is followed through the store when the
+// host has Config.Notices: its events are read from the log at each
+// notice of a commit.
 // The iterator ends with an error: api.ErrLagged when the consumer falls
 // behind (by count or bytes), the store's failure when the session stops
 // taking writes (resume after it recovers), an error of kind overloaded
@@ -581,6 +584,9 @@ func (h *Host) Subscribe(ctx context.Context, p api.SubscribeParams) (iter.Seq2[
 		seq, err = s.Events(gated(ctx), p.After, p.RunID)
 		return err
 	})
+	if h.followed(err) {
+		return flatten(h.follow(ctx, p)), nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -606,6 +612,9 @@ func (h *Host) SubscribeEncoded(ctx context.Context, p api.SubscribeParams) (ite
 		seq, err = s.EncodedEvents(gated(ctx), p.After, p.RunID)
 		return err
 	})
+	if h.followed(err) {
+		return encoded(h.follow(ctx, p)), nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -81,6 +81,12 @@ type Config struct {
 	// [store.HostLeaseParams]): "weft serve", say. Empty names it by its
 	// process alone.
 	Name string
+	// Notices, if set, tells the host when other hosts commit to a
+	// session's log (store/postgres.Notifier): a subscription to a
+	// session another host owns then follows it through the store
+	// instead of being refused. Nil refuses such subscriptions
+	// (run_conflict naming the holder).
+	Notices Notices
 	// Shared marks a host that shares its store with other live hosts of
 	// the same kind (a one-shot `weft run`): it does not recover sessions
 	// or processes at start, only the sessions it opens (under their
@@ -628,6 +634,12 @@ func minTime(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// HostLeases returns the leases New took from its store ([store.LeaseProvider]),
+// or nil when it was given Config.Leases or its store provides none: a
+// PostgreSQL store's dispatcher names the host by their holder. They stay
+// the host's: closing them is Close's.
+func (h *Host) HostLeases() store.HostLeases { return h.hostLeases }
 
 // Close stops the host: background processes end first (their ends still
 // reach their sessions' logs), then every session closes, cancelling its

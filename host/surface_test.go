@@ -18,6 +18,8 @@ func TestHostMethodsAreItsAPI(t *testing.T) {
 		"Processes":        true, // the manager the owner configured
 		"SubscribeEncoded": true, // rpc's optional fast path, found by type assertion
 		"Metrics":          true, // the operator's metrics (weft serve's /metrics)
+		"Wake":             true, // the work of a dispatch job (store/postgres.Waker), wired by the owner
+		"HostLeases":       true, // the leases it took, for the owner's dispatcher to name the host
 	}
 	iface := reflect.TypeFor[api.Host]()
 	typ := reflect.TypeFor[*host.Host]()

@@ -41,6 +41,13 @@ type Info = api.Info
 // means the default stated on it. NewServer copies the Config; later
 // changes to the caller's value have no effect.
 type Config struct {
+	// Forward, if set, sends a request for a session another live host
+	// owns (the method failed with a store.LeaseHeldError) to that host
+	// and answers with its answer, unless the request was itself
+	// forwarded (see ForwardedHeader). Nil answers run_conflict naming
+	// the holder.
+	Forward Forwarder
+
 	// Logger receives request failures (with the request id and method),
 	// panics and transport errors. Nil means silent.
 	Logger *slog.Logger
@@ -483,6 +490,12 @@ func (s *Server) dispatch(ctx context.Context, req *jsonrpc.Request) (result []b
 		}
 	}()
 	r, err := m.call(ctx, req.Params)
+	if raw, ferr, ok := s.forward(ctx, req, err); ok {
+		if ferr != nil {
+			return nil, s.toError(ferr, req.Method, req.ID)
+		}
+		return raw, nil
+	}
 	if err != nil {
 		return nil, s.toError(err, req.Method, req.ID)
 	}

@@ -109,7 +109,7 @@ func (s *Server) servePOST(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusServiceUnavailable, api.Errorf(api.KindOverloaded, "too many connections (limit %d)", s.cfg.MaxConns))
 		return
 	}
-	c := s.newConn(r.Context(), TransportHTTP, nil)
+	c := s.newConn(withForwarded(r.Context(), r), TransportHTTP, nil)
 	defer s.releaseConn(c)
 	if !s.track(c) {
 		writeHTTPError(w, http.StatusServiceUnavailable, api.NewError(api.KindOverloaded, "server closing"))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -18,6 +19,7 @@ import (
 	"weft.dev/weft/process"
 	"weft.dev/weft/redact"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/postgres"
 	"weft.dev/weft/tool"
 	"weft.dev/weft/tool/builtin"
 	"weft.dev/weft/tool/mcp"
@@ -47,6 +49,13 @@ type localHost struct {
 	// sessions is what each session's commands share (a network
 	// namespace, cgroups), closed once they have all ended.
 	sessions *sandbox.Sessions
+	// dispatch works the wake-up jobs of queued runs on a serving host of
+	// a PostgreSQL store, as holder (its leases' holder); nil otherwise.
+	dispatch *postgres.Dispatcher
+	holder   string
+	// notices tells a host of a PostgreSQL store of the other hosts'
+	// commits; nil otherwise.
+	notices *postgres.Notifier
 	// log is the logger the host was given, redacting the host's
 	// secrets: the one to give the RPC server too.
 	log *slog.Logger
@@ -55,11 +64,29 @@ type localHost struct {
 	tracing *telemetry.Tracing
 }
 
-// Close shuts the host (which releases its session leases and its hold
-// on the store), flushes its trace spans, then its MCP servers and what
+// Close stops working dispatch jobs, shuts the host (which releases its
+// session leases and its hold on the store), hands the queued runs of its
+// sessions over, flushes its trace spans, then its MCP servers and what
 // the sessions' commands shared, then closes the store.
 func (l *localHost) Close() {
+	if l.dispatch != nil {
+		l.dispatch.Close()
+	}
 	l.host.Close()
+	if l.dispatch != nil {
+		// The sessions released their leases: the other hosts take
+		// their queues at once, not a recheck later.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if n, err := l.dispatch.Handover(ctx, l.holder); err != nil {
+			l.log.Warn("hand the queued runs over; the other hosts take them within half a lease TTL", "err", err)
+		} else if n > 0 {
+			l.log.Info("queued runs handed over", "jobs", n)
+		}
+		cancel()
+	}
+	if l.notices != nil {
+		l.notices.Close()
+	}
 	if l.tracing != nil {
 		// The spans of the runs the host just ended go out, or are
 		// counted dropped, within a bounded time.
@@ -192,6 +219,17 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
+	var notices *postgres.Notifier
+	var hostNotices host.Notices
+	if pst, ok := st.(*postgres.Store); ok {
+		notices = postgres.NewNotifier(pst, postgres.NotifierConfig{Logger: log})
+		defer func() {
+			if err != nil {
+				notices.Close()
+			}
+		}()
+		hostNotices = notices
+	}
 	pol := cfgFile.Policy
 	if o.policy != nil {
 		pol = *o.policy
@@ -201,7 +239,7 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 		Budgets: host.Budgets{Run: cfgFile.Budgets.Run, Session: cfgFile.Budgets.Session, Host: cfgFile.Budgets.Host},
 		Store:   st, Tools: reg, MCP: servers, DefaultModel: a.defaultModel(cfgFile), MaxSteps: cfgFile.MaxSteps, Redactor: red, Protected: prot,
 		MaxCommandLimits: cfgFile.MaxCommandLimits(),
-		Name:             holder, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
+		Name:             holder, Notices: hostNotices, ScratchDir: filepath.Join(state, "scratch"), Logger: log, Processes: procs,
 		CheckpointDir: checkpointDir(cfgFile, state), CheckpointMaxFileBytes: cfgFile.Checkpoints.MaxFileBytes,
 		CheckpointMaxBytes: cfgFile.Checkpoints.MaxBytes,
 		Retention: host.Retention{Policy: ret.Policy, Interval: ret.Interval, PassTime: ret.PassTime, Batch: ret.Batch,
@@ -220,7 +258,33 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if err != nil {
 		return nil, err
 	}
-	return &localHost{host: h, store: st, tools: reg, mcp: servers, sessions: sbx.Sessions, log: log, tracing: tracing}, nil
+	lh := &localHost{host: h, store: st, tools: reg, mcp: servers, sessions: sbx.Sessions, notices: notices, log: log, tracing: tracing}
+	if pst, ok := st.(*postgres.Store); ok && kind == serving {
+		// A serving host works the wake-up jobs of queued runs: it takes
+		// over a session whose owner died once the lease expires, and
+		// looks again every half TTL.
+		leases, ok := h.HostLeases().(*postgres.Leases)
+		if !ok {
+			h.Close()
+			return nil, errors.New("a host of a PostgreSQL store without its lease rows")
+		}
+		ttl := leases.TTL()
+		d, err := postgres.NewDispatcher(pst, postgres.DispatchConfig{
+			Waker: h, ID: leases.Holder(), Recheck: ttl / 2, PollInterval: min(time.Second, ttl/4), Logger: log,
+		})
+		if err == nil {
+			err = d.Start(ctx)
+			if err != nil {
+				d.Close()
+			}
+		}
+		if err != nil {
+			h.Close()
+			return nil, err
+		}
+		lh.dispatch, lh.holder = d, leases.Holder()
+	}
+	return lh, nil
 }
 
 // newMCP makes the MCP client of the config file's servers: commands in

@@ -56,7 +56,8 @@ type testEnv struct {
 	dir   string
 	work  string
 	store string
-	// env is more of the commands' environment (NAME=value).
+	// env is added to the environment of every command (WEFT_TOKEN for
+	// hosts that share one).
 	env []string
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -11,7 +12,8 @@ import (
 )
 
 // nodesCmd lists the hosts that hold session leases in a PostgreSQL
-// store, read from its leases table.
+// store, read from its leases table, with each host's queued runs and
+// the state of River's wake-up jobs.
 type nodesCmd struct {
 	Sessions bool `name:"sessions" short:"s" help:"List each host's sessions too."`
 	Expired  bool `name:"expired" help:"Include expired and released leases."`
@@ -56,26 +58,31 @@ func (c *nodesCmd) Run(ctx context.Context, a *app) error {
 		}
 		return nil
 	}
+	ds, err := st.DispatchState(ctx)
+	if err != nil {
+		return err
+	}
+	defer printDispatch(a, ds)
 	if len(leases) == 0 {
 		fmt.Fprintf(a.stdout, "%s: no host holds a session lease\n", loc.name)
 		return nil
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOLDER\tSESSIONS\tOLDEST LEASE\tNEWEST LEASE")
+	fmt.Fprintln(tw, "HOLDER\tSESSIONS\tQUEUED\tOLDEST LEASE\tNEWEST LEASE")
 	for i := 0; i < len(leases); {
 		j := i
 		for j < len(leases) && leases[j].Holder == leases[i].Holder {
 			j++
 		}
 		group := leases[i:j] // oldest first
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", group[0].Holder, len(group), leaseAge(group[0].Age), leaseAge(group[len(group)-1].Age))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", group[0].Holder, len(group), ds.Queued[group[0].Holder], leaseAge(group[0].Age), leaseAge(group[len(group)-1].Age))
 		if c.Sessions {
 			for _, l := range group {
 				left := "expires in " + leaseAge(l.ExpiresIn)
 				if l.ExpiresIn <= 0 {
 					left = "expired " + leaseAge(-l.ExpiresIn) + " ago"
 				}
-				fmt.Fprintf(tw, "  %s\tepoch %d\t%s\t%s\n", l.SessionID, l.Epoch, leaseAge(l.Age), left)
+				fmt.Fprintf(tw, "  %s\tepoch %d\t\t%s\t%s\n", l.SessionID, l.Epoch, leaseAge(l.Age), left)
 			}
 		}
 		i = j
@@ -90,4 +97,26 @@ func leaseAge(d time.Duration) string {
 		return d.Round(100 * time.Millisecond).String()
 	}
 	return d.Round(time.Second).String()
+}
+
+// printDispatch prints the queued runs no live host holds and the state
+// of River's wake-up jobs.
+func printDispatch(a *app, ds postgres.DispatchState) {
+	if n := ds.Queued[""]; n > 0 {
+		fmt.Fprintf(a.stdout, "queued runs of sessions no live host holds: %d (their jobs wake a host)\n", n)
+	}
+	leader := ds.Leader
+	if leader == "" {
+		leader = "none"
+	}
+	var states []string
+	for _, s := range []string{"available", "running", "scheduled", "retryable", "completed", "discarded", "cancelled", "pending"} {
+		if n := ds.Jobs[s]; n > 0 {
+			states = append(states, fmt.Sprintf("%s %d", s, n))
+		}
+	}
+	if len(states) == 0 {
+		states = []string{"none"}
+	}
+	fmt.Fprintf(a.stdout, "River: leader %s; wake-up jobs: %s\n", leader, strings.Join(states, ", "))
 }

@@ -37,11 +37,11 @@ func TestPostgresStore(t *testing.T) {
 		t.Fatalf("sessions before migrate: %d %s", code, stderr)
 	}
 	out, stderr, code := e.weft("", "migrate")
-	if code != 0 || !strings.Contains(out, "schema version 5, migrated from 0") {
+	if code != 0 || !strings.Contains(out, "schema version 6, migrated from 0") {
 		t.Fatalf("migrate: %d %q %s", code, out, stderr)
 	}
 	out, _, code = e.weft("", "migrate")
-	if code != 0 || !strings.Contains(out, "schema version 5, up to date") {
+	if code != 0 || !strings.Contains(out, "schema version 6, up to date") {
 		t.Fatalf("migrate again: %d %q", code, out)
 	}
 

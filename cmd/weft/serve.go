@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -20,6 +21,7 @@ import (
 	"weft.dev/weft/console"
 	"weft.dev/weft/mcpserver"
 	"weft.dev/weft/rpc"
+	"weft.dev/weft/store/postgres"
 )
 
 const defaultListen = "127.0.0.1:7878"
@@ -27,6 +29,7 @@ const defaultListen = "127.0.0.1:7878"
 type serveCmd struct {
 	Listen         string        `help:"Address to listen on." default:"127.0.0.1:7878" env:"WEFT_LISTEN"`
 	InsecureNoAuth bool          `name:"insecure-no-auth" help:"Serve without a token, on a loopback address only: every user and program on this machine can then drive the host."`
+	Advertise      string        `name:"advertise" help:"With a PostgreSQL store: the HOST:PORT at which the other hosts reach this one to forward the commands for the sessions it owns (default: the listen address, 127.0.0.1 for a wildcard one)." env:"WEFT_ADVERTISE" placeholder:"HOST:PORT"`
 	LeaseTTL       time.Duration `name:"lease-ttl" help:"With a PostgreSQL store: how long a session lease lives without renewal, so how long a dead host keeps its sessions from the others (default 10s)." env:"WEFT_LEASE_TTL" placeholder:"DURATION"`
 	IdleTimeout    time.Duration `name:"idle-timeout" help:"How long a keep-alive connection may wait for its next request (default 60s)." placeholder:"DURATION"`
 	MaxIdleConns   int           `name:"max-idle-conns" help:"Connections kept while not in a request (new, slow to send a header, or idle); beyond it the oldest is closed, those that never authenticated first (default 1024)." placeholder:"N"`
@@ -258,8 +261,25 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	}
 	defer h.Close()
 	log = h.log // redacts the host's secrets
+	// On PostgreSQL the host takes the commands for any session: those of
+	// a session another host owns are forwarded to the address it
+	// registered, as this one registers its own.
+	var fwd rpc.Forwarder
+	if pst, ok := h.store.(*postgres.Store); ok && h.holder != "" {
+		addr := cmp.Or(c.Advertise, rec.Addr)
+		if err := pst.RegisterNode(ctx, postgres.Node{Holder: h.holder, Addr: addr, Version: version}); err != nil {
+			return err
+		}
+		defer func() {
+			rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer rcancel()
+			pst.RemoveNode(rctx, h.holder)
+		}()
+		fwd = newForwarder(pst, tok)
+	}
 	srv := rpc.NewHostServer(h.host, rpc.HostConfig{Config: rpc.Config{
-		Logger: log, Token: tok, NoAuth: c.InsecureNoAuth, Loopback: loopback,
+		Forward: fwd,
+		Logger:  log, Token: tok, NoAuth: c.InsecureNoAuth, Loopback: loopback,
 		ServerInfo: serverInfo(), StreamBytes: int64(c.StreamMiB) << 20,
 		ConsoleCodes: receiptLedger{h.store}, Console: console.Handler(),
 	}})

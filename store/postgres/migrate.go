@@ -8,6 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
 
 	"weft.dev/weft/store/internal/migrate"
 )
@@ -62,14 +65,34 @@ func Migrate(ctx context.Context, url string) (from, to int, err error) {
 	if err := checkEncoding(ctx, conn, name); err != nil {
 		return 0, 0, err
 	}
-	return applyMigrations(ctx, conn, name)
+	return applyMigrations(ctx, conn, pcfg, name)
 }
 
 // applyMigrations runs the pending migrations on conn.
-func applyMigrations(ctx context.Context, conn *pgx.Conn, name string) (from, to int, err error) {
+// River's tables come first, over pcfg (see migrateRiver).
+func applyMigrations(ctx context.Context, conn *pgx.Conn, pcfg *pgxpool.Config, name string) (from, to int, err error) {
 	ms, err := migrate.Load(migrationFS)
 	if err != nil {
 		return 0, 0, err
+	}
+	if len(ms) >= riverSchema {
+		// River's tables first, each of its migrations committed on its
+		// own (a later one uses an enum value an earlier one adds);
+		// they are additive, so a weft migration that then fails leaves
+		// nothing in the way.
+		// Two migrators take turns (River's migrator takes no lock):
+		// the lock is the session's, on conn, while River migrates
+		// over a connection of its own.
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, 1)`, lockMigrate); err != nil {
+			return 0, 0, classify(name, "migrate: lock", err)
+		}
+		err := migrateRiver(ctx, pcfg, name)
+		if _, uerr := conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1, 1)`, lockMigrate); err == nil && uerr != nil {
+			err = classify(name, "migrate: unlock", uerr)
+		}
+		if err != nil {
+			return 0, 0, err
+		}
 	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
@@ -152,6 +175,34 @@ func checkEncoding(ctx context.Context, conn *pgx.Conn, name string) error {
 	}
 	if enc != "UTF8" && enc != "SQL_ASCII" {
 		return fmt.Errorf("store %s: the database's encoding is %s; weft needs UTF8: create it with CREATE DATABASE … ENCODING 'UTF8' TEMPLATE template0", name, enc)
+	}
+	return nil
+}
+
+// riverSchema is the schema version from which a database holds River's
+// tables (migration 0006_dispatch).
+const riverSchema = 6
+
+// migrateRiver applies the migrations of River (the job queue of run
+// dispatch, see [Dispatcher]) that the database lacks, each committed on
+// its own as River requires (a later one uses an enum value an earlier
+// one adds), over a one-connection pool of pcfg: every River migration
+// this binary's River knows, so that an upgrade of weft that brings a
+// newer River brings its tables with `weft migrate` too.
+func migrateRiver(ctx context.Context, pcfg *pgxpool.Config, name string) error {
+	pcfg = pcfg.Copy()
+	pcfg.MaxConns, pcfg.MinConns = 1, 0
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return classify(name, "migrate River's tables", err)
+	}
+	defer pool.Close()
+	m, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		return fmt.Errorf("store %s: migrate River: %w", name, err)
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return classify(name, "migrate River's tables", err)
 	}
 	return nil
 }

@@ -61,6 +61,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
 
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/internal/sqlstore"
@@ -135,6 +136,9 @@ type Store struct {
 	logger   *slog.Logger
 	pool     *pgxpool.Pool
 	leaseTTL time.Duration // Config.LeaseTTL, defaulted
+	// jobs inserts the wake-up jobs of queued runs in their appends'
+	// transactions (see [Dispatcher]).
+	jobs *river.Client[pgx.Tx]
 	// guard keeps every call out of a closed store; Close waits for the
 	// calls in flight.
 	guard *sqlstore.Guard
@@ -194,7 +198,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, classify(name, "open", err)
 	}
-	s := &Store{name: name, logger: logger, pool: pool, leaseTTL: cfg.LeaseTTL, guard: sqlstore.NewGuard(name)}
+	jobs, err := newInserter(logger)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s := &Store{name: name, logger: logger, pool: pool, leaseTTL: cfg.LeaseTTL, jobs: jobs, guard: sqlstore.NewGuard(name)}
 	if s.leaseTTL <= 0 {
 		s.leaseTTL = defaultLeaseTTL
 	}
@@ -226,7 +235,7 @@ func (s *Store) check(ctx context.Context, migrate bool) error {
 	case have < want && !migrate:
 		return oldSchema(s.name, have, want)
 	case have < want:
-		from, to, err := applyMigrations(ctx, c.Conn(), s.name)
+		from, to, err := applyMigrations(ctx, c.Conn(), s.pool.Config(), s.name)
 		if err != nil {
 			return err
 		}
@@ -399,8 +408,22 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 		bt.Queue(upsertRequests, b.SessionID, qIDs, qRuns, qStatus, qSeqs, recs.RequestJSON)
 	}
 	queueReceipts(&bt, b.Receipts)
+	// Other hosts' subscribers learn of the batch at its commit (see
+	// Notifier).
+	bt.Queue(notifySQL, notice(b.SessionID, seqs[n-1]))
+	// A queued run's wake-up job commits with its run.queued (see
+	// Dispatcher), after the batch, before the commit.
+	var dispatch func(context.Context, pgx.Tx) error
+	if jobs := wakeJobs(b); len(jobs) > 0 {
+		dispatch = func(ctx context.Context, tx pgx.Tx) error {
+			if _, err := s.jobs.InsertManyTx(ctx, tx, jobs); err != nil {
+				return s.errorf(op+": insert the queued runs' jobs", err)
+			}
+			return nil
+		}
+	}
 
-	return s.inTx(ctx, &bt, op, func(br pgx.BatchResults) error {
+	return s.inTx(ctx, &bt, op, dispatch, func(br pgx.BatchResults) error {
 		if _, err := br.Exec(); err != nil { // the lock
 			return s.errorf(op, err)
 		}
@@ -458,7 +481,13 @@ func (s *Store) Append(ctx context.Context, b store.Batch) error {
 				return s.errorf(op+": store requests", err)
 			}
 		}
-		return s.receiptsResult(br, "session "+b.SessionID, b.Receipts)
+		if err := s.receiptsResult(br, "session "+b.SessionID, b.Receipts); err != nil {
+			return err
+		}
+		if _, err := br.Exec(); err != nil {
+			return s.errorf(op+": notify", err)
+		}
+		return nil
 	})
 }
 
@@ -486,9 +515,10 @@ func fence(session string, want int64, epoch *int64, holder *string, live bool) 
 const rollbackTimeout = 5 * time.Second
 
 // inTx sends bt, which begins a transaction, reads its results with read
-// (after the BEGIN's), and commits if read and every statement succeeded;
-// otherwise it rolls back. Two round trips: the batch, the commit.
-func (s *Store) inTx(ctx context.Context, bt *pgx.Batch, op string, read func(pgx.BatchResults) error) error {
+// (after the BEGIN's), runs then (if not nil) in the transaction, and
+// commits if read, then and every statement succeeded; otherwise it rolls
+// back. Two round trips, the batch and the commit, and then's.
+func (s *Store) inTx(ctx context.Context, bt *pgx.Batch, op string, then func(context.Context, pgx.Tx) error, read func(pgx.BatchResults) error) error {
 	br := s.pool.SendBatch(ctx, bt)
 	tx := br.Tx()
 	_, err := br.Exec() // BEGIN
@@ -499,6 +529,9 @@ func (s *Store) inTx(ctx context.Context, bt *pgx.Batch, op string, read func(pg
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {
 		err = s.errorf(op, cerr)
+	}
+	if err == nil && then != nil {
+		err = then(ctx, tx)
 	}
 	if err == nil && s.inTxHook != nil {
 		s.inTxHook(op)
@@ -626,7 +659,7 @@ func (s *Store) PutSnapshot(ctx context.Context, snap record.Snapshot) error {
 	bt.Queue(lockSQL, lockSession, snap.SessionID)
 	bt.Queue(lastSeqSQL, snap.SessionID)
 	bt.Queue(sqlstore.PutSnapshotSQL, snap.SessionID, snap.Kind, snap.Seq, snap.Data, sqlstore.EncodeTime(snap.CreatedAt))
-	return s.inTx(ctx, &bt, op, func(br pgx.BatchResults) error {
+	return s.inTx(ctx, &bt, op, nil, func(br pgx.BatchResults) error {
 		if _, err := br.Exec(); err != nil { // the lock
 			return s.errorf(op, err)
 		}

@@ -87,7 +87,7 @@ func (s *Store) AppendProcess(ctx context.Context, b store.ProcessBatch) error {
 	}
 	queueReceipts(&bt, b.Receipts)
 
-	return s.inTx(ctx, &bt, op, func(br pgx.BatchResults) error {
+	return s.inTx(ctx, &bt, op, nil, func(br pgx.BatchResults) error {
 		if _, err := br.Exec(); err != nil { // the process's lock
 			return s.errorf(op, err)
 		}

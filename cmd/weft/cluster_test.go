@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"weft.dev/weft/api"
+	"weft.dev/weft/client"
+	"weft.dev/weft/event"
+	"weft.dev/weft/internal/pgtest"
+	"weft.dev/weft/store/record"
+)
+
+// cluster is three `weft serve` hosts on one PostgreSQL database, each
+// with a state directory of its own and one shared token.
+type cluster struct {
+	t     *testing.T
+	envs  []*testEnv
+	addrs []string
+	srvs  []*os.Process
+	token string
+	ttl   time.Duration
+}
+
+// newCluster starts PostgreSQL, migrates a database and starts n hosts
+// on it with lease TTL ttl.
+func newCluster(t *testing.T, n int, ttl time.Duration) *cluster {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgtest.New(ctx)
+	if errors.Is(err, pgtest.ErrNoServer) {
+		pgtest.Skip(t, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	db, err := c.CreateDatabase(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &cluster{t: t, token: "cluster-token-0123456789abcdef", ttl: ttl}
+	for i := range n {
+		e := newEnv(t)
+		e.store = c.URL(db)
+		e.env = []string{"WEFT_TOKEN=" + cl.token}
+		if i == 0 {
+			if _, stderr, code := e.weft("", "migrate"); code != 0 {
+				t.Fatalf("migrate: %d %s", code, stderr)
+			}
+		}
+		addr := freeAddr(t)
+		srv := e.serve(addr, "--lease-ttl", ttl.String())
+		cl.envs, cl.addrs, cl.srvs = append(cl.envs, e), append(cl.addrs, addr), append(cl.srvs, srv.Process)
+		t.Cleanup(func() { srv.Process.Signal(os.Interrupt); srv.Wait() })
+	}
+	return cl
+}
+
+// dial connects a client to host i.
+func (cl *cluster) dial(ctx context.Context, i int) *client.Client {
+	cl.t.Helper()
+	c, err := client.Dial(ctx, cl.addrs[i], client.Options{Token: cl.token})
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	cl.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestClusterTakeOverQueuedRuns: three hosts on one PostgreSQL; the owner
+// of a session is SIGKILLed mid-run with four runs queued behind it.
+// Within the lease TTL + 5 s another host has interrupted the mid-flight
+// run and completed every queued run, in the order they were queued,
+// each once, without a client asking for the session: the runs' River
+// jobs woke a surviving host. A client attached through the third host
+// (which never owned the session when it subscribed) received every
+// event exactly once, in order, identical to the log. The runs are
+// queued through all three hosts: those that do not own the session
+// forward run/start to its owner, with the owner's receipts and errors.
+func TestClusterTakeOverQueuedRuns(t *testing.T) {
+	const ttl = 2 * time.Second
+	cl := newCluster(t, 3, ttl)
+	e := cl.envs[0]
+	hang := e.script("hang.json", `{"steps":[{"text":"never","delayMs":3600000}]}`)
+	echo := e.script("echo.json", `{"loop":true,"steps":[{"text":"echo {{input}}","delayMs":1}]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, b, c := cl.dial(ctx, 0), cl.dial(ctx, 1), cl.dial(ctx, 2)
+	s, err := a.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:" + echo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Subscribe(ctx, api.SubscribeParams{SessionID: s.ID})
+	if err != nil {
+		t.Fatalf("subscribe through a host that does not own the session: %v", err)
+	}
+	type result struct {
+		evs []event.Event
+		err error
+	}
+	attached := make(chan result, 1)
+	var lastQueued string
+	ready := make(chan struct{})
+	go func() {
+		var r result
+		defer func() { attached <- r }()
+		<-ready
+		for ev, err := range sub {
+			if err != nil {
+				r.err = err
+				return
+			}
+			r.evs = append(r.evs, ev)
+			if ev.RunID == lastQueued && event.IsTerminalRun(ev.Type) {
+				return
+			}
+		}
+	}()
+	active, err := a.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("first")), Model: "scripted:" + hang})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The runs are queued through every host: B and C forward them to A,
+	// which owns the session; a retry through another host replays.
+	var queued []string
+	params := func(i int) api.StartRunParams {
+		return api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts(fmt.Sprintf("queued-%d", i))),
+			Busy: api.BusyQueue, IdempotencyKey: fmt.Sprintf("q-%d", i)}
+	}
+	through := []*client.Client{b, c, a, b}
+	for i := range 4 {
+		r, err := through[i].StartRun(ctx, params(i))
+		if err != nil {
+			t.Fatalf("run/start %d through host %d: %v", i, []int{1, 2, 0, 1}[i], err)
+		}
+		if r.Status != record.RunQueued {
+			t.Fatalf("run %d: %s; want queued", i, r.Status)
+		}
+		queued = append(queued, r.ID)
+	}
+	if again, err := c.StartRun(ctx, params(0)); err != nil || !again.Replayed || again.ID != queued[0] {
+		t.Fatalf("a retry through host C of run/start sent through B: %+v, %v; want a replay of %s", again, err, queued[0])
+	}
+	if _, err := b.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("x"))}); err == nil || !strings.Contains(err.Error(), "busy") {
+		t.Fatalf("run/start with busy reject through host B: %v; want the owner's run_conflict (busy)", err)
+	}
+	lastQueued = queued[len(queued)-1]
+	close(ready)
+	if !poll(10*time.Second, func() bool {
+		r, err := b.GetRun(ctx, api.RunIDParams{RunID: active.ID})
+		return err == nil && r.Status == record.RunRunning
+	}) {
+		t.Fatal("the first run did not start")
+	}
+	a.Close()
+	cl.srvs[0].Signal(syscall.SIGKILL)
+	killed := time.Now()
+	// Nothing asks for the session: run/get reads the store.
+	if !poll(ttl+5*time.Second, func() bool {
+		r, err := b.GetRun(ctx, api.RunIDParams{RunID: queued[len(queued)-1]})
+		return err == nil && record.IsTerminal(r.Status)
+	}) {
+		t.Fatalf("the queued runs did not all run within the TTL + 5s of the kill")
+	}
+	t.Logf("the last queued run ended %v after the kill (lease TTL %v)", time.Since(killed).Round(time.Millisecond), ttl)
+	page, err := b.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkContiguous(t, page.Events)
+	var got result
+	select {
+	case got = <-attached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client attached through the third host did not see the last queued run end")
+	}
+	if got.err != nil {
+		t.Fatalf("the subscription through the third host ended: %v", got.err)
+	}
+	if len(got.evs) != len(page.Events) {
+		t.Fatalf("the client attached through the third host received %d events; the log holds %d", len(got.evs), len(page.Events))
+	}
+	for i := range got.evs {
+		want, have := page.Events[i], got.evs[i]
+		if have.Seq != want.Seq || have.Type != want.Type || have.RunID != want.RunID || string(have.Data) != string(want.Data) {
+			t.Fatalf("event %d through the third host: %+v; the log has %+v", i, have, want)
+		}
+	}
+	var order []string
+	ends := map[string][]event.Type{}
+	text := map[string]string{}
+	for _, ev := range page.Events {
+		switch ev.Type {
+		case event.RunStarted:
+			order = append(order, ev.RunID)
+		case event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted:
+			ends[ev.RunID] = append(ends[ev.RunID], ev.Type)
+		case event.MessageCompleted:
+			var d event.MessageCompletedData
+			if ev.Decode(&d) == nil {
+				text[ev.RunID] += d.Text
+			}
+		}
+	}
+	if got, want := strings.Join(order, " "), strings.Join(append([]string{active.ID}, queued...), " "); got != want {
+		t.Fatalf("runs started in the order\n%s\nwant each once, in order\n%s", got, want)
+	}
+	if got := ends[active.ID]; len(got) != 1 || got[0] != event.RunInterrupted {
+		t.Fatalf("the mid-flight run ended with %v; want one run.interrupted", got)
+	}
+	for i, id := range queued {
+		if got := ends[id]; len(got) != 1 || got[0] != event.RunCompleted {
+			t.Fatalf("queued run %d ended with %v; want one run.completed", i, got)
+		}
+		if want := fmt.Sprintf("echo queued-%d", i); text[id] != want {
+			t.Fatalf("queued run %d answered %q; want %q", i, text[id], want)
+		}
+	}
+	// weft nodes shows each host's queued runs and River's jobs: the
+	// job of every run that ended completes at its next look (the one
+	// the killed host was working, if any, stays running until River's
+	// rescuer takes it back).
+	var out, stderr string
+	var code int
+	done := func() bool {
+		return strings.Contains(out, "QUEUED") && strings.Contains(out, "River: leader ") && strings.Contains(out, "completed ") &&
+			!strings.Contains(out, "available") && !strings.Contains(out, "scheduled")
+	}
+	poll(ttl+time.Second, func() bool {
+		out, stderr, code = cl.envs[1].weft("", "nodes")
+		return done()
+	})
+	if code != 0 || !done() {
+		t.Fatalf("weft nodes: %d\n%s%s", code, out, stderr)
+	}
+}
+
+// TestClusterDrainOnSIGTERM: a host stopped with SIGTERM drains: it stops
+// taking commands, closes its sessions (releasing their leases at once)
+// and hands their queued runs over, so another host runs them in order
+// long before the lease TTL (30 s here) would have let it.
+func TestClusterDrainOnSIGTERM(t *testing.T) {
+	const ttl = 30 * time.Second
+	cl := newCluster(t, 2, ttl)
+	e := cl.envs[0]
+	hang := e.script("hang.json", `{"steps":[{"text":"never","delayMs":3600000}]}`)
+	echo := e.script("echo.json", `{"loop":true,"steps":[{"text":"echo {{input}}","delayMs":1}]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, b := cl.dial(ctx, 0), cl.dial(ctx, 1)
+	s, err := a.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:" + echo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	active, err := a.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("first")), Model: "scripted:" + hang})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queued []string
+	for i := range 3 {
+		r, err := a.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts(fmt.Sprintf("queued-%d", i))), Busy: api.BusyQueue})
+		if err != nil {
+			t.Fatal(err)
+		}
+		queued = append(queued, r.ID)
+	}
+	if !poll(10*time.Second, func() bool {
+		r, err := b.GetRun(ctx, api.RunIDParams{RunID: active.ID})
+		return err == nil && r.Status == record.RunRunning
+	}) {
+		t.Fatal("the first run did not start")
+	}
+	// Every run's job has had its first look and sleeps until its
+	// recheck, half the TTL away: without a handover the queue would wait
+	// that long.
+	if !poll(10*time.Second, func() bool {
+		out, _, _ := cl.envs[1].weft("", "nodes")
+		return strings.Contains(out, "wake-up jobs: scheduled 4\n")
+	}) {
+		out, _, _ := cl.envs[1].weft("", "nodes")
+		t.Fatalf("the runs' jobs did not all snooze:\n%s", out)
+	}
+	a.Close()
+	stopped := time.Now()
+	cl.srvs[0].Signal(syscall.SIGTERM)
+	if !poll(10*time.Second, func() bool {
+		r, err := b.GetRun(ctx, api.RunIDParams{RunID: queued[len(queued)-1]})
+		return err == nil && record.IsTerminal(r.Status)
+	}) {
+		t.Fatalf("the queued runs did not run on the other host within 10 s of the SIGTERM (lease TTL %v)", ttl)
+	}
+	t.Logf("the last queued run ended %v after the SIGTERM (lease TTL %v)", time.Since(stopped).Round(time.Millisecond), ttl)
+	runs, err := b.ListRuns(ctx, api.ListRunsParams{SessionID: s.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, r := range runs.Runs {
+		if r.ID != active.ID {
+			if r.Status != record.RunCompleted {
+				t.Fatalf("queued run %s: %s; want completed", r.ID, r.Status)
+			}
+			order = append(order, r.ID)
+		} else if !record.IsTerminal(r.Status) {
+			t.Fatalf("the mid-flight run: %s; want ended", r.Status)
+		}
+	}
+	if strings.Join(order, " ") != strings.Join(queued, " ") {
+		t.Fatalf("queued runs %v; want %v in order", order, queued)
+	}
+}

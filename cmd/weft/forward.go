@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"weft.dev/weft/api"
+	"weft.dev/weft/rpc"
+	"weft.dev/weft/store"
+	"weft.dev/weft/store/postgres"
+)
+
+// forwarder sends the commands for a session another host owns to that
+// host: host-to-host JSON-RPC over HTTP at the address the owner
+// registered in the nodes table, with this host's token (the hosts of one
+// store share it), marked forwarded so that it is never forwarded again.
+type forwarder struct {
+	st    *postgres.Store
+	token string
+	http  *http.Client
+}
+
+func newForwarder(st *postgres.Store, token string) *forwarder {
+	return &forwarder{st: st, token: token, http: &http.Client{Timeout: 10 * time.Minute}}
+}
+
+// Forward implements rpc.Forwarder.
+func (f *forwarder) Forward(ctx context.Context, holder, method string, params json.RawMessage) (json.RawMessage, error) {
+	addr, err := f.st.NodeAddr(ctx, holder)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, api.Errorf(api.KindRunConflict, "the session is in use by %s, which takes no forwarded commands (not a serving host, or stopping); retry on it or later", holder).
+			With("holder", holder)
+	}
+	if err != nil {
+		return nil, api.Wrap(api.KindStorageUnavailable, err, "find the host that owns the session")
+	}
+	if len(params) == 0 {
+		params = json.RawMessage("{}")
+	}
+	body, err := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      int             `json:"id"`
+		Method  string          `json:"method"`
+		Params  json.RawMessage `json:"params"`
+	}{"2.0", 1, method, params})
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/rpc", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(rpc.ForwardedHeader, "1")
+	if f.token != "" {
+		req.Header.Set("Authorization", "Bearer "+f.token)
+	}
+	resp, err := f.http.Do(req)
+	if err != nil {
+		return nil, api.Wrap(api.KindOverloaded, err, "forward %s to %s at %s, which owns the session", method, holder, addr).With("holder", holder)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, api.Wrap(api.KindOverloaded, err, "forward %s to %s at %s", method, holder, addr)
+	}
+	var out struct {
+		Result json.RawMessage `json:"result"`
+		Error  *api.Error      `json:"error"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("forward %s to %s at %s: HTTP %d: %w", method, holder, addr, resp.StatusCode, err)
+	}
+	if out.Error != nil {
+		if out.Error.Kind == api.KindUnauthorized {
+			return nil, api.Errorf(api.KindRunConflict, "the session is in use by %s at %s, which refused the command forwarded to it (%s): the hosts of one store must share a token (WEFT_TOKEN)", holder, addr, out.Error.Message).
+				With("holder", holder)
+		}
+		return nil, out.Error
+	}
+	return out.Result, nil
+}
