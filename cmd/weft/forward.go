@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"time"
 
 	"weft.dev/weft/api"
@@ -28,6 +29,36 @@ type forwarder struct {
 
 func newForwarder(st *postgres.Store, token string) *forwarder {
 	return &forwarder{st: st, token: token, http: &http.Client{Timeout: 10 * time.Minute}}
+}
+
+// errOwnerGone ends a forwarded call whose owner holds no live lease.
+var errOwnerGone = errors.New("the owner holds no live lease")
+
+// ownerCheck is how often a forwarded call in flight checks that its
+// owner still holds a live lease.
+const ownerCheck = 250 * time.Millisecond
+
+// watchOwner cancels ctx with errOwnerGone once holder has no live lease
+// in the store, and returns when ctx is done. A store that cannot be read
+// leaves the call alone.
+func (f *forwarder) watchOwner(ctx context.Context, cancel context.CancelCauseFunc, holder string) {
+	t := time.NewTicker(ownerCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ls, err := f.st.ListLeases(ctx, postgres.ListLeasesParams{})
+		if err != nil {
+			continue
+		}
+		if !slices.ContainsFunc(ls, func(l postgres.LeaseInfo) bool { return l.Holder == holder }) {
+			cancel(errOwnerGone)
+			return
+		}
+	}
 }
 
 // Forward implements rpc.Forwarder.
@@ -61,8 +92,24 @@ func (f *forwarder) Forward(ctx context.Context, holder, method string, params j
 	if f.token != "" {
 		req.Header.Set("Authorization", "Bearer "+f.token)
 	}
+	// A frozen owner (SIGSTOP, a partition) accepts the connection and
+	// never answers: the call ends once the owner holds no live lease,
+	// for the client's retry to find the session free.
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	req = req.WithContext(wctx)
+	watched := make(chan struct{})
+	defer func() { cancel(nil); <-watched }()
+	go func() {
+		defer close(watched)
+		f.watchOwner(wctx, cancel, holder)
+	}()
 	resp, err := f.http.Do(req)
 	if err != nil {
+		if errors.Is(context.Cause(wctx), errOwnerGone) {
+			return nil, api.Errorf(api.KindOverloaded, "forward %s to %s at %s: it stopped answering and its leases expired; retry, and this host takes the session", method, holder, addr).
+				With("holder", holder)
+		}
 		return nil, api.Wrap(api.KindOverloaded, err, "forward %s to %s at %s, which owns the session", method, holder, addr).With("holder", holder)
 	}
 	defer resp.Body.Close()
