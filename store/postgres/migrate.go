@@ -115,6 +115,13 @@ func applyMigrations(ctx context.Context, conn *pgx.Conn, pcfg *pgxpool.Config, 
 	)`); err != nil {
 		return 0, 0, classify(name, "migrate: create schema_version", err)
 	}
+	// compatible is the lowest schema a binary must know to use the
+	// database with that migration (migrate.Migration.Compatible); NULL
+	// for rows recorded before it was, until a binary that knows them
+	// fills them in below.
+	if _, err := tx.Exec(ctx, `ALTER TABLE schema_version ADD COLUMN IF NOT EXISTS compatible integer`); err != nil {
+		return 0, 0, classify(name, "migrate: schema_version.compatible", err)
+	}
 	var cur int
 	if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_version`).Scan(&cur); err != nil {
 		return 0, 0, classify(name, "migrate: read schema version", err)
@@ -122,11 +129,16 @@ func applyMigrations(ctx context.Context, conn *pgx.Conn, pcfg *pgxpool.Config, 
 	if cur > len(ms) {
 		return cur, cur, newerSchema(name, cur, len(ms))
 	}
+	for _, m := range ms[:cur] {
+		if _, err := tx.Exec(ctx, `UPDATE schema_version SET compatible = $2 WHERE version = $1 AND compatible IS NULL`, m.Version, m.Compatible); err != nil {
+			return cur, cur, classify(name, "record migration "+m.Name, err)
+		}
+	}
 	for _, m := range ms[cur:] {
 		if _, err := tx.Exec(ctx, m.SQL); err != nil {
 			return cur, cur, classify(name, "apply migration "+m.Name, err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schema_version (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_version (version, name, compatible) VALUES ($1, $2, $3)`, m.Version, m.Name, m.Compatible); err != nil {
 			return cur, cur, classify(name, "record migration "+m.Name, err)
 		}
 	}
@@ -152,6 +164,18 @@ func schemaVersion(ctx context.Context, conn *pgx.Conn, name string) (have, want
 		return 0, 0, classify(name, "read schema version", err)
 	}
 	return have, len(ms), nil
+}
+
+// usableNewer reports whether this binary, which knows schema want, may
+// use a database at a newer schema: every migration past want says that
+// binaries of schema want or older can (migrate.Migration.Compatible),
+// as additive ones do, so that hosts one version apart share a database
+// through a rolling deploy. A migration that says nothing (or a database
+// without the column) is not usable.
+func usableNewer(ctx context.Context, conn *pgx.Conn, want int) bool {
+	var need int
+	err := conn.QueryRow(ctx, `SELECT coalesce(max(coalesce(compatible, version)), 0) FROM schema_version WHERE version > $1`, want).Scan(&need)
+	return err == nil && need <= want
 }
 
 func newerSchema(name string, have, want int) error {

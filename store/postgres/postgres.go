@@ -230,6 +230,10 @@ func (s *Store) check(ctx context.Context, migrate bool) error {
 	switch {
 	case err != nil:
 		return err
+	case have > want && usableNewer(ctx, c.Conn(), want):
+		// A rolling deploy: a newer host migrated, and every step since
+		// this binary's schema is one it may use.
+		s.logger.Info("store schema is newer than this binary, and compatible with it", "store", s.name, "schema", have, "binary", want)
 	case have > want:
 		return newerSchema(s.name, have, want)
 	case have < want && !migrate:

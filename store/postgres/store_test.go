@@ -204,6 +204,38 @@ func TestSchemaVersions(t *testing.T) {
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM schema_version`).Scan(&n); err != nil || n != latest {
 		t.Fatalf("schema_version rows = %d, %v; want %d", n, err, latest)
 	}
+	var c5 int
+	if err := conn.QueryRow(ctx, `SELECT compatible FROM schema_version WHERE version = 5`).Scan(&c5); err != nil || c5 != 4 {
+		t.Fatalf("schema 5 (additive) recorded as compatible with %d, %v; want 4", c5, err)
+	}
+	// A row an older binary recorded without it is filled in by the
+	// next migration.
+	if _, err := conn.Exec(ctx, `UPDATE schema_version SET compatible = NULL WHERE version = 5`); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := postgres.Migrate(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, `SELECT compatible FROM schema_version WHERE version = 5`).Scan(&c5); err != nil || c5 != 4 {
+		t.Fatalf("schema 5 after a migration filled it in: %d, %v; want 4", c5, err)
+	}
+	// A rolling deploy: the next version's additive migration, which
+	// says this binary's schema can use it, is accepted; one that needs
+	// the next binary is not.
+	if _, err := conn.Exec(ctx, `INSERT INTO schema_version (version, name, compatible) VALUES ($1, 'next_additive.sql', $2)`, latest+1, latest); err != nil {
+		t.Fatal(err)
+	}
+	s, err = postgres.Open(ctx, postgres.Config{URL: url})
+	if err != nil {
+		t.Fatalf("Open of a newer schema that says this one can use it: %v", err)
+	}
+	s.Close()
+	if _, err := conn.Exec(ctx, `INSERT INTO schema_version (version, name, compatible) VALUES ($1, 'then_breaking.sql', $1)`, latest+2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = postgres.Open(ctx, postgres.Config{URL: url}); !errors.Is(err, postgres.ErrNewerSchema) {
+		t.Fatalf("Open of a newer schema that needs a newer binary = %v; want ErrNewerSchema", err)
+	}
 	if _, err := conn.Exec(ctx, `INSERT INTO schema_version (version, name) VALUES (99, '0099_future.sql')`); err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,20 @@ type Migration struct {
 	Name string
 	// SQL is the file's content.
 	SQL string
+	// Compatible is the lowest schema version a binary must know to use
+	// a database this migration has been applied to: the migration's own
+	// version unless its first line says `-- compatible-with: N` (N
+	// below it: the change is additive, and binaries that know schema N
+	// read and write the database correctly with it). A store records it
+	// beside the version, so that a binary one version behind can tell a
+	// newer schema it may use from one it must refuse (a rolling deploy).
+	Compatible int
 }
+
+// compatPrefix starts the first line of a migration that binaries of an
+// older schema may use.
+const compatPrefix = "-- compatible-with:"
+
 
 // Load reads migrations/NNNN_name.sql from fsys and checks that they are
 // numbered 1, 2, 3 … without a gap or a repeat. The error names the file
@@ -45,7 +58,16 @@ func Load(fsys fs.FS) ([]Migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("migration %s: %w", name, err)
 		}
-		out = append(out, Migration{Version: v, Name: name, SQL: string(b)})
+		m := Migration{Version: v, Name: name, SQL: string(b), Compatible: v}
+		first, _, _ := strings.Cut(m.SQL, "\n")
+		if rest, ok := strings.CutPrefix(first, compatPrefix); ok {
+			c, err := strconv.Atoi(strings.TrimSpace(rest))
+			if err != nil || c < 1 || c > v {
+				return nil, fmt.Errorf("migration %s: %s wants a schema version from 1 to %d", name, compatPrefix, v)
+			}
+			m.Compatible = c
+		}
+		out = append(out, m)
 	}
 	// fs.ReadDir sorts by name and the names are zero-padded.
 	for i, m := range out {

@@ -46,3 +46,27 @@ func TestLoadErrors(t *testing.T) {
 		})
 	}
 }
+
+// A migration's first line may say which older schema can still use the
+// database; a bad one is an error naming the file.
+func TestLoadCompatible(t *testing.T) {
+	ms, err := migrate.Load(fstest.MapFS{
+		"migrations/0001_init.sql": {Data: []byte("one")},
+		"migrations/0002_more.sql": {Data: []byte("-- compatible-with: 1\nALTER TABLE x ADD COLUMN y int;")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms[0].Compatible != 1 || ms[1].Compatible != 1 {
+		t.Fatalf("Compatible = %d, %d; want 1, 1", ms[0].Compatible, ms[1].Compatible)
+	}
+	for _, bad := range []string{"-- compatible-with: 3\n", "-- compatible-with: x\n", "-- compatible-with: 0\n"} {
+		_, err := migrate.Load(fstest.MapFS{
+			"migrations/0001_init.sql": {Data: []byte("one")},
+			"migrations/0002_more.sql": {Data: []byte(bad)},
+		})
+		if err == nil || !strings.Contains(err.Error(), "0002_more.sql") {
+			t.Errorf("%q: %v; want an error naming the file", bad, err)
+		}
+	}
+}

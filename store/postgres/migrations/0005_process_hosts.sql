@@ -1,3 +1,4 @@
+-- compatible-with: 4
 -- 0005: processes belong to their host. A process row names the host
 -- that runs it (its holder name in the leases table) and the lease epoch
 -- of its session under which it runs: its log's batches are fenced with

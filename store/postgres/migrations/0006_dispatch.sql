@@ -1,4 +1,5 @@
--- 0005: dispatch across hosts. The migration that brings a database to
+-- compatible-with: 5
+-- 0006: dispatch across hosts. The migration that brings a database to
 -- this version also installs River's tables (river_job and the rest, by
 -- River's own migrator, in the same transaction): a queued run is a River
 -- job inserted with its run.queued event. nodes is the registry of
