@@ -110,13 +110,7 @@ func (m *Manager) RecoverSession(ctx context.Context, sessionID string, by Owner
 // session, as after losing its lease to an outage, and took it again) to
 // by's epoch, so that their next writes pass the new lease's fence.
 func (m *Manager) adopt(sessionID string, by Owner) {
-	m.mu.Lock()
-	var ps []*proc
-	for _, p := range m.live {
-		ps = append(ps, p)
-	}
-	m.mu.Unlock()
-	for _, p := range ps {
+	for _, p := range m.liveProcs() {
 		p.mu.Lock()
 		if p.rec.SessionID == sessionID && p.fenced == nil && p.rec.Epoch < by.Epoch {
 			p.rec.Host, p.rec.Epoch = by.Host, by.Epoch
@@ -125,17 +119,22 @@ func (m *Manager) adopt(sessionID string, by Owner) {
 	}
 }
 
+// liveProcs returns the processes running under m now.
+func (m *Manager) liveProcs() []*proc {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ps := make([]*proc, 0, len(m.live))
+	for _, p := range m.live {
+		ps = append(ps, p)
+	}
+	return ps
+}
+
 // Runs reports whether a process of session sessionID runs under this
 // Manager (one that has not been fenced). A host keeps such a session
 // loaded, and so its lease: its processes' writes are fenced with it.
 func (m *Manager) Runs(sessionID string) bool {
-	m.mu.Lock()
-	var ps []*proc
-	for _, p := range m.live {
-		ps = append(ps, p)
-	}
-	m.mu.Unlock()
-	for _, p := range ps {
+	for _, p := range m.liveProcs() {
 		p.mu.Lock()
 		ok := p.rec.SessionID == sessionID && p.fenced == nil
 		p.mu.Unlock()

@@ -270,31 +270,24 @@ func appendAnyValue(b []byte, v attribute.Value) []byte {
 	case attribute.STRING:
 		return protowire.AppendString(protowire.AppendTag(b, 1, protowire.BytesType), v.AsString())
 	case attribute.BOOLSLICE:
-		var arr []byte
-		for _, x := range v.AsBoolSlice() {
-			arr = appendMessage(arr, 1, appendAnyValue(nil, attribute.BoolValue(x)))
-		}
-		return appendMessage(b, 5, arr)
+		return appendArray(b, v.AsBoolSlice(), attribute.BoolValue)
 	case attribute.INT64SLICE:
-		var arr []byte
-		for _, x := range v.AsInt64Slice() {
-			arr = appendMessage(arr, 1, appendAnyValue(nil, attribute.Int64Value(x)))
-		}
-		return appendMessage(b, 5, arr)
+		return appendArray(b, v.AsInt64Slice(), attribute.Int64Value)
 	case attribute.FLOAT64SLICE:
-		var arr []byte
-		for _, x := range v.AsFloat64Slice() {
-			arr = appendMessage(arr, 1, appendAnyValue(nil, attribute.Float64Value(x)))
-		}
-		return appendMessage(b, 5, arr)
+		return appendArray(b, v.AsFloat64Slice(), attribute.Float64Value)
 	case attribute.STRINGSLICE:
-		var arr []byte
-		for _, x := range v.AsStringSlice() {
-			arr = appendMessage(arr, 1, appendAnyValue(nil, attribute.StringValue(x)))
-		}
-		return appendMessage(b, 5, arr)
+		return appendArray(b, v.AsStringSlice(), attribute.StringValue)
 	}
 	return protowire.AppendString(protowire.AppendTag(b, 1, protowire.BytesType), v.String())
+}
+
+// appendArray appends an AnyValue's array_value of xs.
+func appendArray[T any](b []byte, xs []T, value func(T) attribute.Value) []byte {
+	var arr []byte
+	for _, x := range xs {
+		arr = appendMessage(arr, 1, appendAnyValue(nil, value(x)))
+	}
+	return appendMessage(b, 5, arr)
 }
 
 func unixNano(t time.Time) uint64 {
