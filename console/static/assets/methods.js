@@ -44,6 +44,7 @@
 /** @typedef {{sessionId: string, atSeq?: number, title?: null|string, mounts?: null|Array<*>, idempotencyKey?: string}} SessionForkParams */
 /** @typedef {{sessionId: string, transcript?: string}} SessionGetParams */
 /** @typedef {{cursor?: string, limit?: number}} SessionListParams */
+/** @typedef {{dryRun?: boolean}} SessionPruneParams */
 /** @typedef {{sessionId: string, toSeq: number, files?: boolean, idempotencyKey?: string}} SessionRewindParams */
 /** @typedef {{sessionId: string, title?: null|string, model?: null|string, budget?: null|Object, idempotencyKey?: string}} SessionUpdateParams */
 /** @typedef {{requestId?: string, callId?: string, sessionId?: string, output: string, isError?: boolean, idempotencyKey?: string}} ToolResultParams */
@@ -92,6 +93,7 @@ export const methods = Object.freeze({
   "session/fork": Object.freeze({"sessionId": "string", "atSeq": "number?", "title": "null|string?", "mounts": "null|Array<*>?", "idempotencyKey": "string?"}),
   "session/get": Object.freeze({"sessionId": "string", "transcript": "string?"}),
   "session/list": Object.freeze({"cursor": "string?", "limit": "number?"}),
+  "session/prune": Object.freeze({"dryRun": "boolean?"}),
   "session/rewind": Object.freeze({"sessionId": "string", "toSeq": "number", "files": "boolean?", "idempotencyKey": "string?"}),
   "session/update": Object.freeze({"sessionId": "string", "title": "null|string?", "model": "null|string?", "budget": "null|Object?", "idempotencyKey": "string?"}),
   "tool/result": Object.freeze({"requestId": "string?", "callId": "string?", "sessionId": "string?", "output": "string", "isError": "boolean?", "idempotencyKey": "string?"}),
