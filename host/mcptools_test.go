@@ -40,7 +40,9 @@ func TestMCPToolsListedAndStarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	script := `{"steps":[{"toolCalls":[{"name":"start_tool","arguments":{"tool":"mcp__web__echo","args":{"text":"from the model"}}}]},{"text":"started"}]}`
+	// The started process may end while the run's second step is under
+	// way: its exit notice then reaches the run, which takes a third.
+	script := `{"steps":[{"toolCalls":[{"name":"start_tool","arguments":{"tool":"mcp__web__echo","args":{"text":"from the model"}}}]},{"text":"started"},{"text":"it ended"}]}`
 	h, err := host.New(context.Background(), host.Config{
 		Store: st, Tools: reg, MCP: m, Processes: pm, DefaultModel: "scripted:bg",
 		ResolveModel: func(name string) (*host.Model, error) {
@@ -96,7 +98,7 @@ func TestMCPToolsListedAndStarted(t *testing.T) {
 
 	run := start(t, h, api.StartRunParams{SessionID: s.ID, Input: input("go")})
 	if got := wait(t, h, run.ID); got.Status != record.RunCompleted {
-		t.Fatalf("run %s", got.Status)
+		t.Fatalf("run %s: %+v", got.Status, got.Error)
 	}
 	evs, _ := h.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, RunID: run.ID})
 	for _, e := range evs.Events {
