@@ -34,7 +34,6 @@ type Migration struct {
 // older schema may use.
 const compatPrefix = "-- compatible-with:"
 
-
 // Load reads migrations/NNNN_name.sql from fsys and checks that they are
 // numbered 1, 2, 3 … without a gap or a repeat. The error names the file
 // at fault.
