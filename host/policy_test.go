@@ -53,7 +53,9 @@ func scriptOf(t *testing.T, calls []scriptCall, more ...scriptCall) string {
 	for _, c := range more {
 		steps = append(steps, step{ToolCalls: []scriptCall{c}})
 	}
-	steps = append(steps, step{Text: "done"})
+	// A background shell may end after the last step began: its exit
+	// notice then reaches the run, which asks the model once more.
+	steps = append(steps, step{Text: "done"}, step{Text: "noted"})
 	b, err := json.Marshal(map[string]any{"steps": steps})
 	if err != nil {
 		t.Fatal(err)
