@@ -160,7 +160,8 @@ func TestProcessEndTellsActiveRun(t *testing.T) {
 		"bg": `{"steps":[
 			{"toolCalls":[{"name":"shell","arguments":{"command":"echo done-in-bg","background":true}}]},
 			{"toolCalls":[{"name":"shell","arguments":{"command":"sleep 0.5"}}]},
-			{"text":"saw: {{input}}"}]}`,
+			{"text":"saw: {{input}}"},
+			{"text":"saw late: {{input}}"}]}`,
 	})
 	sid := session(t, h, "scripted:bg")
 	r := start(t, h, api.StartRunParams{SessionID: sid, Input: input("go")})
