@@ -33,7 +33,9 @@ func TestHostMetrics(t *testing.T) {
 	if m.SessionsLoaded != 1 || m.RunsRunning != 1 || m.RunsQueued != 1 || m.Subscribers != 1 || m.RunsStarted != 1 {
 		t.Errorf("with one run running and one queued: %+v", m)
 	}
-	for _, id := range []string{first.ID, second.ID} {
+	// The queued run first: once the first ends, the second would start
+	// and might complete (its script is past its sleep) before a cancel.
+	for _, id := range []string{second.ID, first.ID} {
 		if _, err := h.CancelRun(context.Background(), api.CancelParams{RunID: id}); err != nil {
 			t.Fatal(err)
 		}
