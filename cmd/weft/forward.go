@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"time"
 
 	"weft.dev/weft/api"
@@ -50,11 +49,11 @@ func (f *forwarder) watchOwner(ctx context.Context, cancel context.CancelCauseFu
 			return
 		case <-t.C:
 		}
-		ls, err := f.st.ListLeases(ctx, postgres.ListLeasesParams{})
+		live, err := f.st.HolderLive(ctx, holder)
 		if err != nil {
 			continue
 		}
-		if !slices.ContainsFunc(ls, func(l postgres.LeaseInfo) bool { return l.Holder == holder }) {
+		if !live {
 			cancel(errOwnerGone)
 			return
 		}

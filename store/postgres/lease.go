@@ -446,6 +446,20 @@ type ListLeasesParams struct {
 
 // ListLeases lists the session leases, live ones only unless p.Expired,
 // by holder then age (oldest first).
+// HolderLive reports whether holder has a live session lease: one query,
+// whatever the number of leases in the store.
+func (s *Store) HolderLive(ctx context.Context, holder string) (bool, error) {
+	if err := s.guard.Enter(); err != nil {
+		return false, err
+	}
+	defer s.guard.Leave()
+	var live bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM leases WHERE holder = $1 AND expires_at > now())`, holder).Scan(&live); err != nil {
+		return false, s.errorf("check the leases of "+holder, err)
+	}
+	return live, nil
+}
+
 func (s *Store) ListLeases(ctx context.Context, p ListLeasesParams) ([]LeaseInfo, error) {
 	if err := s.guard.Enter(); err != nil {
 		return nil, err
