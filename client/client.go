@@ -8,11 +8,13 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"iter"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +33,11 @@ type Options struct {
 	// SubscriptionBuffer is how many events one subscription may hold
 	// unread before it ends with ErrLagged; zero means 4096.
 	SubscriptionBuffer int
+	// TLSConfig verifies the host of a wss:// or https:// address: set
+	// its RootCAs to trust a private CA. Nil means the system's roots.
+	// Dial never skips verification for it; a config that does is the
+	// caller's choice.
+	TLSConfig *tls.Config
 }
 
 // ErrLagged ends a subscription whose consumer fell behind; resume after
@@ -66,7 +73,8 @@ type notice struct {
 
 // Dial connects to the host at addr over WebSocket. addr is host:port,
 // or a ws://, wss://, http:// or https:// URL (the /rpc/ws path is added
-// when missing).
+// when missing); wss:// and https:// speak TLS and verify the host's
+// certificate against opts.TLSConfig's roots.
 func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	u := addr
 	switch {
@@ -80,7 +88,13 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if !strings.HasSuffix(u, "/rpc/ws") {
 		u = strings.TrimSuffix(u, "/") + "/rpc/ws"
 	}
-	c, err := jrpc.DialWebSocket(ctx, u, jrpc.Config{Token: opts.Token, Logger: opts.Logger, NotifyBuffer: 8192})
+	cfg := jrpc.Config{Token: opts.Token, Logger: opts.Logger, NotifyBuffer: 8192}
+	if opts.TLSConfig != nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = opts.TLSConfig.Clone()
+		cfg.HTTPClient = &http.Client{Transport: t}
+	}
+	c, err := jrpc.DialWebSocket(ctx, u, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to weft host %s: %w", addr, err)
 	}

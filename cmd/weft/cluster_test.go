@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -26,11 +27,20 @@ type cluster struct {
 	srvs  []*os.Process
 	token string
 	ttl   time.Duration
+	// tls verifies the hosts' certificates when addrs are https://.
+	tls *tls.Config
 }
 
 // newCluster starts PostgreSQL, migrates a database and starts n hosts
 // on it with lease TTL ttl.
 func newCluster(t *testing.T, n int, ttl time.Duration) *cluster {
+	t.Helper()
+	return newClusterWith(t, n, ttl, nil)
+}
+
+// newClusterWith is newCluster with more flags for host i, from flags
+// (nil: none), which may also add to the host's environment e.env.
+func newClusterWith(t *testing.T, n int, ttl time.Duration, flags func(i int, e *testEnv, addr string) []string) *cluster {
 	t.Helper()
 	ctx := context.Background()
 	c, err := pgtest.New(ctx)
@@ -56,7 +66,11 @@ func newCluster(t *testing.T, n int, ttl time.Duration) *cluster {
 			}
 		}
 		addr := freeAddr(t)
-		srv := e.serve(addr, "--lease-ttl", ttl.String())
+		more := []string{"--lease-ttl", ttl.String()}
+		if flags != nil {
+			more = append(more, flags(i, e, addr)...)
+		}
+		srv := e.serve(addr, more...)
 		cl.envs, cl.addrs, cl.srvs = append(cl.envs, e), append(cl.addrs, addr), append(cl.srvs, srv.Process)
 		t.Cleanup(func() { srv.Process.Signal(os.Interrupt); srv.Wait() })
 	}
@@ -66,7 +80,7 @@ func newCluster(t *testing.T, n int, ttl time.Duration) *cluster {
 // dial connects a client to host i.
 func (cl *cluster) dial(ctx context.Context, i int) *client.Client {
 	cl.t.Helper()
-	c, err := client.Dial(ctx, cl.addrs[i], client.Options{Token: cl.token})
+	c, err := client.Dial(ctx, cl.addrs[i], client.Options{Token: cl.token, TLSConfig: cl.tls})
 	if err != nil {
 		cl.t.Fatal(err)
 	}

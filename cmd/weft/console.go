@@ -36,13 +36,27 @@ func (c *consoleCmd) Run(ctx context.Context, a *app) error {
 	if ch.err != nil {
 		return ch.err
 	}
-	base := "http://" + ch.addr + "/"
+	base := httpBase(ch.addr)
 	// Is it up? A URL to a host that is down is no use.
+	tlsConf, err := a.tlsClientConfig()
+	if err != nil {
+		return err
+	}
+	hc := http.DefaultClient
+	if tlsConf != nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = tlsConf
+		hc = &http.Client{Transport: t}
+		defer t.CloseIdleConnections()
+	}
 	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(hctx, "GET", base+"healthz", nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
+		if terr := tlsDialError(ch.addr, err); terr != nil {
+			return terr
+		}
 		return a.noHostError(hintLocal, err)
 	}
 	resp.Body.Close()

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,8 +18,8 @@ import (
 )
 
 // forwarder sends the commands for a session another host owns to that
-// host: host-to-host JSON-RPC over HTTP at the address the owner
-// registered in the nodes table, with this host's token (the hosts of one
+// host: host-to-host JSON-RPC over HTTP, or HTTPS verifying the owner's
+// certificate, at the address the owner registered in the nodes table, with this host's token (the hosts of one
 // store share it), marked forwarded so that it is never forwarded again.
 type forwarder struct {
 	st    *postgres.Store
@@ -26,8 +27,17 @@ type forwarder struct {
 	http  *http.Client
 }
 
-func newForwarder(st *postgres.Store, token string) *forwarder {
-	return &forwarder{st: st, token: token, http: &http.Client{Timeout: 10 * time.Minute}}
+// newForwarder returns the forwarder of a host on st. tlsConf verifies
+// the owners that registered an https:// address (nil: the system's
+// roots); verification is never skipped.
+func newForwarder(st *postgres.Store, token string, tlsConf *tls.Config) *forwarder {
+	hc := &http.Client{Timeout: 10 * time.Minute}
+	if tlsConf != nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = tlsConf
+		hc.Transport = t
+	}
+	return &forwarder{st: st, token: token, http: hc}
 }
 
 // errOwnerGone ends a forwarded call whose owner holds no live lease.
@@ -82,7 +92,7 @@ func (f *forwarder) Forward(ctx context.Context, holder, method string, params j
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/rpc", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, httpBase(addr)+"rpc", bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +117,11 @@ func (f *forwarder) Forward(ctx context.Context, holder, method string, params j
 	if err != nil {
 		if errors.Is(context.Cause(wctx), errOwnerGone) {
 			return nil, api.Errorf(api.KindOverloaded, "forward %s to %s at %s: it stopped answering and its leases expired; retry, and this host takes the session", method, holder, addr).
+				With("holder", holder)
+		}
+		if terr := tlsDialError(addr, err); terr != nil {
+			// Not a retry's to fix, as with a token the owner refuses.
+			return nil, api.Wrap(api.KindRunConflict, err, "the session is in use by %s, which this host cannot reach over TLS: %v; the hosts of one store must trust each other's certificates (start each with --tls-ca or WEFT_TLS_CA)", holder, terr).
 				With("holder", holder)
 		}
 		return nil, api.Wrap(api.KindOverloaded, err, "forward %s to %s at %s, which owns the session", method, holder, addr).With("holder", holder)

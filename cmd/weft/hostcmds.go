@@ -48,9 +48,16 @@ func (a *app) dialHost(ctx context.Context, name string) (*client.Client, error)
 	if err != nil {
 		return nil, err
 	}
+	tlsConf, err := a.tlsClientConfig()
+	if err != nil {
+		return nil, err
+	}
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	c, err := client.Dial(dctx, a.hostAddr(), client.Options{Token: tok})
+	c, err := client.Dial(dctx, a.hostAddr(), client.Options{Token: tok, TLSConfig: tlsConf})
+	if terr := tlsDialError(a.hostAddr(), err); err != nil && terr != nil {
+		return nil, terr
+	}
 	if errors.Is(err, api.ErrUnauthorized) {
 		return nil, fmt.Errorf("the host at %s refused this token: WEFT_TOKEN or the token file is not the host's (%v)", a.hostAddr(), innermost(err))
 	}
@@ -78,10 +85,17 @@ func hello(ctx context.Context, c *client.Client, name string) (rpc.Info, error)
 // dialer makes connections for client.Follow, introduced as name.
 func (a *app) dialer(tok, name string) client.Dialer {
 	return func(ctx context.Context) (*client.Client, error) {
+		tlsConf, err := a.tlsClientConfig()
+		if err != nil {
+			return nil, err
+		}
 		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		c, err := client.Dial(dctx, a.hostAddr(), client.Options{Token: tok})
+		c, err := client.Dial(dctx, a.hostAddr(), client.Options{Token: tok, TLSConfig: tlsConf})
 		if err != nil {
+			if terr := tlsDialError(a.hostAddr(), err); terr != nil {
+				return nil, terr
+			}
 			return nil, err
 		}
 		if _, err := hello(dctx, c, name); err != nil {

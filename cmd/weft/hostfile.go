@@ -22,8 +22,12 @@ import (
 type hostRecord struct {
 	// PID is the host's process.
 	PID int `json:"pid"`
-	// Addr is the address the host listens on, as clients dial it.
+	// Addr is the address the host listens on, as clients dial it:
+	// HOST:PORT.
 	Addr string `json:"addr"`
+	// Scheme is "https" for a host that serves TLS (--tls-cert); ""
+	// for plain HTTP.
+	Scheme string `json:"scheme,omitempty"`
 	// TokenFile is the path of the token file the host accepts; "" when
 	// the token came from WEFT_TOKEN or the host needs none.
 	TokenFile string `json:"tokenFile,omitempty"`
@@ -36,6 +40,15 @@ type hostRecord struct {
 	Started time.Time `json:"started"`
 
 	path string // the file it was read from
+}
+
+// dialAddr is the address a client dials to reach the host: Addr, as
+// an https:// URL for a host that serves TLS.
+func (r *hostRecord) dialAddr() string {
+	if r.Scheme == "https" {
+		return "https://" + r.Addr
+	}
+	return r.Addr
 }
 
 // maxHostFile bounds what a client reads of one host file.
@@ -220,11 +233,11 @@ func (a *app) chooseHost() *hostChoice {
 		switch len(live) {
 		case 0:
 		case 1:
-			ch.addr, ch.from, ch.rec = live[0].Addr, live[0].path, &live[0]
+			ch.addr, ch.from, ch.rec = live[0].dialAddr(), live[0].path, &live[0]
 		default:
 			var b strings.Builder
 			for _, h := range live {
-				fmt.Fprintf(&b, "\n  %s (pid %d", h.Addr, h.PID)
+				fmt.Fprintf(&b, "\n  %s (pid %d", h.dialAddr(), h.PID)
 				if h.Cwd != "" {
 					fmt.Fprintf(&b, ", started in %s", h.Cwd)
 				}

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -40,7 +41,8 @@ const (
 // cli is the command tree.
 type cli struct {
 	Store string `help:"Store: a SQLite file path or sqlite:PATH (default $XDG_DATA_HOME/weft/weft.db), or a PostgreSQL URL postgres://…" env:"WEFT_STORE" placeholder:"DSN"`
-	Host  string `help:"Address of a weft host (default 127.0.0.1:7878)." env:"WEFT_HOST" placeholder:"ADDR"`
+	Host  string `help:"Address of a weft host (default 127.0.0.1:7878): HOST:PORT, or https://HOST:PORT for a host that serves TLS." env:"WEFT_HOST" placeholder:"ADDR"`
+	TLSCA string `name:"tls-ca" help:"PEM file of the CA whose certificates the hosts present over TLS (https:// addresses, and forwarding between hosts); default: the system's roots." env:"WEFT_TLS_CA" placeholder:"FILE"`
 
 	Chat      chatCmd      `cmd:"" default:"withargs" help:"The terminal UI: talk with an agent, steer its runs, answer its approvals (also: weft, or weft -m MODEL, on a terminal)."`
 	Run       runCmd       `cmd:"" help:"Run an agent: stream its answer, record every event."`
@@ -91,6 +93,12 @@ type app struct {
 	// hostOnce guards chosen, the host client commands talk to.
 	hostOnce sync.Once
 	chosen   *hostChoice
+	// tlsCA is --tls-ca; tlsOnce guards tlsConf and tlsErr, what
+	// tlsClientConfig read from it.
+	tlsCA   string
+	tlsOnce sync.Once
+	tlsConf *tls.Config
+	tlsErr  error
 }
 
 // exitError carries an exit code out of a command.
@@ -187,6 +195,7 @@ func (a *app) parseAndRun(ctx context.Context, args []string, tree reflect.Type)
 		}
 		g := reflect.ValueOf(target).Elem()
 		a.storeDSN, a.host = g.FieldByName("Store").String(), g.FieldByName("Host").String()
+		a.tlsCA = g.FieldByName("TLSCA").String()
 		if implicit && kctx.Command() == "chat" && !(isTerminal(a.stdin) && isTerminal(a.stdout)) {
 			fmt.Fprint(a.stderr, shortUsage)
 			return exitUsage, true
@@ -227,10 +236,10 @@ func commandTree(args []string) reflect.Type {
 		switch {
 		case arg == "-h" || arg == "--help" || arg == "--":
 			return nil
-		case arg == "--store" || arg == "--host":
+		case arg == "--store" || arg == "--host" || arg == "--tls-ca":
 			i++ // the flag's value
 		case strings.HasPrefix(arg, "-"):
-			if !strings.HasPrefix(arg, "--store=") && !strings.HasPrefix(arg, "--host=") {
+			if !strings.HasPrefix(arg, "--store=") && !strings.HasPrefix(arg, "--host=") && !strings.HasPrefix(arg, "--tls-ca=") {
 				return nil // a flag of the default command, or unknown
 			}
 		case name == "":

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -29,7 +30,9 @@ const defaultListen = "127.0.0.1:7878"
 type serveCmd struct {
 	Listen         string        `help:"Address to listen on." default:"127.0.0.1:7878" env:"WEFT_LISTEN"`
 	InsecureNoAuth bool          `name:"insecure-no-auth" help:"Serve without a token, on a loopback address only: every user and program on this machine can then drive the host."`
-	Advertise      string        `name:"advertise" help:"With a PostgreSQL store: the HOST:PORT at which the other hosts reach this one to forward the commands for the sessions it owns (default: the listen address, 127.0.0.1 for a wildcard one)." env:"WEFT_ADVERTISE" placeholder:"HOST:PORT"`
+	Advertise      string        `name:"advertise" help:"With a PostgreSQL store: the HOST:PORT (or https://HOST:PORT) at which the other hosts reach this one to forward the commands for the sessions it owns (default: the listen address, 127.0.0.1 for a wildcard one); with --tls-cert the others verify this host's certificate for HOST." env:"WEFT_ADVERTISE" placeholder:"HOST:PORT"`
+	TLSCert        string        `name:"tls-cert" help:"Serve HTTPS and WSS with this PEM certificate chain (with --tls-key); the pair is read again when the files change." env:"WEFT_TLS_CERT" placeholder:"FILE"`
+	TLSKey         string        `name:"tls-key" help:"The PEM private key of --tls-cert." env:"WEFT_TLS_KEY" placeholder:"FILE"`
 	LeaseTTL       time.Duration `name:"lease-ttl" help:"With a PostgreSQL store: how long a session lease lives without renewal, so how long a dead host keeps its sessions from the others (default 10s)." env:"WEFT_LEASE_TTL" placeholder:"DURATION"`
 	IdleTimeout    time.Duration `name:"idle-timeout" help:"How long a keep-alive connection may wait for its next request (default 60s)." placeholder:"DURATION"`
 	MaxIdleConns   int           `name:"max-idle-conns" help:"Connections kept while not in a request (new, slow to send a header, or idle); beyond it the oldest is closed, those that never authenticated first (default 1024)." placeholder:"N"`
@@ -217,6 +220,25 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	if c.IdleTimeout < 0 || c.MaxIdleConns < 0 || c.MaxOpenConns < 0 || c.StreamMiB < 0 {
 		return usageErr("--idle-timeout, --max-idle-conns, --max-open-conns and --stream-mib must be positive")
 	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return usageErr("--tls-cert and --tls-key go together: give both, or neither to serve plain HTTP")
+	}
+	advertise, err := c.advertise()
+	if err != nil {
+		return err
+	}
+	// The key pair and the CA are read before anything binds: a bad one
+	// fails the start, never the first handshake.
+	var certs *certReloader
+	if c.TLSCert != "" {
+		if certs, err = newCertReloader(c.TLSCert, c.TLSKey, log); err != nil {
+			return fmt.Errorf("--tls-cert, --tls-key: %w", err)
+		}
+	}
+	tlsConf, err := a.tlsClientConfig()
+	if err != nil {
+		return err
+	}
 	// Bind first: a busy port fails before the store is opened or
 	// anything recovered.
 	ln, err := net.Listen("tcp", c.Listen)
@@ -238,6 +260,9 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 		return fmt.Errorf("--insecure-no-auth: %s resolved to %s, which is not a loopback address", c.Listen, ln.Addr())
 	}
 	rec := hostRecord{PID: os.Getpid(), Addr: clientAddr(ln.Addr()), TokenFrom: "none", Started: time.Now().UTC()}
+	if certs != nil {
+		rec.Scheme = "https"
+	}
 	rec.Cwd, _ = os.Getwd()
 	var tok string
 	if !c.InsecureNoAuth {
@@ -266,7 +291,7 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	// registered, as this one registers its own.
 	var fwd rpc.Forwarder
 	if pst, ok := h.store.(*postgres.Store); ok && h.holder != "" {
-		addr := cmp.Or(c.Advertise, rec.Addr)
+		addr := cmp.Or(advertise, rec.dialAddr())
 		if err := pst.RegisterNode(ctx, postgres.Node{Holder: h.holder, Addr: addr, Version: version}); err != nil {
 			return err
 		}
@@ -275,7 +300,7 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 			defer rcancel()
 			pst.RemoveNode(rctx, h.holder)
 		}()
-		fwd = newForwarder(pst, tok)
+		fwd = newForwarder(pst, tok, tlsConf)
 	}
 	srv := rpc.NewHostServer(h.host, rpc.HostConfig{Config: rpc.Config{
 		Forward: fwd,
@@ -314,7 +339,11 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 		defer removeHostFile()
 	}
 	errc := make(chan error, 2)
-	go func() { errc <- hs.Serve(ln) }()
+	serving := ln
+	if certs != nil {
+		serving = tls.NewListener(ln, serverTLSConfig(certs))
+	}
+	go func() { errc <- hs.Serve(serving) }()
 	if mln != nil {
 		mmux := http.NewServeMux()
 		mmux.Handle("/metrics", metrics)
@@ -326,13 +355,14 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	if c.InsecureNoAuth {
 		log.Warn("serving WITHOUT authentication (--insecure-no-auth): every user and program on this machine can drive this host", "addr", ln.Addr().String())
 	}
+	scheme := cmp.Or(rec.Scheme, "http")
 	switch rec.TokenFrom {
 	case "file":
-		log.Info("weft serving", "addr", ln.Addr().String(), "token", rec.TokenFile, "version", version)
+		log.Info("weft serving", "addr", ln.Addr().String(), "scheme", scheme, "token", rec.TokenFile, "version", version)
 	case "env":
-		log.Info("weft serving", "addr", ln.Addr().String(), "token", "WEFT_TOKEN", "version", version)
+		log.Info("weft serving", "addr", ln.Addr().String(), "scheme", scheme, "token", "WEFT_TOKEN", "version", version)
 	default:
-		log.Info("weft serving", "addr", ln.Addr().String(), "version", version)
+		log.Info("weft serving", "addr", ln.Addr().String(), "scheme", scheme, "version", version)
 	}
 	select {
 	case <-a.interrupts:
@@ -348,6 +378,36 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	hs.RegisterOnShutdown(func() { srv.Close(); close(mcpDone) })
 	hs.Shutdown(sctx)
 	return nil
+}
+
+// advertise returns --advertise with the scheme the other hosts use to
+// forward to this one: https:// when this host serves TLS, else none
+// (plain HTTP). A scheme that contradicts --tls-cert is a usage error: the
+// host speaks one or the other on its listen address.
+func (c *serveCmd) advertise() (string, error) {
+	adv, tlsOn := c.Advertise, c.TLSCert != ""
+	switch {
+	case adv == "":
+		return "", nil
+	case strings.HasPrefix(adv, "https://"):
+		if !tlsOn {
+			return "", usageErr("--advertise %s names TLS, but this host serves plain HTTP: give --tls-cert and --tls-key, or advertise HOST:PORT", adv)
+		}
+	case strings.HasPrefix(adv, "http://"):
+		if tlsOn {
+			return "", usageErr("--advertise %s names plain HTTP, but this host serves TLS (--tls-cert): advertise https://HOST:PORT", adv)
+		}
+		adv = strings.TrimPrefix(adv, "http://")
+	case strings.Contains(adv, "://"):
+		return "", usageErr("--advertise %s: want HOST:PORT or https://HOST:PORT", adv)
+	case tlsOn:
+		adv = "https://" + adv
+	}
+	adv = strings.TrimSuffix(adv, "/")
+	if h, p, err := net.SplitHostPort(strings.TrimPrefix(adv, "https://")); err != nil || h == "" || p == "" {
+		return "", usageErr("--advertise %s: want HOST:PORT or https://HOST:PORT", c.Advertise)
+	}
+	return adv, nil
 }
 
 func (c *rpcCmd) Run(ctx context.Context, a *app) error {
