@@ -21,7 +21,7 @@ import (
 // cluster is three `weft serve` hosts on one PostgreSQL database, each
 // with a state directory of its own and one shared token.
 type cluster struct {
-	t     *testing.T
+	t     testing.TB
 	envs  []*testEnv
 	addrs []string
 	srvs  []*os.Process
@@ -29,18 +29,20 @@ type cluster struct {
 	ttl   time.Duration
 	// tls verifies the hosts' certificates when addrs are https://.
 	tls *tls.Config
+	// flags are the flags each host was started with after --listen.
+	flags [][]string
 }
 
 // newCluster starts PostgreSQL, migrates a database and starts n hosts
 // on it with lease TTL ttl.
-func newCluster(t *testing.T, n int, ttl time.Duration) *cluster {
+func newCluster(t testing.TB, n int, ttl time.Duration) *cluster {
 	t.Helper()
 	return newClusterWith(t, n, ttl, nil)
 }
 
 // newClusterWith is newCluster with more flags for host i, from flags
 // (nil: none), which may also add to the host's environment e.env.
-func newClusterWith(t *testing.T, n int, ttl time.Duration, flags func(i int, e *testEnv, addr string) []string) *cluster {
+func newClusterWith(t testing.TB, n int, ttl time.Duration, flags func(i int, e *testEnv, addr string) []string) *cluster {
 	t.Helper()
 	ctx := context.Background()
 	c, err := pgtest.New(ctx)
@@ -72,6 +74,7 @@ func newClusterWith(t *testing.T, n int, ttl time.Duration, flags func(i int, e 
 		}
 		srv := e.serve(addr, more...)
 		cl.envs, cl.addrs, cl.srvs = append(cl.envs, e), append(cl.addrs, addr), append(cl.srvs, srv.Process)
+		cl.flags = append(cl.flags, more)
 		t.Cleanup(func() { srv.Process.Signal(os.Interrupt); srv.Wait() })
 	}
 	return cl

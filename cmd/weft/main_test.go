@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 
 // testEnv is a sandbox for one test: a store, a work dir, a config home.
 type testEnv struct {
-	t     *testing.T
+	t     testing.TB
 	dir   string
 	work  string
 	store string
@@ -61,7 +61,7 @@ type testEnv struct {
 	env []string
 }
 
-func newEnv(t *testing.T) *testEnv {
+func newEnv(t testing.TB) *testEnv {
 	t.Helper()
 	dir := t.TempDir()
 	e := &testEnv{t: t, dir: dir, work: filepath.Join(dir, "work"), store: filepath.Join(dir, "weft.db")}
@@ -171,7 +171,7 @@ func startStreaming(t *testing.T, c *exec.Cmd) io.Reader {
 	return out
 }
 
-func checkContiguous(t *testing.T, evs []event.Event) {
+func checkContiguous(t testing.TB, evs []event.Event) {
 	t.Helper()
 	for i, ev := range evs {
 		if ev.Seq != int64(i+1) {
