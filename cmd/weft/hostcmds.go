@@ -55,7 +55,7 @@ func (a *app) dialHost(ctx context.Context, name string) (*client.Client, error)
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	c, err := client.Dial(dctx, a.hostAddr(), client.Options{Token: tok, TLSConfig: tlsConf})
-	if terr := tlsDialError(a.hostAddr(), err); err != nil && terr != nil {
+	if terr := tlsDialError(a.hostAddr(), err); terr != nil {
 		return nil, terr
 	}
 	if errors.Is(err, api.ErrUnauthorized) {

@@ -156,6 +156,9 @@ func (a *app) tlsClientConfig() (*tls.Config, error) {
 // tlsDialError explains a connection to addr that failed on the host's
 // certificate, with what to do; nil when err is not about a certificate.
 func tlsDialError(addr string, err error) error {
+	if err == nil {
+		return nil
+	}
 	var (
 		unknown  x509.UnknownAuthorityError
 		hostname x509.HostnameError

@@ -20,13 +20,13 @@ func TestCommandTree(t *testing.T) {
 		if name == "" {
 			name = strings.ToLower(f.Name)
 		}
-		for _, args := range [][]string{{name}, {"--store", "x.db", name, "a"}, {"--host=h:1", name}} {
+		for _, args := range [][]string{{name}, {"--store", "x.db", name, "a"}, {"--host=h:1", name}, {"--tls-ca", "ca.pem", name}, {"--tls-ca=ca.pem", name}} {
 			tree := commandTree(args)
 			if tree == nil {
 				t.Fatalf("%q: the whole tree", args)
 			}
-			if tree.NumField() != 3 || tree.Field(2).Name != f.Name || tree.Field(2).Tag != f.Tag ||
-				tree.Field(0).Name != "Store" || tree.Field(1).Name != "Host" {
+			if tree.NumField() != 4 || tree.Field(3).Name != f.Name || tree.Field(3).Tag != f.Tag ||
+				tree.Field(0).Name != "Store" || tree.Field(1).Name != "Host" || tree.Field(2).Name != "TLSCA" {
 				t.Errorf("%q: tree %v", args, tree)
 			}
 		}
