@@ -12,8 +12,8 @@ which line ends the turn. The CPU counted is the server's process tree's
 (/proc/PID/stat: the process and its live descendants, user + system,
 with the children they waited for), not this client's.
 
-Both servers answer the same zero-latency mock model, served by this
-process on a loopback port: Chat Completions for weft, the Responses API
+Both servers answer the same zero-latency mock model, served by a child
+of this process on a loopback port: Chat Completions for weft, the Responses API
 for Codex, the same five words either way (weft-bench's answer). Each
 response leaves in one write with TCP_NODELAY: a mock that answers in two
 small writes waits for the client's delayed ACK (40 ms a turn).
@@ -107,7 +107,7 @@ CHAT = chat_stream()
 class Mock(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     requests = 0
-    lock = threading.Lock()
+    lock = threading.Lock()  # the mock's process serves on threads
 
     def setup(self):
         super().setup()
@@ -404,9 +404,19 @@ def main():
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
+    # The mock serves from a process of its own, so that its work and this
+    # client's do not wait for each other (Python runs one thread at a
+    # time): a turn's latency is the server's and the client's reading of
+    # it, not the mock's wait for the client.
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Mock)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    mock = os.fork()
+    if mock == 0:
+        try:
+            srv.serve_forever()
+        finally:
+            os._exit(0)
+    srv.socket.close()
     d = tempfile.mkdtemp(prefix="weft-outside-")
     load0 = os.getloadavg()
     servers = []
@@ -433,7 +443,8 @@ def main():
     finally:
         for s in servers:
             s.close()
-        srv.shutdown()
+        os.kill(mock, 9)
+        os.waitpid(mock, 0)
         shutil.rmtree(d, ignore_errors=True)
     load1 = os.getloadavg()
     if a.json:
