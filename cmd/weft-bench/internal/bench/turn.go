@@ -314,7 +314,7 @@ func runWarmTurns(ctx context.Context, r *runner) error {
 		}
 	}
 	one, ten := shapes[0], shapes[1]
-	note := fmt.Sprintf("`weft rpc` and `codex app-server` children over stdio; latency = turn request → completion notification; CPU = the server's process tree (/proc) ÷ turns; weft %d+%d×10 turns, codex %d+%d×10, in %d alternating rounds",
+	note := fmt.Sprintf("`weft rpc` and `codex app-server` children driven alike over stdio, every line decoded; latency = turn request written → its completion notification read; CPU = the server's process tree (/proc) ÷ turns; weft %d+%d×10 turns, codex %d+%d×10, in %d alternating rounds",
 		one.weft.turns, ten.weft.turns/10, one.codex.turns, ten.codex.turns/10, rounds)
 	cxNote := ""
 	switch {
