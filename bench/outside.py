@@ -399,7 +399,7 @@ def main():
     ap.add_argument("--turns", type=int, default=200, help="weft's turns, 1 session, over all rounds")
     ap.add_argument("--turns10", type=int, default=20, help="weft's turns per session of 10, over all rounds")
     ap.add_argument("--codex-turns", type=int, default=30)
-    ap.add_argument("--codex-turns10", type=int, default=5)
+    ap.add_argument("--codex-turns10", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5, help="untimed turns per session before the rounds")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
