@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"weft.dev/weft/api"
@@ -16,6 +17,7 @@ import (
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/config"
 	"weft.dev/weft/internal/telemetry"
+	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/process"
 	"weft.dev/weft/redact"
 	"weft.dev/weft/store"
@@ -246,14 +248,9 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 			SweepInterval: ret.SweepInterval, BlobGrace: ret.BlobGrace},
 		Shared:         kind == oneShot,
 		TracerProvider: tracing.TracerProvider(), TraceContent: tracing.Content(),
-		ResolveModel: func(name string) (*host.Model, error) {
-			m, err := config.Resolve(name, cfgFile, cfgPath, a.getenv)
-			if err != nil {
-				return nil, err
-			}
-			return &host.Model{Name: m.Name, Provider: m.Provider, Model: m.Model, MaxTokens: m.MaxTokens,
-				ContextWindow: m.ContextWindow, CompactAt: m.CompactAt, CompactModel: m.CompactModel, Price: m.Price}, nil
-		},
+		ResolveModel: newModelCache(func(name string) (*config.Resolved, error) {
+			return config.Resolve(name, cfgFile, cfgPath, a.getenv)
+		}).resolve,
 	})
 	if err != nil {
 		return nil, err
@@ -364,4 +361,61 @@ func checkpointDir(f config.File, state string) string {
 		return ""
 	}
 	return filepath.Join(state, "checkpoints")
+}
+
+// modelCache resolves a host's model names and keeps each provider it
+// makes for the host's life. The configuration and the environment a
+// name resolves against do not change while the host runs, and a
+// provider is safe for concurrent use and keeps what it can reuse from
+// one request to the next (the OpenAI Chat provider keeps the encoding of
+// the tools, its HTTP client its connections); resolved anew for every
+// run and every admission check, a provider lost that and the tools'
+// schemas were decoded and encoded again at every step. A failure is not
+// kept, nor a scripted provider: a script counts the attempts of its
+// steps, which belong to the run it answers. Clients name models, so it
+// keeps at most maxKeptModels of them; names beyond are resolved anew
+// each time, as before.
+type modelCache struct {
+	resolveName func(name string) (*config.Resolved, error)
+
+	mu     sync.Mutex
+	models map[string]*config.Resolved
+}
+
+// maxKeptModels bounds a modelCache: a host uses a few models, while a
+// client may name any number of them.
+const maxKeptModels = 32
+
+func newModelCache(resolve func(name string) (*config.Resolved, error)) *modelCache {
+	return &modelCache{resolveName: resolve, models: map[string]*config.Resolved{}}
+}
+
+// resolve returns the model name names: a Model of its own each call,
+// which the caller may change, around the kept provider.
+func (c *modelCache) resolve(name string) (*host.Model, error) {
+	c.mu.Lock()
+	m, ok := c.models[name]
+	c.mu.Unlock()
+	if !ok {
+		var err error
+		if m, err = c.resolveName(name); err != nil {
+			return nil, err
+		}
+		if _, script := m.Provider.(*scripted.Provider); !script {
+			c.mu.Lock()
+			if kept, ok := c.models[name]; ok {
+				m = kept // resolved meanwhile by another run: share one provider
+			} else if len(c.models) < maxKeptModels {
+				c.models[name] = m
+			}
+			c.mu.Unlock()
+		}
+	}
+	out := &host.Model{Name: m.Name, Provider: m.Provider, Model: m.Model, MaxTokens: m.MaxTokens,
+		ContextWindow: m.ContextWindow, CompactAt: m.CompactAt, CompactModel: m.CompactModel}
+	if m.Price != nil {
+		p := *m.Price
+		out.Price = &p
+	}
+	return out, nil
 }

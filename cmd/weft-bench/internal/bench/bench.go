@@ -140,11 +140,14 @@ func Figures() [][2]string {
 
 // sizes are the counts of one run of the suite.
 type sizes struct {
-	oneshotPairs      int // weft run / codex exec pairs
-	startupRuns       int // timed runs of weft version
-	inittraceRuns     int // runs of weft version under GODEBUG=inittrace=1
-	turns1, turns10   int // weft turns: 1 session; per session of 10
-	codex1, codex10   int // Codex's turns, the same shapes
+	oneshotPairs    int // weft run / codex exec pairs
+	startupRuns     int // timed runs of weft version
+	inittraceRuns   int // runs of weft version under GODEBUG=inittrace=1
+	turns1, turns10 int // weft turns: 1 session; per session of 10
+	// Codex's turns, the same shapes. codex10 is turns10: a round's rate
+	// runs to the last session's last turn, so fewer turns a session would
+	// weigh Codex's tail more than weft's.
+	codex1, codex10   int
 	historyEvents     int // events in the long session of run-start
 	runStarts         int
 	idleSessions      int
@@ -164,7 +167,7 @@ type sizes struct {
 func sizesFor(quick bool) sizes {
 	if quick {
 		return sizes{
-			oneshotPairs: 2, startupRuns: 3, inittraceRuns: 2, turns1: 10, turns10: 3, codex1: 3, codex10: 1,
+			oneshotPairs: 2, startupRuns: 3, inittraceRuns: 2, turns1: 10, turns10: 3, codex1: 3, codex10: 3,
 			historyEvents: 2_000, runStarts: 3, idleSessions: 100,
 			rssFirst: 10, rssLast: 40, rssPerSession: 10,
 			fanoutSubs: 20, fanoutRuns: 1, fanoutSteps: 4, wireSubs: 5, wireRuns: 1,
@@ -172,7 +175,7 @@ func sizesFor(quick bool) sizes {
 		}
 	}
 	return sizes{
-		oneshotPairs: 10, startupRuns: 20, inittraceRuns: 10, turns1: 200, turns10: 20, codex1: 30, codex10: 5,
+		oneshotPairs: 10, startupRuns: 20, inittraceRuns: 10, turns1: 200, turns10: 20, codex1: 30, codex10: 20,
 		historyEvents: 100_000, runStarts: 20, idleSessions: 100_000,
 		rssFirst: 100, rssLast: 10_000, rssPerSession: 100,
 		fanoutSubs: 1000, fanoutRuns: 3, fanoutSteps: 39, wireSubs: 100, wireRuns: 3,

@@ -23,6 +23,10 @@ func TestMain(m *testing.M) {
 	if sandbox.IsHelper(os.Args) {
 		sandbox.Main(os.Args)
 	}
+	if isFakeRPC() {
+		fakeRPC()
+		os.Exit(0)
+	}
 	goleak.VerifyTestMain(m)
 }
 

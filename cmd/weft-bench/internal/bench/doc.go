@@ -15,11 +15,15 @@
 // this process. Figures about processes run real ones: the one-shot run
 // executes the weft binary ([Config.Weft]) against the bench's own
 // loopback model server, the warm turns drive a `weft rpc` child over
-// stdio JSON-RPC, host memory is read from a `weft serve` child's /proc
-// entry, and the binary's size and start-up are those of that file. Where
-// Codex is installed ([Config.Codex]) the same mock serves it, and `codex
-// exec` and `codex app-server` are measured side by side with weft,
-// interleaved.
+// stdio JSON-RPC as an outside client would, host memory is read from a
+// `weft serve` child's /proc entry, and the binary's size and start-up
+// are those of that file. Where Codex is installed ([Config.Codex]) the
+// same mock serves it, and `codex exec` and `codex app-server` are
+// measured side by side with weft, interleaved; one line driver speaks to
+// `weft rpc` and `codex app-server` alike, so that a warm turn is the
+// same for both: from writing the request that starts it to reading the
+// line of the notification that ends it, with the CPU of the server's
+// process tree.
 //
 // The bench cleans up after itself: temporary directories are removed and
 // every child process (in its own process group, with a parent-death

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -9,7 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"weft.dev/weft/client"
+	"weft.dev/weft/api"
+	"weft.dev/weft/event"
+	"weft.dev/weft/rpc"
 )
 
 // turnStats is what one side measured in a shape of warm turns.
@@ -80,12 +83,22 @@ func round(ctx context.Context, srv turnServer, sessions []func(context.Context)
 	return st, nil
 }
 
-// weftRPC is a `weft rpc` child driven through the Go client over its
-// standard input and output.
+// weftRPC is a `weft rpc` child driven over stdio by a [stdioServer],
+// as codexServer drives `codex app-server`: a turn is run/start written
+// to the events/event line of its run.completed read, on a session the
+// connection subscribed to.
 type weftRPC struct {
-	ch       *child
-	c        *client.Client
-	sessions []*weftSession
+	*stdioServer
+
+	mu   sync.Mutex
+	ends map[string]chan runEnd // by session: its runs' terminal events
+}
+
+// runEnd is a run's terminal event and when its notification was read.
+type runEnd struct {
+	run, typ string
+	data     json.RawMessage
+	at       time.Time
 }
 
 func (r *runner) startWeftRPC(ctx context.Context, dir string) (*weftRPC, error) {
@@ -93,46 +106,107 @@ func (r *runner) startWeftRPC(ctx context.Context, dir string) (*weftRPC, error)
 	if err != nil {
 		return nil, err
 	}
+	w := &weftRPC{ends: map[string]chan runEnd{}}
 	c := command(ctx, env, filepath.Join(dir, "work"), r.cfg.Weft, "rpc")
-	in, err := c.StdinPipe()
-	if err != nil {
+	if w.stdioServer, err = startStdioServer(c, "weft rpc", w.notified); err != nil {
 		return nil, err
 	}
-	out, err := c.StdoutPipe()
-	if err != nil {
-		return nil, err
+	p := api.InitializeParams{ClientInfo: api.Info{Name: "weft-bench", Version: "1"}, ProtocolVersion: rpc.DefaultProtocolVersion}
+	if err := w.call(ctx, api.MethodInitialize, p, nil); err != nil {
+		w.Close()
+		return nil, w.ch.errorf("weft rpc: initialize: %v", err)
 	}
-	ch, err := startChild(c)
-	if err != nil {
-		return nil, err
-	}
-	return &weftRPC{ch: ch, c: client.NewStdio(out, in, client.Options{})}, nil
+	return w, nil
 }
 
-func (w *weftRPC) pid() int { return w.ch.pid() }
+// notified hands the terminal events of runs to their session's waiter.
+func (w *weftRPC) notified(method string, params json.RawMessage, at time.Time) {
+	if method != api.NotifyEvent {
+		return
+	}
+	var p struct {
+		Event struct {
+			SessionID string          `json:"sessionId"`
+			RunID     string          `json:"runId"`
+			Type      event.Type      `json:"type"`
+			Data      json.RawMessage `json:"data"`
+		} `json:"event"`
+	}
+	if json.Unmarshal(params, &p) != nil || !event.IsTerminalRun(p.Event.Type) {
+		return
+	}
+	w.mu.Lock()
+	c := w.ends[p.Event.SessionID]
+	w.mu.Unlock()
+	if c != nil {
+		select {
+		case c <- runEnd{run: p.Event.RunID, typ: string(p.Event.Type), data: p.Event.Data, at: at}:
+		default:
+		}
+	}
+}
+
+// session creates a session and subscribes to it.
+func (w *weftRPC) session(ctx context.Context) (string, error) {
+	var s api.SessionResult
+	if err := w.call(ctx, api.MethodSessionCreate, api.CreateSessionParams{Title: "bench", Model: weftModel}, &s); err != nil {
+		return "", err
+	}
+	w.mu.Lock()
+	w.ends[s.Session.ID] = make(chan runEnd, 4)
+	w.mu.Unlock()
+	if err := w.call(ctx, api.MethodEventsSubscribe, api.SubscribeParams{SessionID: s.Session.ID, After: s.Session.LastSeq}, nil); err != nil {
+		return "", err
+	}
+	return s.Session.ID, nil
+}
+
+// turn runs one turn on a session and returns its latency: from writing
+// run/start to reading the events/event notification of its run.completed.
+func (w *weftRPC) turn(ctx context.Context, session string) (time.Duration, error) {
+	w.mu.Lock()
+	ends := w.ends[session]
+	w.mu.Unlock()
+	t0 := time.Now()
+	var r api.RunResult
+	// busy=queue: run.completed can arrive a moment before the session is
+	// idle again, when the default (reject) would refuse the next turn.
+	p := api.StartRunParams{SessionID: session, Input: api.Input(event.TextParts(prompt)), Busy: api.BusyQueue}
+	if err := w.call(ctx, api.MethodRunStart, p, &r); err != nil {
+		return 0, err
+	}
+	for {
+		select {
+		case end := <-ends:
+			if end.run != r.ID {
+				continue
+			}
+			if end.typ != string(event.RunCompleted) {
+				return 0, fmt.Errorf("run %s ended with %s: %s", r.ID, end.typ, end.data)
+			}
+			return end.at.Sub(t0), nil
+		case <-w.done:
+			return 0, w.ch.errorf("weft rpc exited during a turn")
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
 
 func (w *weftRPC) open(ctx context.Context, n int) ([]func(context.Context) (time.Duration, error), error) {
 	var out []func(context.Context) (time.Duration, error)
 	for range n {
-		s, err := openSession(ctx, w.c)
+		id, err := w.session(ctx)
 		if err != nil {
 			return nil, w.ch.errorf("weft rpc: %v", err)
 		}
-		w.sessions = append(w.sessions, s)
-		if _, err := s.turn(ctx); err != nil {
+		turn := func(ctx context.Context) (time.Duration, error) { return w.turn(ctx, id) }
+		if _, err := turn(ctx); err != nil {
 			return nil, w.ch.errorf("weft rpc: warm-up turn: %v", err)
 		}
-		out = append(out, s.turn)
+		out = append(out, turn)
 	}
 	return out, nil
-}
-
-func (w *weftRPC) Close() {
-	for _, s := range w.sessions {
-		s.close()
-	}
-	w.c.Close()
-	w.ch.Stop()
 }
 
 // codexTurns adapts a codexServer to turnServer.
@@ -240,7 +314,7 @@ func runWarmTurns(ctx context.Context, r *runner) error {
 		}
 	}
 	one, ten := shapes[0], shapes[1]
-	note := fmt.Sprintf("`weft rpc` and `codex app-server` children over stdio; latency = turn request → completion notification; CPU = the server's process tree (/proc) ÷ turns; weft %d+%d×10 turns, codex %d+%d×10, in %d alternating rounds",
+	note := fmt.Sprintf("`weft rpc` and `codex app-server` children driven alike over stdio, every line decoded; latency = turn request written → its completion notification read; CPU = the server's process tree (/proc) ÷ turns; weft %d+%d×10 turns, codex %d+%d×10, in %d alternating rounds",
 		one.weft.turns, ten.weft.turns/10, one.codex.turns, ten.codex.turns/10, rounds)
 	cxNote := ""
 	switch {
