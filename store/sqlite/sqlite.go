@@ -5,7 +5,9 @@
 // kept open with its prepared statements for the store's life; its
 // transactions begin IMMEDIATE and are serialised by a mutex. Reads use a
 // separate pool of read-only connections, opened on demand, so readers
-// never wait for the writer and the writer never waits for readers. Every
+// never wait for the writer and the writer never waits for readers. A
+// connection of its own checkpoints the WAL in the background, so that no
+// commit waits for a checkpoint (see checkpoint.go). Every
 // [Store.Append] is one transaction that checks that the batch continues
 // the session's log, inserts the events and upserts the records and
 // receipts of the batch. The writer remembers the last seq of the sessions
@@ -96,8 +98,9 @@ type Store struct {
 	// calls in flight.
 	guard *sqlstore.Guard
 
-	w *writer // all writes
-	r *sql.DB // read-only pool
+	w    *writer       // all writes
+	r    *sql.DB       // read-only pool
+	ckpt *checkpointer // the WAL's checkpoints
 	// retention is the retention lock (see purge.go).
 	retention sync.Mutex
 }
@@ -168,8 +171,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s := &Store{path: abs, busy: busy, logger: logger, guard: sqlstore.NewGuard(abs)}
 	s.reads = sqlstore.NewReads(abs, s.guard, readers{s}, dialect())
 	busyMS := strconv.FormatInt(busy.Milliseconds(), 10)
+	// The writer leaves checkpoints to the checkpointer (see
+	// checkpoint.go), so that no commit waits for one.
 	wdb, err := openDB(abs, url.Values{
-		"_pragma": {"busy_timeout(" + busyMS + ")", "journal_mode(WAL)", "synchronous(" + sync + ")"},
+		"_pragma": {"busy_timeout(" + busyMS + ")", "journal_mode(WAL)", "synchronous(" + sync + ")", "wal_autocheckpoint(0)"},
 	})
 	if err != nil {
 		return nil, s.errorf("open", err)
@@ -202,6 +207,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.r.SetMaxOpenConns(readConns)
 	s.r.SetMaxIdleConns(readConns)
+	cdb, err := openDB(abs, url.Values{"_pragma": {"busy_timeout(" + busyMS + ")", "synchronous(" + sync + ")"}})
+	if err != nil {
+		s.r.Close()
+		s.w.close()
+		return nil, s.errorf("open checkpointer", err)
+	}
+	s.ckpt = newCheckpointer(cdb, logger)
+	s.w.ckpt = s.ckpt
 	logger.Debug("store opened", "path", abs, "synchronous", sync, "schema", to)
 	return s, nil
 }
@@ -512,7 +525,9 @@ func (s *Store) PutSnapshot(ctx context.Context, snap record.Snapshot) error {
 // return [store.ErrClosed]; Close itself may be called more than once.
 func (s *Store) Close() error {
 	return s.guard.Close(func() error {
-		if err := errors.Join(s.r.Close(), s.w.close()); err != nil {
+		// The checkpointer stops first; the writer's connection, the
+		// last to close, checkpoints what is left of the WAL.
+		if err := errors.Join(s.ckpt.close(), s.r.Close(), s.w.close()); err != nil {
 			return fmt.Errorf("store %s: close: %w", s.path, err)
 		}
 		return nil

@@ -149,7 +149,7 @@ type sizes struct {
 	// weigh Codex's tail more than weft's.
 	codex1, codex10   int
 	historyEvents     int // events in the long session of run-start
-	runStarts         int
+	runStarts         int // runs of each session measured warm: enough for a p99
 	idleSessions      int
 	rssFirst, rssLast int // turns before the two RSS readings
 	rssPerSession     int // turns per session in host-rss
@@ -176,7 +176,7 @@ func sizesFor(quick bool) sizes {
 	}
 	return sizes{
 		oneshotPairs: 10, startupRuns: 20, inittraceRuns: 10, turns1: 200, turns10: 20, codex1: 30, codex10: 20,
-		historyEvents: 100_000, runStarts: 20, idleSessions: 100_000,
+		historyEvents: 100_000, runStarts: 200, idleSessions: 100_000,
 		rssFirst: 100, rssLast: 10_000, rssPerSession: 100,
 		fanoutSubs: 1000, fanoutRuns: 3, fanoutSteps: 39, wireSubs: 100, wireRuns: 3,
 		appendRounds: 5, append1: 1000, append64: 200, sandboxStarts: 40,

@@ -38,7 +38,7 @@ func TestQuickInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int{"run-start": 1, "idle-sessions": 1, "fanout-inproc": 2, "fanout-wire": 2, "append": 2, "sandbox-start": 1}
+	want := map[string]int{"run-start": 2, "idle-sessions": 1, "fanout-inproc": 2, "fanout-wire": 2, "append": 2, "sandbox-start": 1}
 	got := map[string]int{}
 	for _, res := range rep.Results {
 		got[res.Figure]++

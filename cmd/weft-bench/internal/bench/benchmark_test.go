@@ -25,6 +25,7 @@ func BenchmarkRunStart(b *testing.B) {
 		b.ReportMetric(ms(res.long.quantile(0.99)), "p99-ms")
 		b.ReportMetric(ms(res.empty.median()), "new-session-p50-ms")
 		b.ReportMetric(ms(res.cold), "first-ms")
+		b.ReportMetric(ms(res.coldLog), "first-no-snapshot-ms")
 	}
 }
 

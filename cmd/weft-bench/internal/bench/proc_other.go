@@ -24,3 +24,5 @@ type memStat struct {
 func readMem(int) (memStat, error) { return memStat{}, errNoProc }
 
 func watchPeak(int, time.Duration) func() int64 { return func() int64 { return 0 } }
+
+func selfCPU() (time.Duration, error) { return 0, errNoProc }
