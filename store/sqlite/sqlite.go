@@ -5,9 +5,7 @@
 // kept open with its prepared statements for the store's life; its
 // transactions begin IMMEDIATE and are serialised by a mutex. Reads use a
 // separate pool of read-only connections, opened on demand, so readers
-// never wait for the writer and the writer never waits for readers. A
-// connection of its own checkpoints the WAL in the background, so that no
-// commit waits for a checkpoint (see checkpoint.go). Every
+// never wait for the writer and the writer never waits for readers. Every
 // [Store.Append] is one transaction that checks that the batch continues
 // the session's log, inserts the events and upserts the records and
 // receipts of the batch. The writer remembers the last seq of the sessions
