@@ -96,9 +96,8 @@ type Store struct {
 	// calls in flight.
 	guard *sqlstore.Guard
 
-	w    *writer       // all writes
-	r    *sql.DB       // read-only pool
-	ckpt *checkpointer // the WAL's checkpoints
+	w *writer // all writes
+	r *sql.DB // read-only pool
 	// retention is the retention lock (see purge.go).
 	retention sync.Mutex
 }
@@ -169,10 +168,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s := &Store{path: abs, busy: busy, logger: logger, guard: sqlstore.NewGuard(abs)}
 	s.reads = sqlstore.NewReads(abs, s.guard, readers{s}, dialect())
 	busyMS := strconv.FormatInt(busy.Milliseconds(), 10)
-	// The writer leaves checkpoints to the checkpointer (see
-	// checkpoint.go), so that no commit waits for one.
 	wdb, err := openDB(abs, url.Values{
-		"_pragma": {"busy_timeout(" + busyMS + ")", "journal_mode(WAL)", "synchronous(" + sync + ")", "wal_autocheckpoint(0)"},
+		"_pragma": {"busy_timeout(" + busyMS + ")", "journal_mode(WAL)", "synchronous(" + sync + ")"},
 	})
 	if err != nil {
 		return nil, s.errorf("open", err)
@@ -205,14 +202,6 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.r.SetMaxOpenConns(readConns)
 	s.r.SetMaxIdleConns(readConns)
-	cdb, err := openDB(abs, url.Values{"_pragma": {"busy_timeout(" + busyMS + ")", "synchronous(" + sync + ")"}})
-	if err != nil {
-		s.r.Close()
-		s.w.close()
-		return nil, s.errorf("open checkpointer", err)
-	}
-	s.ckpt = newCheckpointer(cdb, logger)
-	s.w.ckpt = s.ckpt
 	logger.Debug("store opened", "path", abs, "synchronous", sync, "schema", to)
 	return s, nil
 }
@@ -523,9 +512,7 @@ func (s *Store) PutSnapshot(ctx context.Context, snap record.Snapshot) error {
 // return [store.ErrClosed]; Close itself may be called more than once.
 func (s *Store) Close() error {
 	return s.guard.Close(func() error {
-		// The checkpointer stops first; the writer's connection, the
-		// last to close, checkpoints what is left of the WAL.
-		if err := errors.Join(s.ckpt.close(), s.r.Close(), s.w.close()); err != nil {
+		if err := errors.Join(s.r.Close(), s.w.close()); err != nil {
 			return fmt.Errorf("store %s: close: %w", s.path, err)
 		}
 		return nil

@@ -129,11 +129,6 @@ type writer struct {
 	mu     sync.Mutex
 	closed bool
 	c      *wconn // nil until the first use, and after the connection broke
-	// ckpt, when set, checkpoints the WAL, which the connection leaves to
-	// it (see [checkpointer]); walPages counts the pages committed since
-	// it was last woken.
-	ckpt     *checkpointer
-	walPages int
 
 	// queue holds the appends waiting to join a group transaction
 	// ([writer.group]), oldest first. qmu guards it and is taken after mu
@@ -177,12 +172,6 @@ func (w *writer) use(ctx context.Context, fn func(c *wconn) error) error {
 		w.c = &wconn{conn: conn, last: make(map[string]int64)}
 	}
 	err := fn(w.c)
-	if w.ckpt != nil {
-		if w.walPages += pagesWritten(w.c.conn); w.walPages >= walCheckpointPages {
-			w.walPages = 0
-			w.ckpt.nudge()
-		}
-	}
 	if w.c.broken {
 		w.c.close()
 		w.c = nil
