@@ -17,6 +17,8 @@ func killTree(p *os.Process) error { return p.Kill() }
 
 func treeCPU(int) (time.Duration, error) { return 0, errNoProc }
 
+func selfCPU() (time.Duration, error) { return 0, errNoProc }
+
 type memStat struct {
 	RSS, Anon, File, HWM int64
 }
