@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"weft.dev/weft/api"
+	"weft.dev/weft/event"
 	"weft.dev/weft/internal/jsonrpc"
 )
 
@@ -43,10 +45,31 @@ func ConnFrom(ctx context.Context) *Conn {
 	return c
 }
 
-// outFrame is one queued outbound frame.
+// outFrame is one item of a connection's outbound queue: a frame (b),
+// or a run of one subscription's events/event notifications (events),
+// each frame of which is prefix, one event's JSON (shared with every
+// other subscriber of the event) and eventFrameSuffix. A run is queued
+// with one channel send and written with the batch it joins; its frames
+// exist as bytes only in the writer's buffer while they are written.
 type outFrame struct {
-	b     []byte
+	b      []byte
+	prefix []byte
+	events [][]byte
+	// size is the bytes of the frames, as counted in the connection's
+	// queue and the stream budget.
+	size  int
 	notif bool
+}
+
+// wholeFrame returns b as a queued frame.
+func wholeFrame(b []byte, notif bool) outFrame { return outFrame{b: b, size: len(b), notif: notif} }
+
+// frames returns how many frames f counts for in the connection's queue.
+func (f outFrame) frames() int {
+	if f.events != nil {
+		return len(f.events)
+	}
+	return 1
 }
 
 // Conn is one client connection: a stdio pair, a WebSocket, or (with no
@@ -156,7 +179,7 @@ func (c *Conn) Notify(ctx context.Context, method string, params any) error {
 	}
 	c.acct.charge(int64(len(frame)))
 	select {
-	case c.out <- outFrame{b: frame, notif: true}:
+	case c.out <- wholeFrame(frame, true):
 		return nil
 	default:
 		c.queue.give(len(frame))
@@ -190,17 +213,27 @@ func (c *Conn) markDone() { c.doneOnce.Do(func() { close(c.done) }) }
 // room or the writer has stopped.
 func (c *Conn) send(b []byte) {
 	select {
-	case c.out <- outFrame{b: b}:
+	case c.out <- wholeFrame(b, false):
 	case <-c.writerDone:
 	}
 }
 
 // Bounds of one batch of frames the writer sends together. A frame
-// larger than maxBatchBytes goes alone.
+// larger than maxBatchBytes goes alone. A run of notifications
+// (Conn.notifyEvents) is kept within the same bounds.
 const (
 	maxBatchFrames = 256
 	maxBatchBytes  = 256 << 10
 )
+
+// frameBufKeep is the largest buffer of assembled frames the writer
+// returns to frameBufs; a larger one is left to the garbage collector.
+const frameBufKeep = 512 << 10
+
+// frameBufs holds the buffers the writers assemble runs of notifications
+// in. A writer takes one for the length of a write only, so an idle
+// connection holds none.
+var frameBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // writeLoop is the connection's only writer. When the stream can
 // (jsonrpc.BatchWriter) it sends what is queued in batches, within
@@ -223,14 +256,14 @@ func (c *Conn) writeLoop() {
 	)
 	add := func(f outFrame) {
 		frames = append(frames, f)
-		size += len(f.b)
+		size += f.size
 	}
 	// fill adds what else is queued, within the batch's bounds.
 	fill := func() {
 		for bw != nil && len(frames) < maxBatchFrames && !hasNext {
 			select {
 			case f := <-c.out:
-				if size+len(f.b) > maxBatchBytes {
+				if size+f.size > maxBatchBytes {
 					next, hasNext = f, true
 				} else {
 					add(f)
@@ -245,37 +278,65 @@ func (c *Conn) writeLoop() {
 	// the stream budget once written: until then they are held.
 	write := func() bool {
 		var notified int64
+		var buf *[]byte // the runs' frames, assembled
 		defer func() {
 			clear(frames)
 			frames, size = frames[:0], 0
 			clear(batch)
 			batch = batch[:0]
 			c.acct.release(notified)
+			if buf != nil && cap(*buf) <= frameBufKeep {
+				*buf = (*buf)[:0]
+				frameBufs.Put(buf)
+			}
 		}()
+		runBytes := 0
 		for _, f := range frames {
 			if f.notif {
-				c.queue.give(len(f.b))
-				notified += int64(len(f.b))
+				c.queue.giveFrames(f.frames(), f.size)
+				notified += int64(f.size)
+			}
+			if f.events != nil {
+				runBytes += f.size
 			}
 		}
 		if c.ctx.Err() != nil {
 			return false // cancelled: nobody is waiting for more output
+		}
+		if runBytes > 0 {
+			buf = frameBufs.Get().(*[]byte)
+			*buf = slices.Grow((*buf)[:0], runBytes)
+		}
+		for _, f := range frames {
+			if f.events == nil {
+				batch = append(batch, f.b)
+				continue
+			}
+			for _, e := range f.events {
+				start := len(*buf)
+				*buf = append(append(append(*buf, f.prefix...), e...), eventFrameSuffix...)
+				batch = append(batch, (*buf)[start:len(*buf):len(*buf)])
+			}
 		}
 		wctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.WriteTimeout)
 		defer cancel()
 		c.acct.startWrite()
 		defer c.acct.endWrite()
 		var err error
-		if len(frames) > 1 {
-			for _, f := range frames {
-				batch = append(batch, f.b)
-			}
+		switch {
+		case len(batch) == 1:
+			err = c.stream.Write(wctx, batch[0])
+		case bw != nil:
 			// The batch is copied into one write while it is sent.
 			c.acct.charge(int64(size))
 			err = bw.WriteBatch(wctx, batch)
 			c.acct.release(int64(size))
-		} else {
-			err = c.stream.Write(wctx, frames[0].b)
+		default:
+			for _, b := range batch {
+				if err = c.stream.Write(wctx, b); err != nil {
+					break
+				}
+			}
 		}
 		if err != nil {
 			c.s.log.Debug("rpc: write failed; closing connection", "conn", c.id, "err", err)
@@ -308,8 +369,8 @@ func (c *Conn) writeLoop() {
 		fill()
 		if !write() {
 			if hasNext && next.notif {
-				c.queue.give(len(next.b))
-				c.acct.release(int64(len(next.b)))
+				c.queue.giveFrames(next.frames(), next.size)
+				c.acct.release(int64(next.size))
 			}
 			return
 		}
@@ -544,6 +605,65 @@ func (c *Conn) notifyFrame(ctx context.Context, method string, frame []byte) err
 	})
 }
 
+// notifyEvents queues the events/event notifications of evs, live
+// events with their shared encoding (JSON not nil), each frame prefix,
+// the event's JSON and eventFrameSuffix: byte for byte what
+// eventFrame gives. They go to the writer in runs, one channel send
+// each, as many frames at a time as the connection's queue has room for
+// (within the writer's batch bounds), so that a subscriber's wake costs
+// the writer one wake and one write, not one per event, and no frame is
+// allocated per subscriber. It waits for room as notifyFrame does (for
+// the first frame of each run; the others are taken while they fit) and
+// returns how many of evs were queued, with the error that stopped it.
+func (c *Conn) notifyEvents(ctx context.Context, prefix []byte, evs []event.Encoded) (int, error) {
+	if c.stream == nil {
+		return 0, ErrNoPush
+	}
+	queued := 0
+	for queued < len(evs) {
+		var run [][]byte
+		size := 0
+		for i := queued; i < len(evs) && len(run) < maxBatchFrames; i++ {
+			n := len(prefix) + len(evs[i].JSON) + len(eventFrameSuffix)
+			if run == nil {
+				if err := c.queue.take(ctx, n, c.writerDone, ErrConnClosed); err != nil {
+					if errors.Is(err, ErrConnClosed) {
+						return queued, err
+					}
+					return queued, fmt.Errorf("rpc: notify %s: %w", api.NotifyEvent, err)
+				}
+				run = make([][]byte, 0, min(len(evs)-queued, maxBatchFrames))
+			} else if size+n > maxBatchBytes || !c.queue.tryTake(n) {
+				break
+			}
+			run = append(run, evs[i].JSON)
+			size += n
+		}
+		if err := c.acct.acquire(ctx, int64(size), c.done); err != nil {
+			c.queue.giveFrames(len(run), size)
+			if errors.Is(err, errEvicted) || errors.Is(err, errStopped) {
+				return queued, ErrConnClosed
+			}
+			return queued, fmt.Errorf("rpc: notify %s: %w", api.NotifyEvent, err)
+		}
+		var err error
+		select {
+		case c.out <- outFrame{prefix: prefix, events: run, size: size, notif: true}:
+		case <-c.writerDone:
+			err = ErrConnClosed
+		case <-ctx.Done():
+			err = fmt.Errorf("rpc: notify %s: %w", api.NotifyEvent, ctx.Err())
+		}
+		if err != nil {
+			c.queue.giveFrames(len(run), size)
+			c.acct.release(int64(size))
+			return queued, err
+		}
+		queued += len(run)
+	}
+	return queued, nil
+}
+
 // notifyAdmitted is notifyFrame for a frame made of a replay page that
 // the stream budget admitted already: the frame is counted without
 // waiting, and the caller then gives the page's room back (the frame
@@ -573,7 +693,7 @@ func (c *Conn) enqueue(ctx context.Context, method string, frame []byte, admit f
 		return err
 	}
 	select {
-	case c.out <- outFrame{b: frame, notif: true}:
+	case c.out <- wholeFrame(frame, true):
 		return nil
 	case <-c.writerDone:
 		c.queue.give(len(frame))

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -353,6 +354,13 @@ func fanoutRuns(b *testing.B, h *host.Host, id string, pacer *pace.Pacer, n int)
 	return events, elapsed
 }
 
+// mallocs returns the number of heap objects allocated so far.
+func mallocs() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.Mallocs
+}
+
 // fanoutBaseRuns is how many runs measure the rate without subscribers
 // (base-events/s), on a session of the same host before the subscribers
 // come, so that it shares the machine's load of the moment.
@@ -407,7 +415,9 @@ func benchWireFanout(b *testing.B, transport string, subs int, clients string, r
 	if err != nil {
 		b.Fatal(err)
 	}
+	baseCPU, baseMallocs := cpuTime(), mallocs()
 	baseEvents, baseElapsed := fanoutRuns(b, bh.h, base.ID, pacer, fanoutBaseRuns)
+	baseCPU, baseMallocs = cpuTime()-baseCPU, mallocs()-baseMallocs
 	s, err := bh.h.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:fanout"})
 	if err != nil {
 		b.Fatal(err)
@@ -430,12 +440,14 @@ func benchWireFanout(b *testing.B, transport string, subs int, clients string, r
 		cpu    time.Duration
 	)
 	b.ReportAllocs()
+	m0 := mallocs()
 	for b.Loop() {
 		c0 := cpuTime()
 		n, _ := fanoutRuns(b, bh.h, s.ID, pacer, 1)
 		cpu += cpuTime() - c0
 		events += n
 	}
+	allocs := mallocs() - m0
 	elapsed := b.Elapsed()
 	last, _ := bh.h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID})
 	var res fanoutResult
@@ -457,6 +469,13 @@ func benchWireFanout(b *testing.B, transport string, subs int, clients string, r
 	b.ReportMetric(float64(res.Lagged), "lagged")
 	b.ReportMetric(float64(res.Lat.N)/float64(int64(subs)*(last.LastSeq-s.LastSeq)), "delivered")
 	b.ReportMetric(cpu.Seconds()*1e6/float64(events), "host-cpu-µs/event")
+	// Per event delivered to one subscriber, beyond what the same runs
+	// cost with nobody following (the base runs): the fan-out's own
+	// cost. With clients=inproc it includes the clients'.
+	delivered := float64(events) * float64(subs)
+	perEvent := float64(events) / float64(baseEvents)
+	b.ReportMetric(float64(cpu-time.Duration(float64(baseCPU)*perEvent))/delivered, "fanout-ns/delivered")
+	b.ReportMetric((float64(allocs)-float64(baseMallocs)*perEvent)/delivered, "fanout-allocs/delivered")
 	if child != nil {
 		b.ReportMetric(float64(res.CPUNs)/1e3/float64(events), "client-cpu-µs/event")
 	}

@@ -178,21 +178,31 @@ func (m *hostMethods) subscribe(ctx context.Context, p *api.SubscribeParams) (*a
 				}
 				break read
 			}
-			for _, e := range evs {
+			for len(evs) > 0 {
+				if live := liveRun(evs); live > 0 {
+					// Live events: their shared encoding, queued in runs.
+					n, err := conn.notifyEvents(subCtx, prefix, evs[:live])
+					if n > 0 {
+						closed.Cursor = evs[n-1].Event.Seq
+					}
+					if err != nil {
+						return
+					}
+					evs = evs[live:]
+					continue
+				}
+				// A replayed event, in a page the budget admitted.
+				e := evs[0]
 				frame, err := eventFrame(prefix, e)
 				if err != nil {
 					closed.Reason, closed.Message = api.ReasonError, err.Error()
 					break read
 				}
-				if e.JSON == nil { // a replayed event, in a page the budget admitted
-					err = conn.notifyAdmitted(subCtx, api.NotifyEvent, frame)
-				} else {
-					err = conn.notifyFrame(subCtx, api.NotifyEvent, frame)
-				}
-				if err != nil {
+				if err := conn.notifyAdmitted(subCtx, api.NotifyEvent, frame); err != nil {
 					return
 				}
 				closed.Cursor = e.Event.Seq
+				evs = evs[1:]
 			}
 			gate.release() // the page's events are in their frames now
 		}
@@ -215,15 +225,30 @@ func eventFramePrefix(id string) []byte {
 	return frame[:len(frame)-1] // AppendRequest's closing brace
 }
 
+// eventFrameSuffix ends every events/event notification: it closes
+// the params and the notification after the event.
+const eventFrameSuffix = "}}"
+
+// liveRun returns how many events at the start of evs have their shared
+// encoding (live events, as opposed to replayed ones).
+func liveRun(evs []event.Encoded) int {
+	for i, e := range evs {
+		if e.JSON == nil {
+			return i
+		}
+	}
+	return len(evs)
+}
+
 // eventFrame is the events/event notification of e: with its JSON
 // encoding when it has one (shared by every subscriber), else encoded
 // into the frame, its data copied once.
 func eventFrame(prefix []byte, e event.Encoded) ([]byte, error) {
 	if e.JSON != nil {
-		frame := make([]byte, 0, len(prefix)+len(e.JSON)+2)
+		frame := make([]byte, 0, len(prefix)+len(e.JSON)+len(eventFrameSuffix))
 		frame = append(frame, prefix...)
 		frame = append(frame, e.JSON...)
-		return append(frame, "}}"...), nil
+		return append(frame, eventFrameSuffix...), nil
 	}
 	data, err := e.Event.JSONData()
 	if err != nil {

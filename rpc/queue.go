@@ -74,10 +74,14 @@ func (q *queueBudget) take(ctx context.Context, n int, closed <-chan struct{}, e
 }
 
 // give returns the room of a frame of n bytes and wakes the waiters.
-func (q *queueBudget) give(n int) {
+func (q *queueBudget) give(n int) { q.giveFrames(1, n) }
+
+// giveFrames returns the room of frames frames of n bytes in all and
+// wakes the waiters.
+func (q *queueBudget) giveFrames(frames, n int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.frames--
+	q.frames -= int64(frames)
 	q.bytes -= int64(n)
 	if q.room != nil {
 		close(q.room)

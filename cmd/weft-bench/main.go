@@ -66,6 +66,11 @@ func main() {
 	if sandbox.IsHelper(os.Args) {
 		sandbox.Main(os.Args) // never returns
 	}
+	// The wire fan-out figures' subscribers run in this binary
+	// re-executed.
+	if bench.IsFanoutClients(os.Args) {
+		bench.FanoutClientsMain(os.Args) // never returns
+	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr, sigs))

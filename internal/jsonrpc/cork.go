@@ -3,7 +3,9 @@ package jsonrpc
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -97,6 +99,38 @@ func (c *corkConn) cork() {
 	if c.buf == nil {
 		c.buf = corkBufs.Get().(*[]byte)
 	}
+}
+
+// appendText adds each of msgs to the held-back writes as one text
+// message: a single unmasked frame (RFC 6455 §5.2; a server's frames
+// are never masked). c must be corked. This is safe beside the library's
+// own writes, which reach c only while corked, whole: every frame it
+// writes ends with a flush of its buffered writer, and a control frame
+// (a pong, a close) fits in that buffer, so it arrives in one Write,
+// which c.mu orders with these messages. The library's data messages
+// come from the stream's writer alone, like these.
+func (c *corkConn) appendText(msgs [][]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range msgs {
+		*c.buf = appendTextFrame(*c.buf, m)
+	}
+}
+
+// appendTextFrame appends m to dst as a final, unmasked text frame.
+func appendTextFrame(dst, m []byte) []byte {
+	const finText = 0x81 // FIN, opcode 1 (text)
+	switch n := len(m); {
+	case n < 126:
+		dst = append(dst, finText, byte(n))
+	case n <= math.MaxUint16:
+		dst = append(dst, finText, 126)
+		dst = binary.BigEndian.AppendUint16(dst, uint16(n))
+	default:
+		dst = append(dst, finText, 127)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(n))
+	}
+	return append(dst, m...)
 }
 
 // uncork lets later writes through and sends what was held back in one

@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -75,6 +76,7 @@ func TestWebSocketWriteBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wc.SetReadLimit(-1)
 	defer wc.CloseNow()
 	s := <-streams
 	defer func() {
@@ -88,7 +90,11 @@ func TestWebSocketWriteBatch(t *testing.T) {
 	want = append(want, `"first"`)
 	var batch [][]byte
 	for i := range 300 {
-		f := fmt.Sprintf(`{"i":%d,"pad":%q}`, i, strings.Repeat("x", i*37%5000))
+		pad := strings.Repeat("x", i*37%5000)
+		if i == 150 {
+			pad = strings.Repeat("y", 70_000) // a 64-bit length
+		}
+		f := fmt.Sprintf(`{"i":%d,"pad":%q}`, i, pad)
 		batch = append(batch, []byte(f))
 		want = append(want, f)
 	}
@@ -357,4 +363,86 @@ func TestWebSocketBatchOversized(t *testing.T) {
 			t.Errorf("a %d-byte buffer went back to the pool", cap(*b))
 		}
 	})
+}
+
+// The library's own frames (here the pongs that answer the peer's
+// pings, written by the stream's reader) interleave with batches whole:
+// the peer reads every message in order while its pings are answered.
+func TestWebSocketBatchBesidePongs(t *testing.T) {
+	streams := make(chan *WSStream, 1)
+	done := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, err := AcceptWebSocket(w, r, nil, 1<<20)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		streams <- s
+		<-done
+	}))
+	defer srv.Close()
+	defer close(done)
+	ctx := t.Context()
+	wc, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc.SetReadLimit(-1)
+	defer wc.CloseNow()
+	s := <-streams
+	var wg sync.WaitGroup
+	defer func() {
+		wc.CloseNow()
+		s.Close()
+		wg.Wait()
+	}()
+	wg.Go(func() { // the server's reader answers pings
+		for {
+			if _, err := s.Read(ctx); err != nil {
+				return
+			}
+		}
+	})
+	const batches, per = 200, 20
+	wg.Go(func() {
+		for i := range batches {
+			var batch [][]byte
+			for j := range per {
+				batch = append(batch, fmt.Appendf(nil, `{"i":%d,"pad":%q}`, i*per+j, strings.Repeat("p", (i*per+j)*13%300)))
+			}
+			if err := s.WriteBatch(ctx, batch); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	pinged := make(chan error, 1)
+	go func() {
+		for range 50 {
+			if err := wc.Ping(ctx); err != nil {
+				pinged <- err
+				return
+			}
+		}
+		pinged <- nil
+	}()
+	for k := range batches * per {
+		_, b, err := wc.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf(`{"i":%d,"pad":%q}`, k, strings.Repeat("p", k*13%300)); string(b) != want {
+			t.Fatalf("message %d is %.40q, want %.40q", k, b, want)
+		}
+	}
+	go func() { // keep reading, for the last pongs
+		for {
+			if _, _, err := wc.Read(ctx); err != nil {
+				return
+			}
+		}
+	}()
+	if err := <-pinged; err != nil {
+		t.Fatalf("ping: %v", err)
+	}
 }

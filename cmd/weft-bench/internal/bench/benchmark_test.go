@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"strings"
 	"testing"
 )
 
@@ -58,22 +59,34 @@ func BenchmarkFanoutInProcess(b *testing.B) {
 
 func BenchmarkFanoutWire(b *testing.B) {
 	sz := sizesFor(false)
-	for _, sse := range []bool{false, true} {
-		name := "ws"
-		if sse {
-			name = "sse"
-		}
-		b.Run(name, func(b *testing.B) {
-			for b.Loop() {
-				res, err := measureFanoutWire(context.Background(), b.TempDir(), sz.wireSubs, sz.wireRuns, sz.fanoutSteps, sse)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.ReportMetric(ms(res.lat.quantile(0.99)), "p99-ms")
-				b.ReportMetric(res.withRate, "events/s")
-				b.ReportMetric(res.delivered, "delivered")
+	for _, paced := range []bool{false, true} {
+		for _, sse := range []bool{false, true} {
+			name := "burst/ws"
+			if paced {
+				name = "paced/ws"
 			}
-		})
+			if sse {
+				name = strings.TrimSuffix(name, "ws") + "sse"
+			}
+			b.Run(name, func(b *testing.B) {
+				runs := sz.wireRuns
+				if paced {
+					runs = 1
+				}
+				for b.Loop() {
+					res, err := measureFanoutWire(context.Background(), b.TempDir(), sz.wireSubs, runs, sz.fanoutSteps, sse, paced)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(ms(res.lat.quantile(0.99)), "p99-ms")
+					b.ReportMetric(res.rate, "events/s")
+					b.ReportMetric(float64(res.perDelivered(res.hostCPU))/1e3, "host-cpu-µs/delivered")
+					b.ReportMetric(float64(res.aloneCPU)/1e3, "alone-cpu-µs/event")
+					b.ReportMetric(float64(res.perDelivered(res.clientCPU))/1e3, "client-cpu-µs/delivered")
+					b.ReportMetric(float64(res.delivered)/float64(max(res.events*int64(res.subs), 1)), "delivered")
+				}
+			})
+		}
 	}
 }
 

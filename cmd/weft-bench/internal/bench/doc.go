@@ -12,7 +12,10 @@
 //
 // Figures about one process's internals (run start, idle sessions,
 // fan-out, appends, the shell sandbox) run through weft's public Go API in
-// this process. Figures about processes run real ones: the one-shot run
+// this process; the wire fan-out's subscribers run in this program
+// re-executed ([ClientsArg]), so that the host's CPU is its own and the
+// clients' decoding does not share its process. Figures about processes
+// run real ones: the one-shot run
 // executes the weft binary ([Config.Weft]) against the bench's own
 // loopback model server, the warm turns drive a `weft rpc` child over
 // stdio JSON-RPC as an outside client would, host memory is read from a

@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"iter"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,10 +13,8 @@ import (
 	"time"
 
 	"weft.dev/weft/api"
-	"weft.dev/weft/client"
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
-	"weft.dev/weft/rpc"
 )
 
 // subscribers follow one session and record, for every event, the time
@@ -202,83 +198,6 @@ func runFanoutInProcess(ctx context.Context, r *runner) error {
 	return nil
 }
 
-// measureFanoutWire serves the host over loopback HTTP (rpc.HTTPHandler,
-// no auth) and has subs subscribers follow one session while the fanout
-// script runs in it: over WebSocket (client.Subscribe, a connection each)
-// when sse is false, else over SSE (GET /v1/sessions/{id}/events).
-func measureFanoutWire(ctx context.Context, dir string, subs, runs, steps int, sse bool) (*fanoutResult, error) {
-	ih, err := openHost(ctx, dir, host.Config{}, steps)
-	if err != nil {
-		return nil, err
-	}
-	defer ih.Close()
-	srv := rpc.NewHostServer(ih.h, rpc.HostConfig{Config: rpc.Config{MaxConns: 4096, NoAuth: true}})
-	defer srv.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	hs := &http.Server{Handler: rpc.HTTPHandler(srv, ih.h, rpc.SSEOptions{}), ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		_ = hs.Serve(ln)
-	}()
-	defer func() {
-		hs.Close()
-		<-served
-	}()
-	s, err := ih.h.CreateSession(ctx, api.CreateSessionParams{Title: "followed", Model: "scripted:fanout"})
-	if err != nil {
-		return nil, err
-	}
-	sub := newSubscribers(ctx)
-	defer sub.stop()
-	var clients []*client.Client
-	defer func() {
-		for _, c := range clients {
-			c.Close()
-		}
-	}()
-	addr := ln.Addr().String()
-	hc := &http.Client{Transport: &http.Transport{}}
-	defer hc.CloseIdleConnections()
-	for range subs {
-		if sse {
-			seq, err := sseEvents(sub.ctx, hc, "http://"+addr+"/v1/sessions/"+s.Session.ID+"/events", s.Session.LastSeq)
-			if err != nil {
-				return nil, err
-			}
-			sub.follow(seq)
-			continue
-		}
-		c, err := client.Dial(ctx, addr, client.Options{})
-		if err != nil {
-			return nil, err
-		}
-		clients = append(clients, c)
-		seq, err := c.Subscribe(sub.ctx, api.SubscribeParams{SessionID: s.Session.ID, After: s.Session.LastSeq})
-		if err != nil {
-			return nil, err
-		}
-		sub.follow(seq)
-	}
-	var rates []float64
-	var events int64
-	for range runs {
-		n, rate, err := timedRun(ctx, ih, s.Session.ID)
-		if err != nil {
-			return nil, err
-		}
-		rates = append(rates, rate)
-		events += n
-	}
-	sub.drain(events)
-	sub.stop()
-	return &fanoutResult{subs: subs, lat: &sub.lat, withRate: medianRate(rates), lagged: sub.lagged.Load(),
-		delivered: sub.delivered(events), perRun: events / int64(runs)}, nil
-}
-
 // sseEvents opens an SSE stream of a session's events after cursor and
 // returns them as a single-use iterator; ctx ends it.
 func sseEvents(ctx context.Context, hc *http.Client, url string, after int64) (iter.Seq2[event.Event, error], error) {
@@ -317,41 +236,4 @@ func sseEvents(ctx context.Context, hc *http.Client, url string, after int64) (i
 			}
 		}
 	}, nil
-}
-
-func runFanoutWire(ctx context.Context, r *runner) error {
-	n := fmtInt(float64(r.sz.wireSubs))
-	var plots []series
-	for _, sse := range []bool{false, true} {
-		kind := "WebSocket"
-		if sse {
-			kind = "SSE"
-		}
-		dir, err := r.tempDir("fanout-" + strings.ToLower(kind))
-		if err != nil {
-			return err
-		}
-		res, err := measureFanoutWire(ctx, dir, r.sz.wireSubs, r.sz.wireRuns, r.sz.fanoutSteps, sse)
-		if err != nil {
-			if errors.Is(err, context.Canceled) {
-				return err
-			}
-			r.add(Result{Name: "fan-out, " + n + " " + kind + " subscribers: p99", Target: "≤ 50 ms", Verdict: Failed, Note: err.Error()})
-			continue
-		}
-		p99 := res.lat.quantile(0.99)
-		r.add(Result{
-			Name:    "fan-out, " + n + " " + kind + " subscribers: p99",
-			Result:  fmt.Sprintf("p99 %s (p50 %s; run at %s events/s)", fmtDur(p99), fmtDur(res.lat.quantile(0.5)), fmtInt(res.withRate)),
-			Target:  "≤ 50 ms",
-			Verdict: verdict(p99 <= 50*time.Millisecond && res.lagged == 0 && res.delivered >= 1),
-			Note: fmt.Sprintf("host in this process served on loopback, the subscribers in this process too (a connection each), sharing its CPUs; %d runs of %s events; lagged %d, delivered %.1f %%",
-				r.sz.wireRuns, fmtInt(float64(res.perRun)), res.lagged, res.delivered*100),
-			Values: map[string]float64{"p50_ms": ms(res.lat.quantile(0.5)), "p99_ms": ms(p99), "events_per_s": res.withRate,
-				"lagged": float64(res.lagged), "delivered": res.delivered},
-		})
-		plots = append(plots, series{kind, res.lat})
-	}
-	r.addPlot("fanout-wire", "Fan-out: commit to arrival, "+n+" subscribers over the wire", plots...)
-	return nil
 }

@@ -38,6 +38,18 @@ func fanoutScript(steps int) string {
 	return `{"loop":true,"steps":[` + strings.Repeat(fanoutStep+",", steps) + `{"text":"done"}]}`
 }
 
+// pacedDelayMs is the pause of the paced fanout script before each part
+// of a step's response (its text and each tool call): about 100 events/s
+// committed, the pace of a model streaming text and calling tools.
+const pacedDelayMs = 5
+
+// pacedScript is fanoutScript with each step's response paced like a
+// model's (pacedDelayMs).
+func pacedScript(steps int) string {
+	step := strings.Replace(fanoutStep, "{", fmt.Sprintf(`{"delayMs":%d,`, pacedDelayMs), 1)
+	return `{"loop":true,"steps":[` + strings.Repeat(step+",", steps) + `{"text":"done"}]}`
+}
+
 // stampedModel is a model that reports when it is called: each Stream
 // call sends its time on called when there is room.
 type stampedModel struct {
@@ -54,7 +66,8 @@ func (m *stampedModel) Stream(ctx context.Context, req *llm.Request) iter.Seq2[l
 }
 
 // inprocHost is a host over a SQLite store in a directory, with a no-op
-// tool and the scripted models "scripted:hello" and "scripted:fanout".
+// tool and the scripted models "scripted:hello", "scripted:fanout" and
+// "scripted:paced" (fanout at a model's pace).
 // Close closes both.
 type inprocHost struct {
 	h     *host.Host
@@ -104,6 +117,10 @@ func newHost(ctx context.Context, st *sqlite.Store, dir string, cfg host.Config,
 	if err != nil {
 		return nil, err
 	}
+	paced, err := scripted.Parse("paced.json", []byte(pacedScript(fanoutSteps)))
+	if err != nil {
+		return nil, err
+	}
 	ih := &inprocHost{st: st, tools: reg, hello: &stampedModel{Provider: hello, called: make(chan time.Time, 1)}}
 	cfg.Store, cfg.Tools = st, reg
 	cfg.ResolveModel = func(name string) (*host.Model, error) {
@@ -112,6 +129,8 @@ func newHost(ctx context.Context, st *sqlite.Store, dir string, cfg host.Config,
 			return &host.Model{Name: name, Provider: ih.hello, Model: "hello"}, nil
 		case "scripted:fanout":
 			return &host.Model{Name: name, Provider: fan, Model: "fanout"}, nil
+		case "scripted:paced":
+			return &host.Model{Name: name, Provider: paced, Model: "paced"}, nil
 		}
 		return nil, fmt.Errorf("unknown model %q", name)
 	}

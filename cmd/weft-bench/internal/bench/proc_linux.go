@@ -32,6 +32,16 @@ func killTree(p *os.Process) error {
 	return nil
 }
 
+// selfCPU returns the user and system CPU time this process has used so
+// far (getrusage of RUSAGE_SELF: not its children's).
+func selfCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, fmt.Errorf("getrusage: %w", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}
+
 // treeCPU returns the user and system CPU time used so far by pid and
 // every live descendant, including what their children that were waited
 // for used (cutime, cstime), in USER_HZ ticks.
@@ -207,14 +217,4 @@ func descendants(pid int) []int {
 		}
 	}
 	return out
-}
-
-// selfCPU returns the CPU time (user and system) this process has used,
-// to the microsecond (getrusage), where treeCPU counts in USER_HZ ticks.
-func selfCPU() (time.Duration, error) {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, err
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }

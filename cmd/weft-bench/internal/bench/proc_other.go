@@ -17,6 +17,8 @@ func killTree(p *os.Process) error { return p.Kill() }
 
 func treeCPU(int) (time.Duration, error) { return 0, errNoProc }
 
+func selfCPU() (time.Duration, error) { return 0, errNoProc }
+
 type memStat struct {
 	RSS, Anon, File, HWM int64
 }
@@ -24,5 +26,3 @@ type memStat struct {
 func readMem(int) (memStat, error) { return memStat{}, errNoProc }
 
 func watchPeak(int, time.Duration) func() int64 { return func() int64 { return 0 } }
-
-func selfCPU() (time.Duration, error) { return 0, errNoProc }

@@ -176,3 +176,26 @@ func ratio(a, b float64) string {
 	}
 	return sig3(a/b) + "×"
 }
+
+// counts returns the histogram's non-empty buckets by index, for
+// another process to merge (addCounts).
+func (h *hist) counts() map[int]int64 {
+	out := map[int]int64{}
+	for i := range h.buckets {
+		if c := h.buckets[i].Load(); c > 0 {
+			out[i] = c
+		}
+	}
+	return out
+}
+
+// addCounts merges what counts returned into h; indexes out of range are
+// ignored.
+func (h *hist) addCounts(m map[int]int64) {
+	for i, c := range m {
+		if i >= 0 && i < histBuckets && c > 0 {
+			h.buckets[i].Add(c)
+			h.n.Add(c)
+		}
+	}
+}
