@@ -255,6 +255,8 @@ type Host struct {
 	mu       sync.Mutex
 	sessions map[string]*entry
 	closed   bool
+	// draining is set by Drain: no session loads or is created any more.
+	draining bool
 
 	keyLocks [64]sync.Mutex // striped by idempotency key
 	seed     maphash.Seed
@@ -701,6 +703,10 @@ func (h *Host) sessionOnce(ctx context.Context, id string) (*session.Session, er
 		return nil, ErrClosed
 	}
 	e, ok := h.sessions[id]
+	if !ok && h.draining {
+		h.mu.Unlock()
+		return nil, ErrClosed
+	}
 	if !ok {
 		e = &entry{ready: make(chan struct{})}
 		h.sessions[id] = e
@@ -778,7 +784,7 @@ func (h *Host) load(ctx context.Context, id string) (*session.Session, error) {
 // add registers a session created by this host.
 func (h *Host) add(s *session.Session) error {
 	h.mu.Lock()
-	if h.closed {
+	if h.closed || h.draining {
 		h.mu.Unlock()
 		s.Close()
 		return ErrClosed
