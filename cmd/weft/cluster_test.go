@@ -25,6 +25,8 @@ type cluster struct {
 	envs  []*testEnv
 	addrs []string
 	srvs  []*os.Process
+	// exited closes when host i's process has exited.
+	exited []chan struct{}
 	token string
 	ttl   time.Duration
 }
@@ -58,8 +60,11 @@ func newCluster(t *testing.T, n int, ttl time.Duration) *cluster {
 		}
 		addr := freeAddr(t)
 		srv := e.serve(addr, "--lease-ttl", ttl.String())
+		exited := make(chan struct{})
+		go func() { srv.Wait(); close(exited) }()
 		cl.envs, cl.addrs, cl.srvs = append(cl.envs, e), append(cl.addrs, addr), append(cl.srvs, srv.Process)
-		t.Cleanup(func() { srv.Process.Signal(os.Interrupt); srv.Wait() })
+		cl.exited = append(cl.exited, exited)
+		t.Cleanup(func() { srv.Process.Signal(os.Interrupt); <-exited })
 	}
 	return cl
 }
@@ -293,6 +298,11 @@ func TestClusterDrainOnSIGTERM(t *testing.T) {
 	a.Close()
 	stopped := time.Now()
 	cl.srvs[0].Signal(syscall.SIGTERM)
+	exitAt := make(chan time.Time, 1)
+	go func() {
+		<-cl.exited[0]
+		exitAt <- time.Now()
+	}()
 	if !poll(20*time.Second, func() bool {
 		r, err := b.GetRun(ctx, api.RunIDParams{RunID: queued[len(queued)-1]})
 		return err == nil && record.IsTerminal(r.Status)
@@ -300,12 +310,23 @@ func TestClusterDrainOnSIGTERM(t *testing.T) {
 		t.Fatalf("the runs did not run on the other host within 20 s of the SIGTERM (lease TTL %v)", ttl)
 	}
 	t.Logf("the last queued run ended %v after the SIGTERM (lease TTL %v)", time.Since(stopped).Round(time.Millisecond), ttl)
+	select {
+	case at := <-exitAt:
+		t.Logf("figure: the drained host exited %v after the SIGTERM", at.Sub(stopped).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drained host did not exit")
+	}
 	page, err := b.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkContiguous(t, page.Events)
 	checkAttached(t, attached, page.Events)
+	for _, ev := range page.Events {
+		if ev.Type == event.RunResumed && ev.RunID == active.ID {
+			t.Logf("figure: the handed-over run resumed on the other host %v after the SIGTERM", ev.Time.Sub(stopped).Round(time.Millisecond))
+		}
+	}
 	var order []string
 	ends := map[string][]event.Type{}
 	var runEvs []event.Type
