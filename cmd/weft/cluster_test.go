@@ -27,8 +27,8 @@ type cluster struct {
 	srvs  []*os.Process
 	// exited closes when host i's process has exited.
 	exited []chan struct{}
-	token string
-	ttl   time.Duration
+	token  string
+	ttl    time.Duration
 }
 
 // newCluster starts PostgreSQL, migrates a database and starts n hosts
