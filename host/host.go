@@ -279,7 +279,8 @@ var ErrClosed = api.NewError(api.KindOverloaded, "the host is shutting down")
 // New starts a host over cfg.Store. Unless cfg.Shared, it first
 // recovers every session that a crash left with an active or queued run
 // (a run that was running ends as interrupted; one that waits for
-// answers goes on waiting; queued runs start, in order) and the
+// answers goes on waiting; one a draining host handed over (see Drain)
+// continues; queued runs start, in order) and the
 // background processes a crash left. A session whose lease another
 // holder still has (a dead host's, until it expires) is recovered in the
 // background as soon as its lease can be taken. It first takes the
