@@ -69,9 +69,9 @@ type localHost struct {
 
 // Drain stops working dispatch jobs, so that this host takes no session
 // for a job any more, and drains the host (host.Host.Drain: its executing
-// runs are handed over within ctx), then closes the rest as Close does,
-// handing the runs over to the other hosts at once. It is safe to call
-// Close afterwards.
+// runs are handed over within ctx, and its sessions closed). Close must
+// follow: it hands the runs over to the other hosts at once and closes
+// the rest.
 func (l *localHost) Drain(ctx context.Context) {
 	if l.dispatch != nil {
 		l.dispatch.Close()
@@ -79,7 +79,6 @@ func (l *localHost) Drain(ctx context.Context) {
 	if err := l.host.Drain(ctx); err != nil {
 		l.log.Warn("drain: the grace ended with runs in a tool call; they ended interrupted", "err", err)
 	}
-	l.Close()
 }
 
 // Close stops working dispatch jobs, shuts the host (which releases its
