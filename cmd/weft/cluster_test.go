@@ -530,3 +530,56 @@ func typeCount(ts []event.Type, typ event.Type) int {
 	}
 	return n
 }
+
+// TestClusterDrainKilledHalfWay: a host SIGKILLed half-way through its
+// drain (a tool call of its run still running) leaves the lease the
+// source of truth: another host takes the session once the lease expires
+// and ends the run interrupted, as after any crash; the tool call is
+// closed once and never runs again.
+func TestClusterDrainKilledHalfWay(t *testing.T) {
+	const ttl = 2 * time.Second
+	cl := newCluster(t, 2, ttl)
+	e := cl.envs[0]
+	work := t.TempDir()
+	tool := e.script("tool.json", `{"steps":[{"toolCalls":[{"name":"shell","arguments":{"command":"echo ran >> ran.txt; sleep 5"}}]},{"text":"done"}]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, b := cl.dial(ctx, 0), cl.dial(ctx, 1)
+	s, err := a.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:" + tool, Mounts: []event.Mount{{ID: "work", Path: work, Default: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("go")), Policy: &api.Policy{Preset: api.PresetNeverAsk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !poll(10*time.Second, func() bool {
+		page, err := b.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, RunID: r.ID, Limit: 1000})
+		return err == nil && countType(page.Events, event.ToolCallStarted) > 0
+	}) {
+		t.Fatal("the tool call did not start")
+	}
+	a.Close()
+	cl.srvs[0].Signal(syscall.SIGTERM)
+	time.Sleep(500 * time.Millisecond) // half-way: the drain waits for the call
+	cl.srvs[0].Signal(syscall.SIGKILL)
+	var got *api.RunResult
+	if !poll(ttl+10*time.Second, func() bool {
+		got, err = b.GetRun(ctx, api.RunIDParams{RunID: r.ID})
+		return err == nil && record.IsTerminal(got.Status)
+	}) {
+		t.Fatalf("the run did not end on the other host: %+v, %v", got, err)
+	}
+	page, err := b.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, RunID: r.ID, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != record.RunInterrupted || countType(page.Events, event.ToolCallStarted) != 1 ||
+		countType(page.Events, event.ToolCallCompleted) != 1 || countType(page.Events, event.RunSuspended) != 0 {
+		t.Fatalf("the run: %s with %d calls started, %d closed, %d run.suspended; want interrupted, its call closed once",
+			got.Status, countType(page.Events, event.ToolCallStarted), countType(page.Events, event.ToolCallCompleted), countType(page.Events, event.RunSuspended))
+	}
+	if data, err := os.ReadFile(work + "/ran.txt"); err != nil || string(data) != "ran\n" {
+		t.Fatalf("ran.txt: %q, %v; want the call run once", data, err)
+	}
+}
