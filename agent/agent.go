@@ -175,6 +175,10 @@ type Run struct {
 	Resume *Resume
 	// MaxSteps overrides Config.MaxSteps when positive.
 	MaxSteps int
+	// Handover, if set, lets the run's owner stop it at its next step
+	// boundary and hand it over (see [Handover]); nil means the run
+	// stops only when it ends, parks or is cancelled.
+	Handover *Handover
 	// TraceID and SpanID, if set, name the run's trace span (hex); the
 	// loop records them in run.started.
 	TraceID, SpanID string
@@ -214,9 +218,13 @@ type Outcome struct {
 	// to Resume ([Resume.Apply]) and pass both back in [Run].
 	Resume  *Resume
 	History []llm.Message
-	Steps   int
-	Usage   event.TokenUsage
-	Error   *event.Error
+	// Suspended reports a run stopped at a step boundary for a handover
+	// ([Run.Handover]): nothing terminal was written, run.suspended was,
+	// and its next owner resumes it from the log ([ResumeState]).
+	Suspended bool
+	Steps     int
+	Usage     event.TokenUsage
+	Error     *event.Error
 	// Text is the final answer, for a completed run.
 	Text string
 }
@@ -406,7 +414,12 @@ func (l *loop) loopSteps(ctx context.Context, binding *env.Binding, msgs []llm.M
 		built bool
 	)
 	for {
-		// Step boundary: steering enters here.
+		// Step boundary: a handover stops the run here, before it takes
+		// its steers (they stay accepted in the log for its next owner).
+		if why, ok := l.run.Handover.requested(); ok && ctx.Err() == nil {
+			return l.suspend(ctx, why, 0)
+		}
+		// Steering enters here.
 		if l.run.Inbox != nil {
 			m, err := l.consume(ctx, l.run.Inbox.Take())
 			if err != nil {
@@ -461,6 +474,12 @@ func (l *loop) loopSteps(ctx context.Context, binding *env.Binding, msgs []llm.M
 				err = &runError{kind: KindContextOverflow, msg: fmt.Sprintf(
 					"the model refused step %d as too long even after compaction (about %d tokens estimated%s): %v", l.steps, l.win.estimate(), l.windowText(), le)}
 			}
+		}
+		if errors.Is(err, errHandedOver) {
+			// The handover cut the model call: the step's output is
+			// discarded, and the next owner asks again.
+			why, _ := l.run.Handover.requested()
+			return l.suspend(ctx, why, l.steps)
 		}
 		if err != nil {
 			return l.end(ctx, err)
@@ -570,6 +589,7 @@ func (l *loop) end(ctx context.Context, cause error) (Outcome, error) {
 	o := Outcome{Steps: l.steps, Usage: l.usage}
 	var reason string
 	var be *budgetError
+	var ie *Interrupt
 	if c, ok := context.Cause(ctx).(*budgetError); ok && ctx.Err() != nil {
 		// The wall-time budget's timer cut the step: that is the
 		// budget, not a cancel.
@@ -582,6 +602,10 @@ func (l *loop) end(ctx context.Context, cause error) (Outcome, error) {
 		o.Error = &event.Error{Kind: KindBudgetExceeded, Message: "the run reached " + r.String(), Budget: &r}
 	case cause == nil:
 		o.Type = event.RunCompleted
+	case ctx.Err() != nil && errors.As(context.Cause(ctx), &ie):
+		// The host stopped under the run and could not hand it over.
+		o.Type = event.RunInterrupted
+		o.Error = &event.Error{Kind: ie.Kind, Message: ie.Message}
 	case ctx.Err() != nil && (errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded) || errors.Is(cause, ctx.Err())):
 		o.Type = event.RunCancelled
 		reason = cancelReason(ctx)

@@ -486,16 +486,18 @@ func CloseRequests(runID string, open []record.Request, reason string) ([]event.
 func ResumeTypes() []event.Type {
 	return append(TranscriptTypes(), event.StepStarted, event.ToolCallStarted,
 		event.ApprovalRequested, event.ApprovalResolved, event.ApprovalExpired,
-		event.InputRequested, event.InputResolved, event.ToolCallRequested)
+		event.InputRequested, event.InputResolved, event.ToolCallRequested, event.RunSuspended)
 }
 
 // ResumeState derives, from a session's events (at least the
 // [ResumeTypes]), what a parked run resumes from: the conversation up to
 // and including the assistant message of its last step, and that step's
 // calls with what became of each. An approved call that has started (a
-// crash came between) is not run again: recovery has closed it.
+// crash came between) is not run again: recovery has closed it. A run a
+// draining host handed over (run.suspended after its last step) resumes
+// at a step boundary: the conversation up to the suspension, no calls.
 func ResumeState(events []event.Event, runID string) ([]llm.Message, *Resume, error) {
-	last, asked := -1, -1
+	last, asked, suspended := -1, -1, -1
 	var step event.MessageCompletedData
 	rs := &Resume{}
 	for i, e := range events {
@@ -516,6 +518,8 @@ func ResumeState(events []event.Event, runID string) ([]llm.Message, *Resume, er
 				return nil, nil, err
 			}
 			last = i
+		case event.RunSuspended:
+			suspended = i
 		case event.StepStarted:
 			var d event.StepData
 			if err := e.Decode(&d); err != nil {
@@ -535,6 +539,14 @@ func ResumeState(events []event.Event, runID string) ([]llm.Message, *Resume, er
 			}
 			rs.Usage.Add(d.Usage)
 		}
+	}
+	if suspended > last && suspended > asked {
+		// A draining host handed the run over at a step boundary: its
+		// steps so far are whole (a step whose model call it cut has no
+		// message), and it goes on with the next.
+		rs.Budget = ""
+		history, err := Transcript(events[:suspended+1])
+		return history, rs, err
 	}
 	if asked > last {
 		// The run waits at a step boundary, on a budget question: its

@@ -22,11 +22,18 @@ type response struct {
 
 // stream calls the model for one step, retrying failures that happened
 // before any output, and writes message.completed and usage.
+//
+// A handover requested meanwhile ([Run.Handover]) cuts the call: stream
+// then returns errHandedOver, having written no message.completed.
 func (l *loop) stream(ctx context.Context, req *llm.Request) (*response, error) {
 	p := l.cfg.Retry
 	p.defaults()
+	// The model call and its retries run under sctx, which the handover
+	// cuts; the step's message is written under ctx, whole or not at all.
+	sctx, release := l.cutOnHandover(ctx)
+	defer release()
 	for attempt := 1; ; attempt++ {
-		out, started, err := l.streamOnce(ctx, req)
+		out, started, err := l.streamOnce(sctx, req)
 		if err == nil {
 			if err := l.complete(ctx, out); err != nil {
 				return nil, err
@@ -35,6 +42,9 @@ func (l *loop) stream(ctx context.Context, req *llm.Request) (*response, error) 
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if sctx.Err() != nil {
+			return nil, errHandedOver
 		}
 		le, ok := llm.AsError(err)
 		if !ok {
@@ -56,9 +66,12 @@ func (l *loop) stream(ctx context.Context, req *llm.Request) (*response, error) 
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
-		case <-ctx.Done():
+		case <-sctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, errHandedOver
 		}
 	}
 }

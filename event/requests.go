@@ -30,6 +30,12 @@ const (
 	// and the resume resumes it rather than interrupting it. Data:
 	// [RunResumedData].
 	RunResumed Type = "run.resumed"
+	// RunSuspended records that a host stopping gracefully (a drain)
+	// stopped a run at a step boundary to hand it over: the run is not
+	// ended; its status is waiting, and the host that next owns the
+	// session continues it from its log (run.resumed). Data:
+	// [RunSuspendedData].
+	RunSuspended Type = "run.suspended"
 	// ToolCallRequested hands a call of a tool the client declared to the
 	// client, which executes it and answers with its result; the result is
 	// the call's tool.call.completed. Data: [ToolCallRequestedData].
@@ -160,6 +166,21 @@ type ToolCallRequestedData struct {
 // RunResumedData is the data of [RunResumed].
 type RunResumedData struct {
 	Step int `json:"step"`
+}
+
+// RunSuspendedData is the data of [RunSuspended].
+type RunSuspendedData struct {
+	// Host names the host that handed the run over (its lease holder).
+	Host string `json:"host,omitempty"`
+	// Reason says why ("the host is draining").
+	Reason string `json:"reason"`
+	// Step is the run's last step; the run goes on with step Step+1.
+	Step int `json:"step"`
+	// CutStep, if set, is a step whose model call the suspension cut
+	// before its message completed: its deltas are not part of the
+	// transcript (no message.completed follows them), and the model is
+	// asked again in the next step, under a new number.
+	CutStep int `json:"cutStep,omitempty"`
 }
 
 // ClientTool is a tool a client declares (at session/create or

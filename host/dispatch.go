@@ -18,8 +18,9 @@ import (
 //
 // Wake never waits for the run. It loads the session unless this host has
 // it: the load takes the session's lease, closes what a dead owner left
-// (its mid-flight run ends as interrupted) and starts the queued runs in
-// the order they were queued. While another host holds the lease, Wake
+// (its mid-flight run ends as interrupted; a run a draining owner handed
+// over continues) and starts the queued runs in the order they were
+// queued. While another host holds the lease, Wake
 // does nothing (that host runs the queue). The lease decides who runs a
 // session, never the job, so a run never runs twice however many jobs or
 // hosts wake it. A shared host (Config.Shared) never takes a session

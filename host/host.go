@@ -255,6 +255,8 @@ type Host struct {
 	mu       sync.Mutex
 	sessions map[string]*entry
 	closed   bool
+	// draining is set by Drain: no session loads or is created any more.
+	draining bool
 
 	keyLocks [64]sync.Mutex // striped by idempotency key
 	seed     maphash.Seed
@@ -277,7 +279,8 @@ var ErrClosed = api.NewError(api.KindOverloaded, "the host is shutting down")
 // New starts a host over cfg.Store. Unless cfg.Shared, it first
 // recovers every session that a crash left with an active or queued run
 // (a run that was running ends as interrupted; one that waits for
-// answers goes on waiting; queued runs start, in order) and the
+// answers goes on waiting; one a draining host handed over (see Drain)
+// continues; queued runs start, in order) and the
 // background processes a crash left. A session whose lease another
 // holder still has (a dead host's, until it expires) is recovered in the
 // background as soon as its lease can be taken. It first takes the
@@ -701,6 +704,10 @@ func (h *Host) sessionOnce(ctx context.Context, id string) (*session.Session, er
 		return nil, ErrClosed
 	}
 	e, ok := h.sessions[id]
+	if !ok && h.draining {
+		h.mu.Unlock()
+		return nil, ErrClosed
+	}
 	if !ok {
 		e = &entry{ready: make(chan struct{})}
 		h.sessions[id] = e
@@ -778,7 +785,7 @@ func (h *Host) load(ctx context.Context, id string) (*session.Session, error) {
 // add registers a session created by this host.
 func (h *Host) add(s *session.Session) error {
 	h.mu.Lock()
-	if h.closed {
+	if h.closed || h.draining {
 		h.mu.Unlock()
 		s.Close()
 		return ErrClosed

@@ -446,6 +446,9 @@ func TestStorageFailureKeepsWaitingRunAndItsQueue(t *testing.T) {
 	sid := sess.ID
 	a := start(t, h, api.StartRunParams{SessionID: sid, Input: input("a"), Model: "ask", Policy: &api.Policy{Preset: api.PresetAskAll}})
 	q := openRequest(t, h, sid, a.ID)
+	// The request commits before the run parks: a failure between the two
+	// cuts a step in flight, which is not what this test is about.
+	eventually(t, 10*time.Second, "the run parks", func() bool { return h.Metrics().RunsWaiting == 1 })
 	b := start(t, h, api.StartRunParams{SessionID: sid, Input: input("b"), Busy: api.BusyQueue})
 
 	fst.Fail(diskFull)

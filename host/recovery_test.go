@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -34,6 +35,8 @@ var recoveryScripts = map[string]string{
 		{"text":"done"}]}`,
 	"hold": `{"loop":true,"steps":[{"toolCalls":[{"name":"hold","arguments":{}}]},{"text":"done"}]}`,
 	"fast": `{"loop":true,"steps":[{"text":"answer to {{input}}"}]}`,
+	// stream writes its answer slowly, word by word.
+	"stream": `{"loop":true,"steps":[{"text":"` + strings.Repeat("word ", 100) + `end","delayMs":5}]}`,
 }
 
 // holdTool is the tool hold: each call signals entered and runs until

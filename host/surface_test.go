@@ -15,6 +15,7 @@ import (
 func TestHostMethodsAreItsAPI(t *testing.T) {
 	extra := map[string]bool{
 		"Close":            true, // the owner shuts the host down
+		"Drain":            true, // the owner shuts the host down gracefully, handing its runs over
 		"Processes":        true, // the manager the owner configured
 		"SubscribeEncoded": true, // rpc's optional fast path, found by type assertion
 		"Metrics":          true, // the operator's metrics (weft serve's /metrics)

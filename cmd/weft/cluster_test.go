@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"strings"
 	"syscall"
@@ -31,6 +32,8 @@ type cluster struct {
 	tls *tls.Config
 	// flags are the flags each host was started with after --listen.
 	flags [][]string
+	// exited closes when host i's process has exited.
+	exited []chan struct{}
 }
 
 // newCluster starts PostgreSQL, migrates a database and starts n hosts
@@ -73,9 +76,12 @@ func newClusterWith(t testing.TB, n int, ttl time.Duration, flags func(i int, e 
 			more = append(more, flags(i, e, addr)...)
 		}
 		srv := e.serve(addr, more...)
+		exited := make(chan struct{})
+		go func() { srv.Wait(); close(exited) }()
 		cl.envs, cl.addrs, cl.srvs = append(cl.envs, e), append(cl.addrs, addr), append(cl.srvs, srv.Process)
 		cl.flags = append(cl.flags, more)
-		t.Cleanup(func() { srv.Process.Signal(os.Interrupt); srv.Wait() })
+		cl.exited = append(cl.exited, exited)
+		t.Cleanup(func() { srv.Process.Signal(os.Interrupt); <-exited })
 	}
 	return cl
 }
@@ -259,15 +265,21 @@ func TestClusterTakeOverQueuedRuns(t *testing.T) {
 	}
 }
 
-// TestClusterDrainOnSIGTERM: a host stopped with SIGTERM drains: it stops
-// taking commands, closes its sessions (releasing their leases at once)
-// and hands their queued runs over, so another host runs them in order
-// long before the lease TTL (30 s here) would have let it.
+// TestClusterDrainOnSIGTERM: a host stopped with SIGTERM drains: it
+// stops taking commands, hands its runs over and releases its leases at
+// once, so another host continues long before the lease TTL (30 s here)
+// would have let it. The run whose model is mid-stream when the SIGTERM
+// comes is not ended: its model call is cut, run.suspended records it,
+// and the other host continues the same run (same ID, run.resumed, a new
+// step) to completion, then the queued runs in order. A client attached
+// through the other host before the SIGTERM receives every event once,
+// identical to the log.
 func TestClusterDrainOnSIGTERM(t *testing.T) {
 	const ttl = 30 * time.Second
 	cl := newCluster(t, 2, ttl)
 	e := cl.envs[0]
-	hang := e.script("hang.json", `{"steps":[{"text":"never","delayMs":3600000}]}`)
+	// slow streams its answer for about 3 s: the SIGTERM comes mid-stream.
+	slow := e.script("slow.json", `{"loop":true,"steps":[{"text":"`+strings.Repeat("word ", 60)+`end","delayMs":50}]}`)
 	echo := e.script("echo.json", `{"loop":true,"steps":[{"text":"echo {{input}}","delayMs":1}]}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -276,7 +288,11 @@ func TestClusterDrainOnSIGTERM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	active, err := a.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("first")), Model: "scripted:" + hang})
+	sub, err := b.Subscribe(ctx, api.SubscribeParams{SessionID: s.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	active, err := a.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("first")), Model: "scripted:" + slow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,48 +304,299 @@ func TestClusterDrainOnSIGTERM(t *testing.T) {
 		}
 		queued = append(queued, r.ID)
 	}
+	attached := subscribeUntil(sub, queued[len(queued)-1])
+	// Mid-stream: the first words are in the log.
 	if !poll(10*time.Second, func() bool {
-		r, err := b.GetRun(ctx, api.RunIDParams{RunID: active.ID})
-		return err == nil && r.Status == record.RunRunning
+		page, err := b.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, RunID: active.ID, Limit: 1000})
+		return err == nil && countType(page.Events, event.MessageDelta) > 0
 	}) {
-		t.Fatal("the first run did not start")
-	}
-	// Every run's job has had its first look and sleeps until its
-	// recheck, half the TTL away: without a handover the queue would wait
-	// that long.
-	if !poll(10*time.Second, func() bool {
-		out, _, _ := cl.envs[1].weft("", "nodes")
-		return strings.Contains(out, "wake-up jobs: scheduled 4\n")
-	}) {
-		out, _, _ := cl.envs[1].weft("", "nodes")
-		t.Fatalf("the runs' jobs did not all snooze:\n%s", out)
+		t.Fatal("the first run's model output did not begin")
 	}
 	a.Close()
 	stopped := time.Now()
 	cl.srvs[0].Signal(syscall.SIGTERM)
-	if !poll(10*time.Second, func() bool {
+	exitAt := make(chan time.Time, 1)
+	go func() {
+		<-cl.exited[0]
+		exitAt <- time.Now()
+	}()
+	if !poll(20*time.Second, func() bool {
 		r, err := b.GetRun(ctx, api.RunIDParams{RunID: queued[len(queued)-1]})
 		return err == nil && record.IsTerminal(r.Status)
 	}) {
-		t.Fatalf("the queued runs did not run on the other host within 10 s of the SIGTERM (lease TTL %v)", ttl)
+		t.Fatalf("the runs did not run on the other host within 20 s of the SIGTERM (lease TTL %v)", ttl)
 	}
 	t.Logf("the last queued run ended %v after the SIGTERM (lease TTL %v)", time.Since(stopped).Round(time.Millisecond), ttl)
-	runs, err := b.ListRuns(ctx, api.ListRunsParams{SessionID: s.ID})
+	select {
+	case at := <-exitAt:
+		t.Logf("figure: the drained host exited %v after the SIGTERM", at.Sub(stopped).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the drained host did not exit")
+	}
+	page, err := b.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var order []string
-	for _, r := range runs.Runs {
-		if r.ID != active.ID {
-			if r.Status != record.RunCompleted {
-				t.Fatalf("queued run %s: %s; want completed", r.ID, r.Status)
-			}
-			order = append(order, r.ID)
-		} else if !record.IsTerminal(r.Status) {
-			t.Fatalf("the mid-flight run: %s; want ended", r.Status)
+	checkContiguous(t, page.Events)
+	checkAttached(t, attached, page.Events)
+	for _, ev := range page.Events {
+		if ev.Type == event.RunResumed && ev.RunID == active.ID {
+			t.Logf("figure: the handed-over run resumed on the other host %v after the SIGTERM", ev.Time.Sub(stopped).Round(time.Millisecond))
 		}
 	}
-	if strings.Join(order, " ") != strings.Join(queued, " ") {
-		t.Fatalf("queued runs %v; want %v in order", order, queued)
+	var order []string
+	ends := map[string][]event.Type{}
+	var runEvs []event.Type
+	for _, ev := range page.Events {
+		if ev.RunID == active.ID {
+			runEvs = append(runEvs, ev.Type)
+		}
+		switch ev.Type {
+		case event.RunStarted:
+			order = append(order, ev.RunID)
+		case event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted:
+			ends[ev.RunID] = append(ends[ev.RunID], ev.Type)
+		case event.RunSuspended:
+			var d event.RunSuspendedData
+			if err := ev.Decode(&d); err != nil || d.CutStep != 1 || d.Host == "" {
+				t.Fatalf("run.suspended %+v, %v; want step 1 cut, naming the host", d, err)
+			}
+		}
+	}
+	if got, want := strings.Join(order, " "), strings.Join(append([]string{active.ID}, queued...), " "); got != want {
+		t.Fatalf("runs started in the order\n%s\nwant each once, in order\n%s", got, want)
+	}
+	if got := ends[active.ID]; len(got) != 1 || got[0] != event.RunCompleted {
+		t.Fatalf("the handed-over run ended with %v; want one run.completed (its events: %v)", got, runEvs)
+	}
+	if typeCount(runEvs, event.RunSuspended) != 1 || typeCount(runEvs, event.RunResumed) != 1 || typeCount(runEvs, event.MessageCompleted) != 1 {
+		t.Fatalf("the handed-over run's events: %v; want one run.suspended, run.resumed and message.completed", runEvs)
+	}
+	for i, id := range queued {
+		if got := ends[id]; len(got) != 1 || got[0] != event.RunCompleted {
+			t.Fatalf("queued run %d ended with %v; want one run.completed", i, got)
+		}
+	}
+}
+
+// TestClusterDrainLetsToolFinish: a run in a tool call (a shell that
+// writes a line then sleeps a second) when its host gets SIGTERM finishes
+// the call on that host, stops at the step boundary, and continues on the
+// other host without running the call again; a run whose tool call
+// outlasts the drain grace (--drain-timeout) ends interrupted, its call
+// closed, the event saying why.
+func TestClusterDrainLetsToolFinish(t *testing.T) {
+	const ttl = 30 * time.Second
+	cl := newCluster(t, 2, ttl)
+	e := cl.envs[0]
+	work := t.TempDir()
+	tool := e.script("tool.json", `{"steps":[{"toolCalls":[{"name":"shell","arguments":{"command":"echo ran >> ran.txt; sleep 1"}}]},{"text":"done"}]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, b := cl.dial(ctx, 0), cl.dial(ctx, 1)
+	s, err := a.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:" + tool, Mounts: []event.Mount{{ID: "work", Path: work, Default: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("go")), Policy: &api.Policy{Preset: api.PresetNeverAsk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !poll(10*time.Second, func() bool {
+		page, err := b.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, RunID: r.ID, Limit: 1000})
+		return err == nil && countType(page.Events, event.ToolCallStarted) > 0
+	}) {
+		t.Fatal("the tool call did not start")
+	}
+	a.Close()
+	cl.srvs[0].Signal(syscall.SIGTERM)
+	var got *api.RunResult
+	if !poll(20*time.Second, func() bool {
+		got, err = b.GetRun(ctx, api.RunIDParams{RunID: r.ID})
+		return err == nil && record.IsTerminal(got.Status)
+	}) {
+		t.Fatalf("the run did not end on the other host: %+v", got)
+	}
+	page, err := b.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, RunID: r.ID, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []event.Type
+	for _, ev := range page.Events {
+		evs = append(evs, ev.Type)
+	}
+	if got.Status != record.RunCompleted || typeCount(evs, event.ToolCallStarted) != 1 || typeCount(evs, event.ToolCallCompleted) != 1 ||
+		typeCount(evs, event.RunSuspended) != 1 || typeCount(evs, event.RunResumed) != 1 {
+		t.Fatalf("the run: %s, events %v; want completed, its call run once, handed over once", got.Status, evs)
+	}
+	if data, err := os.ReadFile(work + "/ran.txt"); err != nil || string(data) != "ran\n" {
+		t.Fatalf("ran.txt: %q, %v; want the call run once", data, err)
+	}
+
+	// A second session on the surviving host, stopped with a grace shorter than its tool call.
+	short := freeAddr(t)
+	e2 := cl.envs[0]
+	srv := e2.serve(short, "--lease-ttl", ttl.String(), "--drain-timeout", "300ms")
+	t.Cleanup(func() { srv.Process.Signal(os.Interrupt); srv.Wait() })
+	c, err := client.Dial(ctx, short, client.Options{Token: cl.token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	long := e.script("long.json", `{"steps":[{"toolCalls":[{"name":"shell","arguments":{"command":"sleep 30"}}]},{"text":"done"}]}`)
+	s2, err := c.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:" + long, Mounts: []event.Mount{{ID: "work", Path: t.TempDir(), Default: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := c.StartRun(ctx, api.StartRunParams{SessionID: s2.ID, Input: api.Input(event.TextParts("go")), Policy: &api.Policy{Preset: api.PresetNeverAsk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !poll(10*time.Second, func() bool {
+		page, err := b.ReadEvents(ctx, api.ReadEventsParams{SessionID: s2.ID, RunID: r2.ID, Limit: 1000})
+		return err == nil && countType(page.Events, event.ToolCallStarted) > 0
+	}) {
+		t.Fatal("the long tool call did not start")
+	}
+	c.Close()
+	srv.Process.Signal(syscall.SIGTERM)
+	if err := srv.Wait(); err != nil {
+		t.Fatalf("weft serve after SIGTERM: %v", err)
+	}
+	got2, err := b.GetRun(ctx, api.RunIDParams{RunID: r2.ID})
+	if err != nil || got2.Status != record.RunInterrupted || got2.Error == nil || got2.Error.Kind != "drain_timeout" ||
+		!strings.Contains(got2.Error.Message, "300ms") {
+		t.Fatalf("the run whose tool outlasted the grace: %+v, %v; want interrupted, drain_timeout, naming the grace", got2, err)
+	}
+	page, err = b.ReadEvents(ctx, api.ReadEventsParams{SessionID: s2.ID, RunID: r2.ID, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if countType(page.Events, event.ToolCallCompleted) != 1 || countType(page.Events, event.RunSuspended) != 0 {
+		t.Fatalf("the interrupted run's events: %d tool.call.completed, %d run.suspended; want its call closed, no handover",
+			countType(page.Events, event.ToolCallCompleted), countType(page.Events, event.RunSuspended))
+	}
+}
+
+// subscribeUntil collects sub's events in a goroutine until the terminal
+// event of run last, and delivers them (or the error that ended sub).
+func subscribeUntil(sub iter.Seq2[event.Event, error], last string) <-chan subscribed {
+	out := make(chan subscribed, 1)
+	go func() {
+		var r subscribed
+		defer func() { out <- r }()
+		for ev, err := range sub {
+			if err != nil {
+				r.err = err
+				return
+			}
+			r.evs = append(r.evs, ev)
+			if ev.RunID == last && event.IsTerminalRun(ev.Type) {
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// subscribed is what a subscription received.
+type subscribed struct {
+	evs []event.Event
+	err error
+}
+
+// checkAttached checks that the subscription delivered exactly the log.
+func checkAttached(t *testing.T, attached <-chan subscribed, log []event.Event) {
+	t.Helper()
+	var got subscribed
+	select {
+	case got = <-attached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the attached client did not see the last run end")
+	}
+	if got.err != nil {
+		t.Fatalf("the subscription ended: %v", got.err)
+	}
+	if len(got.evs) != len(log) {
+		t.Fatalf("the attached client received %d events; the log holds %d", len(got.evs), len(log))
+	}
+	for i := range got.evs {
+		want, have := log[i], got.evs[i]
+		if have.Seq != want.Seq || have.Type != want.Type || have.RunID != want.RunID || string(have.Data) != string(want.Data) {
+			t.Fatalf("event %d received: %+v; the log has %+v", i, have, want)
+		}
+	}
+}
+
+func countType(evs []event.Event, typ event.Type) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+func typeCount(ts []event.Type, typ event.Type) int {
+	n := 0
+	for _, t := range ts {
+		if t == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// TestClusterDrainKilledHalfWay: a host SIGKILLed half-way through its
+// drain (a tool call of its run still running) leaves the lease the
+// source of truth: another host takes the session once the lease expires
+// and ends the run interrupted, as after any crash; the tool call is
+// closed once and never runs again.
+func TestClusterDrainKilledHalfWay(t *testing.T) {
+	const ttl = 2 * time.Second
+	cl := newCluster(t, 2, ttl)
+	e := cl.envs[0]
+	work := t.TempDir()
+	tool := e.script("tool.json", `{"steps":[{"toolCalls":[{"name":"shell","arguments":{"command":"echo ran >> ran.txt; sleep 5"}}]},{"text":"done"}]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, b := cl.dial(ctx, 0), cl.dial(ctx, 1)
+	s, err := a.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:" + tool, Mounts: []event.Mount{{ID: "work", Path: work, Default: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("go")), Policy: &api.Policy{Preset: api.PresetNeverAsk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !poll(10*time.Second, func() bool {
+		page, err := b.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, RunID: r.ID, Limit: 1000})
+		return err == nil && countType(page.Events, event.ToolCallStarted) > 0
+	}) {
+		t.Fatal("the tool call did not start")
+	}
+	a.Close()
+	cl.srvs[0].Signal(syscall.SIGTERM)
+	time.Sleep(500 * time.Millisecond) // half-way: the drain waits for the call
+	cl.srvs[0].Signal(syscall.SIGKILL)
+	var got *api.RunResult
+	if !poll(ttl+10*time.Second, func() bool {
+		got, err = b.GetRun(ctx, api.RunIDParams{RunID: r.ID})
+		return err == nil && record.IsTerminal(got.Status)
+	}) {
+		t.Fatalf("the run did not end on the other host: %+v, %v", got, err)
+	}
+	page, err := b.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, RunID: r.ID, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != record.RunInterrupted || countType(page.Events, event.ToolCallStarted) != 1 ||
+		countType(page.Events, event.ToolCallCompleted) != 1 || countType(page.Events, event.RunSuspended) != 0 {
+		t.Fatalf("the run: %s with %d calls started, %d closed, %d run.suspended; want interrupted, its call closed once",
+			got.Status, countType(page.Events, event.ToolCallStarted), countType(page.Events, event.ToolCallCompleted), countType(page.Events, event.RunSuspended))
+	}
+	if data, err := os.ReadFile(work + "/ran.txt"); err != nil || string(data) != "ran\n" {
+		t.Fatalf("ran.txt: %q, %v; want the call run once", data, err)
 	}
 }

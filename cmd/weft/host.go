@@ -64,13 +64,32 @@ type localHost struct {
 	// tracing exports the runs' spans; nil when the OTEL_* variables
 	// ask for no tracing.
 	tracing *telemetry.Tracing
+	// closeOnce makes Close safe to call again (after Drain).
+	closeOnce sync.Once
+}
+
+// Drain stops working dispatch jobs, so that this host takes no session
+// for a job any more, and drains the host (host.Host.Drain: its executing
+// runs are handed over within ctx, and its sessions closed). Close must
+// follow: it hands the runs over to the other hosts at once and closes
+// the rest.
+func (l *localHost) Drain(ctx context.Context) {
+	if l.dispatch != nil {
+		l.dispatch.Close()
+	}
+	if err := l.host.Drain(ctx); err != nil {
+		l.log.Warn("drain: the grace ended with runs in a tool call; they ended interrupted", "err", err)
+	}
 }
 
 // Close stops working dispatch jobs, shuts the host (which releases its
 // session leases and its hold on the store), hands the queued runs of its
 // sessions over, flushes its trace spans, then its MCP servers and what
-// the sessions' commands shared, then closes the store.
-func (l *localHost) Close() {
+// the sessions' commands shared, then closes the store. It is safe to call
+// more than once.
+func (l *localHost) Close() { l.closeOnce.Do(l.close) }
+
+func (l *localHost) close() {
 	if l.dispatch != nil {
 		l.dispatch.Close()
 	}

@@ -189,6 +189,17 @@ func (p *printer) print(e event.Event) {
 		p.setStatus("waiting for the client's " + d.ToolCall.Name)
 	case event.RunResumed:
 		p.setStatus("resuming")
+	case event.RunSuspended:
+		var d event.RunSuspendedData
+		_ = e.Decode(&d)
+		p.clearStatus()
+		p.endLine()
+		if d.CutStep > 0 {
+			fmt.Fprintf(p.stderr, "weft: %s: the run is handed over to the next host; step %d's text above is discarded and asked for again\n", d.Reason, d.CutStep)
+		} else {
+			fmt.Fprintf(p.stderr, "weft: %s: the run is handed over to the next host\n", d.Reason)
+		}
+		p.setStatus("handed over")
 	case event.ModelRetry:
 		var d event.ModelRetryData
 		_ = e.Decode(&d)

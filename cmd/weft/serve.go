@@ -38,6 +38,7 @@ type serveCmd struct {
 	MaxIdleConns   int           `name:"max-idle-conns" help:"Connections kept while not in a request (new, slow to send a header, or idle); beyond it the oldest is closed, those that never authenticated first (default 1024)." placeholder:"N"`
 	MaxOpenConns   int           `name:"max-open-conns" help:"HTTP connections held at once; beyond it the oldest idle one is closed, or the new one (default: 3/4 of the open file limit)." placeholder:"N"`
 	MetricsListen  string        `name:"metrics-listen" help:"Also serve /metrics (Prometheus text) on this address WITHOUT authentication, for a scraper on a private network; /metrics on --listen takes the token like every other route." env:"WEFT_METRICS_LISTEN" placeholder:"ADDR"`
+	DrainTimeout   time.Duration `name:"drain-timeout" default:"30s" help:"On SIGTERM or Ctrl-C the host drains: it hands its runs over at their next step boundary, cutting a model call at once but letting a tool call finish for up to this long; a run still in a tool call then ends interrupted (so does every one at a second signal). 0 interrupts them at once." env:"WEFT_DRAIN_TIMEOUT" placeholder:"DURATION"`
 	StreamMiB      int           `name:"stream-mib" help:"MiB that all SSE and WebSocket streams together may hold to write to their clients; a stream whose client stops reading is dropped (it resumes by cursor) when others wait (default 4)." placeholder:"MIB"`
 }
 
@@ -217,6 +218,9 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	if c.LeaseTTL < 0 {
 		return usageErr("--lease-ttl must be positive, not %v", c.LeaseTTL)
 	}
+	if c.DrainTimeout < 0 {
+		return usageErr("--drain-timeout must not be negative, not %v", c.DrainTimeout)
+	}
 	if c.IdleTimeout < 0 || c.MaxIdleConns < 0 || c.MaxOpenConns < 0 || c.StreamMiB < 0 {
 		return usageErr("--idle-timeout, --max-idle-conns, --max-open-conns and --stream-mib must be positive")
 	}
@@ -370,13 +374,33 @@ func (c *serveCmd) Run(ctx context.Context, a *app) error {
 	case err := <-errc:
 		return err
 	}
-	// Stop the listener first; the streams that Shutdown would otherwise
-	// wait for (SSE, WebSocket) end when the RPC server closes, which
-	// Shutdown triggers. The host closes last (deferred).
+	// The host drains (docs/operations.md) while the listener stops: it
+	// takes no more runs and hands its executing runs over at their next
+	// step boundary, within --drain-timeout. Stop the listener meanwhile;
+	// the streams that Shutdown would otherwise wait for (SSE,
+	// WebSocket) end when the RPC server closes, which Shutdown
+	// triggers. The rest of the host closes last (deferred).
+	// A second signal ends the grace at once.
+	dctx, dcancel := context.WithTimeout(context.Background(), c.DrainTimeout)
+	defer dcancel()
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		h.Drain(dctx)
+	}()
+	go func() {
+		select {
+		case <-a.interrupts:
+			log.Info("a second signal: interrupting the runs still in a tool call")
+			dcancel()
+		case <-drained:
+		}
+	}()
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer scancel()
 	hs.RegisterOnShutdown(func() { srv.Close(); close(mcpDone) })
 	hs.Shutdown(sctx)
+	<-drained
 	return nil
 }
 

@@ -173,6 +173,15 @@ func (t *tui) event(e event.Event) tea.Cmd {
 		if t.run != nil {
 			t.run.phase = "resuming"
 		}
+	case event.RunSuspended:
+		var d event.RunSuspendedData
+		_ = e.Decode(&d)
+		if t.run != nil {
+			t.run.phase = "handed over to the next host"
+		}
+		if d.CutStep > 0 {
+			t.notice(fmt.Sprintf("weft: %s: the run is handed over; step %d's text is discarded and asked for again", d.Reason, d.CutStep), false)
+		}
 	case event.ModelRetry:
 		var d event.ModelRetryData
 		_ = e.Decode(&d)

@@ -250,6 +250,11 @@ func (p *Projection) Apply(e event.Event) error {
 	case event.RunResumed:
 		r.Status = RunRunning
 		p.dirty[r.ID] = true
+	case event.RunSuspended:
+		// Handed over by a draining host: it waits for the session's
+		// next owner to continue it.
+		r.Status = RunWaiting
+		p.dirty[r.ID] = true
 	case event.StepStarted:
 		var d event.StepData
 		if err := e.Decode(&d); err != nil {

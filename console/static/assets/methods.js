@@ -136,6 +136,7 @@ export const eventTypes = Object.freeze([
   "run.queued",
   "run.resumed",
   "run.started",
+  "run.suspended",
   "session.created",
   "session.deleted",
   "session.forked",

@@ -428,7 +428,7 @@ func (s *Session) OpenRequests() []record.Request {
 // open request. Called by commands.
 func (s *Session) resumeIfAnswered(runID string) {
 	a := s.active
-	if a == nil || a.id != runID || !a.parked {
+	if a == nil || a.id != runID || !a.parked || s.handingOver {
 		return
 	}
 	if r, ok := s.j.Run(runID); !ok || len(r.Requests) > 0 {

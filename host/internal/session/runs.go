@@ -189,7 +189,7 @@ func (s *Session) steerQueued(ctx context.Context, steerID string, input []event
 // next run must stay queued for the recovery to start, not start on a
 // journal that refuses every write.
 func (s *Session) startNext() {
-	if len(s.queue) == 0 || s.held || s.compacting || s.state != stateOpen || s.ctx.Err() != nil || s.j.Err() != nil {
+	if len(s.queue) == 0 || s.held || s.compacting || s.handingOver || s.state != stateOpen || s.ctx.Err() != nil || s.j.Err() != nil {
 		return
 	}
 	q := s.queue[0]
@@ -326,7 +326,7 @@ func runFromLog(evs []event.Event, id string) (queuedRun, error) {
 // starts. Called with mu held, the session open.
 func (s *Session) launch(a *activeRun, resume bool) {
 	ctx, cancel := context.WithCancelCause(s.ctx)
-	a.cancel, a.parked, a.finished = cancel, false, make(chan struct{})
+	a.cancel, a.parked, a.finished, a.handover = cancel, false, make(chan struct{}), &agent.Handover{}
 	finished := a.finished
 	s.wg.Go(func() {
 		defer close(finished)
@@ -334,6 +334,14 @@ func (s *Session) launch(a *activeRun, resume bool) {
 		out := s.execute(ctx, a, resume)
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if out.Suspended {
+			// Handed over (run.suspended): it stays the active run,
+			// parked with no request, until the session closes; its next
+			// owner resumes it from the log.
+			a.parked, a.cancel, a.handover = true, nil, nil
+			a.resume, a.history = nil, nil
+			return
+		}
 		if out.Waiting {
 			a.parked, a.cancel = true, nil
 			a.resume, a.history = out.Resume, out.History
@@ -630,6 +638,9 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 		Gate: &gate{s: s, a: a, client: names}, ClientTools: specs, Instructions: s.instructions(a),
 		Guard: s.guardFor(a), Budget: budgetCheck{s: s, a: a, id: q.id},
 	}
+	s.mu.Lock()
+	run.Handover = a.handover
+	s.mu.Unlock()
 	if s.cfg.MCP != nil {
 		run.Tools = func(ctx context.Context) *tool.Registry { return s.stepTools(ctx, q.id, log) }
 	}

@@ -183,7 +183,10 @@ type Session struct {
 	held    bool // the queue waits for a run admitted through this host (Config.HoldQueued)
 	// compacting is set while session/compact runs: the queue waits.
 	compacting bool
-	active     *activeRun
+	// handingOver is set once the session hands its runs over (a
+	// draining host, see Handover): no run starts or resumes any more.
+	handingOver bool
+	active      *activeRun
 	// orphan is the run whose loop ended on a journal that had failed,
 	// before the recovery looked for the active run: the recovery cuts it
 	// as it would the active one (see recover).
@@ -229,6 +232,9 @@ type activeRun struct {
 	cancel   context.CancelCauseFunc // nil while parked
 	finished chan struct{}           // closed when the goroutine is done with it
 	parked   bool
+	// handover stops the executing loop at its next step boundary (see
+	// Session.Handover); a new one per execution, nil while parked.
+	handover *agent.Handover
 	// resume and history are what a parked run resumes from, kept in
 	// memory with the answers applied as they commit; nil after a restart
 	// (the log is read instead).
