@@ -316,3 +316,57 @@ func TestClusterDrainOnSIGTERM(t *testing.T) {
 		t.Fatalf("queued runs %v; want %v in order", order, queued)
 	}
 }
+
+// TestClusterForwardToRestartedOwner: the owner of a session is
+// SIGKILLed and restarted at the same address, as an operator restarts
+// a host. Until the dead process's lease expires, a command another host
+// forwards there reaches a process that does not own the session: it
+// must answer a retryable error (not the run_conflict of a busy session,
+// which tells the client not to retry), and the client's retry after the
+// TTL is served.
+func TestClusterForwardToRestartedOwner(t *testing.T) {
+	const ttl = 3 * time.Second
+	cl := newCluster(t, 2, ttl)
+	e := cl.envs[0]
+	hang := e.script("hang.json", `{"steps":[{"text":"never","delayMs":3600000}]}`)
+	echo := e.script("echo.json", `{"loop":true,"steps":[{"text":"echo {{input}}","delayMs":1}]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, b := cl.dial(ctx, 0), cl.dial(ctx, 1)
+	s, err := a.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:" + echo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := a.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("first")), Model: "scripted:" + hang})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !poll(10*time.Second, func() bool {
+		r, err := b.GetRun(ctx, api.RunIDParams{RunID: first.ID})
+		return err == nil && r.Status == record.RunRunning
+	}) {
+		t.Fatal("the first run did not start")
+	}
+	a.Close()
+	cl.srvs[0].Signal(syscall.SIGKILL)
+	cl.srvs[0].Wait()
+	srv := e.serve(cl.addrs[0], "--lease-ttl", ttl.String())
+	t.Cleanup(func() { srv.Process.Signal(os.Interrupt); srv.Wait() })
+	params := api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("queued")), Busy: api.BusyQueue, IdempotencyKey: "q"}
+	_, err = b.StartRun(ctx, params)
+	var ae *api.Error
+	if !errors.As(err, &ae) || !ae.Retryable {
+		t.Fatalf("run/start forwarded to the restarted owner's address while the dead owner's lease lives: %v; want a retryable error", err)
+	}
+	var run *api.RunResult
+	if !poll(ttl+10*time.Second, func() bool {
+		run, err = b.StartRun(ctx, params)
+		return err == nil
+	}) {
+		t.Fatalf("run/start retried after the lease TTL: %v", err)
+	}
+	w, err := b.WaitRun(ctx, api.WaitRunParams{RunID: run.ID, TimeoutMs: 10000})
+	if err != nil || w.Run.Status != record.RunCompleted {
+		t.Fatalf("the queued run: %+v, %v; want completed", w, err)
+	}
+}
