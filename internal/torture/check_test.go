@@ -467,6 +467,7 @@ func (r *rig) checkRuns(s *sess, listed []record.Run) {
 		interrupt   bool // admitted with busy interrupt: it goes before the runs queued earlier
 		terminal    []int64
 		calls       map[string]int64   // tool call id → seq of its start
+		asked       map[string]int64   // tool call id → seq of the message.completed that asked for it
 		done        map[string][]int64 // tool call id → seqs of its results
 		steers      map[string]int64
 		ended       map[string][]int64
@@ -480,7 +481,7 @@ func (r *rig) checkRuns(s *sess, listed []record.Run) {
 		}
 		tr := runs[ev.RunID]
 		if tr == nil {
-			tr = &trace{first: ev, calls: map[string]int64{}, done: map[string][]int64{}, steers: map[string]int64{}, ended: map[string][]int64{}}
+			tr = &trace{first: ev, calls: map[string]int64{}, asked: map[string]int64{}, done: map[string][]int64{}, steers: map[string]int64{}, ended: map[string][]int64{}}
 			runs[ev.RunID] = tr
 			order = append(order, ev.RunID)
 		}
@@ -505,13 +506,26 @@ func (r *rig) checkRuns(s *sess, listed []record.Run) {
 			} else {
 				tr.calls[d.ID] = ev.Seq
 			}
+		case event.MessageCompleted:
+			var d event.MessageCompletedData
+			if err := ev.Decode(&d); err != nil {
+				r.violate(s, ev.Seq, "%v", err)
+			}
+			for _, c := range d.ToolCalls {
+				tr.asked[c.ID] = ev.Seq
+			}
 		case event.ToolCallCompleted:
 			var d event.ToolCallCompletedData
 			if err := ev.Decode(&d); err != nil {
 				r.violate(s, ev.Seq, "%v", err)
 			} else {
-				if _, ok := tr.calls[d.ID]; !ok {
-					r.violate(s, ev.Seq, "run %s: tool.call.completed %s without an earlier tool.call.started", ev.RunID, d.ID)
+				// A call the model asked for that never started (the
+				// host died between the step's message and the call's
+				// start) is closed by recovery with an error result.
+				_, started := tr.calls[d.ID]
+				_, asked := tr.asked[d.ID]
+				if !started && (!asked || !d.IsError) {
+					r.violate(s, ev.Seq, "run %s: tool.call.completed %s without an earlier tool.call.started (and not an error result of a call its step asked for)", ev.RunID, d.ID)
 				}
 				tr.done[d.ID] = append(tr.done[d.ID], ev.Seq)
 			}
@@ -547,6 +561,11 @@ func (r *rig) checkRuns(s *sess, listed []record.Run) {
 		for call, seq := range tr.calls {
 			if n := len(tr.done[call]); n != 1 {
 				r.violate(s, seq, "run %s: tool call %s has %d tool.call.completed", id, call, n)
+			}
+		}
+		for call, seq := range tr.asked {
+			if _, ok := tr.calls[call]; !ok && len(tr.done[call]) != 1 {
+				r.violate(s, seq, "run %s: tool call %s, which its step asked for and which never started, has %d tool.call.completed", id, call, len(tr.done[call]))
 			}
 		}
 		for st, seq := range tr.steers {
