@@ -296,6 +296,10 @@ func (r *rig) load(victim int, d, pause time.Duration) *holds {
 	for _, p := range probes {
 		r.merge(p, byID)
 	}
+	if !env.multi() {
+		hcancel()
+		return nil
+	}
 	return h
 }
 

@@ -190,15 +190,14 @@ func (r *rig) iteration() {
 }
 
 // iterationMulti is one kill of one of several hosts on a PostgreSQL
-// store: the first starts them all. The load runs on every host; a host
-// picked at random is SIGKILLed after 50–500 ms of it, and restarted
-// after a pause of up to 1.5 lease TTLs while the load goes on against the others
-// (so that a surviving host takes its sessions over within the load,
-// about one kill in four), at the same address. About one restart in ten is killed
-// again while it starts. The store is checked then, and through the
-// hosts once every run is over: besides what iterationMulti checks with
-// one host, that the subscribers held on the surviving hosts received
-// every event once, and that no process of a dead host is left running.
+// store (the first starts them all): the load runs on every host; a host
+// picked at random is SIGKILLed after 50–500 ms of it and restarted at
+// its address after a pause of up to 1.5 lease TTLs, while the load goes
+// on against the others (so that, about one kill in three, a surviving
+// host takes its sessions over within the load); about one restart in
+// ten is killed again while it starts. The store is checked then, and
+// through the hosts once every run is over, with the subscribers held on
+// the hosts that were not killed.
 func (r *rig) iterationMulti() {
 	r.stats.kills++
 	for i, s := range r.srvs {

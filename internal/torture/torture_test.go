@@ -71,10 +71,48 @@
 // goes on, reporting each distinct violation once, and fails at the end);
 // the store and the host's log are kept for inspection. The random choices come from one seed, printed
 // first, and -torture.seed replays them (the kill points still depend on
-// timing). Run it:
+// timing).
+//
+// Several hosts on PostgreSQL (issue 23). With -torture.store=postgres (a
+// throwaway server of internal/pgtest) or a postgres:// URL, and
+// -torture.hosts=N, N hosts serve one database, each with a state
+// directory of its own, one shared token and a lease TTL of 2 s. Each
+// kill picks a host at random and SIGKILLs it after 50–500 ms of load;
+// the load goes on against the others for a pause of up to 3 s (often
+// past the TTL, so that a surviving host takes the dead one's sessions
+// over meanwhile), then the host is restarted at the same address (about
+// one restart in ten is killed again while it starts) and the load runs
+// on all of them a little longer. Every runner and follower picks a host
+// at random, and when its host goes (or answers a retryable error: the
+// session's owner, to which it forwarded the command, is gone) it moves
+// to another and sends again what got no reply, so commands are
+// forwarded to the owner and retried across hosts; the load also starts
+// background shells that outlive their run. After each kill the store is
+// checked while the other hosts run, and, once no run is active, through
+// a host picked for each session; on top of the checks above:
+//
+//   - no run starts twice: one run.started per run (its terminal event is
+//     its last, so nothing follows it);
+//   - the replies are checked against the log once every run is over (a
+//     command a client gave up on cannot commit later), and a request sent
+//     again within the load that lost its reply is not held to the log of
+//     the last check;
+//   - a WebSocket subscriber held through the whole load on a host other
+//     than the one killed received every event of its session after its
+//     cursor, once, in order, byte-identical to the log, and its
+//     subscription did not end;
+//   - no process of the session is left running within the TTL + 5 s of
+//     the session going idle: those of a dead host are reconciled by the
+//     host that takes the session over, and a violation names the
+//     process's host and epoch.
+//
+// On a failure with a throwaway server, its data is dumped to store.sql
+// beside the hosts' log. Run it:
 //
 //	go test -run TestTorture ./internal/torture/                 # 8 kills (3 with -short)
+//	go test -run TestTorturePostgres ./internal/torture/         # 4 kills of 3 hosts on PostgreSQL (2 with -short)
 //	scripts/torture 1000                                         # 1,000 kills, by hand
+//	scripts/torture --store postgres --hosts 3 200               # 200 kills of 3 hosts on PostgreSQL
 //	go test -run TestTorture -timeout 0 ./internal/torture/ -args -torture.kills=N -torture.seed=S
 
 package torture
