@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 
+	"weft.dev/weft/api"
 	"weft.dev/weft/internal/jsonrpc"
 	"weft.dev/weft/store"
 )
@@ -21,8 +22,11 @@ type Forwarder interface {
 }
 
 // ForwardedHeader marks an HTTP request a host forwarded: its receiver
-// never forwards it again (ownership that moved meanwhile answers
-// run_conflict rather than bouncing between hosts).
+// never forwards it again. A session it does not own (ownership moved
+// meanwhile, or the owner died and another process now listens at its
+// address) answers overloaded, which is retryable, rather than bouncing
+// between hosts: the client's retry finds the owner of then, or, once
+// the dead owner's lease expired, a host that takes the session.
 const ForwardedHeader = "Weft-Forwarded"
 
 type forwardedKey struct{}
@@ -40,8 +44,16 @@ func withForwarded(ctx context.Context, r *http.Request) context.Context {
 // reports whether it did.
 func (s *Server) forward(ctx context.Context, req *jsonrpc.Request, err error) (result json.RawMessage, ferr error, ok bool) {
 	var held *store.LeaseHeldError
-	if s.cfg.Forward == nil || ctx.Value(forwardedKey{}) != nil || !errors.As(err, &held) {
+	if s.cfg.Forward == nil || !errors.As(err, &held) {
 		return nil, nil, false
+	}
+	if ctx.Value(forwardedKey{}) != nil {
+		// Forwarded here as to the owner, but this process does not
+		// own the session: the run_conflict of a session held
+		// elsewhere would tell the client not to retry (the busy
+		// refusal is a run_conflict too), when a retry is what works.
+		return nil, api.Wrap(api.KindOverloaded, err, "%s was forwarded to this host as the owner of session %s, but %s holds it (the session moved, or this host restarted at its owner's address): retry",
+			req.Method, held.SessionID, held.Holder).With("sessionId", held.SessionID).With("holder", held.Holder), true
 	}
 	s.log.Debug("rpc: forwarding to the session's owner", "method", req.Method, "id", string(req.ID), "session", held.SessionID, "holder", held.Holder)
 	result, ferr = s.cfg.Forward.Forward(ctx, held.Holder, req.Method, req.Params)

@@ -44,7 +44,8 @@ type Config struct {
 	// Forward, if set, sends a request for a session another live host
 	// owns (the method failed with a store.LeaseHeldError) to that host
 	// and answers with its answer, unless the request was itself
-	// forwarded (see ForwardedHeader). Nil answers run_conflict naming
+	// forwarded: then it answers overloaded (retryable), naming the
+	// holder (see ForwardedHeader). Nil answers run_conflict naming
 	// the holder.
 	Forward Forwarder
 

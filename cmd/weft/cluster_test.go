@@ -16,6 +16,8 @@ import (
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
 	"weft.dev/weft/internal/pgtest"
+	"weft.dev/weft/store"
+	"weft.dev/weft/store/postgres"
 	"weft.dev/weft/store/record"
 )
 
@@ -598,5 +600,115 @@ func TestClusterDrainKilledHalfWay(t *testing.T) {
 	}
 	if data, err := os.ReadFile(work + "/ran.txt"); err != nil || string(data) != "ran\n" {
 		t.Fatalf("ran.txt: %q, %v; want the call run once", data, err)
+	}
+}
+
+// TestClusterForwardToRestartedOwner: the owner of a session is
+// SIGKILLed and restarted at the same address, as an operator restarts
+// a host. Until the dead process's lease expires, a command another host
+// forwards there reaches a process that does not own the session: it
+// must answer a retryable error (not the run_conflict of a busy session,
+// which tells the client not to retry), and the client's retry after the
+// TTL is served.
+func TestClusterForwardToRestartedOwner(t *testing.T) {
+	const ttl = 3 * time.Second
+	cl := newCluster(t, 2, ttl)
+	e := cl.envs[0]
+	hang := e.script("hang.json", `{"steps":[{"text":"never","delayMs":3600000}]}`)
+	echo := e.script("echo.json", `{"loop":true,"steps":[{"text":"echo {{input}}","delayMs":1}]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a, b := cl.dial(ctx, 0), cl.dial(ctx, 1)
+	s, err := a.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:" + echo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := a.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("first")), Model: "scripted:" + hang})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !poll(10*time.Second, func() bool {
+		r, err := b.GetRun(ctx, api.RunIDParams{RunID: first.ID})
+		return err == nil && r.Status == record.RunRunning
+	}) {
+		t.Fatal("the first run did not start")
+	}
+	a.Close()
+	cl.srvs[0].Signal(syscall.SIGKILL)
+	cl.srvs[0].Wait()
+	srv := e.serve(cl.addrs[0], "--lease-ttl", ttl.String())
+	t.Cleanup(func() { srv.Process.Signal(os.Interrupt); srv.Wait() })
+	params := api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("queued")), Busy: api.BusyQueue, IdempotencyKey: "q"}
+	_, err = b.StartRun(ctx, params)
+	var ae *api.Error
+	if !errors.As(err, &ae) || !ae.Retryable {
+		t.Fatalf("run/start forwarded to the restarted owner's address while the dead owner's lease lives: %v; want a retryable error", err)
+	}
+	var run *api.RunResult
+	if !poll(ttl+10*time.Second, func() bool {
+		run, err = b.StartRun(ctx, params)
+		return err == nil
+	}) {
+		t.Fatalf("run/start retried after the lease TTL: %v", err)
+	}
+	w, err := b.WaitRun(ctx, api.WaitRunParams{RunID: run.ID, TimeoutMs: 10000})
+	if err != nil || w.Run.Status != record.RunCompleted {
+		t.Fatalf("the queued run: %+v, %v; want completed", w, err)
+	}
+}
+
+// TestClusterForwardToUnregisteredHolder: a session held by a process
+// that registered no address (a one-shot `weft run`, or, as the torture
+// test found, a host that took sessions as it started, before it
+// registered its address) is answered through a serving host with a
+// retryable error, not with the run_conflict of a busy session; the
+// retry once the holder let go is served.
+func TestClusterForwardToUnregisteredHolder(t *testing.T) {
+	const ttl = 2 * time.Second
+	cl := newCluster(t, 2, ttl)
+	e := cl.envs[0]
+	echo := e.script("echo.json", `{"loop":true,"steps":[{"text":"echo {{input}}","delayMs":1}]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, b := cl.dial(ctx, 0), cl.dial(ctx, 1)
+	s, err := a.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:" + echo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	cl.srvs[0].Signal(syscall.SIGKILL)
+	cl.srvs[0].Wait()
+	st, err := postgres.Open(ctx, postgres.Config{URL: e.store, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	leases, err := postgres.NewLeases(st, postgres.LeaseConfig{Holder: postgres.HolderName("weft run"), TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leases.Close()
+	var ls store.Lease
+	if !poll(ttl+5*time.Second, func() bool {
+		ls, err = leases.Acquire(ctx, s.ID)
+		return err == nil
+	}) {
+		t.Fatalf("take the dead host's session: %v", err)
+	}
+	params := api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("hi")), IdempotencyKey: "k"}
+	_, err = b.StartRun(ctx, params)
+	var ae *api.Error
+	if !errors.As(err, &ae) || !ae.Retryable {
+		t.Fatalf("run/start of a session held by a process with no address: %v; want a retryable error", err)
+	}
+	if err := ls.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.StartRun(ctx, params)
+	if err != nil {
+		t.Fatalf("run/start retried once the holder let go: %v", err)
+	}
+	if w, err := b.WaitRun(ctx, api.WaitRunParams{RunID: r.ID, TimeoutMs: 10000}); err != nil || w.Run.Status != record.RunCompleted {
+		t.Fatalf("the run: %+v, %v; want completed", w, err)
 	}
 }

@@ -74,7 +74,12 @@ func (f *forwarder) watchOwner(ctx context.Context, cancel context.CancelCauseFu
 func (f *forwarder) Forward(ctx context.Context, holder, method string, params json.RawMessage) (json.RawMessage, error) {
 	addr, err := f.st.NodeAddr(ctx, holder)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, api.Errorf(api.KindRunConflict, "the session is in use by %s, which takes no forwarded commands (not a serving host, or stopping); retry on it or later", holder).
+		// A host that starts takes sessions before it registers its
+		// address, and one that stops holds them a moment after it
+		// removed it; a one-shot `weft run` never registers. A retry
+		// works in each case, so the error says so: run_conflict would
+		// read as a busy session, which a client does not retry.
+		return nil, api.Errorf(api.KindOverloaded, "the session is in use by %s, which takes no forwarded commands now (a host starting or stopping, or a one-shot weft run); retry", holder).
 			With("holder", holder)
 	}
 	if err != nil {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,17 +16,34 @@ import (
 	"weft.dev/weft/client"
 	"weft.dev/weft/event"
 	"weft.dev/weft/store"
+	"weft.dev/weft/store/postgres"
 	"weft.dev/weft/store/record"
 	"weft.dev/weft/store/sqlite"
 )
 
-// checkStore opens the store while no host runs and checks every session
-// under load: its log, what the followers received, and what the replies
-// acknowledged.
+// logReader is what the checks read of a store.
+type logReader interface {
+	Read(ctx context.Context, p store.ReadParams) ([]event.Event, error)
+	Close() error
+}
+
+// openStore opens the rig's store, SQLite or PostgreSQL.
+func (r *rig) openStore(ctx context.Context) (logReader, error) {
+	if strings.HasPrefix(r.store, "postgres") {
+		return postgres.Open(ctx, postgres.Config{URL: r.store, MaxConns: 2})
+	}
+	return sqlite.Open(ctx, sqlite.Config{Path: r.store})
+}
+
+// checkStore opens the store and checks every session under load: its
+// log, what the followers received, and (with one host, none of which
+// runs now) what the replies acknowledged. With several hosts the others
+// run on; the replies are checked through them once every run is over
+// (checkHost), when nothing a client gave up on can still commit.
 func (r *rig) checkStore() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: r.store})
+	st, err := r.openStore(ctx)
 	if err != nil {
 		r.fatalf("open the store after the kill: %v", err)
 	}
@@ -49,23 +68,43 @@ func (r *rig) checkStore() {
 		}
 		s.log = log
 		r.checkReceived(s)
-		r.checkReplies(s)
+		if !r.multi() {
+			r.checkReplies(s)
+		}
 	}
 }
 
-// checkHost checks, through a restarted host and once no run is active,
+// checkHost checks, through a restarted host (srv, or with several
+// hosts one picked at random for each session) and once no run is active,
 // that it serves the log as stored and that recovery closed every run,
-// tool call and steer.
-func (r *rig) checkHost(srv *server) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+// tool call and steer. With several hosts it also checks the replies
+// against the log, and the subscribers held of a load (nil for none):
+// each received every event of its session once, in order, identical to
+// the log.
+func (r *rig) checkHost(srv *server, held *holds) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := r.dial(ctx, srv)
-	if err != nil {
-		r.fatalf("dial the restarted host: %v", err)
-	}
-	defer c.Close()
+	clients := map[*server]*client.Client{}
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
 	for _, s := range r.sessions {
+		via := srv
+		if via == nil {
+			via = r.anyHost()
+		}
+		c := clients[via]
+		if c == nil {
+			var err error
+			if c, err = r.dial(ctx, via); err != nil {
+				r.fatalf("dial the restarted host %d: %v", via.slot, err)
+			}
+			clients[via] = c
+		}
 		runs := r.waitIdle(ctx, c, s)
+		r.waitProcesses(ctx, s)
 		var evs []event.Event
 		for after := int64(0); ; {
 			page, err := c.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.id, After: after, Limit: 1000})
@@ -84,6 +123,9 @@ func (r *rig) checkHost(srv *server) {
 			continue
 		}
 		s.log = log
+		if r.multi() {
+			r.checkReplies(s)
+		}
 		r.checkRuns(s, runs)
 		got, err := c.GetSession(ctx, api.SessionGetParams{SessionID: s.id})
 		switch {
@@ -91,9 +133,77 @@ func (r *rig) checkHost(srv *server) {
 			r.violate(s, 0, "session/get after the restart: %v", err)
 		case got.ActiveRunID != "":
 			r.violate(s, 0, "session/get after the restart names active run %s", got.ActiveRunID)
+		case got.LastSeq > int64(len(log)) && r.lateProcessEnds(ctx, c, s, int64(len(log))):
+			// A background shell's end, recorded after its row (a
+			// moment after the log was read): the next check's.
 		case got.LastSeq != int64(len(log)):
 			r.violate(s, 0, "session/get after the restart says lastSeq %d; the log ends at %d", got.LastSeq, len(log))
 		}
+	}
+	if held != nil {
+		r.checkHeld(held)
+	}
+}
+
+// lateProcessEnds reports whether every event of s after seq after is a
+// process.exited: a background shell's end, which its host records in the
+// log a moment after the process's row, so after a check may read it.
+func (r *rig) lateProcessEnds(ctx context.Context, c *client.Client, s *sess, after int64) bool {
+	page, err := c.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.id, After: after, Limit: 1000})
+	if err != nil || len(page.Events) == 0 {
+		return false
+	}
+	for _, ev := range page.Events {
+		if ev.Type != event.ProcessExited {
+			return false
+		}
+	}
+	return true
+}
+
+// checkHeld checks the subscribers a load held on the hosts it did not
+// kill, once their sessions are idle: each received every event of the
+// log after its cursor (waiting up to 10 s for the last), once, in order,
+// identical to the log; and its subscription did not end. It stops them.
+func (r *rig) checkHeld(h *holds) {
+	deadline := time.Now().Add(10 * time.Second)
+	for _, f := range h.followers {
+		for f.reached.Load() < int64(len(f.s.log)) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	h.cancel()
+	h.wg.Wait()
+	byID := map[string]*sess{}
+	for _, s := range r.sessions {
+		byID[s.id] = s
+	}
+	for _, f := range h.followers {
+		s := f.s
+		if byID[s.id] == nil {
+			continue
+		}
+		if got := f.reached.Load(); got < int64(len(s.log)) {
+			r.violate(s, got+1, "the subscriber held on host %d, which was not killed, received up to seq %d from seq %d; the log ends at %d (its subscription: %v)",
+				f.slot, got, f.after, len(s.log), f.ended)
+		} else if f.ended != nil {
+			r.violate(s, 0, "the subscription held on host %d, which was not killed, ended: %v", f.slot, f.ended)
+		}
+		var got []received
+		for _, g := range f.p.got {
+			// Events after the check (a background process's end) are
+			// the next check's.
+			if g.ev.Seq <= int64(len(s.log)) {
+				got = append(got, g)
+			}
+		}
+		r.stats.held += len(got)
+		s.got = append(s.got, got...)
+		r.checkReceived(s)
+		for _, v := range f.p.bad {
+			r.add(v)
+		}
+		r.stats.retryable += f.p.retryable
 	}
 }
 
@@ -127,6 +237,56 @@ func (r *rig) waitIdle(ctx context.Context, c *client.Client, s *sess) []record.
 			return res.Runs
 		}
 	}
+}
+
+// waitProcesses waits, on PostgreSQL, until no process of s is running:
+// the load's background processes end within a second, and those of a
+// killed host must be reconciled (abandoned) by the host that takes the
+// session over, within the lease TTL. A process still running after the
+// TTL + 5 s is a violation, named with its host and epoch. It returns at
+// once on SQLite, whose host reconciles every process as it starts.
+func (r *rig) waitProcesses(ctx context.Context, s *sess) {
+	if !strings.HasPrefix(r.store, "postgres") {
+		return
+	}
+	st, err := postgres.Open(ctx, postgres.Config{URL: r.store, MaxConns: 1})
+	if err != nil {
+		r.fatalf("open the store: %v", err)
+	}
+	defer st.Close()
+	deadline := time.Now().Add(leaseTTL + 5*time.Second)
+	for {
+		procs, err := st.Processes(ctx, store.ListProcessesParams{SessionID: s.id, Statuses: []string{record.ProcessRunning}})
+		if err != nil {
+			r.violate(s, 0, "list the session's processes: %v", err)
+			return
+		}
+		if len(procs) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, p := range procs {
+				r.violate(s, 0, "process %s (%s) of host %q (%s), epoch %d, is still running %v after the session went idle",
+					p.ID, p.Spec.Command, p.Host, r.holderState(p.Host), p.Epoch, leaseTTL+5*time.Second)
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// holderState says whether a lease holder (HOSTNAME/PID/RANDOM (what)) is
+// one of the hosts running now.
+func (r *rig) holderState(holder string) string {
+	parts := strings.SplitN(holder, "/", 3)
+	if len(parts) == 3 {
+		for _, s := range r.srvs {
+			if s != nil && s.alive() && strconv.Itoa(s.cmd.Process.Pid) == parts[1] {
+				return fmt.Sprintf("host %d, running", s.slot)
+			}
+		}
+	}
+	return "a host that is gone"
 }
 
 // checkLog checks that evs, s's log as read from where, is contiguous from
@@ -258,6 +418,9 @@ func (r *rig) checkReplies(s *sess) {
 			if rep.run != op.logged {
 				r.violate(s, 0, "run/start %s (kill %d) replied run %s, but the log's run for the key is %q", op.key, rep.kill, rep.run, op.logged)
 			}
+			if rep.unsure {
+				continue
+			}
 			if rep.retry && rep.expect != "" && !rep.replayed {
 				r.violate(s, 0, "run/start %s, sent again after a restart (kill %d), made run %s anew, but the key's run %s was in the log before", op.key, rep.kill, rep.run, rep.expect)
 			}
@@ -269,7 +432,7 @@ func (r *rig) checkReplies(s *sess) {
 			// A round sent while the log held no run for the key makes
 			// the run: one of its replies says so, unless an attempt got
 			// no reply (that one may have made it).
-			if rep.expect == "" && !rep.lost && roundFresh[rep.round] == 0 {
+			if rep.expect == "" && !rep.lost && !rep.unsure && roundFresh[rep.round] == 0 {
 				r.violate(s, 0, "run/start %s (kill %d, retry %v) replied run %s as a replay, but the log held no run for the key before", op.key, rep.kill, rep.retry, rep.run)
 				break
 			}
@@ -284,7 +447,7 @@ func (r *rig) checkReplies(s *sess) {
 			if rep.refused == "" && rep.steer != op.logged {
 				r.violate(s, 0, "run/steer %s (kill %d) replied steer %s, but the log's steer for the key is %q", op.key, rep.kill, rep.steer, op.logged)
 			}
-			if !rep.retry {
+			if !rep.retry || rep.unsure {
 				continue
 			}
 			switch {
@@ -319,9 +482,11 @@ func (r *rig) checkRuns(s *sess, listed []record.Run) {
 	type trace struct {
 		first, last event.Event
 		started     int64 // seq of run.started, 0 for none
-		interrupt   bool  // admitted with busy interrupt: it goes before the runs queued earlier
+		starts      []int64
+		interrupt   bool // admitted with busy interrupt: it goes before the runs queued earlier
 		terminal    []int64
 		calls       map[string]int64   // tool call id → seq of its start
+		asked       map[string]int64   // tool call id → seq of the message.completed that asked for it
 		done        map[string][]int64 // tool call id → seqs of its results
 		steers      map[string]int64
 		ended       map[string][]int64
@@ -335,7 +500,7 @@ func (r *rig) checkRuns(s *sess, listed []record.Run) {
 		}
 		tr := runs[ev.RunID]
 		if tr == nil {
-			tr = &trace{first: ev, calls: map[string]int64{}, done: map[string][]int64{}, steers: map[string]int64{}, ended: map[string][]int64{}}
+			tr = &trace{first: ev, calls: map[string]int64{}, asked: map[string]int64{}, done: map[string][]int64{}, steers: map[string]int64{}, ended: map[string][]int64{}}
 			runs[ev.RunID] = tr
 			order = append(order, ev.RunID)
 		}
@@ -349,6 +514,7 @@ func (r *rig) checkRuns(s *sess, listed []record.Run) {
 			tr.interrupt = d.Busy == api.BusyInterrupt
 		case event.RunStarted:
 			tr.started = ev.Seq
+			tr.starts = append(tr.starts, ev.Seq)
 			started = append(started, ev.RunID)
 		case event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted:
 			tr.terminal = append(tr.terminal, ev.Seq)
@@ -359,13 +525,26 @@ func (r *rig) checkRuns(s *sess, listed []record.Run) {
 			} else {
 				tr.calls[d.ID] = ev.Seq
 			}
+		case event.MessageCompleted:
+			var d event.MessageCompletedData
+			if err := ev.Decode(&d); err != nil {
+				r.violate(s, ev.Seq, "%v", err)
+			}
+			for _, c := range d.ToolCalls {
+				tr.asked[c.ID] = ev.Seq
+			}
 		case event.ToolCallCompleted:
 			var d event.ToolCallCompletedData
 			if err := ev.Decode(&d); err != nil {
 				r.violate(s, ev.Seq, "%v", err)
 			} else {
-				if _, ok := tr.calls[d.ID]; !ok {
-					r.violate(s, ev.Seq, "run %s: tool.call.completed %s without an earlier tool.call.started", ev.RunID, d.ID)
+				// A call the model asked for that never started (the
+				// host died between the step's message and the call's
+				// start) is closed by recovery with an error result.
+				_, started := tr.calls[d.ID]
+				_, asked := tr.asked[d.ID]
+				if !started && (!asked || !d.IsError) {
+					r.violate(s, ev.Seq, "run %s: tool.call.completed %s without an earlier tool.call.started (and not an error result of a call its step asked for)", ev.RunID, d.ID)
 				}
 				tr.done[d.ID] = append(tr.done[d.ID], ev.Seq)
 			}
@@ -395,9 +574,20 @@ func (r *rig) checkRuns(s *sess, listed []record.Run) {
 		case tr.started == 0 && tr.last.Type == event.RunInterrupted:
 			r.violate(s, tr.last.Seq, "run %s was interrupted before it started: a queued run must run after the restart", id)
 		}
+		if len(tr.starts) > 1 {
+			r.violate(s, tr.starts[1], "run %s started %d times, at seqs %v: a run runs once", id, len(tr.starts), tr.starts)
+		}
 		for call, seq := range tr.calls {
 			if n := len(tr.done[call]); n != 1 {
 				r.violate(s, seq, "run %s: tool call %s has %d tool.call.completed", id, call, n)
+			}
+		}
+		// A call its step asked for that never started has at most one
+		// result: recovery writes one, a cancel at the step's boundary
+		// none (the transcript answers such a call with an error).
+		for call, seq := range tr.asked {
+			if _, ok := tr.calls[call]; !ok && len(tr.done[call]) > 1 {
+				r.violate(s, seq, "run %s: tool call %s, which its step asked for and which never started, has %d tool.call.completed", id, call, len(tr.done[call]))
 			}
 		}
 		for st, seq := range tr.steers {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"weft.dev/weft/api"
@@ -73,6 +74,7 @@ type startOp struct {
 	replies []startReply
 	rounds  int
 	lost    bool   // the last round got no reply
+	lostIn  int    // the kill whose load sent the last round
 	logged  string // the run whose run.queued carries the key, as of the last check; "" for none
 }
 
@@ -88,6 +90,10 @@ type startReply struct {
 	// lost; expect is then the key's run in the log before the retry.
 	retry  bool
 	expect string
+	// unsure is set for a retry in the load that lost the reply (with
+	// several hosts, through another host): the log was not checked
+	// since, so expect says nothing.
+	unsure bool
 }
 
 // steerOp is a run/steer and its outcome; the key is in the input
@@ -97,6 +103,7 @@ type steerOp struct {
 	params  api.SteerParams
 	replies []steerReply
 	lost    bool
+	lostIn  int    // the kill whose load sent it last
 	logged  string // the steerId of the steer.accepted carrying the key, as of the last check
 }
 
@@ -107,6 +114,7 @@ type steerReply struct {
 	kill     int
 	retry    bool
 	expect   string
+	unsure   bool // as startReply.unsure
 }
 
 // termAck is a reply that said a run is terminal: its terminal event must
@@ -124,10 +132,39 @@ type received struct {
 
 // loadEnv is what the load's goroutines read of the rig.
 type loadEnv struct {
-	addr  string
+	addrs []string // the hosts' addresses
 	token string
 	model models
 	kill  int
+}
+
+// multi reports whether several hosts serve the store: a client whose
+// host goes connects to another and goes on.
+func (e loadEnv) multi() bool { return len(e.addrs) > 1 }
+
+// pick returns the address of a host picked with rng (the only one's,
+// without using rng, when there is one).
+func (e loadEnv) pick(rng *rand.Rand) string {
+	if !e.multi() {
+		return e.addrs[0]
+	}
+	return e.addrs[rng.IntN(len(e.addrs))]
+}
+
+// gone reports whether err says the host is gone: no reply (the
+// connection broke) or, with several hosts, a retryable error (the owner
+// of the session, to which the host forwarded the command, is gone),
+// after which the command may or may not have been done.
+func (e loadEnv) gone(p *probe, err error) bool {
+	var ae *api.Error
+	if !errors.As(err, &ae) {
+		return true
+	}
+	if e.multi() && ae.Retryable {
+		p.retryable++
+		return true
+	}
+	return false
 }
 
 // probe collects what one goroutine of the load saw; the test merges the
@@ -138,6 +175,7 @@ type probe struct {
 	bad                   []violation
 	starts, retries, dups int
 	steers, cancels       int
+	retryable             int // retryable errors, taken as no reply
 }
 
 func (p *probe) violate(s *sess, seq int64, format string, args ...any) {
@@ -182,13 +220,20 @@ func (r *rig) rotate(srv *server) {
 	}
 }
 
-// load drives every session for d, then kills the host and waits for the
-// load's goroutines.
-func (r *rig) load(srv *server, d time.Duration) {
-	env := loadEnv{addr: srv.addr, token: r.token, model: r.model, kill: r.kill}
+// load drives every session for d, then kills host victim. With one host
+// it ends there; with several, the load goes on against the others for
+// pause, the victim is restarted at its address, and the load goes on
+// against all of them for another 50–300 ms. It waits for the load's
+// goroutines, and returns the subscribers it holds on hosts other than
+// the victim (none with one host), which go on until checked.
+func (r *rig) load(victim int, d, pause time.Duration) *holds {
+	env := loadEnv{addrs: r.addrs, token: r.token, model: r.model, kill: r.kill}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var probes []*probe
+	h := &holds{}
+	hctx, hcancel := context.WithCancel(context.Background())
+	h.cancel = hcancel
 	for i, s := range r.sessions {
 		rng := func(role uint64) *rand.Rand {
 			return rand.New(rand.NewPCG(r.seed, uint64(r.kill)<<16|uint64(i)<<4|role))
@@ -211,7 +256,19 @@ func (r *rig) load(srv *server, d time.Duration) {
 		wg.Go(func() { run.run(ctx) })
 		wg.Go(func() { sse.sse(ctx) })
 		wg.Go(func() { ws.ws(ctx) })
+		if env.multi() {
+			// A subscriber on a host that stays up: it must get every
+			// event of the session once, whoever owns it.
+			slot := r.rng.IntN(len(r.srvs) - 1)
+			if slot >= victim {
+				slot++
+			}
+			f := &follower{p: &probe{env: env}, s: s, rng: rng(4), after: last, held: r.addrs[slot], slot: slot}
+			h.followers = append(h.followers, f)
+			h.wg.Go(func() { f.ws(hctx) })
+		}
 	}
+	srv := r.srvs[victim]
 	t := time.NewTimer(d)
 	select {
 	case <-t.C:
@@ -219,26 +276,56 @@ func (r *rig) load(srv *server, d time.Duration) {
 		t.Stop()
 	}
 	r.killHost(srv)
+	if env.multi() {
+		time.Sleep(pause)
+		r.restart(victim)
+		time.Sleep(time.Duration(50+r.rng.IntN(251)) * time.Millisecond)
+	}
 	cancel()
 	wg.Wait()
+	for i, s := range r.srvs {
+		if i != victim && !s.alive() {
+			r.violate(nil, 0, "weft serve (host %d) exited by itself during the load (%v); its log: %s", i, s.err, r.tail())
+			r.restart(i)
+		}
+	}
 	byID := map[string]*sess{}
 	for _, s := range r.sessions {
 		byID[s.id] = s
 	}
 	for _, p := range probes {
-		for _, g := range p.got {
-			s := byID[g.ev.SessionID]
-			s.got = append(s.got, g)
-		}
-		for _, v := range p.bad {
-			r.add(v)
-		}
-		r.stats.starts += p.starts
-		r.stats.retries += p.retries
-		r.stats.duplicates += p.dups
-		r.stats.steers += p.steers
-		r.stats.cancels += p.cancels
+		r.merge(p, byID)
 	}
+	if !env.multi() {
+		hcancel()
+		return nil
+	}
+	return h
+}
+
+// merge adds what probe p collected to the sessions and the tallies.
+func (r *rig) merge(p *probe, byID map[string]*sess) {
+	for _, g := range p.got {
+		s := byID[g.ev.SessionID]
+		s.got = append(s.got, g)
+	}
+	for _, v := range p.bad {
+		r.add(v)
+	}
+	r.stats.starts += p.starts
+	r.stats.retries += p.retries
+	r.stats.duplicates += p.dups
+	r.stats.steers += p.steers
+	r.stats.cancels += p.cancels
+	r.stats.retryable += p.retryable
+}
+
+// holds are the subscribers a load holds on the hosts it did not kill,
+// one per session, until the check after it.
+type holds struct {
+	followers []*follower
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 // runner starts, steers, cancels and waits for the runs of one session.
@@ -246,16 +333,40 @@ type runner struct {
 	p   *probe
 	s   *sess
 	rng *rand.Rand
+	n   int // runs started in this load: the tags of their keys
 }
 
-// run drives the session until the host goes: first it sends again the
-// requests whose replies the last kill swallowed, then new runs.
+// run drives the session until the host goes. With several hosts it
+// then connects to another, picked at random, and goes on until the load
+// ends.
 func (u *runner) run(ctx context.Context) {
-	c, err := client.Dial(ctx, u.p.env.addr, client.Options{Token: u.p.env.token})
-	if err != nil {
-		return
+	for ctx.Err() == nil {
+		c, err := client.Dial(ctx, u.p.env.pick(u.rng), client.Options{Token: u.p.env.token})
+		if err == nil {
+			u.drive(ctx, c)
+			c.Close()
+		}
+		if !u.p.env.multi() {
+			return
+		}
+		sleep(ctx, 10*time.Millisecond)
 	}
-	defer c.Close()
+}
+
+// sleep waits for d or for ctx to be done.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// drive drives the session through c until c's host goes: first it sends
+// again the requests whose replies were lost (to a kill, or with several
+// hosts to a retryable error), then new runs.
+func (u *runner) drive(ctx context.Context, c *client.Client) {
 	for _, op := range u.s.starts {
 		if op.lost {
 			u.p.retries++
@@ -270,14 +381,15 @@ func (u *runner) run(ctx context.Context) {
 		}
 	}
 	var open []string // runs started and not known to be over
-	for n := 0; ctx.Err() == nil; n++ {
+	for ctx.Err() == nil {
 		if len(open) >= 3 {
 			if !u.wait(ctx, c, open[0]) {
 				return
 			}
 			open = open[1:]
 		}
-		tag := fmt.Sprintf("k%d.%d", u.p.env.kill, n)
+		tag := fmt.Sprintf("k%d.%d", u.p.env.kill, u.n)
+		u.n++
 		op := u.newStart(tag)
 		if !u.send(ctx, c, op, false) || len(op.replies) == 0 {
 			return
@@ -310,6 +422,8 @@ func (u *runner) newStart(tag string) *startOp {
 		model = u.p.env.model.slow
 	case x < 60:
 		model = u.p.env.model.burst
+	case x < 70 && u.p.env.model.bg != "":
+		model = u.p.env.model.bg
 	}
 	return &startOp{key: key, params: api.StartRunParams{
 		SessionID: u.s.id, Model: model, Busy: api.BusyQueue, IdempotencyKey: key,
@@ -324,7 +438,8 @@ func (u *runner) send(ctx context.Context, c *client.Client, op *startOp, retry 
 		u.s.starts = append(u.s.starts, op)
 		u.p.starts++
 	}
-	op.lost = true
+	unsure := retry && op.lostIn == u.p.env.kill
+	op.lost, op.lostIn = true, u.p.env.kill
 	n := 1
 	if u.rng.IntN(8) == 0 {
 		n = 2
@@ -345,19 +460,19 @@ func (u *runner) send(ctx context.Context, c *client.Client, op *startOp, retry 
 	wg.Wait()
 	op.rounds++
 	alive, someLost := true, false
-	for _, res := range results {
-		if res.err != nil && !errors.As(res.err, new(*api.Error)) {
-			someLost = true
+	gone := make([]bool, n)
+	for i, res := range results {
+		if res.err != nil && u.p.env.gone(u.p, res.err) {
+			gone[i], someLost = true, true
 		}
 	}
-	for _, res := range results {
-		var ae *api.Error
+	for i, res := range results {
 		switch {
 		case res.err == nil:
 			op.lost = false
 			op.replies = append(op.replies, startReply{run: res.res.ID, replayed: res.res.Replayed, kill: u.p.env.kill,
-				round: op.rounds, lost: someLost, retry: retry, expect: op.logged})
-		case errors.As(res.err, &ae):
+				round: op.rounds, lost: someLost, retry: retry, expect: op.logged, unsure: unsure})
+		case !gone[i]:
 			op.lost = false
 			u.p.violate(u.s, 0, "run/start %s was refused: %v", op.key, res.err)
 		default:
@@ -379,20 +494,21 @@ func (u *runner) steer(ctx context.Context, c *client.Client, run, tag string) b
 // steerOnce sends op and records the outcome; it reports false when the
 // host is gone.
 func (u *runner) steerOnce(ctx context.Context, c *client.Client, op *steerOp, retry bool) bool {
-	op.lost = true
+	unsure := retry && op.lostIn == u.p.env.kill
+	op.lost, op.lostIn = true, u.p.env.kill
 	u.p.steers++
 	res, err := c.SteerRun(ctx, op.params)
 	var ae *api.Error
 	switch {
 	case err == nil:
-		op.replies = append(op.replies, steerReply{steer: res.SteerID, replayed: res.Replayed, kill: u.p.env.kill, retry: retry, expect: op.logged})
+		op.replies = append(op.replies, steerReply{steer: res.SteerID, replayed: res.Replayed, kill: u.p.env.kill, retry: retry, expect: op.logged, unsure: unsure})
+	case u.p.env.gone(u.p, err):
+		return false
 	case errors.As(err, &ae):
-		op.replies = append(op.replies, steerReply{refused: ae.Kind, kill: u.p.env.kill, retry: retry, expect: op.logged})
+		op.replies = append(op.replies, steerReply{refused: ae.Kind, kill: u.p.env.kill, retry: retry, expect: op.logged, unsure: unsure})
 		if ae.Kind != api.KindRunConflict {
 			u.p.violate(u.s, 0, "run/steer %s was refused: %v", op.key, err)
 		}
-	default:
-		return false
 	}
 	op.lost = false
 	return true
@@ -416,7 +532,6 @@ func (u *runner) cancel(ctx context.Context, c *client.Client, run, tag string) 
 	}
 	u.p.cancels++
 	res, err := c.CancelRun(ctx, api.CancelParams{RunID: run, Reason: "torture", IdempotencyKey: u.s.key(tag + ".cancel")})
-	var ae *api.Error
 	switch {
 	case err == nil:
 		if !record.IsTerminal(res.Status) {
@@ -424,10 +539,10 @@ func (u *runner) cancel(ctx context.Context, c *client.Client, run, tag string) 
 		} else {
 			u.s.acks = append(u.s.acks, termAck{run: run, status: res.Status, via: "run/cancel"})
 		}
-	case errors.As(err, &ae):
-		u.p.violate(u.s, 0, "run/cancel of %s was refused: %v", run, err)
-	default:
+	case u.p.env.gone(u.p, err):
 		return false
+	default:
+		u.p.violate(u.s, 0, "run/cancel of %s was refused: %v", run, err)
 	}
 	return true
 }
@@ -443,11 +558,15 @@ func (u *runner) cue(ctx context.Context, c *client.Client, run string) bool {
 	seq, err := c.Subscribe(cctx, api.SubscribeParams{SessionID: u.s.id, RunID: run})
 	var ae *api.Error
 	switch {
+	case err != nil && cctx.Err() != nil:
+		return ctx.Err() == nil
+	case err != nil && u.p.env.gone(u.p, err):
+		return false
 	case errors.As(err, &ae):
 		u.p.violate(u.s, 0, "events/subscribe to run %s was refused: %v", run, err)
 		return true
 	case err != nil:
-		return ctx.Err() == nil && cctx.Err() != nil
+		return false
 	}
 	started := false
 	for ev, err := range seq {
@@ -473,7 +592,6 @@ func (u *runner) cue(ctx context.Context, c *client.Client, run string) bool {
 // wait waits up to a second for run to end.
 func (u *runner) wait(ctx context.Context, c *client.Client, run string) bool {
 	w, err := c.WaitRun(ctx, api.WaitRunParams{RunID: run, TimeoutMs: 50 + u.rng.Int64N(1000)})
-	var ae *api.Error
 	switch {
 	case err == nil:
 		if record.IsTerminal(w.Run.Status) {
@@ -481,10 +599,10 @@ func (u *runner) wait(ctx context.Context, c *client.Client, run string) bool {
 		} else if !w.TimedOut {
 			u.p.violate(u.s, 0, "run/wait of %s returned it %s before the timeout", run, w.Run.Status)
 		}
-	case errors.As(err, &ae):
-		u.p.violate(u.s, 0, "run/wait of %s was refused: %v", run, err)
-	default:
+	case u.p.env.gone(u.p, err):
 		return false
+	default:
+		u.p.violate(u.s, 0, "run/wait of %s was refused: %v", run, err)
 	}
 	return true
 }
@@ -495,6 +613,13 @@ type follower struct {
 	s     *sess
 	rng   *rand.Rand
 	after int64
+	// held, if set, is the address of the one host the follower
+	// subscribes through (slot is its index), which the load does not
+	// kill: it never drops the subscription nor moves to another host.
+	held    string
+	slot    int
+	reached atomic.Int64 // the seq of the last event received
+	ended   error        // why the subscription ended before the follower was stopped; set when ws returns
 }
 
 // errStop ends a follower that has nothing more to learn.
@@ -527,7 +652,7 @@ func (f *follower) sse(ctx context.Context) {
 // sseOnce reads one SSE connection and returns the cursor it reached. A
 // nil error means the follower dropped the connection on purpose.
 func (f *follower) sseOnce(ctx context.Context, cursor int64, resume bool) (int64, error) {
-	url := "http://" + f.p.env.addr + "/v1/sessions/" + f.s.id + "/events"
+	url := "http://" + f.p.env.pick(f.rng) + "/v1/sessions/" + f.s.id + "/events"
 	if !resume {
 		url += "?after=" + strconv.FormatInt(cursor, 10)
 	}
@@ -608,34 +733,65 @@ func (f *follower) take(via string, cursor int64, id string, raw []byte) bool {
 }
 
 // ws subscribes to the session over WebSocket from f.after until the host
-// goes.
+// goes. With several hosts it then subscribes again from where it got,
+// through another host, until the load ends; a held follower stays on its
+// host and records why its subscription ended, if it did before ctx.
 func (f *follower) ws(ctx context.Context) {
-	c, err := client.Dial(ctx, f.p.env.addr, client.Options{Token: f.p.env.token})
+	f.reached.Store(f.after)
+	cursor := f.after
+	for ctx.Err() == nil {
+		var err error
+		if cursor, err = f.wsOnce(ctx, cursor); errors.Is(err, errStop) {
+			return
+		}
+		if f.held != "" {
+			if ctx.Err() == nil {
+				f.ended = err
+			}
+			return
+		}
+		if !f.p.env.multi() {
+			return
+		}
+		sleep(ctx, 10*time.Millisecond)
+	}
+}
+
+// wsOnce follows one WebSocket subscription from cursor, and returns the
+// cursor it reached and why it ended (errStop: the stream broke an
+// invariant).
+func (f *follower) wsOnce(ctx context.Context, cursor int64) (int64, error) {
+	addr := f.held
+	if addr == "" {
+		addr = f.p.env.pick(f.rng)
+	}
+	c, err := client.Dial(ctx, addr, client.Options{Token: f.p.env.token})
 	if err != nil {
-		return
+		return cursor, err
 	}
 	defer c.Close()
-	seq, err := c.Subscribe(ctx, api.SubscribeParams{SessionID: f.s.id, After: f.after})
-	var ae *api.Error
-	if errors.As(err, &ae) {
-		f.p.violate(f.s, 0, "events/subscribe after %d was refused: %v", f.after, err)
-	}
+	seq, err := c.Subscribe(ctx, api.SubscribeParams{SessionID: f.s.id, After: cursor})
 	if err != nil {
-		return
+		if ctx.Err() == nil && !f.p.env.gone(f.p, err) {
+			f.p.violate(f.s, 0, "events/subscribe after %d was refused: %v", cursor, err)
+			return cursor, errStop
+		}
+		return cursor, err
 	}
-	cursor := f.after
 	for ev, err := range seq {
 		if err != nil {
-			return
+			return cursor, err
 		}
 		raw, err := json.Marshal(ev)
 		if err != nil {
 			f.p.violate(f.s, ev.Seq, "WebSocket event does not encode: %v", err)
-			return
+			return cursor, errStop
 		}
 		if !f.take("WebSocket", cursor, "", raw) {
-			return
+			return cursor, errStop
 		}
 		cursor = ev.Seq
+		f.reached.Store(cursor)
 	}
+	return cursor, errors.New("the subscription ended")
 }

@@ -71,15 +71,57 @@
 // goes on, reporting each distinct violation once, and fails at the end);
 // the store and the host's log are kept for inspection. The random choices come from one seed, printed
 // first, and -torture.seed replays them (the kill points still depend on
-// timing). Run it:
+// timing).
+//
+// Several hosts on PostgreSQL (issue 23). With -torture.store=postgres (a
+// throwaway server of internal/pgtest) or a postgres:// URL, and
+// -torture.hosts=N, N hosts serve one database, each with a state
+// directory of its own, one shared token and a lease TTL of 2 s. Each
+// kill picks a host at random and SIGKILLs it after 50–500 ms of load;
+// the load goes on against the others for a pause of up to 3 s (often
+// past the TTL, so that a surviving host takes the dead one's sessions
+// over meanwhile), then the host is restarted at the same address (about
+// one restart in ten is killed again while it starts) and the load runs
+// on all of them a little longer. Every runner and follower picks a host
+// at random, and when its host goes (or answers a retryable error: the
+// session's owner, to which it forwarded the command, is gone) it moves
+// to another and sends again what got no reply, so commands are
+// forwarded to the owner and retried across hosts; the load also starts
+// background shells that outlive their run. After each kill the store is
+// checked while the other hosts run, and, once no run is active, through
+// a host picked for each session; on top of the checks above:
+//
+//   - no run starts twice: one run.started per run (its terminal event is
+//     its last, so nothing follows it);
+//   - the replies are checked against the log once every run is over (a
+//     command a client gave up on cannot commit later), and a request sent
+//     again within the load that lost its reply is not held to the log of
+//     the last check;
+//   - a WebSocket subscriber held through the whole load on a host other
+//     than the one killed received every event of its session after its
+//     cursor, once, in order, byte-identical to the log, and its
+//     subscription did not end;
+//   - no process of the session is left running within the TTL + 5 s of
+//     the session going idle: those of a dead host are reconciled by the
+//     host that takes the session over, and a violation names the
+//     process's host and epoch.
+//
+// On a failure with a throwaway server, its data is dumped to store.sql
+// beside the hosts' log. Run it:
 //
 //	go test -run TestTorture ./internal/torture/                 # 8 kills (3 with -short)
+//	go test -run TestTorturePostgres ./internal/torture/         # 4 kills of 3 hosts on PostgreSQL (2 with -short)
 //	scripts/torture 1000                                         # 1,000 kills, by hand
+//	scripts/torture --store postgres --hosts 3 200               # 200 kills of 3 hosts on PostgreSQL
 //	go test -run TestTorture -timeout 0 ./internal/torture/ -args -torture.kills=N -torture.seed=S
 
 package torture
 
 import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -92,10 +134,14 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"weft.dev/weft/internal/pgtest"
 )
 
 var (
 	killsFlag = flag.Int("torture.kills", 0, "how many times to SIGKILL weft serve (0: 8, or 3 with -short)")
+	storeFlag = flag.String("torture.store", "sqlite", "the store: sqlite (a file), postgres (a throwaway server of internal/pgtest) or a postgres:// URL (its database is migrated, and should be empty)")
+	hostsFlag = flag.Int("torture.hosts", 1, "how many `weft serve` share the store (more than 1 only with PostgreSQL); each kill picks one")
 	seedFlag  = flag.Uint64("torture.seed", 0, "seed of the random choices (0: from the clock)")
 	goingFlag = flag.Bool("torture.keepgoing", false, "go on after a kill that found violations (the test still fails), to count them over all the kills")
 )
@@ -138,12 +184,29 @@ func TestTorture(t *testing.T) {
 			kills = 3
 		}
 	}
+	torture(t, *storeFlag, *hostsFlag, kills)
+}
+
+// TestTorturePostgres is the torture of three hosts on one throwaway
+// PostgreSQL server: 4 kills (2 with -short), each of a host picked at
+// random. scripts/torture --store postgres --hosts 3 runs more.
+func TestTorturePostgres(t *testing.T) {
+	kills := 4
+	if testing.Short() {
+		kills = 2
+	}
+	torture(t, "postgres", 3, kills)
+}
+
+// torture runs kills kills of hosts `weft serve` on the store named as
+// -torture.store does.
+func torture(t *testing.T, storeSpec string, hosts, kills int) {
 	seed := *seedFlag
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	t.Logf("torture: seed %d, %d kills (replay the choices with -torture.seed=%d)", seed, kills, seed)
-	r := newRig(t, seed)
+	t.Logf("torture: seed %d, %d kills of %d host(s) on %s (replay the choices with -torture.seed=%d)", seed, kills, hosts, storeName(storeSpec), seed)
+	r := newRig(t, seed, storeSpec, hosts)
 	begin := time.Now()
 	for k := 1; k <= kills && !r.stopped(); k++ {
 		r.kill = k
@@ -171,14 +234,20 @@ type rig struct {
 	t     *testing.T
 	seed  uint64
 	rng   *rand.Rand
-	dir   string // HOME of the host: the store, the state, the scripts
-	store string
-	env   []string
-	logf  *os.File // the hosts' stderr, all of them
+	dir   string // HOME of the host (of each host: dir/hN): the store, the state, the scripts
+	store string // the SQLite file, or the PostgreSQL URL
+	pg    *pgtest.Cluster
+	envs  [][]string // each host's environment
+	logf  *os.File   // the hosts' stderr, all of them
 	token string
 	model models
-	kill  int     // the current kill, from 1
-	srv   *server // the last host started
+	kill  int // the current kill, from 1
+
+	// srvs are the hosts, the last started in each slot; addrs their
+	// addresses, the same for every start of a slot (an operator
+	// restarts a host where it was).
+	srvs  []*server
+	addrs []string
 
 	sessions []*sess
 	created  int // sessions created so far
@@ -192,30 +261,103 @@ type rig struct {
 // models are the scripted models the load uses, as model names.
 type models struct {
 	slow, burst, tools, final string
+	bg                        string // on PostgreSQL only: starts a background shell
 }
 
-func newRig(t *testing.T, seed uint64) *rig {
+// leaseTTL is the session leases' TTL of hosts on PostgreSQL: short, so
+// that a killed host's sessions are taken over within the load.
+const leaseTTL = 2 * time.Second
+
+// storeName is how the summary names the store of -torture.store spec.
+func storeName(spec string) string {
+	switch spec {
+	case "sqlite", "postgres":
+		return spec
+	}
+	return "postgres (a URL)"
+}
+
+func newRig(t *testing.T, seed uint64, storeSpec string, hosts int) *rig {
 	t.Helper()
+	pg := storeSpec != "sqlite"
+	switch {
+	case hosts < 1:
+		t.Fatalf("-torture.hosts %d: at least one", hosts)
+	case hosts > 1 && !pg:
+		t.Fatalf("-torture.hosts %d on SQLite: one host serves a SQLite store; use -torture.store=postgres", hosts)
+	case pg && storeSpec != "postgres" && !strings.HasPrefix(storeSpec, "postgres://") && !strings.HasPrefix(storeSpec, "postgresql://"):
+		t.Fatalf("-torture.store %q: sqlite, postgres or a postgres:// URL", storeSpec)
+	}
 	dir, err := os.MkdirTemp("", "weft-torture")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0)), dir: dir, store: filepath.Join(dir, "weft.db"), seen: map[string]bool{}}
-	r.env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + dir,
-		"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"),
-		"XDG_STATE_HOME=" + filepath.Join(dir, "state"),
-		"WEFT_STORE=" + r.store,
-	}
+	r := &rig{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0)), dir: dir, store: filepath.Join(dir, "weft.db"), seen: map[string]bool{},
+		srvs: make([]*server, hosts), addrs: make([]string, hosts)}
 	if r.logf, err = os.Create(filepath.Join(dir, "serve.log")); err != nil {
 		t.Fatal(err)
+	}
+	if !pg {
+		r.envs = [][]string{{
+			"PATH=" + os.Getenv("PATH"),
+			"HOME=" + dir,
+			"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"),
+			"XDG_STATE_HOME=" + filepath.Join(dir, "state"),
+			"WEFT_STORE=" + r.store,
+		}}
+	} else {
+		r.store = storeSpec
+		if storeSpec == "postgres" {
+			r.pg, err = pgtest.New(context.Background())
+			if errors.Is(err, pgtest.ErrNoServer) {
+				os.RemoveAll(dir)
+				pgtest.Skip(t, err)
+			}
+			if err != nil {
+				os.RemoveAll(dir)
+				t.Fatal(err)
+			}
+			db, err := r.pg.CreateDatabase(context.Background())
+			if err != nil {
+				r.pg.Close()
+				os.RemoveAll(dir)
+				t.Fatal(err)
+			}
+			r.store = r.pg.URL(db)
+		}
+		// The hosts share the store and the token, nothing else: each
+		// has a home and state directory of its own, as on machines of
+		// their own.
+		var tok [16]byte
+		crand.Read(tok[:])
+		r.token = hex.EncodeToString(tok[:])
+		for i := range hosts {
+			home := filepath.Join(dir, fmt.Sprintf("h%d", i))
+			r.envs = append(r.envs, []string{
+				"PATH=" + os.Getenv("PATH"),
+				"HOME=" + home,
+				"XDG_CONFIG_HOME=" + filepath.Join(dir, "config"),
+				"XDG_STATE_HOME=" + filepath.Join(home, "state"),
+				"WEFT_STORE=" + r.store,
+				"WEFT_TOKEN=" + r.token,
+				"WEFT_LEASE_TTL=" + leaseTTL.String(),
+			})
+		}
+		migrate := exec.Command(weftBin, "migrate")
+		migrate.Dir, migrate.Env = dir, r.envs[0]
+		if out, err := migrate.CombinedOutput(); err != nil {
+			r.close()
+			t.Fatalf("weft migrate: %v\n%s", err, out)
+		}
 	}
 	r.model = models{
 		slow:  r.script("slow.json", slowScript),
 		burst: r.script("burst.json", burstScript),
 		tools: r.script("tools.json", toolsScript),
 		final: r.script("final.json", `{"loop":true,"steps":[{"text":"still here: {{input}}"}]}`),
+	}
+	if pg {
+		r.model.bg = r.script("bg.json", bgScript)
 	}
 	return r
 }
@@ -242,6 +384,13 @@ var (
 			{"name":"write_file","arguments":{"path":"out/{{turn}}.txt","content":"{{input}}\n"}},
 			{"name":"shell","arguments":{"command":"echo turn {{turn}}; sleep 0.1"}}]},
 		{"text":%q,"delayMs":1}]}`, words("tool", 30), words("done", 30))
+	// bgScript starts a background shell that outlives the run by a
+	// few hundred ms (its row belongs to the host that runs it), then
+	// answers.
+	bgScript = fmt.Sprintf(`{"loop":true,"steps":[
+		{"text":%q,"delayMs":1,"toolCalls":[
+			{"name":"shell","arguments":{"command":"echo bg {{turn}}; sleep 0.4; echo bye","background":true}}]},
+		{"text":%q,"delayMs":1}]}`, words("bg", 10), words("started", 10))
 )
 
 // words returns n numbered words.
@@ -313,16 +462,45 @@ func (r *rig) report() {
 // close removes the directory, unless the test failed: then the store and
 // the hosts' log stay for inspection.
 func (r *rig) close() {
-	if r.srv != nil {
-		r.srv.kill()
+	for _, s := range r.srvs {
+		if s != nil {
+			s.kill()
+		}
 	}
 	r.logf.Close()
 	if r.failed() {
 		r.t.Logf("store, scripts and the hosts' log (serve.log) kept in %s; seed %d", r.dir, r.seed)
+		if r.pg != nil {
+			r.dumpStore()
+		}
+	} else {
+		os.RemoveAll(r.dir)
+	}
+	if r.pg != nil {
+		r.pg.Close()
+	}
+}
+
+// dumpStore writes the throwaway PostgreSQL database, which goes with the
+// test, to store.sql (pg_dump --data-only) in the rig's directory.
+func (r *rig) dumpStore() {
+	bin, err := pgtest.FindBin()
+	if err == nil {
+		var out []byte
+		out, err = exec.Command(filepath.Join(bin, "pg_dump"), "--data-only", "--dbname", r.store).Output()
+		if err == nil {
+			err = os.WriteFile(filepath.Join(r.dir, "store.sql"), out, 0o644)
+		}
+	}
+	if err != nil {
+		r.t.Logf("dump the throwaway database: %v", err)
 		return
 	}
-	os.RemoveAll(r.dir)
+	r.t.Logf("the throwaway PostgreSQL database goes with the test; its data is in store.sql")
 }
+
+// multi reports whether several hosts share the store.
+func (r *rig) multi() bool { return len(r.srvs) > 1 }
 
 // stats are the tallies the summary line reports.
 type stats struct {
@@ -335,6 +513,8 @@ type stats struct {
 	starts, retries     int // run/start sent, and sent again after a restart
 	duplicates          int // run/start sent twice at once
 	steers, cancels     int
+	retryable           int             // retryable errors (with several hosts), taken as lost replies
+	held                int             // events checked of the subscribers held on surviving hosts
 	startup             []time.Duration // from exec to a healthy /healthz, per start
 	violations          int
 }
@@ -354,10 +534,10 @@ func (s *stats) summary(d time.Duration) string {
 	}
 	return fmt.Sprintf("%d kills (%d during startup), %d sessions, %d runs (%s), %d tool calls, "+
 		"%d run/start (%d sent again after a restart, %d sent twice at once), %d steers, %d cancels, "+
-		"%d log events checked, %d follower events checked (SSE %d, WebSocket %d), "+
+		"%d log events checked, %d follower events checked (SSE %d, WebSocket %d, held on surviving hosts %d), %d retryable errors, "+
 		"restart to healthy median %s max %s, %d violations, %s",
 		s.kills, s.startupKills, s.sessions, total, strings.Join(by, ", "), s.toolCalls,
 		s.starts, s.retries, s.duplicates, s.steers, s.cancels,
-		s.logEvents, s.sse+s.ws, s.sse, s.ws,
+		s.logEvents, s.sse+s.ws, s.sse, s.ws-s.held, s.held, s.retryable,
 		median.Round(time.Millisecond), worst.Round(time.Millisecond), s.violations, d.Round(time.Second))
 }
