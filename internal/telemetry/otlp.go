@@ -298,12 +298,16 @@ func unixNano(t time.Time) uint64 {
 }
 
 // The append helpers leave out a field at its zero value, as proto3
-// encodes it.
+// encodes it. They are not inlined: the exporter is off by default, and
+// inlined into every field of appendSpan they were 14 KB of every weft
+// binary's loaded image.
 
+//go:noinline
 func appendMessage(b []byte, num fieldNum, m []byte) []byte {
 	return appendLengthPrefixed(appendTag(b, num, bytesType), m)
 }
 
+//go:noinline
 func appendBytes(b []byte, num fieldNum, v []byte) []byte {
 	if len(v) == 0 {
 		return b
@@ -311,6 +315,7 @@ func appendBytes(b []byte, num fieldNum, v []byte) []byte {
 	return appendLengthPrefixed(appendTag(b, num, bytesType), v)
 }
 
+//go:noinline
 func appendString(b []byte, num fieldNum, v string) []byte {
 	if v == "" {
 		return b
@@ -318,6 +323,7 @@ func appendString(b []byte, num fieldNum, v string) []byte {
 	return appendLengthPrefixed(appendTag(b, num, bytesType), v)
 }
 
+//go:noinline
 func appendVarint(b []byte, num fieldNum, v uint64) []byte {
 	if v == 0 {
 		return b
@@ -325,6 +331,7 @@ func appendVarint(b []byte, num fieldNum, v uint64) []byte {
 	return appendVarintValue(appendTag(b, num, varintType), v)
 }
 
+//go:noinline
 func appendFixed64(b []byte, num fieldNum, v uint64) []byte {
 	if v == 0 {
 		return b
@@ -332,6 +339,7 @@ func appendFixed64(b []byte, num fieldNum, v uint64) []byte {
 	return binary.LittleEndian.AppendUint64(appendTag(b, num, fixed64Type), v)
 }
 
+//go:noinline
 func appendFixed32(b []byte, num fieldNum, v uint32) []byte {
 	if v == 0 {
 		return b
