@@ -154,7 +154,8 @@ const (
 
 // Client names who sends a request, for the records of who answered.
 type Client struct {
-	// Name is the program's name from initialize, if it sent one.
+	// Name is the program's name from initialize (on HTTP POST, from
+	// the Weft-Client header), if it sent one.
 	Name string
 	// Transport is stdio, http, websocket or "in-process".
 	Transport string

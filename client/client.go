@@ -1,5 +1,6 @@
 // Package client is the Go client of a weft host: a [Client] is an
-// [api.Host] whose calls go to a host over WebSocket or stdio, one typed
+// [api.Host] whose calls go to a host over WebSocket, stdio or one HTTP
+// POST per call ([NewHTTP]), one typed
 // method per method of the table (api.Methods), with the table's params
 // and results; subscriptions come as iterators, and [Follow] reconnects
 // by itself and resumes from its cursor. It links the protocol's types
@@ -36,8 +37,28 @@ type Options struct {
 	// TLSConfig verifies the host of a wss:// or https:// address: set
 	// its RootCAs to trust a private CA. Nil means the system's roots.
 	// Dial never skips verification for it; a config that does is the
-	// caller's choice.
+	// caller's choice. It is not used when HTTPClient is set.
 	TLSConfig *tls.Config
+	// Name is this client's name for the records of who answered a
+	// request, on [NewHTTP]'s connections: each POST is a connection of
+	// its own that no initialize precedes, so it is sent as the
+	// Weft-Client header. Over WebSocket and stdio, [Client.Initialize]
+	// says it.
+	Name string
+	// HTTPClient makes [NewHTTP]'s requests and [Dial]'s handshake; nil
+	// means http.DefaultClient, or one with TLSConfig when that is set.
+	HTTPClient *http.Client
+}
+
+// httpClient is the client of the options' requests: HTTPClient, else
+// one that verifies hosts with TLSConfig, else nil (the default).
+func (o Options) httpClient() *http.Client {
+	if o.HTTPClient != nil || o.TLSConfig == nil {
+		return o.HTTPClient
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = o.TLSConfig.Clone()
+	return &http.Client{Transport: t}
 }
 
 // ErrLagged ends a subscription whose consumer fell behind; resume after
@@ -88,17 +109,35 @@ func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	if !strings.HasSuffix(u, "/rpc/ws") {
 		u = strings.TrimSuffix(u, "/") + "/rpc/ws"
 	}
-	cfg := jrpc.Config{Token: opts.Token, Logger: opts.Logger, NotifyBuffer: 8192}
-	if opts.TLSConfig != nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.TLSClientConfig = opts.TLSConfig.Clone()
-		cfg.HTTPClient = &http.Client{Transport: t}
-	}
-	c, err := jrpc.DialWebSocket(ctx, u, cfg)
+	c, err := jrpc.DialWebSocket(ctx, u, jrpc.Config{Token: opts.Token, HTTPClient: opts.httpClient(), Logger: opts.Logger, NotifyBuffer: 8192})
 	if err != nil {
 		return nil, fmt.Errorf("connect to weft host %s: %w", addr, err)
 	}
 	return newClient(c, opts), nil
+}
+
+// NewHTTP returns a client that sends each call as one HTTP POST to
+// addr's /rpc: host:port, or an http:// or https:// URL (the /rpc path
+// is added when missing). It connects on each call, not here, so a host
+// that is not there is an error of the first call (wrapping the
+// *url.Error of the request). A POST carries no notifications: the
+// subscriptions ([Client.Subscribe], [Client.FollowProcess], [Follow])
+// need [Dial]; the host answers them on HTTP with a typed error. For a
+// command of one call or two it saves the WebSocket's handshake and
+// initialize.
+func NewHTTP(addr string, opts Options) *Client {
+	u := addr
+	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		u = "http://" + u
+	}
+	if !strings.HasSuffix(u, "/rpc") {
+		u = strings.TrimSuffix(u, "/") + "/rpc"
+	}
+	var h http.Header
+	if opts.Name != "" {
+		h = http.Header{"Weft-Client": {opts.Name}}
+	}
+	return newClient(jrpc.NewHTTP(u, jrpc.Config{Token: opts.Token, Header: h, HTTPClient: opts.httpClient(), Logger: opts.Logger}), opts)
 }
 
 // NewStdio speaks to a host over a pair of pipes, e.g. the stdin and

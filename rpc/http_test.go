@@ -315,3 +315,42 @@ func TestOrigin(t *testing.T) {
 		t.Errorf("foreign origin: %v %v, want 403", resp, err)
 	}
 }
+
+// A POST is a connection of its own, which no initialize precedes: the
+// client names itself in the Weft-Client header, and the handler sees
+// that name (as who answered a request) with the http transport. The
+// name is bounded as initialize's is.
+func TestPOSTClientHeader(t *testing.T) {
+	s := rpc.NewServer(rpc.Config{Token: testToken})
+	rpc.Register(s, "whoami", "Who the call came from.", func(ctx context.Context, _ *struct{}) (*api.Client, error) {
+		c := api.ClientFrom(ctx)
+		return &c, nil
+	})
+	u := newTestHTTP(t, s) + "/rpc"
+	call := `{"jsonrpc":"2.0","id":1,"method":"whoami"}`
+	tests := []struct {
+		name   string
+		header map[string]string
+		status int
+		want   string
+	}{
+		{"named", map[string]string{rpc.ClientHeader: "weft approve"}, 200,
+			`{"jsonrpc":"2.0","id":1,"result":{"Name":"weft approve","Transport":"http"}}`},
+		{"unnamed", nil, 200,
+			`{"jsonrpc":"2.0","id":1,"result":{"Name":"","Transport":"http"}}`},
+		{"too long", map[string]string{rpc.ClientHeader: strings.Repeat("n", api.MaxTitleBytes+1)}, 400,
+			`{"jsonrpc":"2.0","id":null,"error":{"code":-32602,"message":"the Weft-Client header is 1025 bytes, more than the 1024 allowed","data":{"field":"Weft-Client","kind":"invalid_params","limit":1024,"retryable":false}}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := post(t, u, testToken, call, tt.header)
+			if status != tt.status || body != tt.want {
+				t.Errorf("got %d %s\nwant %d %s", status, body, tt.status, tt.want)
+			}
+		})
+	}
+	// The header is no way around the token.
+	if status, _ := post(t, u, "", call, map[string]string{rpc.ClientHeader: "weft approve"}); status != http.StatusUnauthorized {
+		t.Errorf("a named POST without the token: %d, want 401", status)
+	}
+}

@@ -56,7 +56,8 @@ func (w writeOnly) Write(p []byte) (int, error) { return w.w.Write(p) }
 
 // Handler returns the HTTP handler for the server's routes:
 //
-//	POST /rpc      one JSON-RPC message or batch per request body (no push)
+//	POST /rpc      one JSON-RPC message or batch per request body (no push);
+//	               the client may name itself in the Weft-Client header
 //	GET  /rpc/ws   WebSocket, one JSON-RPC message per text message, with notifications
 //	GET  /healthz  200 {"ok":true}, without a token
 //	POST /console/login, GET /console/session, POST /console/logout
@@ -100,6 +101,11 @@ func writeHTTPError(w http.ResponseWriter, status int, e *api.Error) {
 	_, _ = w.Write(append(jsonrpc.AppendError(nil, nil, encodeError(e)), '\n'))
 }
 
+// ClientHeader is the request header in which a client of POST /rpc
+// names itself, as a WebSocket or stdio client does in initialize: hosts
+// record the name as who answered a request.
+const ClientHeader = "Weft-Client"
+
 func (s *Server) servePOST(w http.ResponseWriter, r *http.Request) {
 	if err := s.checkOrigin(r); err != nil {
 		writeHTTPError(w, http.StatusForbidden, api.NewError(api.KindUnauthorized, err.Error()))
@@ -116,6 +122,16 @@ func (s *Server) servePOST(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.cancel()
+	// A POST is a connection of its own that no initialize precedes: the
+	// client names itself in the Weft-Client header instead.
+	if name := r.Header.Get(ClientHeader); name != "" {
+		if len(name) > api.MaxTitleBytes {
+			writeHTTPError(w, http.StatusBadRequest, api.Errorf(api.KindInvalidParams, "the %s header is %d bytes, more than the %d allowed", ClientHeader, len(name), api.MaxTitleBytes).
+				With("field", ClientHeader).With("limit", api.MaxTitleBytes))
+			return
+		}
+		c.client.Store(&api.Client{Name: name, Transport: TransportHTTP})
+	}
 	stop := context.AfterFunc(c.ctx, c.markDone)
 	defer stop()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxFrameBytes))

@@ -21,6 +21,10 @@ func TestErrorsSayWhatToDo(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "no weft host at "+down+" (--host): start `weft serve`") || strings.Count(stderr, ":") > 6 {
 		t.Errorf("attach without a host: %d %s", code, stderr)
 	}
+	_, stderr, code = e.weft("", "--host", down, "ps")
+	if code != 1 || !strings.Contains(stderr, "no weft host at "+down+" (--host): start `weft serve`") || strings.Count(stderr, ":") > 6 {
+		t.Errorf("ps without a host: %d %s", code, stderr)
+	}
 	_, stderr, code = e.weft("", "--host", down, "approve", "apr_x")
 	if code != 1 || !strings.Contains(stderr, "answered through `weft serve`") {
 		t.Errorf("approve without a host: %d %s", code, stderr)

@@ -51,8 +51,9 @@ func isBenchPath(pkg string) bool {
 // command; they stay test-only dependencies of llm/openai, llm/anthropic
 // and llm/gemini, whose tests compare weft's requests with theirs. The
 // OpenTelemetry API and SDK are linked (tracing), but not the SDK's OTLP
-// exporters: internal/telemetry encodes OTLP with protowire alone. Nor
-// does it link the browser tests' chromedp.
+// exporters, nor any of protobuf's packages: internal/telemetry writes
+// OTLP's wire format itself (protowire's init hashed the executable on
+// every start). Nor does it link the browser tests' chromedp.
 func TestProductLinksNoProviderSDK(t *testing.T) {
 	testenv.Command(t, "go")
 	out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", "-f", "{{.ImportPath}}", ".").Output()
@@ -65,16 +66,8 @@ func TestProductLinksNoProviderSDK(t *testing.T) {
 		"go.opentelemetry.io/otel/exporters/", "go.opentelemetry.io/proto/", "github.com/google/go-cmp",
 		"cloud.google.com/", "github.com/chromedp/",
 	}
-	allowed := map[string]bool{ // protowire and what it imports: no registry, no generated types
-		"google.golang.org/protobuf/encoding/protowire": true,
-		"google.golang.org/protobuf/internal/errors":    true,
-		"google.golang.org/protobuf/internal/detrand":   true,
-	}
 	var found []string
 	for pkg := range strings.FieldsSeq(string(out)) {
-		if allowed[pkg] {
-			continue
-		}
 		for _, b := range banned {
 			if strings.HasPrefix(pkg, b) {
 				found = append(found, pkg)
@@ -84,5 +77,29 @@ func TestProductLinksNoProviderSDK(t *testing.T) {
 	}
 	if len(found) > 0 {
 		t.Errorf("weft links %d packages of the provider SDKs or test tools: %s", len(found), strings.Join(found[:min(len(found), 12)], ", "))
+	}
+}
+
+// TestStartProbesNothing: what every weft command runs before main is
+// dependencies' package initialisation, so none of it may look around
+// the machine. The clipboard library the TUI's text input links looked
+// up six tools on PATH in its init (52 failed stats per start); go.mod
+// replaces it with third_party/atotto-clipboard, which looks on the first
+// paste. protobuf's detrand hashed the executable (see
+// TestProductLinksNoProviderSDK). Neither package may initialise at all.
+func TestStartProbesNothing(t *testing.T) {
+	c := exec.CommandContext(t.Context(), weftBin, "version")
+	c.Env = []string{"GODEBUG=inittrace=1", "PATH=/usr/bin:/bin"}
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("weft version: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "init weft.dev/weft/") {
+		t.Fatalf("no inittrace in weft version's output:\n%s", out)
+	}
+	for line := range strings.Lines(string(out)) {
+		if strings.HasPrefix(line, "init github.com/atotto/clipboard ") || strings.HasPrefix(line, "init google.golang.org/protobuf/") {
+			t.Errorf("weft initialises a package that probes the machine: %s", strings.TrimSpace(line))
+		}
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io/fs"
 	"iter"
+	"net"
+	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -23,28 +26,14 @@ func (a *app) hostAddr() string {
 	return a.chooseHost().addr
 }
 
-// dialHost connects to the host, as the program name says (for the
-// records of who answered a request). Without a token (WEFT_TOKEN or the
-// token file `weft serve` writes) there is no host to talk to: an error
-// wrapping errNoHost, as when nothing answers; a host that refuses the
-// token says so.
+// dialHost connects to the host over WebSocket, as the program name says
+// (for the records of who answered a request), for a command that
+// subscribes or makes many calls; a command of one call or two uses
+// postHost. Without a token (WEFT_TOKEN or the token file `weft serve`
+// writes) there is no host to talk to: an error wrapping errNoHost, as
+// when nothing answers; a host that refuses the token says so.
 func (a *app) dialHost(ctx context.Context, name string) (*client.Client, error) {
-	ch := a.chooseHost()
-	if ch.err != nil {
-		return nil, ch.err
-	}
-	tok, err := a.token(false)
-	if errors.Is(err, fs.ErrNotExist) || err == nil && tok == "" {
-		switch {
-		case ch.rec != nil && ch.rec.TokenFrom == "none":
-			// An --insecure-no-auth host takes no token.
-			tok, err = "", nil
-		case ch.rec != nil && ch.rec.TokenFrom == "env":
-			return nil, fmt.Errorf("the host at %s (recorded in %s) takes the token it was started with in WEFT_TOKEN: set WEFT_TOKEN to it here too", ch.addr, ch.from)
-		default:
-			return nil, a.noHostError(hintLocal, nil)
-		}
-	}
+	tok, err := a.hostToken()
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +48,7 @@ func (a *app) dialHost(ctx context.Context, name string) (*client.Client, error)
 		return nil, terr
 	}
 	if errors.Is(err, api.ErrUnauthorized) {
-		return nil, fmt.Errorf("the host at %s refused this token: WEFT_TOKEN or the token file is not the host's (%v)", a.hostAddr(), innermost(err))
+		return nil, a.hostError(err)
 	}
 	if err != nil {
 		return nil, a.noHostError(hintLocal, err)
@@ -71,6 +60,87 @@ func (a *app) dialHost(ctx context.Context, name string) (*client.Client, error)
 	}
 	a.server.Store(&info)
 	return c, nil
+}
+
+// hostToken is the token for the chosen host: WEFT_TOKEN, the token file,
+// or none for a host recorded as taking none. No token is an error
+// wrapping errNoHost, or one that says which token a host needs.
+func (a *app) hostToken() (string, error) {
+	ch := a.chooseHost()
+	if ch.err != nil {
+		return "", ch.err
+	}
+	tok, err := a.token(false)
+	if errors.Is(err, fs.ErrNotExist) || err == nil && tok == "" {
+		switch {
+		case ch.rec != nil && ch.rec.TokenFrom == "none":
+			// An --insecure-no-auth host takes no token.
+			return "", nil
+		case ch.rec != nil && ch.rec.TokenFrom == "env":
+			return "", fmt.Errorf("the host at %s (recorded in %s) takes the token it was started with in WEFT_TOKEN: set WEFT_TOKEN to it here too", ch.addr, ch.from)
+		default:
+			return "", a.noHostError(hintLocal, nil)
+		}
+	}
+	return tok, err
+}
+
+// hostError says what a failed connection to the host (or request to it)
+// means: a refused token, or no host (an error wrapping errNoHost).
+// Other errors, such as the answer of a method, are returned as they are.
+func (a *app) hostError(err error) error {
+	var ue *url.Error
+	if terr := tlsDialError(a.hostAddr(), err); terr != nil {
+		return terr
+	}
+	switch {
+	case errors.Is(err, api.ErrUnauthorized):
+		return fmt.Errorf("the host at %s refused this token: WEFT_TOKEN or the token file is not the host's (%v)", a.hostAddr(), innermost(err))
+	case errors.As(err, &ue):
+		return a.noHostError(hintLocal, err)
+	}
+	return err
+}
+
+// postHost returns a client of the host whose calls are each one HTTP
+// POST, named name in the records of who answered a request. It is for
+// the commands of one call or two (weft ps, status, approve, …): a POST
+// costs one request where a WebSocket session costs the handshake and
+// initialize before the call. It connects on the call, not here: wrap a
+// call's error with hostError. It cannot subscribe.
+func (a *app) postHost(name string) (*client.Client, error) {
+	tok, err := a.hostToken()
+	if err != nil {
+		return nil, err
+	}
+	tlsConf, err := a.tlsClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Transport: &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		TLSClientConfig:     tlsConf,
+		TLSHandshakeTimeout: 2 * time.Second,
+		ForceAttemptHTTP2:   true,
+	}}
+	return client.NewHTTP(a.hostAddr(), client.Options{Token: tok, Name: name, HTTPClient: hc}), nil
+}
+
+// hostCall calls method m of the host with p in one HTTP POST (postHost),
+// as the command name; a failure to reach the host is said as hostError
+// says it.
+func hostCall[P api.Params, R any](ctx context.Context, a *app, name string, m api.Method[P, R], p P) (*R, error) {
+	cl, err := a.postHost(name)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	r, err := m.Call(ctx, cl, p)
+	if err != nil {
+		return nil, a.hostError(err)
+	}
+	return r, nil
 }
 
 // hello introduces the client to the host as name and returns what the
@@ -229,12 +299,7 @@ type steerCmd struct {
 }
 
 func (c *steerCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.dialHost(ctx, "weft")
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	r, err := cl.SteerRun(ctx, api.SteerParams{RunID: c.RunID, Input: api.Input(event.TextParts(c.Text))})
+	r, err := hostCall(ctx, a, "weft", api.RunSteer, api.SteerParams{RunID: c.RunID, Input: api.Input(event.TextParts(c.Text))})
 	if err != nil {
 		return err
 	}
@@ -247,12 +312,7 @@ type cancelCmd struct {
 }
 
 func (c *cancelCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.dialHost(ctx, "weft")
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	r, err := cl.CancelRun(ctx, api.CancelParams{RunID: c.RunID, Reason: c.Reason})
+	r, err := hostCall(ctx, a, "weft", api.RunCancel, api.CancelParams{RunID: c.RunID, Reason: c.Reason})
 	if err != nil {
 		return err
 	}
@@ -266,12 +326,7 @@ type statusCmd struct {
 }
 
 func (c *statusCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.dialHost(ctx, "weft")
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	r, err := cl.GetRun(ctx, api.RunIDParams{RunID: c.RunID})
+	r, err := hostCall(ctx, a, "weft", api.RunGet, api.RunIDParams{RunID: c.RunID})
 	if err != nil {
 		return err
 	}

@@ -207,4 +207,23 @@ func TestClientFindsHostWithoutTokenFile(t *testing.T) {
 	if _, stderr, code := e.weft("", "ps"); code == 0 || !strings.Contains(stderr, "WEFT_TOKEN") || !strings.Contains(stderr, addr) {
 		t.Errorf("ps with a WEFT_TOKEN host: %d %s", code, stderr)
 	}
+	// One-call commands (one HTTP POST each) say a refused token as the
+	// WebSocket ones do, and work with the right one.
+	for _, tc := range []struct{ token, want string }{{"not-sesame", "refused this token"}, {"sesame", ""}} {
+		for _, args := range [][]string{{"ps"}, {"approvals"}, {"status", "run_x"}} {
+			c := e.cmd(args...)
+			c.Env = append(c.Env, "WEFT_TOKEN="+tc.token)
+			var stderr strings.Builder
+			c.Stderr = &stderr
+			err := c.Run()
+			switch {
+			case tc.want != "" && (err == nil || !strings.Contains(stderr.String(), tc.want) || !strings.Contains(stderr.String(), addr)):
+				t.Errorf("weft %s with a wrong token: %v %s", strings.Join(args, " "), err, stderr.String())
+			case tc.want == "" && args[0] != "status" && err != nil:
+				t.Errorf("weft %s with the token: %v %s", strings.Join(args, " "), err, stderr.String())
+			case tc.want == "" && args[0] == "status" && !strings.Contains(stderr.String(), "run_x"):
+				t.Errorf("weft status of no run: %v %s", err, stderr.String())
+			}
+		}
+	}
 }

@@ -55,12 +55,7 @@ func (c *mountCmd) Run(ctx context.Context, a *app) error {
 			}
 		}
 	}
-	cl, err := a.dialHost(ctx, "weft")
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	r, err := cl.Mount(ctx, api.MountParams{SessionID: c.Session, Mount: m, Replace: c.Replace, InjectContext: c.Inject})
+	r, err := hostCall(ctx, a, "weft", api.EnvMount, api.MountParams{SessionID: c.Session, Mount: m, Replace: c.Replace, InjectContext: c.Inject})
 	if err != nil {
 		return withFlags("mount", err)
 	}
@@ -82,12 +77,7 @@ type unmountCmd struct {
 }
 
 func (c *unmountCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.dialHost(ctx, "weft")
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	r, err := cl.Unmount(ctx, api.UnmountParams{SessionID: c.Session, MountID: c.ID, NewDefaultMountID: c.NewDefault,
+	r, err := hostCall(ctx, a, "weft", api.EnvUnmount, api.UnmountParams{SessionID: c.Session, MountID: c.ID, NewDefaultMountID: c.NewDefault,
 		NewDefaultShellMountID: c.NewShellDefault, InjectContext: c.Inject})
 	if err != nil {
 		return withFlags("unmount", err)
@@ -106,12 +96,7 @@ type mountsCmd struct {
 }
 
 func (c *mountsCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.dialHost(ctx, "weft")
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	r, err := cl.ListEnv(ctx, api.ListEnvParams{SessionID: c.Session})
+	r, err := hostCall(ctx, a, "weft", api.EnvList, api.ListEnvParams{SessionID: c.Session})
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ type psCmd struct {
 }
 
 func (c *psCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.dialHost(ctx, "weft")
+	cl, err := a.postHost("weft")
 	if err != nil {
 		return err
 	}
@@ -31,7 +31,7 @@ func (c *psCmd) Run(ctx context.Context, a *app) error {
 	}
 	res, err := cl.ListProcesses(ctx, p)
 	if err != nil {
-		return err
+		return a.hostError(err)
 	}
 	if c.JSON {
 		for _, pr := range res.Processes {
@@ -295,11 +295,6 @@ type procSignalCmd struct {
 }
 
 func (c *procSignalCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.dialHost(ctx, "weft")
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
 	p := api.ProcessSignalParams{ID: c.ID, Name: strings.TrimPrefix(strings.ToLower(c.Name), "sig")}
 	if c.Payload != "" {
 		if !json.Valid([]byte(c.Payload)) {
@@ -307,7 +302,7 @@ func (c *procSignalCmd) Run(ctx context.Context, a *app) error {
 		}
 		p.Payload = json.RawMessage(c.Payload)
 	}
-	r, err := cl.SignalProcess(ctx, p)
+	r, err := hostCall(ctx, a, "weft", api.ProcessSignal, p)
 	if err != nil {
 		return err
 	}
@@ -324,12 +319,7 @@ type procKillCmd struct {
 }
 
 func (c *procKillCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.dialHost(ctx, "weft")
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	r, err := cl.CancelProcess(ctx, api.ProcessCancelParams{ID: c.ID, Reason: c.Reason})
+	r, err := hostCall(ctx, a, "weft", api.ProcessCancel, api.ProcessCancelParams{ID: c.ID, Reason: c.Reason})
 	if err != nil {
 		return err
 	}

@@ -32,14 +32,9 @@ func (c *approvalsCmd) Run(ctx context.Context, a *app) error {
 		status = "all"
 	}
 	var qs []record.Request
-	cl, err := a.dialHost(ctx, "weft approvals")
+	res, err := hostCall(ctx, a, "weft approvals", api.RequestList, api.ListRequestsParams{SessionID: c.Session, Status: status, Limit: 1000})
 	switch {
 	case err == nil:
-		defer cl.Close()
-		res, err := cl.ListRequests(ctx, api.ListRequestsParams{SessionID: c.Session, Status: status, Limit: 1000})
-		if err != nil {
-			return err
-		}
 		qs = res.Requests
 	case errors.Is(err, errNoHost):
 		// No host: read the store (nothing can be answered without one).
@@ -132,13 +127,22 @@ func age(t time.Time) string {
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
-// answerHost connects to the host to answer a request.
-func (a *app) answerHost(ctx context.Context, name string) (*client.Client, error) {
-	cl, err := a.dialHost(ctx, name)
+// answerHost is a client of the host to answer a request through, as
+// name: each of its calls is one HTTP POST (postHost), whose error
+// answerHostError explains.
+func (a *app) answerHost(name string) (*client.Client, error) {
+	cl, err := a.postHost(name)
+	return cl, a.answerHostError(err)
+}
+
+// answerHostError is hostError for a command that answers: no host means
+// nothing can answer, which hintAnswer says.
+func (a *app) answerHostError(err error) error {
+	err = a.hostError(err)
 	if errors.Is(err, errNoHost) {
-		return nil, a.noHostError(hintAnswer, nil)
+		return a.noHostError(hintAnswer, nil)
 	}
-	return cl, err
+	return err
 }
 
 // answerError says what went wrong with an answer and what to do.
@@ -189,14 +193,14 @@ func (c *denyCmd) Run(ctx context.Context, a *app) error {
 }
 
 func decideCmd(ctx context.Context, a *app, name, id, decision, message string, asJSON bool) error {
-	cl, err := a.answerHost(ctx, name)
+	cl, err := a.answerHost(name)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	r, err := cl.DecideApproval(ctx, api.DecideParams{ApprovalID: id, Decision: decision, Message: message})
 	if err != nil {
-		return answerError(id, withFlags(strings.TrimPrefix(name, "weft "), err))
+		return answerError(id, withFlags(strings.TrimPrefix(name, "weft "), a.answerHostError(err)))
 	}
 	if asJSON {
 		return printJSON(a, r.Request)
@@ -212,14 +216,14 @@ type answerCmd struct {
 }
 
 func (c *answerCmd) Run(ctx context.Context, a *app) error {
-	cl, err := a.answerHost(ctx, "weft answer")
+	cl, err := a.answerHost("weft answer")
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	q, err := cl.GetRequest(ctx, api.RequestIDParams{RequestID: c.ID})
 	if err != nil {
-		return answerError(c.ID, err)
+		return answerError(c.ID, a.answerHostError(err))
 	}
 	if q.Kind != event.RequestInput {
 		return usageErr("%s is an approval of %s, not a question: use `weft approve %s` or `weft deny %s`", c.ID, q.ToolCall.Name, c.ID, c.ID)
@@ -234,7 +238,7 @@ func (c *answerCmd) Run(ctx context.Context, a *app) error {
 	}
 	r, err := cl.AnswerInput(ctx, p)
 	if err != nil {
-		return answerError(c.ID, err)
+		return answerError(c.ID, a.answerHostError(err))
 	}
 	if c.JSON {
 		return printJSON(a, r.Request)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -18,12 +19,11 @@ import (
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // exporter sends spans to an OTLP/HTTP receiver as a protobuf
 // ExportTraceServiceRequest (opentelemetry-proto, collector/trace/v1),
-// encoded here field by field with protowire rather than through the
+// encoded here field by field (wire.go) rather than through the
 // generated types and the gRPC status types the SDK's exporter links:
 // those would be most of weft's binary and a millisecond of every
 // command's start-up, for a feature that is off by default. A test
@@ -262,13 +262,13 @@ func appendAnyValue(b []byte, v attribute.Value) []byte {
 		if v.AsBool() {
 			x = 1
 		}
-		return protowire.AppendVarint(protowire.AppendTag(b, 2, protowire.VarintType), x)
+		return appendVarintValue(appendTag(b, 2, varintType), x)
 	case attribute.INT64:
-		return protowire.AppendVarint(protowire.AppendTag(b, 3, protowire.VarintType), uint64(v.AsInt64()))
+		return appendVarintValue(appendTag(b, 3, varintType), uint64(v.AsInt64()))
 	case attribute.FLOAT64:
-		return protowire.AppendFixed64(protowire.AppendTag(b, 4, protowire.Fixed64Type), math.Float64bits(v.AsFloat64()))
+		return binary.LittleEndian.AppendUint64(appendTag(b, 4, fixed64Type), math.Float64bits(v.AsFloat64()))
 	case attribute.STRING:
-		return protowire.AppendString(protowire.AppendTag(b, 1, protowire.BytesType), v.AsString())
+		return appendLengthPrefixed(appendTag(b, 1, bytesType), v.AsString())
 	case attribute.BOOLSLICE:
 		return appendArray(b, v.AsBoolSlice(), attribute.BoolValue)
 	case attribute.INT64SLICE:
@@ -278,7 +278,7 @@ func appendAnyValue(b []byte, v attribute.Value) []byte {
 	case attribute.STRINGSLICE:
 		return appendArray(b, v.AsStringSlice(), attribute.StringValue)
 	}
-	return protowire.AppendString(protowire.AppendTag(b, 1, protowire.BytesType), v.String())
+	return appendLengthPrefixed(appendTag(b, 1, bytesType), v.String())
 }
 
 // appendArray appends an AnyValue's array_value of xs.
@@ -298,43 +298,51 @@ func unixNano(t time.Time) uint64 {
 }
 
 // The append helpers leave out a field at its zero value, as proto3
-// encodes it.
+// encodes it. They are not inlined: the exporter is off by default, and
+// inlined into every field of appendSpan they were 14 KB of every weft
+// binary's loaded image.
 
-func appendMessage(b []byte, num protowire.Number, m []byte) []byte {
-	return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), m)
+//go:noinline
+func appendMessage(b []byte, num fieldNum, m []byte) []byte {
+	return appendLengthPrefixed(appendTag(b, num, bytesType), m)
 }
 
-func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
+//go:noinline
+func appendBytes(b []byte, num fieldNum, v []byte) []byte {
 	if len(v) == 0 {
 		return b
 	}
-	return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), v)
+	return appendLengthPrefixed(appendTag(b, num, bytesType), v)
 }
 
-func appendString(b []byte, num protowire.Number, v string) []byte {
+//go:noinline
+func appendString(b []byte, num fieldNum, v string) []byte {
 	if v == "" {
 		return b
 	}
-	return protowire.AppendString(protowire.AppendTag(b, num, protowire.BytesType), v)
+	return appendLengthPrefixed(appendTag(b, num, bytesType), v)
 }
 
-func appendVarint(b []byte, num protowire.Number, v uint64) []byte {
+//go:noinline
+func appendVarint(b []byte, num fieldNum, v uint64) []byte {
 	if v == 0 {
 		return b
 	}
-	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.VarintType), v)
+	return appendVarintValue(appendTag(b, num, varintType), v)
 }
 
-func appendFixed64(b []byte, num protowire.Number, v uint64) []byte {
+//go:noinline
+func appendFixed64(b []byte, num fieldNum, v uint64) []byte {
 	if v == 0 {
 		return b
 	}
-	return protowire.AppendFixed64(protowire.AppendTag(b, num, protowire.Fixed64Type), v)
+	return binary.LittleEndian.AppendUint64(appendTag(b, num, fixed64Type), v)
 }
 
-func appendFixed32(b []byte, num protowire.Number, v uint32) []byte {
+//go:noinline
+func appendFixed32(b []byte, num fieldNum, v uint32) []byte {
 	if v == 0 {
 		return b
 	}
-	return protowire.AppendFixed32(protowire.AppendTag(b, num, protowire.Fixed32Type), v)
+	return binary.LittleEndian.AppendUint32(appendTag(b, num, fixed32Type), v)
 }

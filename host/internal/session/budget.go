@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"weft.dev/weft/agent"
@@ -138,10 +139,14 @@ func budgetUnitHint(name string) string {
 	}
 }
 
+// The answers parseRaise reads compile on first use: every weft command
+// links this package and most never read an answer.
 var (
-	noAnswer   = regexp.MustCompile(`^(no|n|stop|deny|end|cancel)\b`)
-	yesAnswer  = regexp.MustCompile(`^(yes|y|ok|raise)$`)
-	raiseValue = regexp.MustCompile(`^(?:raise(?:\s+(?:it|the\s+limit))?(?:\s+to)?\s+)?(.+)$`)
+	noAnswer   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(no|n|stop|deny|end|cancel)\b`) })
+	yesAnswer  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(yes|y|ok|raise)$`) })
+	raiseValue = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^(?:raise(?:\s+(?:it|the\s+limit))?(?:\s+to)?\s+)?(.+)$`)
+	})
 )
 
 // parseRaise reads an answer to budget question q: stop, or the new
@@ -153,12 +158,12 @@ func parseRaise(q record.Request, text string) (limit float64, stop bool, err er
 	switch {
 	case len(q.Choices) > 0 && t == strings.ToLower(q.Choices[len(q.Choices)-1]):
 		return 0, true, nil
-	case noAnswer.MatchString(t):
+	case noAnswer().MatchString(t):
 		return 0, true, nil
-	case yesAnswer.MatchString(t), len(q.Choices) > 0 && t == strings.ToLower(q.Choices[0]):
+	case yesAnswer().MatchString(t), len(q.Choices) > 0 && t == strings.ToLower(q.Choices[0]):
 		return suggestedRaise(r), false, nil
 	}
-	m := raiseValue.FindStringSubmatch(t)
+	m := raiseValue().FindStringSubmatch(t)
 	bad := func(msg string) error {
 		return api.Errorf(api.KindInvalidParams, "answer %q to the %s budget question: %s", clipAnswer(text), event.BudgetNoun(r.Budget), msg).
 			With("field", "text").With("requestId", q.ID).With("scope", r.Scope).With("budget", r.Budget).
