@@ -116,5 +116,3 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
-
-replace github.com/atotto/clipboard => ./third_party/atotto-clipboard
