@@ -365,6 +365,10 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if f, ok := leases.(interface{ Fenced() bool }); ok {
 		h.fenced = f.Fenced()
 	}
+	orphanEvery := defaultOrphanEvery
+	if t, ok := leases.(interface{ TTL() time.Duration }); ok && t.TTL() > 0 {
+		orphanEvery = t.TTL()
+	}
 	spend, err := hostSpend(ctx, cfg.Store, cfg.Budgets)
 	if err != nil {
 		return nil, err
@@ -428,6 +432,10 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		return nil, ErrClosed
 	}
 	if len(held) > 0 && !h.goBackground(func() { h.recoverHeld(held) }) {
+		return nil, ErrClosed
+	}
+	if f, ok := cfg.Store.(store.OrphanFinder); ok && !cfg.Shared && h.fenced && cfg.Processes != nil &&
+		!h.goBackground(func() { h.sweepOrphans(f, orphanEvery) }) {
 		return nil, ErrClosed
 	}
 	return h, nil

@@ -92,6 +92,21 @@ type LeaseProvider interface {
 	HostLeases(ctx context.Context, p HostLeaseParams) (HostLeases, error)
 }
 
+// OrphanFinder is implemented by a store whose leases are fenced (several
+// live hosts share it): it finds the sessions whose processes a dead host
+// left running. Nothing else would settle them, since a session is
+// reconciled only by the next holder of its lease and a session with no
+// queued run is loaded only when a client asks for it; so each host looks
+// about once a lease TTL and loads what it finds (host.Host does).
+type OrphanFinder interface {
+	// OrphanedSessions returns up to limit sessions, not deleted, that
+	// have a running process and whose lease no live holder has. A
+	// live holder keeps the lease of every session whose processes it
+	// runs, so these are the sessions of dead (or partitioned) hosts.
+	// It is one indexed query, cheap when there are none.
+	OrphanedSessions(ctx context.Context, limit int) ([]string, error)
+}
+
 // HostLeaseParams says who takes a store's leases and how.
 type HostLeaseParams struct {
 	// Name describes the host ("weft serve") to other hosts: in a

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,5 +120,54 @@ func TestJoiningHostLeavesProcessesAlone(t *testing.T) {
 	evs, err := st.ReadProcess(ctx, store.ReadProcessParams{ProcessID: p.ID, Types: []event.Type{process.EventAbandoned}})
 	if err != nil || len(evs) != 0 {
 		t.Fatalf("process.abandoned in the log: %v (%v)", evs, err)
+	}
+}
+
+// TestClusterSettlesOrphanedProcesses: two hosts on one PostgreSQL; host
+// A starts a background `sleep 600` in a session with no run, and is
+// SIGKILLed. Without any client touching the session, host B settles the
+// process within the lease TTL + 5 s: its record is no longer running,
+// it names B's lease (a later epoch), and the sleep is gone from this
+// machine (B swept A's leftover, as recovery does).
+func TestClusterSettlesOrphanedProcesses(t *testing.T) {
+	const ttl = 2 * time.Second
+	cl := newCluster(t, 2, ttl)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a := cl.dial(ctx, 0)
+	s, err := a.CreateSession(ctx, api.CreateSessionParams{Mounts: mountsFor(cl.envs[0])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.StartProcess(ctx, api.ProcessStartParams{SessionID: s.ID, Command: "sleep 600"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := postgres.Open(ctx, postgres.Config{URL: cl.envs[0].store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	before, err := st.Process(ctx, p.ID)
+	if err != nil || before.Status != record.ProcessRunning || before.Epoch < 1 {
+		t.Fatalf("the process before the kill: %+v, %v; want running under a lease", before, err)
+	}
+	a.Close()
+	cl.srvs[0].Signal(syscall.SIGKILL)
+	<-cl.exited[0]
+	killed := time.Now()
+	var rec record.Process
+	if !poll(ttl+5*time.Second, func() bool {
+		rec, err = st.Process(ctx, p.ID)
+		return err == nil && rec.Status != record.ProcessRunning
+	}) {
+		t.Fatalf("the process %v after the kill: %s (%v); want settled by the surviving host", time.Since(killed).Round(time.Millisecond), rec.Status, err)
+	}
+	t.Logf("the process was settled (%s) %v after the kill (lease TTL %v)", rec.Status, time.Since(killed).Round(time.Millisecond), ttl)
+	if rec.Epoch <= before.Epoch || rec.Host == before.Host {
+		t.Fatalf("the settled record names host %q epoch %d; want the surviving host's later lease (was %q epoch %d)", rec.Host, rec.Epoch, before.Host, before.Epoch)
+	}
+	if !poll(5*time.Second, func() bool { return len(markedProcesses(p.ID)) == 0 }) {
+		t.Fatalf("the sleep still runs: %v", markedProcesses(p.ID))
 	}
 }

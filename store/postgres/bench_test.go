@@ -217,3 +217,50 @@ func BenchmarkAppendProcess(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkOrphanedSessions is one host's sweep for orphaned processes
+// when there are none: 200 sessions each with a running process, all
+// held by a live host, and 1000 ended processes beside them.
+func BenchmarkOrphanedSessions(b *testing.B) {
+	s := open(b)
+	ctx := context.Background()
+	ls, err := postgres.NewLeases(s, postgres.LeaseConfig{Holder: "bench", TTL: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ls.Close()
+	for i := range 200 {
+		id := fmt.Sprintf("s%03d", i)
+		l, err := ls.Acquire(ctx, id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bt := store.Batch{SessionID: id, Epoch: l.Epoch(), Session: &record.Session{ID: id, CreatedAt: time.Now()},
+			Events: []event.Event{{Seq: 1, SessionID: id, Type: event.MessageUser, Time: time.Now(), Data: deltaData}}}
+		if err := s.Append(ctx, bt); err != nil {
+			b.Fatal(err)
+		}
+		for j := range 6 {
+			status := record.ProcessCompleted
+			if j == 0 {
+				status = record.ProcessRunning
+			}
+			rec := record.Process{ID: fmt.Sprintf("proc_%s_%d", id, j), SessionID: id, Kind: record.ProcessShell, Status: status,
+				Disposition: record.OwnerBound, StartedAt: time.Now(), LastSeq: 1, Epoch: l.Epoch()}
+			if err := s.AppendProcess(ctx, store.ProcessBatch{ProcessID: rec.ID, Record: &rec, Epoch: l.Epoch(),
+				Events: []record.ProcessEvent{{Seq: 1, ProcessID: rec.ID, Type: "process.started", Time: time.Now()}}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := postgres.Analyze(ctx, s); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		ids, err := s.OrphanedSessions(ctx, 64)
+		if err != nil || len(ids) != 0 {
+			b.Fatal(ids, err)
+		}
+	}
+}

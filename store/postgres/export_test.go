@@ -36,3 +36,10 @@ func HoldConns(ctx context.Context, s *Store) (release func(), err error) {
 	}
 	return release, nil
 }
+
+// Analyze updates the planner's statistics of s's database, so that a
+// benchmark measures the plans a populated database would have.
+func Analyze(ctx context.Context, s *Store) error {
+	_, err := s.pool.Exec(ctx, "ANALYZE")
+	return err
+}

@@ -529,3 +529,44 @@ func HolderName(what string) string {
 	}
 	return name
 }
+
+var _ store.OrphanFinder = (*Store)(nil)
+
+// orphanedSessions lists the sessions with a running process and no live
+// lease (processes_by_status, then the leases' and sessions' primary
+// keys).
+const orphanedSessions = `SELECT DISTINCT p.session_id FROM processes p
+	JOIN sessions s ON s.id = p.session_id AND NOT s.deleted
+	WHERE p.status = 'running'
+	AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.session_id = p.session_id AND l.expires_at > now())
+	LIMIT $1`
+
+// OrphanedSessions implements [store.OrphanFinder]: the sessions, up to
+// limit, that have a running process while no live holder has their
+// lease, by the database's clock.
+func (s *Store) OrphanedSessions(ctx context.Context, limit int) ([]string, error) {
+	if err := s.guard.Enter(); err != nil {
+		return nil, err
+	}
+	defer s.guard.Leave()
+	if limit <= 0 {
+		limit = 1000
+	}
+	rows, err := s.pool.Query(ctx, orphanedSessions, limit)
+	if err != nil {
+		return nil, s.errorf("list orphaned sessions", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, s.errorf("list orphaned sessions", err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.errorf("list orphaned sessions", err)
+	}
+	return out, nil
+}
