@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -405,9 +406,28 @@ func (c *Client) post(ctx context.Context, frame []byte) ([]byte, error) {
 		if e := readErrorBody(bytes.NewReader(body)); e != nil {
 			return nil, e
 		}
+		if text := bodyLine(body); text != "" {
+			return nil, fmt.Errorf("client: post: %s: %s", resp.Status, text)
+		}
 		return nil, fmt.Errorf("client: post: %s", resp.Status)
 	}
 	return body, nil
+}
+
+// bodyLine returns the first line of a response body that is no
+// JSON-RPC error, cut to 200 bytes and to printable ASCII, for an error
+// message: what a proxy or a TLS listener (Go's says "Client sent an HTTP
+// request to an HTTPS server.") answered instead of weft.
+func bodyLine(body []byte) string {
+	line, _, _ := bytes.Cut(body, []byte("\n"))
+	line = line[:min(len(line), 200)]
+	out := make([]byte, 0, len(line))
+	for _, b := range line {
+		if b >= 0x20 && b < 0x7f {
+			out = append(out, b)
+		}
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // readErrorBody decodes a JSON-RPC error response body, or returns nil.
