@@ -34,6 +34,9 @@ var hostScripts = map[string]string{
 		`{"name":"ask_user","arguments":{"question":"ok?"}},{"name":"pick","arguments":{}}]},{"text":"done"}]}`,
 	"fast": `{"loop":true,"steps":[{"text":"answer to {{input}}"}]}`,
 	"slow": `{"loop":true,"steps":[{"text":"` + strings.Repeat("tok ", 300) + `{{input}}","delayMs":2}]}`,
+	// hang streams one word and then nothing until it is cancelled: a run
+	// that is certainly still active however slow the machine is.
+	"hang": `{"loop":true,"steps":[{"text":"first {{input}} last","delayMs":600000}]}`,
 }
 
 type hostEnv struct {
