@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,7 +184,7 @@ func TestConsolePacedStream(t *testing.T) {
 	// session's test is a burst at the host's full rate.
 	call := map[string]any{"name": "list_dir", "arguments": map[string]any{"path": "."}}
 	var script []any
-	for s := range 200 {
+	for s := range 300 {
 		var tcs []any
 		for range 40 {
 			tcs = append(tcs, call)
@@ -203,33 +204,51 @@ func TestConsolePacedStream(t *testing.T) {
 	run(t, ctx, chromedp.SendKeys(chromedp.CSS(`#input`), "stream it"+kb.Enter))
 	waitJS(t, ctx, "the stream begun", `document.querySelector("#events .assistant .text") && document.querySelector("#events .assistant .text").textContent.length > 0`, 10*time.Second)
 	// A window of the stream: frames, events applied and the longest gap.
-	evalJS[bool](t, ctx, `(window.__frames = 0, window.__gaps = [], window.__t0 = performance.now(), window.__s0 = weftConsole.lastSeq,
-		window.__f0 = weftConsole.flushMs, window.__long = 0,
-		new PerformanceObserver(l => { for (const e of l.getEntries()) window.__long += e.duration; }).observe({type: "longtask"}), true)`)
+	// A second window is measured when the first misses the floors below:
+	// the page shares the machine with the whole suite, and a moment of
+	// load elsewhere must not read as a regression; a real one misses
+	// both.
 	const window = 6 * time.Second
-	time.Sleep(window) // the page is measured in real time; nothing in the test to wait on
-	got := evalJS[struct {
-		Frames, Events int64
-		Ms, MaxGap     float64
-		Flush, Long    float64
-		Done           bool
-	}](t, ctx, `({Frames: window.__frames, Events: weftConsole.lastSeq - window.__s0, Ms: performance.now() - window.__t0,
-		Flush: weftConsole.flushMs - window.__f0, Long: window.__long,
-		MaxGap: Math.max(0, ...window.__gaps), Done: !!document.querySelector("#events .runend")})`)
-	if got.Done {
-		t.Fatalf("the run ended inside the measuring window: make the script longer")
-	}
-	fps := float64(got.Frames) / (got.Ms / 1000)
-	rate := float64(got.Events) / (got.Ms / 1000)
-	t.Logf("paced: %d events in %.0f ms (%.0f events/s), %.0f fps, longest frame %.0f ms; applying events %.0f ms, long tasks %.0f ms",
-		got.Events, got.Ms, rate, fps, got.MaxGap, got.Flush, got.Long)
-	if rate < 300 {
-		t.Errorf("only %.0f events/s arrived: the measurement is not of a fast stream", rate)
-	}
-	// The issue's bound is 30 fps; on a shared CI machine the floor is
-	// lower, against regressions. docs/console.md has the figures.
-	if fps < 12 {
-		t.Errorf("%.0f fps while %.0f events/s arrived, want ≥ 12 (the target is 30)", fps, rate)
+	for attempt := 1; ; attempt++ {
+		evalJS[bool](t, ctx, `(window.__frames = 0, window.__gaps = [], window.__t0 = performance.now(), window.__s0 = weftConsole.lastSeq,
+			window.__f0 = weftConsole.flushMs, window.__long = 0,
+			window.__obs && window.__obs.disconnect(),
+			window.__obs = new PerformanceObserver(l => { for (const e of l.getEntries()) window.__long += e.duration; }),
+			window.__obs.observe({type: "longtask"}), true)`)
+		time.Sleep(window) // the page is measured in real time; nothing in the test to wait on
+		got := evalJS[struct {
+			Frames, Events int64
+			Ms, MaxGap     float64
+			Flush, Long    float64
+			Done           bool
+		}](t, ctx, `({Frames: window.__frames, Events: weftConsole.lastSeq - window.__s0, Ms: performance.now() - window.__t0,
+			Flush: weftConsole.flushMs - window.__f0, Long: window.__long,
+			MaxGap: Math.max(0, ...window.__gaps), Done: !!document.querySelector("#events .runend")})`)
+		if got.Done {
+			t.Fatalf("the run ended inside the measuring window: make the script longer")
+		}
+		fps := float64(got.Frames) / (got.Ms / 1000)
+		rate := float64(got.Events) / (got.Ms / 1000)
+		t.Logf("paced, window %d: %d events in %.0f ms (%.0f events/s), %.0f fps, longest frame %.0f ms; applying events %.0f ms, long tasks %.0f ms",
+			attempt, got.Events, got.Ms, rate, fps, got.MaxGap, got.Flush, got.Long)
+		// The issue's bound is 30 fps; on a shared CI machine the floor is
+		// lower, against regressions. docs/console.md has the figures.
+		var bad []string
+		if rate < 300 {
+			bad = append(bad, fmt.Sprintf("only %.0f events/s arrived: the measurement is not of a fast stream", rate))
+		}
+		if fps < 12 {
+			bad = append(bad, fmt.Sprintf("%.0f fps while %.0f events/s arrived, want ≥ 12 (the target is 30)", fps, rate))
+		}
+		if len(bad) == 0 {
+			break
+		}
+		if attempt == 2 {
+			for _, b := range bad {
+				t.Error(b)
+			}
+			break
+		}
 	}
 	waitJS(t, ctx, "the run's end", `document.querySelector("#events .runend")`, 2*time.Minute)
 }
