@@ -382,6 +382,28 @@ func TestClusterDrainOnSIGTERM(t *testing.T) {
 	}
 }
 
+// startToolRun creates a session through a whose model is the scripted
+// script, with work as its default mount, starts a run that asks nothing
+// and returns once b sees its tool call started.
+func startToolRun(t *testing.T, ctx context.Context, a, b *client.Client, script, work string) (*api.SessionResult, *api.RunResult) {
+	t.Helper()
+	s, err := a.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:" + script, Mounts: []event.Mount{{ID: "work", Path: work, Default: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("go")), Policy: &api.Policy{Preset: api.PresetNeverAsk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !poll(10*time.Second, func() bool {
+		page, err := b.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, RunID: r.ID, Limit: 1000})
+		return err == nil && countType(page.Events, event.ToolCallStarted) > 0
+	}) {
+		t.Fatal("the tool call did not start")
+	}
+	return s, r
+}
+
 // TestClusterDrainLetsToolFinish: a run in a tool call (a shell that
 // writes a line then sleeps a second) when its host gets SIGTERM finishes
 // the call on that host, stops at the step boundary, and continues on the
@@ -397,23 +419,13 @@ func TestClusterDrainLetsToolFinish(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	a, b := cl.dial(ctx, 0), cl.dial(ctx, 1)
-	s, err := a.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:" + tool, Mounts: []event.Mount{{ID: "work", Path: work, Default: true}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := a.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("go")), Policy: &api.Policy{Preset: api.PresetNeverAsk}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !poll(10*time.Second, func() bool {
-		page, err := b.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, RunID: r.ID, Limit: 1000})
-		return err == nil && countType(page.Events, event.ToolCallStarted) > 0
-	}) {
-		t.Fatal("the tool call did not start")
-	}
+	s, r := startToolRun(t, ctx, a, b, tool, work)
 	a.Close()
 	cl.srvs[0].Signal(syscall.SIGTERM)
-	var got *api.RunResult
+	var (
+		got *api.RunResult
+		err error
+	)
 	if !poll(20*time.Second, func() bool {
 		got, err = b.GetRun(ctx, api.RunIDParams{RunID: r.ID})
 		return err == nil && record.IsTerminal(got.Status)
@@ -567,25 +579,15 @@ func TestClusterDrainKilledHalfWay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	a, b := cl.dial(ctx, 0), cl.dial(ctx, 1)
-	s, err := a.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:" + tool, Mounts: []event.Mount{{ID: "work", Path: work, Default: true}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := a.StartRun(ctx, api.StartRunParams{SessionID: s.ID, Input: api.Input(event.TextParts("go")), Policy: &api.Policy{Preset: api.PresetNeverAsk}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !poll(10*time.Second, func() bool {
-		page, err := b.ReadEvents(ctx, api.ReadEventsParams{SessionID: s.ID, RunID: r.ID, Limit: 1000})
-		return err == nil && countType(page.Events, event.ToolCallStarted) > 0
-	}) {
-		t.Fatal("the tool call did not start")
-	}
+	s, r := startToolRun(t, ctx, a, b, tool, work)
 	a.Close()
 	cl.srvs[0].Signal(syscall.SIGTERM)
 	time.Sleep(500 * time.Millisecond) // half-way: the drain waits for the call
 	cl.srvs[0].Signal(syscall.SIGKILL)
-	var got *api.RunResult
+	var (
+		got *api.RunResult
+		err error
+	)
 	if !poll(ttl+10*time.Second, func() bool {
 		got, err = b.GetRun(ctx, api.RunIDParams{RunID: r.ID})
 		return err == nil && record.IsTerminal(got.Status)
