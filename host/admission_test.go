@@ -14,6 +14,7 @@ import (
 	"weft.dev/weft/event"
 	"weft.dev/weft/host"
 	"weft.dev/weft/store/memory"
+	"weft.dev/weft/store/storetest"
 )
 
 // A scratch mount's directory is made under the host's scratch
@@ -188,5 +189,55 @@ func TestRefusedMountsLeaveNoScratch(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(scratch); len(ents) != 0 {
 		t.Fatalf("the scratch directory holds %v after a refused session/create", ents)
+	}
+}
+
+// A session/create that the store refuses leaves no scratch directory
+// behind; one whose append committed before the store reported an error
+// (the connection dropped after the commit) keeps the directories its
+// stored mounts name.
+func TestScratchDirGoesWithRefusedCreate(t *testing.T) {
+	scratch := t.TempDir()
+	fst := &storetest.Faulty{Store: memory.New()}
+	h, err := host.New(context.Background(), host.Config{Store: fst, ScratchDir: scratch,
+		ResolveModel: func(name string) (*host.Model, error) { return nil, fmt.Errorf("no model %q", name) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx := context.Background()
+	params := api.CreateSessionParams{Mounts: []event.Mount{{ID: "work", Kind: event.KindScratch, Default: true}}}
+	entries := func() []string {
+		t.Helper()
+		des, err := os.ReadDir(scratch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, de := range des {
+			names = append(names, de.Name())
+		}
+		return names
+	}
+
+	fst.Fail(errors.New("disk full"))
+	if _, err := h.CreateSession(ctx, params); err == nil {
+		t.Fatal("session/create succeeded on a store that refuses writes")
+	}
+	fst.Fail(nil)
+	if left := entries(); len(left) != 0 {
+		t.Fatalf("a refused session/create left scratch directories %v", left)
+	}
+
+	fst.FailAfterCommit(1, errors.New("the connection dropped after the commit"))
+	if _, err := h.CreateSession(ctx, params); err == nil {
+		t.Fatal("session/create reported success for an append that reported an error")
+	}
+	left := entries()
+	if len(left) != 1 {
+		t.Fatalf("after a create whose append committed: scratch holds %v; want the stored session's directory", left)
+	}
+	if _, err := fst.Session(ctx, left[0]); err != nil {
+		t.Fatalf("scratch directory %s kept for a session the store does not hold: %v", left[0], err)
 	}
 }

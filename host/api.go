@@ -62,11 +62,7 @@ func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc 
 	id := h.cfg.NewID("ses")
 	mounts, err := h.prepareMounts(id, p.Mounts)
 	if err != nil {
-		// No session has the ID: the scratch directories made for it
-		// before a later mount was refused go with it.
-		if h.cfg.ScratchDir != "" {
-			os.RemoveAll(filepath.Join(h.cfg.ScratchDir, id))
-		}
+		h.dropScratch(ctx, id)
 		return nil, idem.Ref{}, err
 	}
 	var tools []event.ClientTool
@@ -77,6 +73,7 @@ func (h *Host) createSession(ctx context.Context, p api.CreateSessionParams, rc 
 		Mounts: mounts, Network: p.Network, Limits: p.Limits, Policy: pol, Tools: tools, MCPServers: p.MCPServers,
 		Budget: h.cfg.Budgets.session(p.Budget)}, rc)
 	if err != nil {
+		h.dropScratch(ctx, id)
 		return nil, idem.Ref{}, err
 	}
 	if err := h.add(s); err != nil {
@@ -95,6 +92,22 @@ func replaySession[P any](h *Host) replayer[P, api.SessionResult] {
 		}
 		s.Replayed = true
 		return s, nil
+	}
+}
+
+// dropScratch removes the scratch directories made for session id when
+// creating it failed. A store that reports a failed append may still
+// have committed it (the connection dropped after the commit): a session
+// the store knows keeps its directories, which its mounts name.
+func (h *Host) dropScratch(ctx context.Context, id string) {
+	if h.cfg.ScratchDir == "" {
+		return
+	}
+	if _, err := h.cfg.Store.Session(context.WithoutCancel(ctx), id); !errors.Is(err, store.ErrNotFound) {
+		return
+	}
+	if err := os.RemoveAll(filepath.Join(h.cfg.ScratchDir, id)); err != nil {
+		h.cfg.Logger.Warn("remove the scratch directories of a session not created", "session", id, "err", err)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"weft.dev/weft/api"
@@ -60,9 +59,7 @@ func (h *Host) forkSession(ctx context.Context, p api.ForkSessionParams, rc *ide
 		mounts, shared, err = h.forkMounts(id, src.Binding.Mounts)
 	}
 	if err != nil {
-		if h.cfg.ScratchDir != "" {
-			os.RemoveAll(filepath.Join(h.cfg.ScratchDir, id))
-		}
+		h.dropScratch(ctx, id)
 		return nil, idem.Ref{}, err
 	}
 	title := src.Title
@@ -80,9 +77,7 @@ func (h *Host) forkSession(ctx context.Context, p api.ForkSessionParams, rc *ide
 	}
 	s, err := session.Fork(ctx, &h.scfg, id, data, rc)
 	if err != nil {
-		if h.cfg.ScratchDir != "" {
-			os.RemoveAll(filepath.Join(h.cfg.ScratchDir, id))
-		}
+		h.dropScratch(ctx, id)
 		return nil, idem.Ref{}, err
 	}
 	if err := h.add(s); err != nil {

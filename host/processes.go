@@ -19,9 +19,6 @@ import (
 	"weft.dev/weft/tool"
 )
 
-// Processes returns the process manager, or nil.
-func (h *Host) Processes() *process.Manager { return h.cfg.Processes }
-
 func (h *Host) procs() (*process.Manager, error) {
 	if h.cfg.Processes == nil {
 		return nil, session.ErrNoProcesses
