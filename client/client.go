@@ -65,6 +65,13 @@ func (o Options) httpClient() *http.Client {
 // the last cursor. It is [api.ErrLagged].
 var ErrLagged = api.ErrLagged
 
+// ErrClosed is wrapped by the error of a call made on a closed client or
+// cut by the end of its connection (the host went away, the network
+// dropped), and by a subscription's error when the connection ended. Such
+// a call may or may not have reached the host: retry a mutation with the
+// same idempotency key on a new client.
+var ErrClosed = jrpc.ErrClosed
+
 // Client is a connection to a host. Its methods are safe for concurrent
 // use. Close it to release the connection and its goroutine.
 type Client struct {
@@ -608,7 +615,7 @@ func (c *Client) endErr(s *sub) error {
 	if lagged {
 		return ErrLagged
 	}
-	return fmt.Errorf("client: connection closed: %w", jrpc.ErrClosed)
+	return ErrClosed
 }
 
 // DecideApproval calls approval/decide.

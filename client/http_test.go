@@ -93,3 +93,37 @@ func TestNewHTTP(t *testing.T) {
 		t.Errorf("no host: %v, want a *url.Error", err)
 	}
 }
+
+// A call cut by the end of the connection, and one made afterwards, are
+// client.ErrClosed, which the package exports for errors.Is.
+func TestDroppedConnectionIsErrClosed(t *testing.T) {
+	u := newHTTPHost(t, "tok")
+	ctx := t.Context()
+	c, err := client.Dial(ctx, u, client.Options{Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := c.CreateSession(ctx, api.CreateSessionParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Subscribe(ctx, api.SubscribeParams{SessionID: s.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var end error
+	for _, err := range sub {
+		if err != nil {
+			end = err
+			break
+		}
+		c.Close() // after the first event, as a dropped connection would
+	}
+	if !errors.Is(end, client.ErrClosed) {
+		t.Errorf("subscription after the connection ended: %v, want client.ErrClosed", end)
+	}
+	if _, err := c.GetSession(ctx, api.SessionGetParams{SessionID: s.ID}); !errors.Is(err, client.ErrClosed) {
+		t.Errorf("call on a closed client: %v, want client.ErrClosed", err)
+	}
+}
