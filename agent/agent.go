@@ -295,6 +295,9 @@ type loop struct {
 	// gated are the current step's calls that opened requests; a cancel
 	// before the run parks closes them.
 	gated []gatedCall
+	// unstarted are the step's calls whose start the log refused (a
+	// cancel raced it): the run's end closes each with an error result.
+	unstarted []event.ToolCall
 	// parked is what the run resumes from once it parks.
 	parked *Resume
 	// tools are the current step's tools (see Run.Tools).
@@ -631,6 +634,14 @@ func (l *loop) end(ctx context.Context, cause error) (Outcome, error) {
 		gatedWhy = "the run was cancelled"
 	}
 	var evs []event.Event
+	for _, c := range l.unstarted {
+		e, err := event.New(l.run.ID, event.ToolCallCompleted, event.ToolCallCompletedData{ID: c.ID, Name: c.Name, IsError: true,
+			Output: "error: " + gatedWhy + " before this tool call started; it did not run"})
+		if err != nil {
+			return o, err
+		}
+		evs = append(evs, e)
+	}
 	if l.run.Inbox != nil {
 		why := "the run ended before the steer was consumed"
 		if o.Type == event.RunCancelled {

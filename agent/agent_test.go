@@ -626,3 +626,78 @@ func TestUsageCost(t *testing.T) {
 		t.Fatalf("outcome cost %g without a price", out.Usage.CostUSD)
 	}
 }
+
+// cancellingLog is the journal's behaviour under a cancel: an append
+// whose context ended before the writer took it is refused with the
+// context's error. It cancels the run once the model's tool calls are
+// stored, so that the calls' start is refused.
+type cancellingLog struct {
+	*storeLog
+	cancel context.CancelFunc
+}
+
+func (l *cancellingLog) Append(ctx context.Context, evs ...event.Event) ([]event.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out, err := l.storeLog.Append(ctx, evs...)
+	for _, e := range evs {
+		var d event.MessageCompletedData
+		if e.Type == event.MessageCompleted && e.Decode(&d) == nil && len(d.ToolCalls) > 0 {
+			l.cancel()
+		}
+	}
+	return out, err
+}
+
+// A cancel between the model's answer and the start of the tool calls
+// it asked for (the append of tool.call.started refused) still closes
+// every call: each gets an error result before run.cancelled, so the
+// transcript needs no repair.
+func TestCancelBeforeCallsStartClosesThem(t *testing.T) {
+	f := newFixture(t)
+	p := script(t, `{"steps":[
+		{"text":"two calls","toolCalls":[
+			{"name":"write_file","arguments":{"path":"a.txt","content":"a"}},
+			{"name":"write_file","arguments":{"path":"b.txt","content":"b"}}]},
+		{"text":"never"}]}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := &cancellingLog{storeLog: f.j, cancel: cancel}
+	q, _ := event.New("run_x", event.RunQueued, event.RunQueuedData{Model: "scripted:test"})
+	if _, err := f.j.Append(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	out, err := agent.Execute(ctx, agent.Config{Provider: p, Tools: f.reg, Model: "m"}, log, agent.Run{
+		ID: "run_x", SessionID: "ses_t", ModelName: "scripted:test", Input: event.TextParts("go"),
+		Env: func() *env.Binding { return f.b },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Type != event.RunCancelled {
+		t.Fatalf("outcome %+v, want cancelled", out)
+	}
+	evs, err := f.st.Read(context.Background(), store.ReadParams{SessionID: "ses_t", RunID: "run_x", Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := evs[len(evs)-1]; last.Type != event.RunCancelled {
+		t.Fatalf("last event %s, want run.cancelled", last.Type)
+	}
+	results := find[event.ToolCallCompletedData](t, evs, event.ToolCallCompleted)
+	if len(results) != 2 {
+		t.Fatalf("tool results %+v; want one for each of the two calls", results)
+	}
+	for _, r := range results {
+		if !r.IsError || r.Output == "" {
+			t.Errorf("result %+v; want an error saying the call never started", r)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "a.txt")); err == nil {
+		t.Error("a call ran after the run was cancelled")
+	}
+	if _, err := agent.Transcript(evs); err != nil {
+		t.Fatalf("transcript: %v", err)
+	}
+}

@@ -215,7 +215,10 @@ func (l *loop) callTools(ctx context.Context, calls []event.ToolCall) ([]llm.Mes
 		}
 	}
 	if err := l.emitMany(ctx, batch); err != nil {
-		l.gated = nil // nothing was opened
+		// Nothing was opened, and the model's calls have no result:
+		// the run's end gives them one.
+		l.gated = nil
+		l.unstarted = calls
 		return nil, err
 	}
 	err := l.runCalls(ctx, calls, runs, only, results, Allowed)
