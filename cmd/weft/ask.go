@@ -6,11 +6,11 @@ import (
 	"strings"
 	"time"
 
-	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 
 	"weft.dev/weft/event"
+	"weft.dev/weft/internal/lineedit"
 )
 
 // answer is what a person answered to a request: a decision (with the
@@ -50,7 +50,7 @@ type asker struct {
 	waiting int
 	// denying: n was pressed; the message to the model is typed.
 	denying bool
-	in      textinput.Model
+	in      lineedit.Model
 	// why says why the last key was no answer.
 	why string
 	// held: until then keys are no answers, the person having been
@@ -79,8 +79,8 @@ func (k *asker) holding() bool { return time.Now().Before(k.held) }
 
 // newAsker returns an asker of p.
 func newAsker(p *pending) *asker {
-	in := textinput.New()
-	in.Prompt = ""
+	in := lineedit.New()
+	in.SingleLine = true
 	in.CharLimit = 4000
 	k := &asker{p: p, in: in}
 	if p.kind == event.RequestInput {

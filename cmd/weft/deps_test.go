@@ -53,7 +53,10 @@ func isBenchPath(pkg string) bool {
 // OpenTelemetry API and SDK are linked (tracing), but not the SDK's OTLP
 // exporters, nor any of protobuf's packages: internal/telemetry writes
 // OTLP's wire format itself (protowire's init hashed the executable on
-// every start). Nor does it link the browser tests' chromedp.
+// every start). Nor does it link the browser tests' chromedp, nor the
+// clipboard library of bubbles' textarea and textinput (its init looked
+// for six programs on PATH in every weft process): the terminal UI edits
+// with internal/lineedit, and pastes through the terminal.
 func TestProductLinksNoProviderSDK(t *testing.T) {
 	testenv.Command(t, "go")
 	out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", "-f", "{{.ImportPath}}", ".").Output()
@@ -65,6 +68,7 @@ func TestProductLinksNoProviderSDK(t *testing.T) {
 		"google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto",
 		"go.opentelemetry.io/otel/exporters/", "go.opentelemetry.io/proto/", "github.com/google/go-cmp",
 		"cloud.google.com/", "github.com/chromedp/",
+		"github.com/atotto/clipboard", "charm.land/bubbles/v2/textarea", "charm.land/bubbles/v2/textinput",
 	}
 	var found []string
 	for pkg := range strings.FieldsSeq(string(out)) {
@@ -82,10 +86,9 @@ func TestProductLinksNoProviderSDK(t *testing.T) {
 
 // TestStartProbesNothing: what every weft command runs before main is
 // dependencies' package initialisation, so none of it may look around
-// the machine. protobuf's detrand hashed the executable (see
-// TestProductLinksNoProviderSDK): it may not initialise at all. (The
-// clipboard library the TUI's text input links still looks up six tools
-// on PATH in its init; ARCHITECTURE.md says why it stays.)
+// the machine. protobuf's detrand hashed the executable, the clipboard
+// library looked for six programs on PATH (see
+// TestProductLinksNoProviderSDK): neither may initialise at all.
 func TestStartProbesNothing(t *testing.T) {
 	c := exec.CommandContext(t.Context(), weftBin, "version")
 	c.Env = []string{"GODEBUG=inittrace=1", "PATH=/usr/bin:/bin"}
@@ -97,7 +100,7 @@ func TestStartProbesNothing(t *testing.T) {
 		t.Fatalf("no inittrace in weft version's output:\n%s", out)
 	}
 	for line := range strings.Lines(string(out)) {
-		if strings.HasPrefix(line, "init google.golang.org/protobuf/") {
+		if strings.HasPrefix(line, "init google.golang.org/protobuf/") || strings.HasPrefix(line, "init github.com/atotto/clipboard") {
 			t.Errorf("weft initialises a package that probes the machine: %s", strings.TrimSpace(line))
 		}
 	}

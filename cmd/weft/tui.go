@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"charm.land/bubbles/v2/textarea"
 	tea "charm.land/bubbletea/v2"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
+	"weft.dev/weft/internal/lineedit"
 	"weft.dev/weft/store/record"
 )
 
@@ -80,7 +80,7 @@ type tui struct {
 	// for a click that toggles a call's output.
 	shown []*item
 
-	in      textarea.Model
+	in      lineedit.Model
 	history []string // what was typed, for ↑ and ↓
 	hpos    int
 	prompts []string // the session's prompts, for /history
@@ -282,28 +282,17 @@ func (a *app) runTUI(ctx context.Context, c *conn, ap *approval, r *relay, opt t
 // newInput is the prompt's editor: it grows with its text, wraps at the
 // terminal's width, and takes Alt+Enter or Ctrl+J (Shift+Enter where the
 // terminal tells it from Enter) as a newline.
-func newInput() textarea.Model {
-	in := textarea.New()
-	in.ShowLineNumbers = false
-	in.DynamicHeight = true
-	in.MinHeight = 1
+func newInput() lineedit.Model {
+	in := lineedit.New()
 	in.MaxHeight = 8
 	in.CharLimit = api.MaxInputBytes / 4
 	in.Placeholder = "a prompt, or /help"
-	in.SetPromptFunc(2, func(pi textarea.PromptInfo) string {
-		if pi.LineNumber == 0 {
+	in.Prompt = func(row int) string {
+		if row == 0 {
 			return "› "
 		}
 		return "  "
-	})
-	in.KeyMap.InsertNewline.SetKeys("alt+enter", "ctrl+j", "shift+enter")
-	in.KeyMap.LinePrevious.SetKeys("up")
-	in.KeyMap.LineNext.SetKeys("down")
-	in.KeyMap.DeleteCharacterForward.SetKeys("delete")
-	st := in.Styles()
-	st.Focused.CursorLine = st.Focused.Text
-	st.Focused.Base = st.Focused.Base.UnsetBorderStyle()
-	in.SetStyles(st)
+	}
 	in.Focus()
 	return in
 }
@@ -332,7 +321,7 @@ func (t *tui) farewell() {
 // Init starts following the session given, if any.
 func (t *tui) Init() tea.Cmd {
 	t.notice(fmt.Sprintf("weft %s · through %s · /help lists the commands, Ctrl-D exits", version, t.opt.where), false)
-	cmds := []tea.Cmd{textarea.Blink, tea.RequestWindowSize}
+	cmds := []tea.Cmd{lineedit.Blink, tea.RequestWindowSize}
 	if t.sessionID != "" {
 		cmds = append(cmds, t.loadSession(t.sessionID, t.opt.after, true))
 	}
