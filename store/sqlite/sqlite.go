@@ -168,8 +168,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s := &Store{path: abs, busy: busy, logger: logger, guard: sqlstore.NewGuard(abs)}
 	s.reads = sqlstore.NewReads(abs, s.guard, readers{s}, dialect())
 	busyMS := strconv.FormatInt(busy.Milliseconds(), 10)
+	// The writer checkpoints the WAL when it is idle; SQLite's automatic
+	// checkpoint in the commit is only its backstop (see checkpoint.go).
 	wdb, err := openDB(abs, url.Values{
-		"_pragma": {"busy_timeout(" + busyMS + ")", "journal_mode(WAL)", "synchronous(" + sync + ")"},
+		"_pragma": {"busy_timeout(" + busyMS + ")", "journal_mode(WAL)", "synchronous(" + sync + ")",
+			"wal_autocheckpoint(" + strconv.Itoa(ckptBackstopPages) + ")"},
 	})
 	if err != nil {
 		return nil, s.errorf("open", err)
@@ -202,6 +205,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.r.SetMaxOpenConns(readConns)
 	s.r.SetMaxIdleConns(readConns)
+	s.w.startCheckpointer(logger)
 	logger.Debug("store opened", "path", abs, "synchronous", sync, "schema", to)
 	return s, nil
 }
