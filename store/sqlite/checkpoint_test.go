@@ -75,7 +75,7 @@ func TestWALBoundedWithoutIdle(t *testing.T) {
 	defer s.Close()
 	s.w.stopCheckpointer()
 
-	const sessions, perSession = 4, 3 * ckptBackstopPages / 4 // three times the backstop's pages in all
+	const sessions, perSession = 4, 3 * ckptBackstopPages / 8 // about three times the backstop's pages of WAL in all
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
 	for i := range sessions {
@@ -174,33 +174,36 @@ func TestCheckpointWhenIdle(t *testing.T) {
 // TestCloseDuringIdleCheckpoint closes the store while the writer runs an
 // idle checkpoint: Close waits for it, returns no error, stops the
 // checkpointer's goroutine, and everything appended reads back after a
-// new open.
+// new open. The bubble's clock keeps the checkpoint out of the burst.
 func TestCloseDuringIdleCheckpoint(t *testing.T) {
 	defer goleak.VerifyNone(t)
+	const n = ckptPages * 3 / 2
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "weft.db")
+	synctest.Test(t, func(t *testing.T) {
+		s, err := Open(ctx, Config{Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		entered := make(chan struct{})
+		s.w.mu.Lock()
+		c := s.w.ckpt
+		c.hook = func() {
+			close(entered)
+			<-c.stop // until Close has begun
+		}
+		s.w.mu.Unlock()
+		appendEvents(t, s, "ses_close", 1, n, 16)
+		time.Sleep(10 * ckptIdle)
+		<-entered
+		if err := s.Close(); err != nil {
+			t.Fatalf("close during a checkpoint: %v", err)
+		}
+		if n := s.w.checkpoints.Load(); n != 1 {
+			t.Errorf("%d checkpoints; want the 1 that Close waited for", n)
+		}
+	})
 	s, err := Open(ctx, Config{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	entered := make(chan struct{})
-	s.w.mu.Lock()
-	c := s.w.ckpt
-	c.hook = func() {
-		close(entered)
-		<-c.stop // until Close has begun
-	}
-	s.w.mu.Unlock()
-	const n = ckptPages * 3 / 2
-	appendEvents(t, s, "ses_close", 1, n, 16)
-	<-entered
-	if err := s.Close(); err != nil {
-		t.Fatalf("close during a checkpoint: %v", err)
-	}
-	if n := s.w.checkpoints.Load(); n != 1 {
-		t.Errorf("%d checkpoints; want the 1 that Close waited for", n)
-	}
-	s, err = Open(ctx, Config{Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}
