@@ -58,7 +58,6 @@ const (
 // wakes the goroutine (kick) without waiting; nothing else touches the
 // write path.
 type checkpointer struct {
-	idle   time.Duration // ckptIdle; tests change it
 	logger *slog.Logger
 	kick   chan struct{} // a write happened; one pending wake-up at most
 	stop   chan struct{} // closed by stopCheckpointer
@@ -76,7 +75,6 @@ type checkpointer struct {
 // close stops it.
 func (w *writer) startCheckpointer(logger *slog.Logger) {
 	w.ckpt = &checkpointer{
-		idle:   ckptIdle,
 		logger: logger,
 		kick:   make(chan struct{}, 1),
 		stop:   make(chan struct{}),
@@ -98,7 +96,7 @@ func (w *writer) wrote() {
 }
 
 // checkpointLoop is the checkpointer's goroutine. After each write it
-// polls the writer's count of transactions every c.idle (one timer, reset
+// polls the writer's count of transactions every ckptIdle (one timer, reset
 // by the goroutine itself, never by a write) until the count stands
 // still, then checkpoints if enough pages wait in the WAL.
 func (w *writer) checkpointLoop(c *checkpointer) {
@@ -114,7 +112,7 @@ func (w *writer) checkpointLoop(c *checkpointer) {
 		}
 		seen := w.writes.Load()
 		for {
-			t.Reset(c.idle)
+			t.Reset(ckptIdle)
 			select {
 			case <-c.stop:
 				return
