@@ -14,6 +14,11 @@
 // overwrite, which makes a remembered seq that another process has since
 // overtaken harmless (see [Store.Append]).
 //
+// The writer copies the WAL into the database file (a checkpoint) when it
+// has been idle for a moment, not inside a commit; a writer that is never
+// idle checkpoints in the commit that takes the WAL past 4,000 pages, so
+// the -wal file stays under about 16 MB while no reader holds it back.
+//
 // Durability: with the default synchronous=NORMAL a committed append
 // survives a crash of the process (including SIGKILL); after a power loss or
 // an operating-system crash the last transactions may roll back, but the
