@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"weft.dev/weft/store/internal/sqlstore"
 )
@@ -130,6 +131,14 @@ type writer struct {
 	closed bool
 	c      *wconn // nil until the first use, and after the connection broke
 
+	// writes counts the transactions run, for the idle checkpointer
+	// (ckpt, nil until the store has opened), which checkpoints the WAL
+	// when the count stands still (see checkpoint.go); checkpoints
+	// counts the checkpoints it ran.
+	writes      atomic.Uint64
+	checkpoints atomic.Int64
+	ckpt        *checkpointer
+
 	// queue holds the appends waiting to join a group transaction
 	// ([writer.group]), oldest first. qmu guards it and is taken after mu
 	// when both are held.
@@ -172,6 +181,7 @@ func (w *writer) use(ctx context.Context, fn func(c *wconn) error) error {
 		w.c = &wconn{conn: conn, last: make(map[string]int64)}
 	}
 	err := fn(w.c)
+	w.wrote()
 	if w.c.broken {
 		w.c.close()
 		w.c = nil
@@ -260,9 +270,11 @@ func (w *writer) withdraw(p *pending) bool {
 	return false
 }
 
-// close closes the connection, its statements and the pool. Later uses
-// fail with errWriterClosed.
+// close stops the idle checkpointer, waiting for a checkpoint in
+// progress, and closes the connection, its statements and the pool.
+// Later uses fail with errWriterClosed.
 func (w *writer) close() error {
+	w.stopCheckpointer()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
