@@ -48,9 +48,11 @@ func Func[In any](name, description string, fn func(ctx context.Context, call *C
 	if schema.Type != "object" {
 		return nil, fmt.Errorf("tool %q: arguments must be an object, %T has schema type %q", name, *new(In), schema.Type)
 	}
-	raw, err := json.Marshal(schema)
-	if err != nil {
-		return nil, fmt.Errorf("tool %q: encoding schema: %w", name, err)
+	raw, ok := appendSchema(nil, schema)
+	if !ok {
+		if raw, err = json.Marshal(schema); err != nil {
+			return nil, fmt.Errorf("tool %q: encoding schema: %w", name, err)
+		}
 	}
 	return &funcTool[In]{
 		spec: Spec{Name: name, Description: description, InputSchema: raw},
