@@ -59,7 +59,7 @@ func Func[In any](name, description string, fn func(ctx context.Context, call *C
 		schema: sync.OnceValues(func() (*jsonschema.Resolved, error) {
 			rs, err := schema.Resolve(nil)
 			if err != nil {
-				return nil, fmt.Errorf("tool %q: resolving schema: %w", name, err)
+				return nil, fmt.Errorf("resolving schema: %w", err)
 			}
 			return rs, nil
 		}),
@@ -80,7 +80,7 @@ func (t *funcTool[In]) resolved() (*jsonschema.Resolved, error) { return t.schem
 func (t *funcTool[In]) Call(ctx context.Context, c *Call) (Result, error) {
 	rs, err := t.schema()
 	if err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("tool %q: %w", t.spec.Name, err)
 	}
 	args, msg := validateArgs(rs, c.Arguments)
 	if msg != "" {
