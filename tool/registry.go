@@ -52,8 +52,10 @@ type Registry struct {
 }
 
 type entry struct {
-	tool   Tool
-	spec   Spec
+	tool Tool
+	spec Spec
+	// schema validates the arguments; nil for a prevalidated tool, which
+	// resolves its own at its first call (see entry.validate).
 	schema *jsonschema.Resolved
 }
 
@@ -74,9 +76,7 @@ func (r *Registry) Add(t Tool) error {
 		return err
 	}
 	var schema *jsonschema.Resolved
-	if pv, ok := t.(prevalidated); ok {
-		schema = pv.resolved()
-	} else {
+	if _, ok := t.(prevalidated); !ok {
 		var err error
 		if schema, err = resolveSchema(spec.InputSchema); err != nil {
 			return fmt.Errorf("tool %q: %w", spec.Name, err)
@@ -230,7 +230,7 @@ func (r *Registry) Call(ctx context.Context, name string, call *Call, opts CallO
 	if call != nil {
 		c = *call
 	}
-	args, msg := validateArgs(e.schema, c.Arguments)
+	args, msg := e.validate(c.Arguments)
 	if msg != "" {
 		return errorResult(fmt.Sprintf("tool %q: %s", name, msg), budget)
 	}
@@ -301,6 +301,20 @@ func checkAttachments(res Result) Result {
 
 // validateArgs parses and validates raw arguments. It returns the
 // arguments to pass on ({} for empty) or a message for the model.
+// validate checks args against the tool's input schema (see validateArgs);
+// a prevalidated tool's is resolved at its first use.
+func (e *entry) validate(args json.RawMessage) (json.RawMessage, string) {
+	schema := e.schema
+	if pv, ok := e.tool.(prevalidated); ok {
+		rs, err := pv.resolved()
+		if err != nil {
+			return nil, err.Error()
+		}
+		schema = rs
+	}
+	return validateArgs(schema, args)
+}
+
 func validateArgs(schema *jsonschema.Resolved, raw json.RawMessage) (json.RawMessage, string) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = json.RawMessage("{}")
@@ -398,7 +412,7 @@ func (r *Registry) Validate(name string, args json.RawMessage) (json.RawMessage,
 	if e == nil {
 		return nil, fmt.Errorf("unknown tool %q; available tools: %s", name, r.names())
 	}
-	out, msg := validateArgs(e.schema, args)
+	out, msg := e.validate(args)
 	if msg != "" {
 		return nil, fmt.Errorf("tool %q: %s", name, msg)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -211,6 +212,28 @@ func TestFuncDirectCallValidates(t *testing.T) {
 	if err := json.Unmarshal(tl.Spec().InputSchema, &schema); err != nil || schema["additionalProperties"] != false {
 		t.Errorf("schema %s, %v", tl.Spec().InputSchema, err)
 	}
+}
+
+// A Func tool resolves its schema at its first call: calls that race to
+// be first all see it, and each validates.
+func TestFuncFirstCallsValidate(t *testing.T) {
+	r := newRegistry(t)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			if i%2 == 0 {
+				res := r.Call(t.Context(), "echo", &tool.Call{Arguments: json.RawMessage(`{"text":1}`)}, tool.CallOptions{})
+				if !res.IsError || !strings.Contains(res.Output, "/properties/text") {
+					t.Errorf("call: got %+v, want a schema error", res)
+				}
+				return
+			}
+			if _, err := r.Validate("echo", json.RawMessage(`{"text":"a","loud":true}`)); err == nil || !strings.Contains(err.Error(), "loud") {
+				t.Errorf("validate: got %v, want a schema error", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func TestMerge(t *testing.T) {

@@ -152,19 +152,21 @@ func (a *app) main(ctx context.Context, args []string) int {
 // reports !ok, having run nothing, when args do not parse.
 func (a *app) parseAndRun(ctx context.Context, args []string, tree reflect.Type) (code int, ok bool) {
 	var target any
-	if tree == nil {
-		target = &cli{}
-	} else {
-		target = reflect.New(tree).Interface()
-	}
-	parser, err := kong.New(target,
+	opts := []kong.Option{
 		kong.Name("weft"),
 		kong.Description("weft: a durable runtime host for LLM agents."),
 		kong.Writers(a.stdout, a.stderr),
 		kong.Exit(func(code int) { panic(exitPanic(code)) }),
 		kong.UsageOnError(),
 		kong.BindTo(ctx, (*context.Context)(nil)),
-	)
+	}
+	if tree == nil {
+		target = &cli{}
+	} else {
+		target = reflect.New(tree).Interface()
+		opts = append(opts, kong.PostBuild(dropHelp))
+	}
+	parser, err := kong.New(target, opts...)
 	if err != nil {
 		fmt.Fprintln(a.stderr, "weft:", err)
 		return exitFailed, true
@@ -239,8 +241,11 @@ func commandTree(args []string) reflect.Type {
 		case arg == "--store" || arg == "--host" || arg == "--tls-ca":
 			i++ // the flag's value
 		case strings.HasPrefix(arg, "-"):
-			if !strings.HasPrefix(arg, "--store=") && !strings.HasPrefix(arg, "--host=") && !strings.HasPrefix(arg, "--tls-ca=") {
-				return nil // a flag of the default command, or unknown
+			// A flag after the command's name is the command's (or a
+			// global one): the tree holds both. Before it, one that is not
+			// global is the default command's, or unknown.
+			if name == "" && !strings.HasPrefix(arg, "--store=") && !strings.HasPrefix(arg, "--host=") && !strings.HasPrefix(arg, "--tls-ca=") {
+				return nil
 			}
 		case name == "":
 			name = arg
@@ -275,6 +280,33 @@ func commandTree(args []string) reflect.Type {
 	c := *cmd
 	c.Index, c.Offset = nil, 0
 	return reflect.StructOf(append(fields, c))
+}
+
+// dropHelp empties the help texts of a one-command tree, which never
+// shows them: it asks for no help (see commandTree), and args it does not
+// parse go to the whole tree, whose usage says what is wrong. Kong
+// interpolates every help text with a regular expression before it
+// parses anything: for `weft run`'s flags that was a sixth of a one-shot
+// run's instructions.
+func dropHelp(k *kong.Kong) error {
+	var drop func(n *kong.Node)
+	drop = func(n *kong.Node) {
+		n.Help, n.Detail = "", ""
+		for _, f := range n.Flags {
+			f.Help = ""
+		}
+		for _, p := range n.Positional {
+			p.Help = ""
+		}
+		if n.Argument != nil {
+			n.Argument.Help = ""
+		}
+		for _, c := range n.Children {
+			drop(c)
+		}
+	}
+	drop(k.Model.Node)
+	return nil
 }
 
 // shortUsage is what weft alone says without a terminal.

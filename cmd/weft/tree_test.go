@@ -7,8 +7,9 @@ import (
 )
 
 // TestCommandTree checks that args naming a command get a tree of the
-// global flags and that command alone, and that help, no command, flags
-// of the default command and unknown names get the whole tree (nil).
+// global flags and that command alone (with the flags that follow its
+// name), and that help, no command, flags of the default command before a
+// name and unknown names get the whole tree (nil).
 func TestCommandTree(t *testing.T) {
 	full := reflect.TypeFor[cli]()
 	for i := range full.NumField() {
@@ -20,7 +21,8 @@ func TestCommandTree(t *testing.T) {
 		if name == "" {
 			name = strings.ToLower(f.Name)
 		}
-		for _, args := range [][]string{{name}, {"--store", "x.db", name, "a"}, {"--host=h:1", name}, {"--tls-ca", "ca.pem", name}, {"--tls-ca=ca.pem", name}} {
+		for _, args := range [][]string{{name}, {"--store", "x.db", name, "a"}, {"--host=h:1", name}, {"--tls-ca", "ca.pem", name}, {"--tls-ca=ca.pem", name},
+			{name, "--flag", "x", "-y"}, {"--store=x.db", name, "-p", "--host"}} {
 			tree := commandTree(args)
 			if tree == nil {
 				t.Fatalf("%q: the whole tree", args)
@@ -31,7 +33,8 @@ func TestCommandTree(t *testing.T) {
 			}
 		}
 	}
-	for _, args := range [][]string{nil, {"--help"}, {"ps", "--help"}, {"ps", "-h"}, {"-m", "x"}, {"bogus"}, {"--", "ps"}, {"--store"}} {
+	for _, args := range [][]string{nil, {"--help"}, {"ps", "--help"}, {"ps", "-h"}, {"-m", "x"}, {"bogus"}, {"--", "ps"}, {"--store"},
+		{"-m", "x", "run"}, {"run", "-p", "x", "--help"}} {
 		if tree := commandTree(args); tree != nil {
 			t.Errorf("%q: tree %v, want the whole tree", args, tree)
 		}
