@@ -371,7 +371,9 @@ func (l *loop) execute(ctx context.Context) (Outcome, error) {
 	if err := l.emitMany(ctx, start); err != nil {
 		return l.end(ctx, err)
 	}
-	msgs := append(append([]llm.Message(nil), l.run.History...), UserMessage(l.run.Input))
+	// Room for the input and the step's answer beside the history.
+	msgs := append(make([]llm.Message, 0, len(l.run.History)+2), l.run.History...)
+	msgs = append(msgs, UserMessage(l.run.Input))
 	l.startWindow(l.run.History)
 	l.win.grow(msgs[len(msgs)-1])
 	return l.loopSteps(ctx, binding, msgs)

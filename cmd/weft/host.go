@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"weft.dev/weft/env/sandbox"
 	"weft.dev/weft/host"
 	"weft.dev/weft/internal/config"
+	"weft.dev/weft/internal/llmhttp"
 	"weft.dev/weft/internal/telemetry"
 	"weft.dev/weft/llm/scripted"
 	"weft.dev/weft/process"
@@ -58,6 +60,9 @@ type localHost struct {
 	// notices tells a host of a PostgreSQL store of the other hosts'
 	// commits; nil otherwise.
 	notices *postgres.Notifier
+	// modelHTTP is the connection pool the host's models share; its idle
+	// connections close with the host.
+	modelHTTP *http.Client
 	// log is the logger the host was given, redacting the host's
 	// secrets: the one to give the RPC server too.
 	log *slog.Logger
@@ -94,6 +99,9 @@ func (l *localHost) close() {
 		l.dispatch.Close()
 	}
 	l.host.Close()
+	if l.modelHTTP != nil {
+		l.modelHTTP.CloseIdleConnections()
+	}
 	if l.dispatch != nil {
 		// The sessions released their leases: the other hosts take
 		// their queues at once, not a recheck later.
@@ -255,6 +263,9 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 	if o.policy != nil {
 		pol = *o.policy
 	}
+	// The host's models share one connection pool, sized for many
+	// sessions' calls at once.
+	modelHTTP := llmhttp.NewPooledClient()
 	h, err := host.New(ctx, host.Config{
 		Policy: pol, InputTimeout: cfgFile.InputTimeout(),
 		Budgets: host.Budgets{Run: cfgFile.Budgets.Run, Session: cfgFile.Budgets.Session, Host: cfgFile.Budgets.Host},
@@ -268,13 +279,13 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 		Shared:         kind == oneShot,
 		TracerProvider: tracing.TracerProvider(), TraceContent: tracing.Content(),
 		ResolveModel: newModelCache(func(name string) (*config.Resolved, error) {
-			return config.Resolve(name, cfgFile, cfgPath, a.getenv)
+			return config.ResolveHTTP(name, cfgFile, cfgPath, a.getenv, modelHTTP)
 		}).resolve,
 	})
 	if err != nil {
 		return nil, err
 	}
-	lh := &localHost{host: h, store: st, tools: reg, mcp: servers, sessions: sbx.Sessions, notices: notices, log: log, tracing: tracing}
+	lh := &localHost{host: h, store: st, modelHTTP: modelHTTP, tools: reg, mcp: servers, sessions: sbx.Sessions, notices: notices, log: log, tracing: tracing}
 	if pst, ok := st.(*postgres.Store); ok && kind == serving {
 		// A serving host works the wake-up jobs of queued runs: it takes
 		// over a session whose owner died once the lease expires, and

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -91,6 +92,14 @@ const errNoModel = "no model configured: pass -m PROVIDER:MODEL (e.g. -m openai:
 // model's "provider:model" name: a client of a host tells its user what
 // to set from it. Other errors say what is wrong in their message.
 func Resolve(spec string, f File, configPath string, getenv func(string) string) (*Resolved, error) {
+	return ResolveHTTP(spec, f, configPath, getenv, nil)
+}
+
+// ResolveHTTP is [Resolve] with the HTTP client the provider sends
+// through (nil means http.DefaultClient): a host shares one among its
+// models, with a pool sized for many sessions at once (see
+// [weft.dev/weft/internal/llmhttp.NewPooledClient]).
+func ResolveHTTP(spec string, f File, configPath string, getenv func(string) string, hc *http.Client) (*Resolved, error) {
 	if spec == "" {
 		return nil, fmt.Errorf(errNoModel, configPath)
 	}
@@ -148,7 +157,7 @@ func Resolve(spec string, f File, configPath string, getenv func(string) string)
 			}
 			k = "unused"
 		}
-		cfg := openai.Config{APIKey: k, BaseURL: baseURL, Timeouts: m.Timeouts()}
+		cfg := openai.Config{APIKey: k, BaseURL: baseURL, Timeouts: m.Timeouts(), HTTPClient: hc}
 		if m.Provider == "openai" {
 			r.Provider, err = openai.NewResponses(cfg)
 		} else {
@@ -159,7 +168,7 @@ func Resolve(spec string, f File, configPath string, getenv func(string) string)
 		if kerr != nil {
 			return nil, kerr
 		}
-		r.Provider, err = anthropic.New(anthropic.Config{APIKey: k, BaseURL: base("ANTHROPIC_BASE_URL"), Timeouts: m.Timeouts()})
+		r.Provider, err = anthropic.New(anthropic.Config{APIKey: k, BaseURL: base("ANTHROPIC_BASE_URL"), Timeouts: m.Timeouts(), HTTPClient: hc})
 	case "gemini":
 		k, kerr := key("GEMINI_API_KEY")
 		if kerr != nil && m.APIKeyEnv == "" {
@@ -171,7 +180,7 @@ func Resolve(spec string, f File, configPath string, getenv func(string) string)
 		if k == "" {
 			return nil, kerr
 		}
-		r.Provider, err = gemini.New(gemini.Config{APIKey: k, BaseURL: base("GEMINI_BASE_URL"), Timeouts: m.Timeouts()})
+		r.Provider, err = gemini.New(gemini.Config{APIKey: k, BaseURL: base("GEMINI_BASE_URL"), Timeouts: m.Timeouts(), HTTPClient: hc})
 	case "scripted":
 		var p *scripted.Provider
 		if p, err = scripted.Load(m.Model); err == nil {

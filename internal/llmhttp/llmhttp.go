@@ -48,6 +48,37 @@ func Transport(base http.RoundTripper, t llm.Timeouts) http.RoundTripper {
 	return &transport{base: base, t: t.Resolve()}
 }
 
+// IdleConnsPerHost is how many idle connections to one host a
+// [NewPooledClient] keeps.
+const IdleConnsPerHost = 64
+
+// WriteBufferSize is the write buffer of a [NewPooledClient]'s HTTP/1.1
+// connections. A request body larger than the buffer goes to the
+// connection through a 32 KiB buffer allocated for each request (the
+// body net/http writes hides its io.WriterTo); a smaller one is copied
+// into the buffer. The cost is bounded by the pool: 64 KiB a connection.
+const WriteBufferSize = 64 << 10
+
+// NewPooledClient returns an http.Client for the providers of a host that
+// runs many sessions at once: its transport is configured as
+// http.DefaultTransport but keeps up to [IdleConnsPerHost] idle
+// connections to a host rather than 2, and writes through a buffer of
+// [WriteBufferSize]. With 2, every model call beyond two at once opened a
+// connection (a TCP and TLS handshake) and closed it when done. Share one
+// among the providers; it holds no timeout (see [Client]).
+func NewPooledClient() *http.Client {
+	var t *http.Transport
+	if def, ok := http.DefaultTransport.(*http.Transport); ok {
+		t = def.Clone()
+	} else {
+		t = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}
+	}
+	t.MaxIdleConnsPerHost = IdleConnsPerHost
+	t.MaxIdleConns = max(t.MaxIdleConns, IdleConnsPerHost)
+	t.WriteBufferSize = WriteBufferSize
+	return &http.Client{Transport: t}
+}
+
 type transport struct {
 	base http.RoundTripper
 	t    llm.Timeouts

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -172,3 +175,69 @@ type wrapped struct{ err error }
 
 func (w *wrapped) Error() string { return "wrapped: " + w.err.Error() }
 func (w *wrapped) Unwrap() error { return w.err }
+
+// TestPooledClientReusesConnections checks that a pooled client keeps the
+// connections of many concurrent requests to one host: rounds of ten at
+// once open ten connections in all, not ten less two a round as
+// http.DefaultTransport's two idle connections a host would.
+func TestPooledClientReusesConnections(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		conns int
+	)
+	release := make(chan struct{})
+	var arrived sync.WaitGroup
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		rel := release
+		mu.Unlock()
+		arrived.Done()
+		<-rel
+		_, _ = io.WriteString(w, "ok")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	hc := llmhttp.NewPooledClient()
+	defer hc.CloseIdleConnections()
+	const n, rounds = 10, 3
+	body := strings.Repeat("x", 40<<10) // fits WriteBufferSize
+	for range rounds {
+		arrived.Add(n)
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for range n {
+			wg.Go(func() {
+				res, err := hc.Post(srv.URL, "text/plain", strings.NewReader(body))
+				if err != nil {
+					errs <- err
+					return
+				}
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+			})
+		}
+		arrived.Wait() // all n at once: n connections
+		mu.Lock()
+		close(release)
+		release = make(chan struct{})
+		mu.Unlock()
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if conns != n {
+		t.Errorf("%d connections for %d rounds of %d requests at once, want %d", conns, rounds, n, n)
+	}
+}

@@ -41,7 +41,9 @@ type Decoder struct {
 // NewDecoder returns a Decoder reading r.
 func NewDecoder(r io.Reader) *Decoder {
 	scn := bufio.NewScanner(r)
-	scn.Buffer(make([]byte, 0, 32<<10), MaxLine)
+	// 4 KiB to start, as bufio.Scanner: a stream's lines are short, and a
+	// longer one grows the buffer (up to MaxLine).
+	scn.Buffer(make([]byte, 0, 4<<10), MaxLine)
 	return &Decoder{scn: scn}
 }
 

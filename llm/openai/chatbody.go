@@ -33,9 +33,12 @@ func (p *Chat) chatBody(req *llm.Request) ([]byte, error) {
 		return nil, fmt.Errorf("unexpected encoding of the request: %.40q", tail)
 	}
 	if req.System == "" && len(req.Messages) == 0 {
-		return tail, nil // the SDK leaves the field out
+		// The SDK leaves the field out. tail is shared: clipped, so that
+		// finishBody's append copies it.
+		return slices.Clip(tail), nil
 	}
-	b := make([]byte, 0, len(tail)+64+requestChars(req))
+	// +16: room for finishBody's "stream" field.
+	b := make([]byte, 0, len(tail)+64+16+requestChars(req))
 	b = append(b, `{"messages":[`...)
 	if b, err = p.appendMessages(b, req); err != nil {
 		return nil, err

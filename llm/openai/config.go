@@ -196,7 +196,9 @@ func objectFields(b []byte) ([]field, error) {
 
 // finishBody sets the extra fields and "stream": true in a request body
 // (a JSON object weft encoded): a field the body has is replaced where it
-// is, others are added at the end.
+// is, others are added at the end. It may append to body in place: the
+// caller gives body up (its builders leave room for the field; a shared
+// one must be clipped).
 func (c *client) finishBody(body []byte) ([]byte, error) {
 	set := append(c.extra[:len(c.extra):len(c.extra)], field{key: "stream", value: json.RawMessage("true")})
 	if len(c.extra) == 0 && !bytes.Contains(body, []byte(`"stream"`)) {
@@ -205,8 +207,9 @@ func (c *client) finishBody(body []byte) ([]byte, error) {
 		if len(body) < 2 || body[len(body)-1] != '}' {
 			return nil, fmt.Errorf("unexpected encoding of the request: %.40q", body)
 		}
-		out := make([]byte, 0, len(body)+16)
-		out = append(out, body[:len(body)-1]...)
+		// In place when body has the room: the request builders
+		// leave it, and body is theirs to give.
+		out := body[:len(body)-1]
 		if len(body) > 2 {
 			out = append(out, ',')
 		}

@@ -436,10 +436,16 @@ func (p *Projection) Flush() Changes {
 		s := p.Session
 		c.Session = &s
 	}
+	if len(p.dirty) > 0 {
+		c.Runs = make([]Run, 0, len(p.dirty))
+	}
 	for id := range p.dirty {
 		r := *p.runs[id]
 		r.Requests = slices.Clone(r.Requests)
 		c.Runs = append(c.Runs, r)
+	}
+	if len(p.changed) > 0 {
+		c.Requests = make([]Request, 0, len(p.changed))
 	}
 	for _, q := range p.changed {
 		r := *q
