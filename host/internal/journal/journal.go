@@ -72,8 +72,8 @@ type Config struct {
 	// well, so they count for more in the spacing, and a wake carries
 	// more events. The spacing of the wakes is the sum of every
 	// subscriber's, capped at 10 ms: 100 such subscribers share a wake
-	// every 5 ms at most with the default, while a batch committed after
-	// a quiet spell still goes out at once. Zero means 50 µs, or none
+	// every 3 ms at most with the default, while a batch committed after
+	// a quiet spell still goes out at once. Zero means 30 µs, or none
 	// when WakeSpacing is negative; a negative value means none.
 	EncodedWakeSpacing time.Duration
 	// Redactor masks secret values in every event before it is stored
@@ -156,7 +156,7 @@ func (c *Config) defaults() {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.EncodedWakeSpacing == 0 {
-		c.EncodedWakeSpacing = 50 * time.Microsecond
+		c.EncodedWakeSpacing = 30 * time.Microsecond
 		if c.WakeSpacing < 0 {
 			c.EncodedWakeSpacing = -1
 		}
