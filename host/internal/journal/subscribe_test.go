@@ -378,7 +378,7 @@ func TestWakeSpacing(t *testing.T) {
 // share with it.
 func TestEncodedWakeSpacing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		j, _ := newJournal(t, journal.Config{WakeSpacing: time.Millisecond, EncodedWakeSpacing: 3 * time.Millisecond})
+		j, _ := newJournal(t, journal.Config{WakeSpacing: 2 * time.Millisecond, EncodedWakeSpacing: 3 * time.Millisecond})
 		ctx := context.Background()
 		if _, err := j.Append(ctx, runQueued(t, "run_1")); err != nil {
 			t.Fatal(err)
@@ -438,7 +438,8 @@ func TestEncodedWakeSpacing(t *testing.T) {
 				}
 			})
 		}
-		// One of each: wakes at most every 1 + 3 ms.
+		// One of each: wakes at most every 2 + 3 ms. (The appends end
+		// at 1 ms, before any owed wake, not at the same instant.)
 		got := appendThree(t, 2, func(k int, t0 *time.Time, g *[]time.Duration, wg *sync.WaitGroup) {
 			if k == 0 {
 				events(k, t0, g, wg)
@@ -446,15 +447,15 @@ func TestEncodedWakeSpacing(t *testing.T) {
 				encoded(k, t0, g, wg)
 			}
 		})
-		want := fmt.Sprint([]time.Duration{0, 4 * time.Millisecond, 4 * time.Millisecond})
+		want := fmt.Sprint([]time.Duration{0, 5 * time.Millisecond, 5 * time.Millisecond})
 		for k := range got {
 			if fmt.Sprint(got[k]) != want {
 				t.Fatalf("with an encoded subscriber, subscriber %d received at %v, want %v", k, got[k], want)
 			}
 		}
-		// Both have left: one Events subscriber alone wakes every 1 ms.
+		// Both have left: one Events subscriber alone wakes every 2 ms.
 		got = appendThree(t, 1, events)
-		if want := fmt.Sprint([]time.Duration{0, time.Millisecond, time.Millisecond}); fmt.Sprint(got[0]) != want {
+		if want := fmt.Sprint([]time.Duration{0, 2 * time.Millisecond, 2 * time.Millisecond}); fmt.Sprint(got[0]) != want {
 			t.Fatalf("after the encoded subscriber left, received at %v, want %v", got[0], want)
 		}
 	})
