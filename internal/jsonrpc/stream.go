@@ -272,14 +272,16 @@ func (s *WSStream) WriteBatch(ctx context.Context, frames [][]byte) error {
 	return nil
 }
 
-// BoundWrites makes every later write of the stream's messages, and of
-// the library's own frames, fail unless it completes within timeout,
-// and fail at once after ctx ends, interrupting the write in progress;
-// a write's own ctx is then only checked before it starts. This costs
-// nothing per write but a clock read, where a ctx with a deadline per
-// write costs a timer and a deadline each. It reports false, and does
-// nothing, for a stream not made by [AcceptWebSocket]. Call it once,
-// before the first write.
+// BoundWrites makes every later write to the connection fail unless it
+// completes within timeout (to one and a half timeouts), the library's
+// own frames included, and makes the stream's writes fail once ctx
+// ends, the one in progress included; a write's own ctx is then only
+// checked before it starts, and the library's frames (a close
+// handshake) are still written after ctx ends. This costs a clock read
+// per write, where a ctx with a deadline per write costs a timer, a
+// context.AfterFunc and two deadline changes. It reports false, and
+// does nothing, for a stream not made by [AcceptWebSocket] or a
+// timeout that is not positive. Call it once, before the first write.
 func (s *WSStream) BoundWrites(ctx context.Context, timeout time.Duration) bool {
 	if s.cork == nil || timeout <= 0 {
 		return false
