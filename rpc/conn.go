@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
@@ -235,16 +236,28 @@ const frameBufKeep = 512 << 10
 // connection holds none.
 var frameBufs = sync.Pool{New: func() any { return new([]byte) }}
 
+// writeBounder is a stream whose writes can be bounded once for the
+// connection rather than by a ctx with a deadline per write
+// (jsonrpc.WSStream made by jsonrpc.AcceptWebSocket): BoundWrites
+// reports whether it did.
+type writeBounder interface {
+	BoundWrites(ctx context.Context, timeout time.Duration) bool
+}
+
 // writeLoop is the connection's only writer. When the stream can
 // (jsonrpc.BatchWriter) it sends what is queued in batches, within
 // maxBatchFrames and maxBatchBytes: a subscription's burst of
 // notifications costs one write to the connection rather than one each.
-// It never waits for more frames: a lone frame is written at once. It
-// exits after stopWriting is closed and the queue drained, or on a write
-// error.
+// It never waits for more frames: a lone frame is written at once. Each
+// write is bounded by WriteTimeout and ends with the connection's ctx:
+// through the stream's own bound when it has one, else with a ctx per
+// write. It exits after stopWriting is closed and the queue drained, or
+// on a write error.
 func (c *Conn) writeLoop() {
 	defer close(c.writerDone)
 	bw, _ := c.stream.(jsonrpc.BatchWriter)
+	wb, _ := c.stream.(writeBounder)
+	bounded := wb != nil && wb.BoundWrites(c.ctx, c.s.cfg.WriteTimeout)
 	var (
 		frames []outFrame
 		size   int
@@ -318,8 +331,12 @@ func (c *Conn) writeLoop() {
 				batch = append(batch, (*buf)[start:len(*buf):len(*buf)])
 			}
 		}
-		wctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.WriteTimeout)
-		defer cancel()
+		wctx := c.ctx
+		if !bounded {
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithTimeout(c.ctx, c.s.cfg.WriteTimeout)
+			defer cancel()
+		}
 		c.acct.startWrite()
 		defer c.acct.endWrite()
 		var err error

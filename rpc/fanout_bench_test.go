@@ -361,6 +361,22 @@ func mallocs() uint64 {
 	return ms.Mallocs
 }
 
+// writeCalls returns the write system calls the process has made so far
+// (syscw of /proc/self/io), or 0 where that cannot be read.
+func writeCalls() int64 {
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "syscw: "); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
 // fanoutBaseRuns is how many runs measure the rate without subscribers
 // (base-events/s), on a session of the same host before the subscribers
 // come, so that it shares the machine's load of the moment.
@@ -415,9 +431,9 @@ func benchWireFanout(b *testing.B, transport string, subs int, clients string, r
 	if err != nil {
 		b.Fatal(err)
 	}
-	baseCPU, baseMallocs := cpuTime(), mallocs()
+	baseCPU, baseMallocs, baseWrites := cpuTime(), mallocs(), writeCalls()
 	baseEvents, baseElapsed := fanoutRuns(b, bh.h, base.ID, pacer, fanoutBaseRuns)
-	baseCPU, baseMallocs = cpuTime()-baseCPU, mallocs()-baseMallocs
+	baseCPU, baseMallocs, baseWrites = cpuTime()-baseCPU, mallocs()-baseMallocs, writeCalls()-baseWrites
 	s, err := bh.h.CreateSession(ctx, api.CreateSessionParams{Model: "scripted:fanout"})
 	if err != nil {
 		b.Fatal(err)
@@ -440,14 +456,14 @@ func benchWireFanout(b *testing.B, transport string, subs int, clients string, r
 		cpu    time.Duration
 	)
 	b.ReportAllocs()
-	m0 := mallocs()
+	m0, w0 := mallocs(), writeCalls()
 	for b.Loop() {
 		c0 := cpuTime()
 		n, _ := fanoutRuns(b, bh.h, s.ID, pacer, 1)
 		cpu += cpuTime() - c0
 		events += n
 	}
-	allocs := mallocs() - m0
+	allocs, writes := mallocs()-m0, writeCalls()-w0
 	elapsed := b.Elapsed()
 	last, _ := bh.h.GetSession(ctx, api.SessionGetParams{SessionID: s.ID})
 	var res fanoutResult
@@ -476,6 +492,11 @@ func benchWireFanout(b *testing.B, transport string, subs int, clients string, r
 	perEvent := float64(events) / float64(baseEvents)
 	b.ReportMetric(float64(cpu-time.Duration(float64(baseCPU)*perEvent))/delivered, "fanout-ns/delivered")
 	b.ReportMetric((float64(allocs)-float64(baseMallocs)*perEvent)/delivered, "fanout-allocs/delivered")
+	// Write system calls beyond the base runs' (the store's): about one
+	// per wake per subscriber, so this is the events a wake carries.
+	if fanWrites := float64(writes) - float64(baseWrites)*perEvent; fanWrites > 0 {
+		b.ReportMetric(delivered/fanWrites, "delivered/write")
+	}
 	if child != nil {
 		b.ReportMetric(float64(res.CPUNs)/1e3/float64(events), "client-cpu-µs/event")
 	}

@@ -104,7 +104,10 @@ type Config struct {
 	// batch of queued frames of at most 256 KiB, sent together); a
 	// client that stops reading for longer is disconnected (its
 	// subscriptions resume by cursor when it comes back), so that it
-	// holds no memory. Zero means DefaultWriteTimeout.
+	// holds no memory. Over WebSocket the deadline is kept per
+	// connection and moved on at most once per half timeout, so a write
+	// may block for up to half as long again. Zero means
+	// DefaultWriteTimeout.
 	WriteTimeout time.Duration
 
 	// ServerInfo is returned by initialize: the server's name, version

@@ -23,9 +23,10 @@ type SSEOptions struct {
 	Heartbeat time.Duration
 	// RetryMs is the reconnection delay hinted to EventSource; zero means 1000.
 	RetryMs int
-	// WriteTimeout is how long one write to a client may block; a reader
-	// that stays stalled longer is dropped (it resumes by cursor), so it
-	// holds no memory. Zero means 30 s.
+	// WriteTimeout is how long one write to a client may block (to half
+	// as long again: the deadline is moved on at most once per half
+	// timeout); a reader that stays stalled longer is dropped (it
+	// resumes by cursor), so it holds no memory. Zero means 30 s.
 	WriteTimeout time.Duration
 }
 
@@ -60,12 +61,14 @@ func HTTPHandler(s *Server, h api.Host, opts SSEOptions) http.Handler {
 
 // sseWriter writes one SSE stream with a deadline on every write, so a
 // client that stops reading is dropped rather than kept forever. The
-// stream budget may also drop it from another goroutine (evict).
+// stream budget may also drop it from another goroutine (evict). Its
+// writes come from one goroutine.
 type sseWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	timeout time.Duration
-	buf     []byte // scratch for an event's id line and JSON head
+	until   time.Time // the write deadline set
+	buf     []byte    // scratch for an event's id line and JSON head
 
 	evicted atomic.Bool
 	mu      sync.Mutex
@@ -76,11 +79,17 @@ func newSSEWriter(w http.ResponseWriter, timeout time.Duration) *sseWriter {
 	return &sseWriter{w: w, rc: http.NewResponseController(w), timeout: timeout}
 }
 
-// deadline sets the deadline of the next write, and fails if the stream
-// has been evicted (whose past deadline it might otherwise undo).
+// deadline makes sure the write deadline is at least a timeout away,
+// moving it to one and a half timeouts away when it is not (once per
+// half timeout at most, rather than once per write: a write is given
+// one to one and a half timeouts), and fails if the stream has been
+// evicted (whose past deadline a move might otherwise undo).
 func (sw *sseWriter) deadline() error {
-	if err := sw.rc.SetWriteDeadline(time.Now().Add(sw.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
+	if now := time.Now(); sw.until.Before(now.Add(sw.timeout)) {
+		sw.until = now.Add(sw.timeout + sw.timeout/2)
+		if err := sw.rc.SetWriteDeadline(sw.until); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
 	}
 	if sw.evicted.Load() {
 		return errEvicted

@@ -78,6 +78,83 @@ type corkConn struct {
 
 	mu  sync.Mutex
 	buf *[]byte // non-nil while corked
+	// timeout, once set by bound, bounds every write with a deadline
+	// kept on the connection (see aheadLocked).
+	timeout time.Duration
+
+	// dmu orders the deadline's changes; it is never held during a
+	// write, so that bound's ctx can end a batch's write in progress.
+	dmu      sync.Mutex
+	deadline time.Time // the write deadline set; zero once ended
+	batching bool      // a batch's write is in progress
+	stopped  error     // bound's ctx has ended: batches fail with this
+}
+
+// bound makes every later write to c fail if it does not complete
+// within timeout, and every later batch fail at once after ctx ends
+// (ending the one in progress), without a context or a timer per
+// write: the connection keeps a write deadline that aheadLocked moves
+// on at most once per half timeout, and one context.AfterFunc ends it.
+// The library's own frames (a close handshake) are still written after
+// ctx ends, within the timeout. It is called once, before the writer's
+// first write.
+func (c *corkConn) bound(ctx context.Context, timeout time.Duration) {
+	c.mu.Lock()
+	c.timeout = timeout
+	c.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		c.dmu.Lock()
+		defer c.dmu.Unlock()
+		c.stopped = context.Cause(ctx)
+		if c.batching {
+			c.deadline = time.Time{}
+			_ = c.Conn.SetWriteDeadline(time.Unix(1, 0))
+		}
+	})
+}
+
+// aheadLocked makes sure the connection's write deadline is at least a
+// timeout away, moving it to one and a half timeouts away when it is
+// not: a write is given between one and one and a half timeouts. c.dmu
+// is held.
+func (c *corkConn) aheadLocked() error {
+	if now := time.Now(); c.deadline.Before(now.Add(c.timeout)) {
+		c.deadline = now.Add(c.timeout + c.timeout/2)
+		return c.Conn.SetWriteDeadline(c.deadline)
+	}
+	return nil
+}
+
+// ahead is aheadLocked for the library's own writes.
+func (c *corkConn) ahead() error {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	return c.aheadLocked()
+}
+
+// writeBatch writes a batch's bytes within the bound's deadline; it
+// fails at once when bound's ctx has ended, and a write in progress
+// when it ends fails too. c.mu is held.
+func (c *corkConn) writeBatch(p []byte) error {
+	c.dmu.Lock()
+	err := c.stopped
+	if err == nil {
+		err = c.aheadLocked()
+	}
+	c.batching = err == nil
+	c.dmu.Unlock()
+	if err != nil {
+		return err
+	}
+	_, err = c.Conn.Write(p)
+	c.dmu.Lock()
+	c.batching = false
+	stopped := c.stopped
+	c.dmu.Unlock()
+	if err != nil && stopped != nil {
+		err = fmt.Errorf("%w (%w)", err, stopped)
+	}
+	return err
 }
 
 // Write implements io.Writer: to the buffer while corked, else to the
@@ -88,6 +165,13 @@ func (c *corkConn) Write(p []byte) (int, error) {
 	if c.buf != nil {
 		*c.buf = append(*c.buf, p...)
 		return len(p), nil
+	}
+	if c.timeout > 0 {
+		// Keep the deadline ahead of the library's own writes too (a
+		// pong after a long idle spell).
+		if err := c.ahead(); err != nil {
+			return 0, err
+		}
 	}
 	return c.Conn.Write(p)
 }
@@ -156,12 +240,16 @@ func (c *corkConn) uncork(ctx context.Context) error {
 	return c.write(ctx, *buf)
 }
 
-// write writes p to the connection within ctx: the write deadline is
-// ctx's, and ctx's end interrupts the write. Called with c.mu held, so
-// that no other write sees the deadline.
+// write writes p to the connection. Once bound, within the bound's
+// deadline, and ctx is only looked at before the write; before, within
+// ctx: the write deadline is ctx's, and ctx's end interrupts the write.
+// Called with c.mu held, so that no other write sees the deadline.
 func (c *corkConn) write(ctx context.Context, p []byte) error {
 	if err := ctx.Err(); err != nil {
 		return context.Cause(ctx)
+	}
+	if c.timeout > 0 {
+		return c.writeBatch(p)
 	}
 	deadline, _ := ctx.Deadline() // zero: none
 	if err := c.Conn.SetWriteDeadline(deadline); err != nil {

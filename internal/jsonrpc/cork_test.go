@@ -446,3 +446,75 @@ func TestWebSocketBatchBesidePongs(t *testing.T) {
 		t.Fatalf("ping: %v", err)
 	}
 }
+
+// BoundWrites bounds every write by the connection's timeout without a
+// deadline per write: a write after an idle spell longer than the
+// timeout still goes through, a peer that stops reading fails the
+// write after one to one and a half timeouts, and the ctx's end fails
+// the write in progress and every later one at once.
+func TestWebSocketBoundWrites(t *testing.T) {
+	t.Run("idle", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s, p := wsPipe(t)
+			if !s.BoundWrites(t.Context(), time.Second) {
+				t.Fatal("BoundWrites: false for an accepted stream")
+			}
+			got := make(chan string, 3)
+			go func() {
+				for {
+					m, err := p.read()
+					if err != nil {
+						return
+					}
+					got <- m
+				}
+			}()
+			if err := s.WriteBatch(t.Context(), frames(`"a"`, `"b"`)); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Second)
+			// A lone message goes through the cork too, framed alike.
+			if err := s.Write(t.Context(), []byte(`"c"`)); err != nil {
+				t.Fatalf("Write after an idle spell: %v", err)
+			}
+			for _, want := range []string{`"a"`, `"b"`, `"c"`} {
+				if m := <-got; m != want {
+					t.Fatalf("peer read %q, want %q", m, want)
+				}
+			}
+		})
+	})
+	t.Run("stalled peer", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s, _ := wsPipe(t)
+			s.BoundWrites(t.Context(), time.Second)
+			start := time.Now()
+			err := s.WriteBatch(t.Context(), frames(`"a"`))
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("WriteBatch: %v, want a deadline exceeded", err)
+			}
+			if d := time.Since(start); d < time.Second || d > 3*time.Second/2 {
+				t.Errorf("WriteBatch failed after %v, want 1s to 1.5s", d)
+			}
+		})
+	})
+	t.Run("ctx ends", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s, _ := wsPipe(t)
+			ctx, cancel := context.WithCancel(t.Context())
+			s.BoundWrites(ctx, time.Minute)
+			time.AfterFunc(time.Second, cancel)
+			start := time.Now()
+			err := s.WriteBatch(t.Context(), frames(`"a"`))
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("WriteBatch: %v, want context.Canceled", err)
+			}
+			if d := time.Since(start); d != time.Second {
+				t.Errorf("WriteBatch failed after %v, want 1s", d)
+			}
+			if err := s.WriteBatch(t.Context(), frames(`"b"`)); err == nil {
+				t.Error("WriteBatch after the ctx ended succeeded")
+			}
+		})
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 )
@@ -230,9 +231,12 @@ func (s *WSStream) Read(ctx context.Context) ([]byte, error) {
 	return buf, nil
 }
 
-// Write implements [Stream]. During a WriteBatch of a stream made by
-// [AcceptWebSocket], the message is sent with the batch.
+// Write implements [Stream]. A stream made by [AcceptWebSocket] sends
+// the message as a batch of one ([WSStream.WriteBatch]).
 func (s *WSStream) Write(ctx context.Context, frame []byte) error {
+	if s.cork != nil {
+		return s.WriteBatch(ctx, [][]byte{frame})
+	}
 	if err := s.c.Write(ctx, websocket.MessageText, frame); err != nil {
 		return fmt.Errorf("jsonrpc: websocket write: %w", err)
 	}
@@ -266,6 +270,24 @@ func (s *WSStream) WriteBatch(ctx context.Context, frames [][]byte) error {
 		return fmt.Errorf("jsonrpc: websocket write: %w", err)
 	}
 	return nil
+}
+
+// BoundWrites makes every later write to the connection fail unless it
+// completes within timeout (to one and a half timeouts), the library's
+// own frames included, and makes the stream's writes fail once ctx
+// ends, the one in progress included; a write's own ctx is then only
+// checked before it starts, and the library's frames (a close
+// handshake) are still written after ctx ends. This costs a clock read
+// per write, where a ctx with a deadline per write costs a timer, a
+// context.AfterFunc and two deadline changes. It reports false, and
+// does nothing, for a stream not made by [AcceptWebSocket] or a
+// timeout that is not positive. Call it once, before the first write.
+func (s *WSStream) BoundWrites(ctx context.Context, timeout time.Duration) bool {
+	if s.cork == nil || timeout <= 0 {
+		return false
+	}
+	s.cork.bound(ctx, timeout)
+	return true
 }
 
 // CloseStatus closes the connection with a status code and reason.

@@ -62,15 +62,14 @@ type node struct {
 //
 // Subscribers are woken by closing a channel, which wakes every waiting
 // subscriber at once. Each wake costs every waiting subscriber a trip
-// through the scheduler, so wakes are spaced by the number of
-// subscribers: with n of them, at most one per n × spacing (and at
-// least one per maxWakeInterval while batches wait); the batches
-// committed in between are delivered together at the next wake. One
-// subscriber is woken at every commit; a thousand share one wake every
-// 10 ms rather than one per commit. The writer's work per commit is
-// constant.
+// through the scheduler, so wakes are spaced by the subscribers: each
+// brings its own spacing (what a wake costs it), and wakes come at most
+// one per the sum of them (and at least one per maxWakeInterval while
+// batches wait); the batches committed in between are delivered
+// together at the next wake. One subscriber is woken at every commit; a
+// thousand share one wake every 10 ms rather than one per commit. The
+// writer's work per commit is constant.
 type feed struct {
-	spacing time.Duration
 	// signal is the channel the next wake closes; closing the feed
 	// closes it too.
 	signal atomic.Pointer[chan struct{}]
@@ -81,6 +80,7 @@ type feed struct {
 	tail     *node
 	last     int64 // seq of the last published event
 	subs     map[*subscriber]struct{}
+	spacing  time.Duration // the sum of the subscribers' spacings
 	err      error
 	lastWake time.Time
 	owed     bool // a wake is owed for batches published since lastWake
@@ -95,13 +95,12 @@ type feed struct {
 // delivery latency.
 const maxWakeInterval = 10 * time.Millisecond
 
-func newFeed(last int64, spacing time.Duration) *feed {
+func newFeed(last int64) *feed {
 	f := &feed{
-		spacing: spacing,
-		done:    make(chan struct{}),
-		tail:    &node{b: &batch{}},
-		last:    last,
-		subs:    make(map[*subscriber]struct{}),
+		done: make(chan struct{}),
+		tail: &node{b: &batch{}},
+		last: last,
+		subs: make(map[*subscriber]struct{}),
 	}
 	ch := make(chan struct{})
 	f.signal.Store(&ch)
@@ -139,7 +138,7 @@ func (f *feed) publish(events []event.Event, now time.Time) (wakeIn time.Duratio
 	if !f.owed {
 		return 0
 	}
-	interval := min(f.spacing*time.Duration(len(f.subs)), maxWakeInterval)
+	interval := min(f.spacing, maxWakeInterval)
 	if wait := interval - now.Sub(f.lastWake); wait > 0 {
 		return wait
 	}
@@ -173,6 +172,7 @@ func (f *feed) scanLocked() (dropped bool) {
 	for s := range f.subs {
 		if s.dropIfOver(f.tail) {
 			delete(f.subs, s)
+			f.spacing -= s.spacing
 			dropped = true
 			continue
 		}
@@ -194,6 +194,7 @@ func (f *feed) subscribe(s *subscriber) (last int64, err error) {
 	}
 	s.pos = f.tail
 	f.subs[s] = struct{}{}
+	f.spacing += s.spacing
 	if len(f.subs) == 1 {
 		f.scannedCount, f.scannedBytes = f.tail.count, f.tail.bytes
 		f.minCount, f.minBytes = s.maxCount, s.maxBytes
@@ -207,7 +208,10 @@ func (f *feed) subscribe(s *subscriber) (last int64, err error) {
 func (f *feed) unsubscribe(s *subscriber) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	delete(f.subs, s)
+	if _, ok := f.subs[s]; ok {
+		delete(f.subs, s)
+		f.spacing -= s.spacing
+	}
 }
 
 // len returns the number of subscribers.
@@ -228,6 +232,7 @@ func (f *feed) close(err error) {
 	}
 	f.err = err
 	clear(f.subs)
+	f.spacing = 0
 	close(f.done)
 	f.wakeLocked(time.Now())
 }
@@ -246,6 +251,9 @@ func (f *feed) closed() (bool, error) {
 // the cursor; the writer may drop it when its backlog is over its bounds.
 type subscriber struct {
 	maxCount, maxBytes int64
+	// spacing is what the subscriber adds to the spacing of the feed's
+	// wakes (not negative); it does not change.
+	spacing time.Duration
 
 	mu  sync.Mutex
 	pos *node // the last node taken; nil once dropped

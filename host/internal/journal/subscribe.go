@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"sort"
+	"time"
 
 	"weft.dev/weft/api"
 	"weft.dev/weft/event"
@@ -81,7 +82,7 @@ func (j *Journal) Subscribers() int { return j.feed.len() }
 // must not modify them (Data in particular).
 func (j *Journal) Events(ctx context.Context, after int64, opts SubscribeOptions) iter.Seq2[event.Event, error] {
 	return func(yield func(event.Event, error) bool) {
-		for c, err := range j.follow(ctx, after, opts) {
+		for c, err := range j.follow(ctx, after, opts, j.cfg.WakeSpacing) {
 			if err != nil {
 				yield(event.Event{}, err)
 				return
@@ -118,7 +119,7 @@ func (j *Journal) Events(ctx context.Context, after int64, opts SubscribeOptions
 func (j *Journal) EncodedEvents(ctx context.Context, after int64, opts SubscribeOptions) iter.Seq2[[]event.Encoded, error] {
 	return func(yield func([]event.Encoded, error) bool) {
 		var out []event.Encoded
-		for c, err := range j.follow(ctx, after, opts) {
+		for c, err := range j.follow(ctx, after, opts, j.cfg.EncodedWakeSpacing) {
 			if err != nil {
 				yield(nil, err)
 				return
@@ -162,8 +163,9 @@ type chunk struct {
 
 // follow is the subscription Events and EncodedEvents read: the replay
 // after the cursor, page by page, then the live tail, a wake's worth at a
-// time. A chunk is valid until the next iteration.
-func (j *Journal) follow(ctx context.Context, after int64, opts SubscribeOptions) iter.Seq2[chunk, error] {
+// time, with spacing its share of the spacing of the feed's wakes
+// (negative: none). A chunk is valid until the next iteration.
+func (j *Journal) follow(ctx context.Context, after int64, opts SubscribeOptions, spacing time.Duration) iter.Seq2[chunk, error] {
 	if opts.Buffer <= 0 {
 		opts.Buffer = 4096
 	}
@@ -181,7 +183,7 @@ func (j *Journal) follow(ctx context.Context, after int64, opts SubscribeOptions
 			yield(chunk{}, fmt.Errorf("%w: session %s: cursor %d", ErrCursor, j.sessionID, after))
 			return
 		}
-		sub := &subscriber{maxCount: int64(opts.Buffer), maxBytes: int64(opts.Bytes)}
+		sub := &subscriber{maxCount: int64(opts.Buffer), maxBytes: int64(opts.Bytes), spacing: max(spacing, 0)}
 		live, err := j.feed.subscribe(sub)
 		if err != nil {
 			yield(chunk{}, err)

@@ -372,6 +372,95 @@ func TestWakeSpacing(t *testing.T) {
 	}
 }
 
+// Each subscriber adds its own spacing to the wakes': WakeSpacing for
+// Events, EncodedWakeSpacing for EncodedEvents (whose consumers write
+// each wake to a connection), and a subscriber that leaves takes its
+// share with it.
+func TestEncodedWakeSpacing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		j, _ := newJournal(t, journal.Config{WakeSpacing: 2 * time.Millisecond, EncodedWakeSpacing: 3 * time.Millisecond})
+		ctx := context.Background()
+		if _, err := j.Append(ctx, runQueued(t, "run_1")); err != nil {
+			t.Fatal(err)
+		}
+		// appendThree appends three batches half a millisecond apart,
+		// the first after a quiet spell, and returns when each of the
+		// events' subscribers got them, relative to the first append.
+		appendThree := func(t *testing.T, subs int, seqs func(k int, t0 *time.Time, got *[]time.Duration, wg *sync.WaitGroup)) [][]time.Duration {
+			got := make([][]time.Duration, subs)
+			var wg sync.WaitGroup
+			t0 := time.Now().Add(time.Hour) // set below, before the first append
+			for k := range got {
+				seqs(k, &t0, &got[k], &wg)
+			}
+			synctest.Wait()
+			time.Sleep(20 * time.Millisecond) // a quiet spell
+			t0 = time.Now()
+			for i := range 3 {
+				if _, err := j.Append(ctx, retry(t, i, "")); err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 {
+					synctest.Wait()
+				}
+				time.Sleep(time.Millisecond / 2)
+			}
+			wg.Wait()
+			return got
+		}
+		events := func(k int, t0 *time.Time, got *[]time.Duration, wg *sync.WaitGroup) {
+			seq := j.Events(ctx, j.LastSeq(), journal.SubscribeOptions{})
+			wg.Go(func() {
+				for _, err := range seq {
+					if err != nil {
+						return
+					}
+					*got = append(*got, time.Since(*t0))
+					if len(*got) == 3 {
+						return
+					}
+				}
+			})
+		}
+		encoded := func(k int, t0 *time.Time, got *[]time.Duration, wg *sync.WaitGroup) {
+			seq := j.EncodedEvents(ctx, j.LastSeq(), journal.SubscribeOptions{})
+			wg.Go(func() {
+				for evs, err := range seq {
+					if err != nil {
+						return
+					}
+					for range evs {
+						*got = append(*got, time.Since(*t0))
+					}
+					if len(*got) == 3 {
+						return
+					}
+				}
+			})
+		}
+		// One of each: wakes at most every 2 + 3 ms. (The appends end
+		// at 1 ms, before any owed wake, not at the same instant.)
+		got := appendThree(t, 2, func(k int, t0 *time.Time, g *[]time.Duration, wg *sync.WaitGroup) {
+			if k == 0 {
+				events(k, t0, g, wg)
+			} else {
+				encoded(k, t0, g, wg)
+			}
+		})
+		want := fmt.Sprint([]time.Duration{0, 5 * time.Millisecond, 5 * time.Millisecond})
+		for k := range got {
+			if fmt.Sprint(got[k]) != want {
+				t.Fatalf("with an encoded subscriber, subscriber %d received at %v, want %v", k, got[k], want)
+			}
+		}
+		// Both have left: one Events subscriber alone wakes every 2 ms.
+		got = appendThree(t, 1, events)
+		if want := fmt.Sprint([]time.Duration{0, 2 * time.Millisecond, 2 * time.Millisecond}); fmt.Sprint(got[0]) != want {
+			t.Fatalf("after the encoded subscriber left, received at %v, want %v", got[0], want)
+		}
+	})
+}
+
 // EncodedEvents yields each event with exactly json.Marshal's encoding,
 // replayed or live, and live events are encoded once for all subscribers.
 func TestEncodedEventsAreSharedAndExact(t *testing.T) {
