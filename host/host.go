@@ -144,8 +144,11 @@ type Config struct {
 	// keeps none, and its next run start reads the latest snapshot and
 	// the log after it (a few milliseconds, against a model call's
 	// seconds). So a host's memory follows the sessions in use, not
-	// every session it served since the last unload. Zero means ten
-	// seconds; negative keeps transcripts until the session unloads.
+	// every session it served since the last unload: a watched session
+	// (a console, a TUI) keeps its transcript, and so does one whose
+	// client starts its next run at once; one nobody watches lets go a
+	// second after it was last used. Zero means one second; negative
+	// keeps transcripts until the session unloads.
 	TranscriptIdle time.Duration
 	// TranscriptBytes is the memory the loaded sessions may keep their
 	// transcripts in between runs, so that a run starts without reading
@@ -309,7 +312,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		cfg.IdleUnload = 10 * time.Minute
 	}
 	if cfg.TranscriptIdle == 0 {
-		cfg.TranscriptIdle = 10 * time.Second
+		cfg.TranscriptIdle = time.Second
 	}
 	if cfg.StorageRetry <= 0 {
 		cfg.StorageRetry = 100 * time.Millisecond

@@ -420,6 +420,7 @@ func TestIdleSessionReleasesTranscript(t *testing.T) {
 		ctx := context.Background()
 		sid := session(t, h, "scripted:fast")
 		checker.setSession(sid)
+		var first string
 		turn := func(text string) {
 			t.Helper()
 			r, err := h.StartRun(ctx, api.StartRunParams{SessionID: sid, Input: input(text)})
@@ -428,6 +429,9 @@ func TestIdleSessionReleasesTranscript(t *testing.T) {
 			}
 			if got := wait(t, h, r.ID); got.Status != record.RunCompleted {
 				t.Fatalf("run %s: %s", r.ID, got.Status)
+			}
+			if first == "" {
+				first = r.ID
 			}
 		}
 		turn("one")
@@ -463,6 +467,11 @@ func TestIdleSessionReleasesTranscript(t *testing.T) {
 		synctest.Wait()
 		if n := host.TranscriptBytes(h); n != 0 {
 			t.Fatalf("%d bytes of transcript kept after 30 s idle", n)
+		}
+		// The idle session forgot its ended runs too: their records
+		// come from the store.
+		if r, err := h.GetRun(ctx, api.RunIDParams{RunID: first}); err != nil || r.Run.Status != record.RunCompleted {
+			t.Fatalf("run %s after the release: %+v, %v", first, r, err)
 		}
 		before := checker.count()
 		turn("three")

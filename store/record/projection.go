@@ -462,15 +462,22 @@ func (p *Projection) Flush() Changes {
 // ended last and those changed since the last Flush, so that a long-lived
 // owner holds its session's live runs rather than its history. Run
 // reports false for a forgotten run: the store has its record. A
-// projection never forgets a run that has not ended.
+// projection never forgets a run that has not ended. Trim(0) on a
+// projection whose runs have all ended and been flushed frees the memory
+// they took (a map does not shrink as its entries go).
 func (p *Projection) Trim(keep int) {
+	trimmed := false
 	for len(p.ended) > max(keep, 0) {
 		id := p.ended[0]
 		if p.dirty[id] {
-			return
+			break
 		}
 		delete(p.runs, id)
 		p.ended = p.ended[1:]
+		trimmed = true
+	}
+	if trimmed && len(p.runs) == 0 {
+		p.runs, p.ended = make(map[string]*Run), nil
 	}
 }
 

@@ -55,6 +55,14 @@ import (
 	"weft.dev/weft/store/record"
 )
 
+// defaultCacheKiB is a connection's page cache when [Config.CacheBytes]
+// is zero. What a host touches is the tail of its sessions' logs and
+// their indexes' upper pages: a run start reads a session's last events,
+// unended runs and snapshot, an append the pages it inserts into. Those
+// fit, and the writer and four readers hold 2.5 MiB at most rather than
+// SQLite's 2 MiB each.
+const defaultCacheKiB = 512
+
 // Config configures [Open]. The zero value of every field but Path selects
 // the default.
 type Config struct {
@@ -73,6 +81,12 @@ type Config struct {
 	// ReadConns caps the pool of read connections. Zero means
 	// max(4, GOMAXPROCS).
 	ReadConns int
+	// CacheBytes bounds the page cache of each connection, the writer's
+	// and each reader's (SQLite's cache_size, rounded up to KiB), which
+	// SQLite allocates outside the Go heap and fills as the database
+	// grows. Zero means 512 KiB; negative means SQLite's default of
+	// about 2 MiB a connection.
+	CacheBytes int64
 	// Logger receives the store's few log lines (open, migrations). Nil
 	// means silent.
 	Logger *slog.Logger
@@ -162,6 +176,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if readConns <= 0 {
 		readConns = max(4, runtime.GOMAXPROCS(0))
 	}
+	var cache []string // the pragma, or none for SQLite's default
+	switch {
+	case cfg.CacheBytes == 0:
+		cache = append(cache, "cache_size(-"+strconv.Itoa(defaultCacheKiB)+")")
+	case cfg.CacheBytes > 0:
+		cache = append(cache, "cache_size(-"+strconv.FormatInt((cfg.CacheBytes+1023)/1024, 10)+")")
+	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -176,8 +197,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	// The writer checkpoints the WAL when it is idle; SQLite's automatic
 	// checkpoint in the commit is only its backstop (see checkpoint.go).
 	wdb, err := openDB(abs, url.Values{
-		"_pragma": {"busy_timeout(" + busyMS + ")", "journal_mode(WAL)", "synchronous(" + sync + ")",
-			"wal_autocheckpoint(" + strconv.Itoa(ckptBackstopPages) + ")"},
+		"_pragma": append([]string{"busy_timeout(" + busyMS + ")", "journal_mode(WAL)", "synchronous(" + sync + ")",
+			"wal_autocheckpoint(" + strconv.Itoa(ckptBackstopPages) + ")"}, cache...),
 	})
 	if err != nil {
 		return nil, s.errorf("open", err)
@@ -202,7 +223,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		logger.Info("store migrated", "path", abs, "from", from, "to", to)
 	}
 	s.r, err = openDB(abs, url.Values{
-		"_pragma": {"busy_timeout(" + busyMS + ")", "query_only(1)"},
+		"_pragma": append([]string{"busy_timeout(" + busyMS + ")", "query_only(1)"}, cache...),
 	})
 	if err != nil {
 		s.w.close()

@@ -127,3 +127,30 @@ func TestGroupCommitIsolatesRefusals(t *testing.T) {
 		t.Errorf("session d after its refused batch: %v", err)
 	}
 }
+
+// Every connection's page cache is bounded in bytes: the default 512 KiB,
+// CacheBytes rounded up to KiB, or SQLite's own with a negative value.
+func TestCacheBytesBoundsEveryConnection(t *testing.T) {
+	for _, c := range []struct {
+		bytes int64
+		want  int64 // PRAGMA cache_size: negative is KiB
+	}{{0, -512}, {100 << 10, -100}, {1000, -1}, {-1, -2000}} {
+		s, err := Open(t.Context(), Config{Path: filepath.Join(t.TempDir(), "w.db"), CacheBytes: c.bytes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w, r int64
+		if err := s.w.use(t.Context(), func(wc *wconn) error {
+			return wc.conn.QueryRowContext(t.Context(), "PRAGMA cache_size").Scan(&w)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.r.QueryRowContext(t.Context(), "PRAGMA cache_size").Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if w != c.want || r != c.want {
+			t.Errorf("CacheBytes %d: cache_size %d (writer), %d (reader); want %d", c.bytes, w, r, c.want)
+		}
+	}
+}

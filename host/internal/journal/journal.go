@@ -269,6 +269,15 @@ func (j *Journal) Run(id string) (record.Run, bool) {
 	return j.proj.Run(id)
 }
 
+// TrimEnded forgets the records of every run that ended and was written,
+// as an owner does while its session is idle: [Journal.Run] reports
+// false for them, and the store has their records.
+func (j *Journal) TrimEnded() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.proj.Trim(0)
+}
+
 // OpenRequests returns the session's open requests as of the last
 // commit, oldest first.
 func (j *Journal) OpenRequests() []record.Request {

@@ -686,7 +686,8 @@ func (s *Session) UnloadIfIdle(cutoff int64) bool {
 // between runs if it is idle since cutoff (unix nanos) and its lock is
 // free, unless a snapshot of it is due (see transcript.Cache.Release);
 // the next run start builds it again from the latest snapshot and the
-// log after it. It reports whether it let one go.
+// log after it. It also forgets the records of its ended runs (the
+// store has them). It reports whether it let a transcript go.
 func (s *Session) ReleaseTranscriptIfIdle(cutoff int64) bool {
 	if !s.mu.TryLock() {
 		return false
@@ -695,6 +696,7 @@ func (s *Session) ReleaseTranscriptIfIdle(cutoff int64) bool {
 	if s.state != stateOpen || !s.idle(cutoff) {
 		return false
 	}
+	s.j.TrimEnded()
 	return s.conv.Release()
 }
 
