@@ -145,7 +145,18 @@ func waitJS(t *testing.T, ctx context.Context, what, expr string, timeout time.D
 	t.Helper()
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := chromedp.Run(tctx, chromedp.Poll[bool]("!!("+expr+")", chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(0))); err != nil {
+	for {
+		_, err := chromedp.Run(tctx, chromedp.Poll[bool]("!!("+expr+")", chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(0)))
+		if err == nil {
+			return
+		}
+		// A navigation that replaces the page's execution context
+		// between two polls ends the poll with this error: poll the
+		// new page.
+		if strings.Contains(err.Error(), "Cannot find context with specified id") && tctx.Err() == nil {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
 		state, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText.slice(-1500)`))
 		t.Fatalf("waiting for %s (%s): %v\npage text:\n%s", what, expr, err, state)
 	}
