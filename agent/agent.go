@@ -136,8 +136,17 @@ type Run struct {
 	ModelName string
 	// Input is the user input that starts the run.
 	Input []event.Part
-	// History is the transcript before this run (see [Transcript]).
+	// History is the transcript before this run (see [Transcript]). The
+	// run does not modify its elements.
 	History []llm.Message
+	// OwnHistory gives the run History's backing array beyond its length:
+	// the run appends its messages there (growing it as append does)
+	// instead of copying History first, which costs a run start time and
+	// garbage in proportion to the session's history. The caller must not
+	// read or write that array past History's length while the run
+	// executes, and, unless the run parks ([Outcome.History] then shares
+	// it), nothing of the run's refers to the array once Execute returns.
+	OwnHistory bool
 	// Env returns the session's mounts for each tool call; nil means none.
 	Env func() *env.Binding
 	// Inbox delivers steering; nil means none.
@@ -371,8 +380,11 @@ func (l *loop) execute(ctx context.Context) (Outcome, error) {
 	if err := l.emitMany(ctx, start); err != nil {
 		return l.end(ctx, err)
 	}
-	// Room for the input and the step's answer beside the history.
-	msgs := append(make([]llm.Message, 0, len(l.run.History)+2), l.run.History...)
+	msgs := l.run.History
+	if !l.run.OwnHistory {
+		// Room for the input and the step's answer beside the history.
+		msgs = append(make([]llm.Message, 0, len(l.run.History)+2), l.run.History...)
+	}
 	msgs = append(msgs, UserMessage(l.run.Input))
 	l.startWindow(l.run.History)
 	l.win.grow(msgs[len(msgs)-1])

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
 	"strings"
@@ -699,5 +701,56 @@ func TestCancelBeforeCallsStartClosesThem(t *testing.T) {
 	}
 	if _, err := agent.Transcript(evs); err != nil {
 		t.Fatalf("transcript: %v", err)
+	}
+}
+
+// sharing is a model that records, for each request, whether its
+// messages live in the array of the run's History.
+type sharing struct {
+	llm.Provider
+	history []llm.Message
+	shared  []bool
+}
+
+func (s *sharing) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.StreamEvent, error] {
+	s.shared = append(s.shared, &req.Messages[0] == &s.history[:1][0])
+	return s.Provider.Stream(ctx, req)
+}
+
+// TestOwnHistory: a run given its History's array (Run.OwnHistory)
+// appends its messages there instead of copying the history first, so
+// that a run start costs nothing in proportion to the history; without
+// it, the run leaves History's array alone even when it has room.
+func TestOwnHistory(t *testing.T) {
+	for _, own := range []bool{false, true} {
+		t.Run(fmt.Sprint("own=", own), func(t *testing.T) {
+			f := newFixture(t)
+			ctx := context.Background()
+			history := make([]llm.Message, 2, 16)
+			history[0] = llm.Message{Role: llm.RoleUser, Content: "before"}
+			history[1] = llm.Message{Role: llm.RoleAssistant, Content: "earlier"}
+			spare := history[:cap(history)]
+			p := &sharing{Provider: script(t, `{"loop":true,"steps":[{"text":"hello"}]}`), history: history}
+			q, _ := event.New("run_own", event.RunQueued, event.RunQueuedData{Model: "scripted:test"})
+			if _, err := f.j.Append(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+			out, err := agent.Execute(ctx, agent.Config{Provider: p, Model: "m", Tools: f.reg}, f.j, agent.Run{
+				ID: "run_own", SessionID: "ses_t", ModelName: "scripted:test", Input: event.TextParts("now"),
+				History: history, OwnHistory: own,
+			})
+			if err != nil || out.Type != event.RunCompleted {
+				t.Fatalf("run: %s %+v, %v", out.Type, out.Error, err)
+			}
+			if len(p.shared) != 1 || p.shared[0] != own {
+				t.Fatalf("the model's messages in History's array: %v, want [%v]", p.shared, own)
+			}
+			if history[0].Content != "before" || history[1].Content != "earlier" {
+				t.Fatalf("History changed: %+v", history)
+			}
+			if got := spare[2].Content; (got == "now") != own {
+				t.Fatalf("History's array past its length holds %q (own %v)", got, own)
+			}
+		})
 	}
 }

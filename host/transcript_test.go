@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -257,7 +258,7 @@ type recorder struct {
 
 func (r *recorder) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.StreamEvent, error] {
 	r.mu.Lock()
-	r.sent = append(r.sent, req.Messages)
+	r.sent = append(r.sent, slices.Clone(req.Messages)) // a provider keeps nothing of req
 	r.mu.Unlock()
 	return r.inner.Stream(ctx, req)
 }

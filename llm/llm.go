@@ -31,6 +31,10 @@ import (
 //
 // Providers do not retry: the agent loop does, before any output was
 // yielded, using the *Error's Retryable and RetryAfter.
+//
+// A provider reads req (its Messages above all) only until the stream
+// ends or is closed, and keeps nothing of it: the agent loop reuses the
+// memory of a run's messages for the session's next run.
 type Provider interface {
 	Stream(ctx context.Context, req *Request) iter.Seq2[StreamEvent, error]
 }

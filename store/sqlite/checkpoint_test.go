@@ -213,3 +213,34 @@ func TestCloseDuringIdleCheckpoint(t *testing.T) {
 		t.Fatalf("read %d events, %v; want %d", len(got), err, n)
 	}
 }
+
+// TestWALSyncedWhileWriting keeps the writer busy, never idle for
+// ckptIdle, for several walSyncEvery: the checkpointer fsyncs the WAL as
+// it goes, outside the writer's lock, so that the backstop checkpoint
+// finds little to flush, and it checkpoints nothing meanwhile (the writer
+// is never idle). Everything appended reads back.
+func TestWALSyncedWhileWriting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "weft.db")
+		s, err := Open(context.Background(), Config{Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		const rounds = 8 * int(walSyncEvery/(ckptIdle/2))
+		for i := range rounds {
+			appendEvents(t, s, "ses_busy", int64(i*4+1), 4, 4)
+			time.Sleep(ckptIdle / 2)
+		}
+		if n := s.w.ckpt.walSyncs.Load(); n < 2 {
+			t.Errorf("%d WAL syncs during %v of writes; want one every %v", n, time.Duration(rounds)*ckptIdle/2, walSyncEvery)
+		}
+		if n := s.w.checkpoints.Load(); n != 0 {
+			t.Errorf("%d checkpoints while the writer was never idle", n)
+		}
+		got, err := s.Read(context.Background(), store.ReadParams{SessionID: "ses_busy", Limit: 10_000})
+		if err != nil || len(got) != rounds*4 {
+			t.Fatalf("read %d events, %v; want %d", len(got), err, rounds*4)
+		}
+	})
+}

@@ -231,7 +231,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s.r.SetMaxOpenConns(readConns)
 	s.r.SetMaxIdleConns(readConns)
-	s.w.startCheckpointer(logger)
+	s.w.startCheckpointer(logger, abs)
 	logger.Debug("store opened", "path", abs, "synchronous", sync, "schema", to)
 	return s, nil
 }

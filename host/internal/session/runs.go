@@ -15,6 +15,7 @@ import (
 	"weft.dev/weft/host/internal/reconcile"
 	"weft.dev/weft/host/internal/spans"
 	"weft.dev/weft/host/internal/transcript"
+	"weft.dev/weft/llm"
 	"weft.dev/weft/store"
 	"weft.dev/weft/store/record"
 	"weft.dev/weft/tool"
@@ -679,8 +680,12 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 				return fail("log", err.Error())
 			}
 		}
-	} else if run.History, run.Basis, err = s.conv.Messages(ctx, sessionLog{s}); err != nil {
-		return fail("log", err.Error())
+	} else {
+		hist, basis, err := s.conv.Messages(ctx, sessionLog{s})
+		if err != nil {
+			return fail("log", err.Error())
+		}
+		run.History, run.Basis, run.OwnHistory = s.takeRunBuf(hist), basis, true
 	}
 	s.mu.Lock()
 	if !a.hostSeen.seeded {
@@ -718,7 +723,34 @@ func (s *Session) execute(ctx context.Context, a *activeRun, resume bool) agent.
 		s.cfg.Logger.Error("run ended without its terminal event", "session", s.id, "run", q.id, "err", err)
 	}
 	s.spans.EndRun(q.id, out.Type)
+	if run.OwnHistory && !out.Waiting {
+		// Nothing of the run's refers to its messages any more (a run
+		// that parked keeps them in out.History).
+		s.mu.Lock()
+		s.runBuf = run.History[:0]
+		s.mu.Unlock()
+	}
 	return out
+}
+
+// runBufSlack is the room a run's message array has beyond the
+// transcript for the run's own messages, at the least.
+const runBufSlack = 32
+
+// takeRunBuf returns hist copied into the session's run array
+// (growing or shrinking it when it does not fit), for a new run to own
+// (agent.Run.OwnHistory).
+func (s *Session) takeRunBuf(hist []llm.Message) []llm.Message {
+	s.mu.Lock()
+	buf := s.runBuf
+	s.runBuf = nil
+	s.mu.Unlock()
+	if need := len(hist) + runBufSlack; cap(buf) < need || cap(buf) > 2*need {
+		// A transcript that compaction shrank does not keep its old
+		// size in memory.
+		buf = make([]llm.Message, 0, need+len(hist)/8)
+	}
+	return append(buf[:0], hist...)
 }
 
 // stepTools is the tools of a run's step: the host's, and those of the

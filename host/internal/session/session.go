@@ -214,6 +214,13 @@ type Session struct {
 	// conv is the transcript kept for the next run start; the journal's
 	// Committed hook feeds it.
 	conv *transcript.Cache
+	// runBuf is the array a new run's messages go in (the transcript,
+	// then what the run appends: agent.Run.OwnHistory), kept from one
+	// run to the next so that a run start copies the transcript into
+	// memory it already has instead of allocating its size afresh; nil
+	// while a run holds it, and let go with the transcript when the
+	// session idles. Guarded by mu.
+	runBuf []llm.Message
 
 	// spans are the open trace spans of the session's runs; nil when the
 	// host does not trace. The journal's Committed hook feeds it.
@@ -697,6 +704,7 @@ func (s *Session) ReleaseTranscriptIfIdle(cutoff int64) bool {
 		return false
 	}
 	s.j.TrimEnded()
+	s.runBuf = nil
 	return s.conv.Release()
 }
 
