@@ -210,11 +210,11 @@ func (p *Chat) chatTail(req *llm.Request) ([]byte, error) {
 }
 
 // appendCompactJSON appends raw, valid JSON, as json.Marshal writes a
-// json.RawMessage: compacted, with <, >, &, U+2028 and U+2029 escaped. JSON
-// without space and without those characters (U+2028 and U+2029 start
-// with the byte 0xE2) is appended as it is, without a scan.
+// json.RawMessage: compacted, with <, >, &, U+2028 and U+2029 escaped.
+// JSON that is compact already, without those characters, is appended as
+// it is after one cheap pass (see compactSafe).
 func appendCompactJSON(b, raw []byte) ([]byte, error) {
-	if !bytes.ContainsAny(raw, " \t\r\n<>&") && bytes.IndexByte(raw, 0xe2) < 0 {
+	if compactSafe(raw) {
 		return append(b, raw...), nil
 	}
 	c, err := json.Marshal(json.RawMessage(raw))
@@ -222,6 +222,29 @@ func appendCompactJSON(b, raw []byte) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, c...), nil
+}
+
+// compactSafe reports whether json.Marshal would leave raw, valid JSON,
+// as it is: no space outside strings, and no <, > or & or byte 0xE2
+// (which starts U+2028 and U+2029, and other characters: a false no
+// costs only the slow path) anywhere.
+func compactSafe(raw []byte) bool {
+	in, esc := false, false
+	for _, c := range raw {
+		switch {
+		case esc:
+			esc = false
+		case c == '\\':
+			esc = in
+		case c == '"':
+			in = !in
+		case c == '<' || c == '>' || c == '&' || c == 0xe2:
+			return false
+		case !in && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return false
+		}
+	}
+	return true
 }
 
 // appendChatUserImages appends a Chat Completions user message with

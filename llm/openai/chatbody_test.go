@@ -185,7 +185,7 @@ func TestChatTailIsMarshals(t *testing.T) {
 	p := &Chat{c: c}
 	schemas := []string{"", `{"type":"object","properties":{}}`, "{ \"type\": \"object\",\n\t\"properties\": {\"a\": {\"type\": \"string\"}} }",
 		`{"description":"a <b> & c","type":"object"}`, "{\"description\":\"line\u2028sep \u2014 dash\"}", `{"x":1.50,"y":[1, 2]}`,
-		`{"d":"Zürich 日本 😀"}`, "  {\"lead\":true}", `{"e":"\u003c"}`}
+		`{"d":"Zürich 日本 😀"}`, "  {\"lead\":true}", `{"e":"\u003c"}`, `{"description":"spaces inside, \"quoted\" \\ too","type":"object"}`}
 	for range 300 {
 		req := &llm.Request{Model: "m-" + randomText(r)}
 		if r.IntN(2) == 0 {
@@ -216,6 +216,20 @@ func TestChatTailIsMarshals(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("chatTail\n%s\njson.Marshal\n%s", got, want)
 		}
+	}
+	// What the fast path copies is what json.Marshal writes, and a
+	// compact schema with space in its strings takes it.
+	for _, sc := range append(schemas[1:], `{"a":"x\\"," b":" "}`, `{"a":"\\"}`, `{"a":["\"", " "]}`) {
+		m, err := json.Marshal(json.RawMessage(sc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if compactSafe([]byte(sc)) && string(m) != sc {
+			t.Errorf("compactSafe(%s), but json.Marshal writes %s", sc, m)
+		}
+	}
+	if !compactSafe([]byte(schemas[len(schemas)-1])) {
+		t.Errorf("compactSafe(%s) = false", schemas[len(schemas)-1])
 	}
 	for _, bad := range []string{`[1]`, `null`, `{"a":`, `"s"`} {
 		if _, err := p.chatTail(&llm.Request{Model: "m", Tools: []llm.ToolSpec{{Name: "t", InputSchema: json.RawMessage(bad)}}}); err == nil {
