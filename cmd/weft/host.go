@@ -167,6 +167,9 @@ func (a *app) newHost(ctx context.Context, log *slog.Logger, o hostOptions) (_ *
 		}
 	}
 	loc.leaseTTL = ttl
+	// A one-shot host reads little, one read at a time: its reads share
+	// the write connection rather than open a second one.
+	loc.readOnWriter = kind == oneShot
 	st, err := openStoreAt(ctx, loc)
 	if err != nil {
 		return nil, err

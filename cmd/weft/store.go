@@ -25,6 +25,9 @@ type storeLoc struct {
 	// leaseTTL is a PostgreSQL store's lease TTL (postgres.Config.LeaseTTL,
 	// which its sessions' timeouts derive from); zero means the default.
 	leaseTTL time.Duration
+	// readOnWriter opens a SQLite store with one connection, which
+	// reads too (sqlite.Config.ReadOnWriter): a one-shot host's.
+	readOnWriter bool
 }
 
 // storeLocation returns the store named by --store/WEFT_STORE, the config
@@ -87,7 +90,7 @@ func openStoreAt(ctx context.Context, loc storeLoc) (store.Store, error) {
 	if err := os.MkdirAll(filepath.Dir(loc.path), 0o700); err != nil {
 		return nil, fmt.Errorf("store %s: %w", loc.path, err)
 	}
-	return sqlite.Open(ctx, sqlite.Config{Path: loc.path})
+	return sqlite.Open(ctx, sqlite.Config{Path: loc.path, ReadOnWriter: loc.readOnWriter})
 }
 
 // lockDir is where a SQLite store's leases live (sqlite.Store.LockDir:

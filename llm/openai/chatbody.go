@@ -156,22 +156,12 @@ type chatTailBody struct {
 	ReasoningEffort     string        `json:"reasoning_effort,omitempty"`
 	StreamOptions       streamOptions `json:"stream_options"`
 	Temperature         *float64      `json:"temperature,omitempty"`
-	Tools               []chatTool    `json:"tools,omitempty"`
+	// The tools, the last field ("tools", omitted when none), are
+	// appended by chatTail.
 }
 
 type streamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
-}
-
-type chatTool struct {
-	Function chatFunction `json:"function"`
-	Type     string       `json:"type"`
-}
-
-type chatFunction struct {
-	Description string          `json:"description,omitempty"`
-	Name        string          `json:"name"`
-	Parameters  json.RawMessage `json:"parameters"`
 }
 
 // chatTail encodes req's fields but its system prompt and messages.
@@ -186,15 +176,75 @@ func (p *Chat) chatTail(req *llm.Request) ([]byte, error) {
 			out.MaxTokens = int64(req.MaxTokens)
 		}
 	}
-	for _, t := range req.Tools {
+	b, err := json.Marshal(out)
+	if err != nil || len(req.Tools) == 0 {
+		return b, err
+	}
+	// The tools, the last field, are appended: json.Marshal would compact
+	// each schema, which cost as much as the rest of the request. The
+	// bytes are json.Marshal's (a test compares them).
+	b = append(b[:len(b)-1], `,"tools":[`...)
+	for i, t := range req.Tools {
 		schema, err := toolSchema(t.Name, t.InputSchema)
 		if err != nil {
 			return nil, err
 		}
-		out.Tools = append(out.Tools, chatTool{Type: "function",
-			Function: chatFunction{Name: t.Name, Description: t.Description, Parameters: schema}})
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"function":{`...)
+		if t.Description != "" {
+			b = append(b, `"description":`...)
+			b = appendJSONString(b, t.Description)
+			b = append(b, ',')
+		}
+		b = append(b, `"name":`...)
+		b = appendJSONString(b, t.Name)
+		b = append(b, `,"parameters":`...)
+		if b, err = appendCompactJSON(b, schema); err != nil {
+			return nil, err
+		}
+		b = append(b, `},"type":"function"}`...)
 	}
-	return json.Marshal(out)
+	return append(b, "]}"...), nil
+}
+
+// appendCompactJSON appends raw, valid JSON, as json.Marshal writes a
+// json.RawMessage: compacted, with <, >, &, U+2028 and U+2029 escaped.
+// JSON that is compact already, without those characters, is appended as
+// it is after one cheap pass (see compactSafe).
+func appendCompactJSON(b, raw []byte) ([]byte, error) {
+	if compactSafe(raw) {
+		return append(b, raw...), nil
+	}
+	c, err := json.Marshal(json.RawMessage(raw))
+	if err != nil {
+		return nil, err
+	}
+	return append(b, c...), nil
+}
+
+// compactSafe reports whether json.Marshal would leave raw, valid JSON,
+// as it is: no space outside strings, and no <, > or & or byte 0xE2
+// (which starts U+2028 and U+2029, and other characters: a false no
+// costs only the slow path) anywhere.
+func compactSafe(raw []byte) bool {
+	in, esc := false, false
+	for _, c := range raw {
+		switch {
+		case esc:
+			esc = false
+		case c == '\\':
+			esc = in
+		case c == '"':
+			in = !in
+		case c == '<' || c == '>' || c == '&' || c == 0xe2:
+			return false
+		case !in && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return false
+		}
+	}
+	return true
 }
 
 // appendChatUserImages appends a Chat Completions user message with

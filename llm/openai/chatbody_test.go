@@ -154,3 +154,86 @@ func BenchmarkChatBody(b *testing.B) {
 		}
 	})
 }
+
+// chatTailRef is the tail as json.Marshal encoded it, tools included,
+// before chatTail appended them.
+type chatTailRef struct {
+	chatTailBody
+	Tools []chatToolRef `json:"tools,omitempty"`
+}
+
+type chatToolRef struct {
+	Function chatFunctionRef `json:"function"`
+	Type     string          `json:"type"`
+}
+
+type chatFunctionRef struct {
+	Description string          `json:"description,omitempty"`
+	Name        string          `json:"name"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// TestChatTailIsMarshals checks over random tools that the tail with the
+// tools appended is byte for byte what json.Marshal writes, schemas with
+// space, HTML characters and U+2028 included.
+func TestChatTailIsMarshals(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	c, err := newClient("openai", Config{APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Chat{c: c}
+	schemas := []string{"", `{"type":"object","properties":{}}`, "{ \"type\": \"object\",\n\t\"properties\": {\"a\": {\"type\": \"string\"}} }",
+		`{"description":"a <b> & c","type":"object"}`, "{\"description\":\"line\u2028sep \u2014 dash\"}", `{"x":1.50,"y":[1, 2]}`,
+		`{"d":"Zürich 日本 😀"}`, "  {\"lead\":true}", `{"e":"\u003c"}`, `{"description":"spaces inside, \"quoted\" \\ too","type":"object"}`}
+	for range 300 {
+		req := &llm.Request{Model: "m-" + randomText(r)}
+		if r.IntN(2) == 0 {
+			temp := r.Float64()
+			req.Temperature = &temp
+		}
+		ref := chatTailRef{chatTailBody: chatTailBody{Model: req.Model, StreamOptions: streamOptions{IncludeUsage: true}, Temperature: req.Temperature}}
+		for k := range r.IntN(4) {
+			tool := llm.ToolSpec{Name: fmt.Sprint("t", k, randomText(r)), InputSchema: json.RawMessage(schemas[r.IntN(len(schemas))])}
+			if r.IntN(2) == 0 {
+				tool.Description = randomText(r)
+			}
+			req.Tools = append(req.Tools, tool)
+			schema, err := toolSchema(tool.Name, tool.InputSchema)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref.Tools = append(ref.Tools, chatToolRef{Type: "function", Function: chatFunctionRef{Description: tool.Description, Name: tool.Name, Parameters: schema}})
+		}
+		got, err := p.chatTail(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := json.Marshal(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("chatTail\n%s\njson.Marshal\n%s", got, want)
+		}
+	}
+	// What the fast path copies is what json.Marshal writes, and a
+	// compact schema with space in its strings takes it.
+	for _, sc := range append(schemas[1:], `{"a":"x\\"," b":" "}`, `{"a":"\\"}`, `{"a":["\"", " "]}`) {
+		m, err := json.Marshal(json.RawMessage(sc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if compactSafe([]byte(sc)) && string(m) != sc {
+			t.Errorf("compactSafe(%s), but json.Marshal writes %s", sc, m)
+		}
+	}
+	if !compactSafe([]byte(schemas[len(schemas)-1])) {
+		t.Errorf("compactSafe(%s) = false", schemas[len(schemas)-1])
+	}
+	for _, bad := range []string{`[1]`, `null`, `{"a":`, `"s"`} {
+		if _, err := p.chatTail(&llm.Request{Model: "m", Tools: []llm.ToolSpec{{Name: "t", InputSchema: json.RawMessage(bad)}}}); err == nil {
+			t.Errorf("schema %s: no error", bad)
+		}
+	}
+}

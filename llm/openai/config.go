@@ -380,6 +380,10 @@ func toolSchema(name string, schema json.RawMessage) (json.RawMessage, error) {
 	if len(schema) == 0 {
 		return json.RawMessage(`{"type":"object","properties":{}}`), nil
 	}
+	// One scan for the common case, without decoding the object.
+	if s := bytes.TrimLeft(schema, " \t\r\n"); len(s) > 0 && s[0] == '{' && json.Valid(schema) {
+		return schema, nil
+	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(schema, &fields); err != nil || fields == nil {
 		return nil, fmt.Errorf("tool %q: input schema is not a JSON object: %v", name, err)

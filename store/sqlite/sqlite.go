@@ -5,7 +5,9 @@
 // kept open with its prepared statements for the store's life; its
 // transactions begin IMMEDIATE and are serialised by a mutex. Reads use a
 // separate pool of read-only connections, opened on demand, so readers
-// never wait for the writer and the writer never waits for readers. Every
+// never wait for the writer and the writer never waits for readers (a
+// short-lived process may read on the write connection instead, one
+// connection in all: [Config.ReadOnWriter]). Every
 // [Store.Append] is one transaction that checks that the batch continues
 // the session's log, inserts the events and upserts the records and
 // receipts of the batch. The writer remembers the last seq of the sessions
@@ -81,6 +83,15 @@ type Config struct {
 	// ReadConns caps the pool of read connections. Zero means
 	// max(4, GOMAXPROCS).
 	ReadConns int
+	// ReadOnWriter runs every read on the write connection, under the
+	// writer's lock between its transactions, instead of on a pool of
+	// read connections: the store opens one SQLite connection, not two
+	// or more, which saves a short-lived process whose reads are few
+	// (a one-shot `weft run`) opening a second connection and loading
+	// the schema into it. A read then waits for a write in progress and
+	// a write for a read; a read's rows are copied out before the lock
+	// is released. ReadConns is ignored.
+	ReadOnWriter bool
 	// CacheBytes bounds the page cache of each connection, the writer's
 	// and each reader's (SQLite's cache_size, rounded up to KiB), which
 	// SQLite allocates outside the Go heap and fills as the database
@@ -192,7 +203,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 
 	s := &Store{path: abs, busy: busy, logger: logger, guard: sqlstore.NewGuard(abs)}
-	s.reads = sqlstore.NewReads(abs, s.guard, readers{s}, dialect())
+	var db sqlstore.DB = readers{s}
+	if cfg.ReadOnWriter {
+		db = writerReads{s}
+	}
+	s.reads = sqlstore.NewReads(abs, s.guard, db, dialect())
 	busyMS := strconv.FormatInt(busy.Milliseconds(), 10)
 	// The writer checkpoints the WAL when it is idle; SQLite's automatic
 	// checkpoint in the commit is only its backstop (see checkpoint.go).
@@ -221,6 +236,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if from != to {
 		logger.Info("store migrated", "path", abs, "from", from, "to", to)
+	}
+	if cfg.ReadOnWriter {
+		s.w.startCheckpointer(logger)
+		logger.Debug("store opened", "path", abs, "synchronous", sync, "schema", to, "reads", "writer")
+		return s, nil
 	}
 	s.r, err = openDB(abs, url.Values{
 		"_pragma": append([]string{"busy_timeout(" + busyMS + ")", "query_only(1)"}, cache...),
@@ -542,7 +562,11 @@ func (s *Store) PutSnapshot(ctx context.Context, snap record.Snapshot) error {
 // return [store.ErrClosed]; Close itself may be called more than once.
 func (s *Store) Close() error {
 	return s.guard.Close(func() error {
-		if err := errors.Join(s.r.Close(), s.w.close()); err != nil {
+		var err error
+		if s.r != nil {
+			err = s.r.Close()
+		}
+		if err := errors.Join(err, s.w.close()); err != nil {
 			return fmt.Errorf("store %s: close: %w", s.path, err)
 		}
 		return nil

@@ -50,6 +50,59 @@ func TestConformanceFull(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return open(t, sqlite.Config{Synchronous: "FULL"}) })
 }
 
+func TestConformanceReadOnWriter(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return open(t, sqlite.Config{ReadOnWriter: true}) })
+	storetest.RunLeases(t, func(t *testing.T) store.Store { return open(t, sqlite.Config{ReadOnWriter: true}) })
+}
+
+// TestReadOnWriterOneConnection checks that a store opened with
+// ReadOnWriter reads and writes through one open file of the database,
+// where the default store opens a second for its reads.
+func TestReadOnWriterOneConnection(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("needs /proc/self/fd")
+	}
+	for _, tc := range []struct {
+		readOnWriter bool
+		want         int
+	}{{true, 1}, {false, 2}} {
+		t.Run(fmt.Sprint("ReadOnWriter=", tc.readOnWriter), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "weft.db")
+			s := open(t, sqlite.Config{Path: path, ReadOnWriter: tc.readOnWriter})
+			ctx := t.Context()
+			if err := s.Append(ctx, createBatch("s1")); err != nil {
+				t.Fatal(err)
+			}
+			evs, err := s.Read(ctx, store.ReadParams{SessionID: "s1"})
+			if err != nil || len(evs) != 1 {
+				t.Fatalf("Read = %d events, %v; want 1", len(evs), err)
+			}
+			if _, err := s.Session(ctx, "s1"); err != nil {
+				t.Fatal(err)
+			}
+			if got := openFiles(t, path); got != tc.want {
+				t.Errorf("%d open files of %s; want %d", got, path, tc.want)
+			}
+		})
+	}
+}
+
+// openFiles counts this process's open files of path.
+func openFiles(t *testing.T, path string) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if p, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && p == path {
+			n++
+		}
+	}
+	return n
+}
+
 func rawDB(t testing.TB, path string) *sql.DB {
 	t.Helper()
 	c, err := msqlite.NewConnector((&url.URL{Scheme: "file", Path: path, RawQuery: "_pragma=busy_timeout(0)"}).String())
