@@ -238,7 +238,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		logger.Info("store migrated", "path", abs, "from", from, "to", to)
 	}
 	if cfg.ReadOnWriter {
-		s.w.startCheckpointer(logger)
+		s.w.startCheckpointer(logger, abs)
 		logger.Debug("store opened", "path", abs, "synchronous", sync, "schema", to, "reads", "writer")
 		return s, nil
 	}
