@@ -430,12 +430,13 @@ func (s *Session) releaseLease() {
 }
 
 // start makes j the session's journal and starts the goroutines that
-// watch it for write failures and the lease for its loss.
+// watch it for write failures and the lease for its loss (a lease that
+// cannot be lost, a flock, needs none).
 func (s *Session) start(j *journal.Journal) {
 	s.mu.Lock()
 	s.j = j
 	s.wg.Go(s.watch)
-	if s.lease != nil {
+	if s.lease != nil && s.lease.Lost() != nil {
 		s.wg.Go(s.watchLease)
 	}
 	s.mu.Unlock()
