@@ -103,7 +103,11 @@ type Journal struct {
 	quit      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
-	failed    chan struct{} // closed when err is set
+	// failed is cancelled when err is set: a context rather than a
+	// channel, so that an owner can be called on a failure
+	// (AfterFailure) without a goroutine of its own waiting for it.
+	failed context.Context
+	fail   context.CancelFunc
 
 	// feed is the committed batches as subscribers read them.
 	feed *feed
@@ -234,13 +238,15 @@ func load(ctx context.Context, st Store, sessionID string) (*record.Projection, 
 }
 
 func newJournal(cfg Config, sessionID string, proj *record.Projection) *Journal {
+	failed, fail := context.WithCancel(context.Background())
 	j := &Journal{
 		cfg:       cfg,
 		sessionID: sessionID,
 		reqs:      make(chan request, 16), // small: each loaded session holds one
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
-		failed:    make(chan struct{}),
+		failed:    failed,
+		fail:      fail,
 		feed:      newFeed(proj.Session.LastSeq),
 		proj:      proj,
 		last:      proj.Session.LastSeq,
@@ -297,7 +303,16 @@ func (j *Journal) LastSeq() int64 {
 // journal refuses every later write with that failure (see [Journal.Err]);
 // its projection is what the store holds. The owner recovers by opening a
 // new journal once the store accepts writes again.
-func (j *Journal) Failed() <-chan struct{} { return j.failed }
+func (j *Journal) Failed() <-chan struct{} { return j.failed.Done() }
+
+// AfterFailure arranges for f to be called in a goroutine of its own
+// once a write fails, at once if one has, as [context.AfterFunc] does:
+// an owner learns of the failure without a goroutine waiting for it. f
+// must return promptly (it may start the owner's own goroutine). stop
+// unregisters f and reports whether it did so before f was called.
+func (j *Journal) AfterFailure(f func()) (stop func() bool) {
+	return context.AfterFunc(j.failed, f)
+}
 
 // Err returns the write failure that stopped the journal, if any.
 func (j *Journal) Err() error {

@@ -307,7 +307,7 @@ func (j *Journal) commit(batch []event.Event, receipts []record.Receipt) (wakeIn
 		}
 		j.err = err
 		j.mu.Unlock()
-		close(j.failed)
+		j.fail()
 		j.feed.close(err)
 		return 0, err
 	}

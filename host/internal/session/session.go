@@ -175,12 +175,15 @@ type Session struct {
 	mu      sync.Mutex
 	state   state
 	failure error // the write failure the session recovers from (stateFailed)
-	j       *journal.Journal
-	lease   store.Lease    // nil without Config.Leases; set before the session is shared
-	bind    *env.Binding   // current binding, opened on first use
-	retired []*env.Binding // replaced while a run was active
-	queue   []queuedRun
-	held    bool // the queue waits for a run admitted through this host (Config.HoldQueued)
+	// recovering is set while a goroutine of the session recovers from
+	// write failures (recoverFailed).
+	recovering bool
+	j          *journal.Journal
+	lease      store.Lease    // nil without Config.Leases; set before the session is shared
+	bind       *env.Binding   // current binding, opened on first use
+	retired    []*env.Binding // replaced while a run was active
+	queue      []queuedRun
+	held       bool // the queue waits for a run admitted through this host (Config.HoldQueued)
 	// compacting is set while session/compact runs: the queue waits.
 	compacting bool
 	// handingOver is set once the session hands its runs over (a
@@ -429,13 +432,13 @@ func (s *Session) releaseLease() {
 	}
 }
 
-// start makes j the session's journal and starts the goroutines that
-// watch it for write failures and the lease for its loss (a lease that
-// cannot be lost, a flock, needs none).
+// start makes j the session's journal, watches it for write failures,
+// and starts the goroutine that watches the lease for its loss (a lease
+// that cannot be lost, a flock, needs none).
 func (s *Session) start(j *journal.Journal) {
 	s.mu.Lock()
 	s.j = j
-	s.wg.Go(s.watch)
+	s.watch(j)
 	if s.lease != nil && s.lease.Lost() != nil {
 		s.wg.Go(s.watchLease)
 	}
