@@ -691,7 +691,8 @@ func (s *Session) UnloadIfIdle(cutoff int64) bool {
 // free, unless a snapshot of it is due (see transcript.Cache.Release);
 // the next run start builds it again from the latest snapshot and the
 // log after it. It also forgets the records of its ended runs (the
-// store has them). It reports whether it let a transcript go.
+// store has them) and parks its journal's writer goroutine until the
+// next write (journal.Park). It reports whether it let a transcript go.
 func (s *Session) ReleaseTranscriptIfIdle(cutoff int64) bool {
 	if !s.mu.TryLock() {
 		return false
@@ -701,6 +702,7 @@ func (s *Session) ReleaseTranscriptIfIdle(cutoff int64) bool {
 		return false
 	}
 	s.j.TrimEnded()
+	s.j.Park()
 	return s.conv.Release()
 }
 
