@@ -17,3 +17,7 @@ func RunTool(h *Host, ctx context.Context, run process.ToolRun) tool.Result {
 
 // TranscriptBytes returns the memory h's sessions keep their transcripts in.
 func TranscriptBytes(h *Host) int64 { return h.scfg.Transcripts.Used() }
+
+// Released returns how many times h gave memory back to the operating
+// system (Config.MemoryIdle).
+func Released(h *Host) int64 { return h.released.Load() }

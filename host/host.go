@@ -18,8 +18,10 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -150,6 +152,15 @@ type Config struct {
 	// second after it was last used. Zero means one second; negative
 	// keeps transcripts until the session unloads.
 	TranscriptIdle time.Duration
+	// MemoryIdle is how long the host goes without committing an event
+	// before it gives the memory it no longer uses back to the operating
+	// system (a garbage collection, then debug.FreeOSMemory), once per
+	// quiet spell: the resident memory of an idle host then follows what
+	// it holds, not the garbage collector's goal of its busiest moment
+	// (about twice the live heap). The collection runs in the host's
+	// housekeeping goroutine and costs a few milliseconds of CPU. Zero
+	// means two seconds; negative never.
+	MemoryIdle time.Duration
 	// TranscriptBytes is the memory the loaded sessions may keep their
 	// transcripts in between runs, so that a run starts without reading
 	// its session's log again; a session whose transcript does not fit
@@ -250,6 +261,9 @@ type Host struct {
 	fenced bool
 	// stats counts runs, takeovers and append latencies (Metrics).
 	stats *stats.Stats
+	// released counts the housekeeping's returns of memory to the
+	// operating system (Config.MemoryIdle), for tests.
+	released atomic.Int64
 
 	// crowded wakes the housekeeping goroutine when more sessions are
 	// loaded than MaxLoadedSessions.
@@ -313,6 +327,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	if cfg.TranscriptIdle == 0 {
 		cfg.TranscriptIdle = time.Second
+	}
+	if cfg.MemoryIdle == 0 {
+		cfg.MemoryIdle = 2 * time.Second
 	}
 	if cfg.StorageRetry <= 0 {
 		cfg.StorageRetry = 100 * time.Millisecond
@@ -457,8 +474,8 @@ func (h *Host) goBackground(f func()) bool {
 }
 
 // housekeeping deletes expired idempotency receipts every hour, unloads
-// idle sessions and lets go of idle sessions' transcripts, until the host
-// closes.
+// idle sessions, lets go of idle sessions' transcripts and gives memory
+// back once the host is quiet, until the host closes.
 func (h *Host) housekeeping() {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
@@ -470,6 +487,13 @@ func (h *Host) housekeeping() {
 		defer t.Stop()
 		drop = t.C
 	}
+	var quietC <-chan time.Time // nil: memory goes back at the runtime's pace
+	if h.cfg.MemoryIdle > 0 {
+		t := time.NewTicker(h.cfg.MemoryIdle / 2)
+		defer t.Stop()
+		quietC = t.C
+	}
+	var q quiet
 	for {
 		select {
 		case <-h.ctx.Done():
@@ -490,8 +514,37 @@ func (h *Host) housekeeping() {
 			}
 		case <-h.crowded:
 			h.trim()
+		case now := <-quietC:
+			if q.due(h.stats.Appends(), now, h.cfg.MemoryIdle) {
+				debug.FreeOSMemory()
+				h.released.Add(1)
+			}
 		}
 	}
+}
+
+// quiet tells when a host has been quiet long enough to give memory
+// back: once per spell without a commit. Owned by the housekeeping
+// goroutine.
+type quiet struct {
+	seen  uint64    // the append count last seen
+	since time.Time // when it last moved (zero: never looked)
+	done  bool      // memory went back in this spell
+}
+
+// due reports, given the host's append count n at now, whether the host
+// has appended nothing for at least after and memory has not gone back
+// since its last append.
+func (q *quiet) due(n uint64, now time.Time, after time.Duration) bool {
+	if q.since.IsZero() || n != q.seen {
+		q.seen, q.since, q.done = n, now, false
+		return false
+	}
+	if q.done || now.Sub(q.since) < after {
+		return false
+	}
+	q.done = true
+	return true
 }
 
 // trim unloads the least recently used idle sessions while more than

@@ -48,8 +48,10 @@ type Lease interface {
 	// Lost returns a channel that is closed when the lease is lost: it
 	// could not be renewed before it expired, or it moved to another
 	// holder. The holder must stop writing then (its appends would be
-	// refused with ErrFenced anyway) and drop the session. It is never
-	// nil; it is not closed by Release.
+	// refused with ErrFenced anyway) and drop the session. It is nil for
+	// a lease that cannot be lost while its holder lives (a lock the
+	// kernel holds for the process), so that a holder need not wait on
+	// it; it is not closed by Release.
 	Lost() <-chan struct{}
 	// Release gives the lease up, so that another holder may take it at
 	// once rather than after it expires. It is safe to call more than

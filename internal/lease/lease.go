@@ -82,19 +82,20 @@ func (d Dir) Acquire(_ context.Context, sessionID string) (store.Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fileLease{l: l, lost: make(chan struct{})}, nil
+	return &fileLease{l: l}, nil
 }
 
 // fileLease is a session's flock as a [store.Lease].
 type fileLease struct {
 	l    *Lease
-	lost chan struct{} // never closed: the kernel keeps the lock while the process lives
 	once sync.Once
 	err  error
 }
 
-func (f *fileLease) Epoch() int64          { return 0 }
-func (f *fileLease) Lost() <-chan struct{} { return f.lost }
+func (f *fileLease) Epoch() int64 { return 0 }
+
+// Lost returns nil: the kernel keeps the lock while the process lives.
+func (f *fileLease) Lost() <-chan struct{} { return nil }
 
 func (f *fileLease) Release(context.Context) error {
 	f.once.Do(func() { f.err = f.l.Release() })

@@ -101,9 +101,24 @@ type Journal struct {
 	sessionID string
 	reqs      chan request
 	quit      chan struct{}
-	done      chan struct{}
+	done      chan struct{} // closed when the writer has stopped for good (Close)
 	closeOnce sync.Once
-	failed    chan struct{} // closed when err is set
+	// park asks the writer goroutine to stop until the next write (Park).
+	park chan struct{}
+
+	// run guards whether the writer goroutine runs: an idle journal's
+	// owner parks it (Park), and the next write starts it again.
+	run struct {
+		sync.Mutex
+		running bool
+		senders int  // writes between enter and leave
+		closed  bool // Close was called
+	}
+	// failed is cancelled when err is set: a context rather than a
+	// channel, so that an owner can be called on a failure
+	// (AfterFailure) without a goroutine of its own waiting for it.
+	failed context.Context
+	fail   context.CancelFunc
 
 	// feed is the committed batches as subscribers read them.
 	feed *feed
@@ -234,19 +249,77 @@ func load(ctx context.Context, st Store, sessionID string) (*record.Projection, 
 }
 
 func newJournal(cfg Config, sessionID string, proj *record.Projection) *Journal {
+	failed, fail := context.WithCancel(context.Background())
 	j := &Journal{
 		cfg:       cfg,
 		sessionID: sessionID,
 		reqs:      make(chan request, 16), // small: each loaded session holds one
 		quit:      make(chan struct{}),
 		done:      make(chan struct{}),
-		failed:    make(chan struct{}),
+		park:      make(chan struct{}, 1),
+		failed:    failed,
+		fail:      fail,
 		feed:      newFeed(proj.Session.LastSeq),
 		proj:      proj,
 		last:      proj.Session.LastSeq,
 	}
+	j.run.running = true
 	go j.loop()
 	return j
+}
+
+// enter starts a write: it starts the writer goroutine if it is parked,
+// and keeps it from parking until leave. It reports false once the
+// journal is closed.
+func (j *Journal) enter() bool {
+	j.run.Lock()
+	defer j.run.Unlock()
+	if j.run.closed {
+		return false
+	}
+	j.run.senders++
+	if !j.run.running {
+		j.run.running = true
+		go j.loop()
+	}
+	return true
+}
+
+// leave ends a write that enter started, once its request is in j.reqs
+// (or was not sent).
+func (j *Journal) leave() {
+	j.run.Lock()
+	j.run.senders--
+	j.run.Unlock()
+}
+
+// Park stops the writer goroutine of an idle journal until its next
+// write, so that an idle session holds no goroutine: the writer stops
+// once it has nothing pending (no delta, no wake of the subscribers, no
+// write on its way), and goes on otherwise. Its owner calls it when the
+// session is idle; a write starts the writer again.
+func (j *Journal) Park() {
+	j.run.Lock()
+	running := j.run.running && !j.run.closed
+	j.run.Unlock()
+	if running {
+		select {
+		case j.park <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// parked stops the writer if nothing is on its way to it, and reports
+// whether it did. Called by the writer goroutine, with nothing pending.
+func (j *Journal) parked() bool {
+	j.run.Lock()
+	defer j.run.Unlock()
+	if j.run.closed || j.run.senders > 0 || len(j.reqs) > 0 {
+		return false
+	}
+	j.run.running = false
+	return true
 }
 
 // SessionID returns the session the journal writes.
@@ -297,7 +370,16 @@ func (j *Journal) LastSeq() int64 {
 // journal refuses every later write with that failure (see [Journal.Err]);
 // its projection is what the store holds. The owner recovers by opening a
 // new journal once the store accepts writes again.
-func (j *Journal) Failed() <-chan struct{} { return j.failed }
+func (j *Journal) Failed() <-chan struct{} { return j.failed.Done() }
+
+// AfterFailure arranges for f to be called in a goroutine of its own
+// once a write fails, at once if one has, as [context.AfterFunc] does:
+// an owner learns of the failure without a goroutine waiting for it. f
+// must return promptly (it may start the owner's own goroutine). stop
+// unregisters f and reports whether it did so before f was called.
+func (j *Journal) AfterFailure(f func()) (stop func() bool) {
+	return context.AfterFunc(j.failed, f)
+}
 
 // Err returns the write failure that stopped the journal, if any.
 func (j *Journal) Err() error {
@@ -332,11 +414,17 @@ func (j *Journal) send(ctx context.Context, r request) ([]event.Event, error) {
 	if err := j.Err(); err != nil {
 		return nil, err
 	}
+	if !j.enter() {
+		return nil, ErrClosed
+	}
 	select {
 	case j.reqs <- r:
+		j.leave()
 	case <-j.quit:
+		j.leave()
 		return nil, ErrClosed
 	case <-ctx.Done():
+		j.leave()
 		return nil, ctx.Err()
 	}
 	// Once the writer has the request, its answer is the truth: a caller
@@ -369,6 +457,10 @@ func (j *Journal) Delta(ctx context.Context, runID string, t event.Type, step in
 	if err := j.Err(); err != nil {
 		return err
 	}
+	if !j.enter() {
+		return ErrClosed
+	}
+	defer j.leave()
 	select {
 	case j.reqs <- request{delta: &delta{runID: runID, typ: t, step: step, text: []byte(text)}}:
 		return nil
@@ -382,7 +474,16 @@ func (j *Journal) Delta(ctx context.Context, runID string, t event.Type, step in
 // Close stops the writer after committing what it was handed, and ends
 // every subscription. It is safe to call more than once.
 func (j *Journal) Close() error {
-	j.closeOnce.Do(func() { close(j.quit) })
+	j.closeOnce.Do(func() {
+		j.run.Lock()
+		j.run.closed = true
+		if !j.run.running { // parked: the writer ends the subscriptions
+			j.run.running = true
+			go j.loop()
+		}
+		j.run.Unlock()
+		close(j.quit)
+	})
 	<-j.done
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -360,4 +361,72 @@ func TestAppendOutcomeSurvivesCancel(t *testing.T) {
 	if _, ok := j.Run("run_1"); !ok {
 		t.Fatal("the run is not in the projection")
 	}
+}
+
+// A parked journal's writer stops, and the next write starts it again:
+// appends and deltas commit and reach a subscriber as before, and Close
+// ends the subscriptions of a parked journal.
+func TestParkedJournalWritesAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		j, err := journal.Create(ctx, journal.Config{Store: memory.New(), CoalesceWindow: time.Millisecond}, "s1", event.SessionCreatedData{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		events := j.Events(ctx, 0, journal.SubscribeOptions{})
+		next, stop := iter.Pull2(events)
+		defer stop()
+		var seen int64
+		seqs := func(n int) {
+			t.Helper()
+			for range n {
+				e, err, ok := next()
+				if !ok || err != nil {
+					t.Fatalf("subscription: %v %v", ok, err)
+				}
+				if seen++; e.Seq != seen {
+					t.Fatalf("seq %d, want %d", e.Seq, seen)
+				}
+			}
+		}
+		if _, err := j.Append(ctx, runQueued(t, "run_1")); err != nil {
+			t.Fatal(err)
+		}
+		seqs(2)
+		for i := range 3 {
+			j.Park()
+			synctest.Wait()
+			if journal.Running(j) {
+				t.Fatal("an idle journal's writer runs after Park")
+			}
+			if _, err := j.Append(ctx, event.Event{Type: "x.test", Data: []byte(`{}`)}); err != nil {
+				t.Fatalf("append %d after park: %v", i, err)
+			}
+			seqs(1)
+			j.Park()
+			synctest.Wait()
+			if err := j.Delta(ctx, "run_1", event.MessageDelta, 1, "hello"); err != nil {
+				t.Fatal(err)
+			}
+			j.Park() // a pending delta keeps the writer: it commits in its window
+			synctest.Wait()
+			if !journal.Running(j) {
+				t.Fatal("Park stopped the writer of a pending delta")
+			}
+			time.Sleep(10 * time.Millisecond)
+			seqs(1)
+		}
+		if got := j.LastSeq(); got != 8 {
+			t.Fatalf("last seq %d, want 8", got)
+		}
+		j.Park()
+		synctest.Wait()
+		j.Close()
+		if _, err, ok := next(); ok && err == nil {
+			t.Fatal("subscription went on after Close")
+		}
+		if _, err := j.Append(ctx, event.Event{Type: "x.test", Data: []byte(`{}`)}); !errors.Is(err, journal.ErrClosed) {
+			t.Fatalf("append after close: %v", err)
+		}
+	})
 }

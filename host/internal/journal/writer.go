@@ -37,8 +37,10 @@ func refused(err error) bool {
 
 // loop is the journal's writer goroutine: it owns the pending delta and the
 // batch being built, and is the only caller of Store.Append for the session.
+// It runs until Close, or until Park finds it with nothing pending; then
+// the next write starts it again (see Journal.enter), with nothing carried
+// over.
 func (j *Journal) loop() {
-	defer close(j.done)
 	var (
 		pend    *delta
 		timer   = time.NewTimer(time.Hour)
@@ -138,7 +140,15 @@ func (j *Journal) loop() {
 			commit()
 			wake.Stop()
 			j.feed.close(ErrClosed)
+			close(j.done)
 			return
+		case <-j.park:
+			if pend == nil && !armed && j.parked() {
+				timer.Stop()
+				wake.Stop()
+				return
+			}
+			continue
 		}
 		// Group commit: take whatever else is already waiting.
 	drain:
@@ -307,7 +317,7 @@ func (j *Journal) commit(batch []event.Event, receipts []record.Receipt) (wakeIn
 		}
 		j.err = err
 		j.mu.Unlock()
-		close(j.failed)
+		j.fail()
 		j.feed.close(err)
 		return 0, err
 	}

@@ -56,18 +56,37 @@ func (r retry) run(ctx context.Context, attempt func(n int) (bool, error)) (bool
 	}
 }
 
-// watch waits for a write failure of the journal and recovers from it,
-// until the session closes.
-func (s *Session) watch() {
+// watch arranges for a write failure of j, which has just become the
+// session's journal, to be recovered from: no goroutine waits for it
+// (see journal.AfterFailure). If a recovery is under way, it finds the
+// failure itself once it is done. Called with mu held.
+func (s *Session) watch(j *journal.Journal) {
+	j.AfterFailure(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.state == stateClosed || s.j != j || s.recovering {
+			return
+		}
+		s.recovering = true
+		s.wg.Go(s.recoverFailed)
+	})
+}
+
+// recoverFailed recovers from the failure of the session's journal, and
+// of each journal that replaced it and failed in turn, until the
+// session's journal has not failed or the session closes.
+func (s *Session) recoverFailed() {
 	for {
 		s.mu.Lock()
 		j := s.j
-		s.mu.Unlock()
 		select {
-		case <-s.ctx.Done():
-			return
 		case <-j.Failed():
+		default:
+			s.recovering = false
+			s.mu.Unlock()
+			return
 		}
+		s.mu.Unlock()
 		if err := j.Err(); errors.Is(err, store.ErrFenced) {
 			s.lose(err)
 			return
@@ -177,6 +196,7 @@ func (s *Session) reopen(failed *journal.Journal, cut string, failure *event.Err
 		s.j.Close() // an earlier attempt's
 	}
 	s.j = j
+	s.watch(j)
 	// The failed write may have committed without the hook seeing it:
 	// the next run start reads the log.
 	s.conv.Drop()

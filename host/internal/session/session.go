@@ -175,12 +175,15 @@ type Session struct {
 	mu      sync.Mutex
 	state   state
 	failure error // the write failure the session recovers from (stateFailed)
-	j       *journal.Journal
-	lease   store.Lease    // nil without Config.Leases; set before the session is shared
-	bind    *env.Binding   // current binding, opened on first use
-	retired []*env.Binding // replaced while a run was active
-	queue   []queuedRun
-	held    bool // the queue waits for a run admitted through this host (Config.HoldQueued)
+	// recovering is set while a goroutine of the session recovers from
+	// write failures (recoverFailed).
+	recovering bool
+	j          *journal.Journal
+	lease      store.Lease    // nil without Config.Leases; set before the session is shared
+	bind       *env.Binding   // current binding, opened on first use
+	retired    []*env.Binding // replaced while a run was active
+	queue      []queuedRun
+	held       bool // the queue waits for a run admitted through this host (Config.HoldQueued)
 	// compacting is set while session/compact runs: the queue waits.
 	compacting bool
 	// handingOver is set once the session hands its runs over (a
@@ -436,13 +439,14 @@ func (s *Session) releaseLease() {
 	}
 }
 
-// start makes j the session's journal and starts the goroutines that
-// watch it for write failures and the lease for its loss.
+// start makes j the session's journal, watches it for write failures,
+// and starts the goroutine that watches the lease for its loss (a lease
+// that cannot be lost, a flock, needs none).
 func (s *Session) start(j *journal.Journal) {
 	s.mu.Lock()
 	s.j = j
-	s.wg.Go(s.watch)
-	if s.lease != nil {
+	s.watch(j)
+	if s.lease != nil && s.lease.Lost() != nil {
 		s.wg.Go(s.watchLease)
 	}
 	s.mu.Unlock()
@@ -694,7 +698,8 @@ func (s *Session) UnloadIfIdle(cutoff int64) bool {
 // free, unless a snapshot of it is due (see transcript.Cache.Release);
 // the next run start builds it again from the latest snapshot and the
 // log after it. It also forgets the records of its ended runs (the
-// store has them). It reports whether it let a transcript go.
+// store has them) and parks its journal's writer goroutine until the
+// next write (journal.Park). It reports whether it let a transcript go.
 func (s *Session) ReleaseTranscriptIfIdle(cutoff int64) bool {
 	if !s.mu.TryLock() {
 		return false
@@ -705,6 +710,7 @@ func (s *Session) ReleaseTranscriptIfIdle(cutoff int64) bool {
 	}
 	s.j.TrimEnded()
 	s.runBuf = nil
+	s.j.Park()
 	return s.conv.Release()
 }
 

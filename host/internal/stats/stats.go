@@ -72,6 +72,20 @@ func (s *Stats) AppendTook(d time.Duration) {
 	s.appendSum.Add(int64(d))
 }
 
+// Appends returns how many append transactions the host has made (failed
+// ones too): a count that does not move says the host committed nothing
+// meanwhile.
+func (s *Stats) Appends() uint64 {
+	if s == nil {
+		return 0
+	}
+	var n uint64
+	for i := range s.appendCounts {
+		n += s.appendCounts[i].Load()
+	}
+	return n
+}
+
 // TookOver counts a session this host took over from another holder.
 func (s *Stats) TookOver() {
 	if s != nil {

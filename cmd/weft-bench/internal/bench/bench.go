@@ -151,8 +151,9 @@ type sizes struct {
 	historyEvents     int // events in the long session of run-start
 	runStarts         int // runs of each session measured warm: enough for a p99
 	idleSessions      int
-	rssFirst, rssLast int // turns before the two RSS readings
-	rssPerSession     int // turns per session in host-rss
+	rssFirst, rssLast int           // turns before the two RSS readings
+	rssPerSession     int           // turns per session in host-rss
+	rssIdle           time.Duration // the pause before host-rss's idle readings
 	fanoutSubs        int
 	fanoutRuns        int // runs with and without subscribers each
 	fanoutSteps       int // tool-calling steps of a fan-out run
@@ -169,7 +170,7 @@ func sizesFor(quick bool) sizes {
 		return sizes{
 			oneshotPairs: 2, startupRuns: 3, inittraceRuns: 2, turns1: 10, turns10: 3, codex1: 3, codex10: 3,
 			historyEvents: 2_000, runStarts: 3, idleSessions: 100,
-			rssFirst: 10, rssLast: 40, rssPerSession: 10,
+			rssFirst: 10, rssLast: 40, rssPerSession: 10, rssIdle: 100 * time.Millisecond,
 			fanoutSubs: 20, fanoutRuns: 1, fanoutSteps: 4, wireSubs: 5, wireRuns: 1,
 			appendRounds: 1, append1: 50, append64: 10, sandboxStarts: 3,
 		}
@@ -177,7 +178,7 @@ func sizesFor(quick bool) sizes {
 	return sizes{
 		oneshotPairs: 10, startupRuns: 20, inittraceRuns: 10, turns1: 200, turns10: 20, codex1: 30, codex10: 20,
 		historyEvents: 100_000, runStarts: 200, idleSessions: 100_000,
-		rssFirst: 100, rssLast: 10_000, rssPerSession: 100,
+		rssFirst: 100, rssLast: 10_000, rssPerSession: 100, rssIdle: 5 * time.Second,
 		fanoutSubs: 1000, fanoutRuns: 3, fanoutSteps: 39, wireSubs: 100, wireRuns: 3,
 		appendRounds: 5, append1: 1000, append64: 200, sandboxStarts: 40,
 	}
