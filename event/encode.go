@@ -7,7 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"weft.dev/weft/internal/jsonstr"
 )
 
 // AppendJSONHead appends the start of e's JSON encoding, up to and
@@ -21,13 +22,13 @@ func (e Event) AppendJSONHead(dst []byte) []byte {
 	dst = append(dst, `{"seq":`...)
 	dst = strconv.AppendInt(dst, e.Seq, 10)
 	dst = append(dst, `,"sessionId":`...)
-	dst = appendJSONString(dst, e.SessionID)
+	dst = jsonstr.Append(dst, e.SessionID)
 	if e.RunID != "" {
 		dst = append(dst, `,"runId":`...)
-		dst = appendJSONString(dst, e.RunID)
+		dst = jsonstr.Append(dst, e.RunID)
 	}
 	dst = append(dst, `,"type":`...)
-	dst = appendJSONString(dst, string(e.Type))
+	dst = jsonstr.Append(dst, string(e.Type))
 	dst = append(dst, `,"time":"`...)
 	dst = e.Time.AppendFormat(dst, time.RFC3339Nano)
 	return append(dst, `","data":`...)
@@ -66,23 +67,4 @@ func (e Event) AppendJSON(dst []byte) ([]byte, error) {
 	dst = e.AppendJSONHead(slices.Grow(dst, 128+len(e.SessionID)+len(e.RunID)+len(e.Type)+len(data)))
 	dst = append(dst, data...)
 	return append(dst, '}'), nil
-}
-
-// appendJSONString appends s as a JSON string, escaped as json.Marshal
-// escapes it (HTML characters, U+2028 and U+2029 included).
-func appendJSONString(dst []byte, s string) []byte {
-	safe := true
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			safe = false
-			break
-		}
-	}
-	if safe {
-		dst = append(dst, '"')
-		dst = append(dst, s...)
-		return append(dst, '"')
-	}
-	b, _ := json.Marshal(s) // a string always marshals
-	return append(dst, b...)
 }

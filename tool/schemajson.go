@@ -5,9 +5,9 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"weft.dev/weft/internal/jsonstr"
 )
 
 // appendSchema appends s encoded exactly as json.Marshal encodes it, for a
@@ -43,7 +43,7 @@ func appendSchema(b []byte, s *jsonschema.Schema) (_ []byte, ok bool) {
 	switch {
 	case s.Type != "":
 		field("type")
-		b = appendJSONString(b, s.Type)
+		b = jsonstr.Append(b, s.Type)
 	case s.Types != nil:
 		field("type")
 		b = appendStrings(b, s.Types)
@@ -73,7 +73,7 @@ func appendSchema(b []byte, s *jsonschema.Schema) (_ []byte, ok bool) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, n)
+			b = jsonstr.Append(b, n)
 			b = append(b, ':')
 			if b, ok = appendSchema(b, s.Properties[n]); !ok {
 				return b[:start], false
@@ -89,7 +89,7 @@ func appendSchema(b []byte, s *jsonschema.Schema) (_ []byte, ok bool) {
 	}
 	if s.Description != "" {
 		field("description")
-		b = appendJSONString(b, s.Description)
+		b = jsonstr.Append(b, s.Description)
 	}
 	for _, n := range []struct {
 		name string
@@ -154,61 +154,7 @@ func appendStrings(b []byte, ss []string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, s)
+		b = jsonstr.Append(b, s)
 	}
 	return append(b, ']')
-}
-
-// appendJSONString appends s as a JSON string the way json.Marshal does:
-// HTML's <, > and & escaped, U+2028 and U+2029 escaped, invalid UTF-8 as
-// U+FFFD.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"unicode/utf8"
 
+	"weft.dev/weft/internal/jsonstr"
 	"weft.dev/weft/llm"
 )
 
@@ -78,7 +78,7 @@ func (p *Chat) appendMessages(b []byte, req *llm.Request) ([]byte, error) {
 	if req.System != "" {
 		open()
 		b = append(b, `{"content":`...)
-		b = appendJSONString(b, req.System)
+		b = jsonstr.Append(b, req.System)
 		b = append(b, `,"role":"system"}`...)
 	}
 	replay := p.c.cfg.ReasoningReplayField
@@ -94,14 +94,14 @@ func (p *Chat) appendMessages(b []byte, req *llm.Request) ([]byte, error) {
 				break
 			}
 			b = append(b, `{"content":`...)
-			b = appendJSONString(b, m.Content)
+			b = jsonstr.Append(b, m.Content)
 			b = append(b, `,"role":"user"}`...)
 		case llm.RoleAssistant:
 			open()
 			b = append(b, '{')
 			if m.Content != "" || len(m.ToolCalls) == 0 {
 				b = append(b, `"content":`...)
-				b = appendJSONString(b, m.Content)
+				b = jsonstr.Append(b, m.Content)
 				b = append(b, ',')
 			}
 			b = append(b, `"role":"assistant"`...)
@@ -112,12 +112,12 @@ func (p *Chat) appendMessages(b []byte, req *llm.Request) ([]byte, error) {
 						b = append(b, ',')
 					}
 					b = append(b, `{"id":`...)
-					b = appendJSONString(b, tc.ID)
+					b = jsonstr.Append(b, tc.ID)
 					if tc.Name != "" || tc.Arguments != "" { // the SDK leaves out a zero function
 						b = append(b, `,"function":{"arguments":`...)
-						b = appendJSONString(b, tc.Arguments)
+						b = jsonstr.Append(b, tc.Arguments)
 						b = append(b, `,"name":`...)
-						b = appendJSONString(b, tc.Name)
+						b = jsonstr.Append(b, tc.Name)
 						b = append(b, '}')
 					}
 					b = append(b, `,"type":"function"}`...)
@@ -126,9 +126,9 @@ func (p *Chat) appendMessages(b []byte, req *llm.Request) ([]byte, error) {
 			}
 			if replay != "" && m.Reasoning != "" {
 				b = append(b, ',')
-				b = appendJSONString(b, replay)
+				b = jsonstr.Append(b, replay)
 				b = append(b, ':')
-				b = appendJSONString(b, m.Reasoning)
+				b = jsonstr.Append(b, m.Reasoning)
 			}
 			b = append(b, '}')
 		case llm.RoleTool:
@@ -137,9 +137,9 @@ func (p *Chat) appendMessages(b []byte, req *llm.Request) ([]byte, error) {
 			}
 			open()
 			b = append(b, `{"content":`...)
-			b = appendJSONString(b, m.Content)
+			b = jsonstr.Append(b, m.Content)
 			b = append(b, `,"role":"tool","tool_call_id":`...)
-			b = appendJSONString(b, m.ToolCallID)
+			b = jsonstr.Append(b, m.ToolCallID)
 			b = append(b, '}')
 		default:
 			return nil, fmt.Errorf("message %d: unknown role %q", i, m.Role)
@@ -195,11 +195,11 @@ func (p *Chat) chatTail(req *llm.Request) ([]byte, error) {
 		b = append(b, `{"function":{`...)
 		if t.Description != "" {
 			b = append(b, `"description":`...)
-			b = appendJSONString(b, t.Description)
+			b = jsonstr.Append(b, t.Description)
 			b = append(b, ',')
 		}
 		b = append(b, `"name":`...)
-		b = appendJSONString(b, t.Name)
+		b = jsonstr.Append(b, t.Name)
 		b = append(b, `,"parameters":`...)
 		if b, err = appendCompactJSON(b, schema); err != nil {
 			return nil, err
@@ -254,7 +254,7 @@ func appendChatUserImages(b []byte, text string, atts []llm.Attachment) []byte {
 	b = append(b, `{"content":[`...)
 	if text != "" {
 		b = append(b, `{"text":`...)
-		b = appendJSONString(b, text)
+		b = jsonstr.Append(b, text)
 		b = append(b, `,"type":"text"}`...)
 	}
 	for i, a := range atts {
@@ -262,62 +262,10 @@ func appendChatUserImages(b []byte, text string, atts []llm.Attachment) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"image_url":{"url":`...)
-		b = appendJSONString(b, dataURL(a))
+		b = jsonstr.Append(b, dataURL(a))
 		b = append(b, `},"type":"image_url"}`...)
 	}
 	return append(b, `],"role":"user"}`...)
-}
-
-// appendJSONString appends s as a JSON string, as encoding/json does:
-// bytes that are not valid UTF-8 become U+FFFD, and <, >, &, U+2028 and
-// U+2029 are escaped.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // tailCache keeps the encoding of a request's fields other than its

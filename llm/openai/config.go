@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"weft.dev/weft/internal/jsonstr"
 	"weft.dev/weft/internal/llmhttp"
 	events "weft.dev/weft/internal/sse"
 	"weft.dev/weft/llm"
@@ -233,7 +234,7 @@ func (c *client) finishBody(body []byte) ([]byte, error) {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = appendJSONString(out, f.key)
+		out = jsonstr.Append(out, f.key)
 		out = append(out, ':')
 		out = append(out, f.value...)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"weft.dev/weft/internal/jsonstr"
 	"weft.dev/weft/llm"
 )
 
@@ -86,7 +87,7 @@ func chatMessages(msgs []llm.Message) []llm.Message {
 func appendInputParts(b []byte, text string, atts []llm.Attachment) []byte {
 	if text != "" {
 		b = append(b, `{"text":`...)
-		b = appendJSONString(b, text)
+		b = jsonstr.Append(b, text)
 		b = append(b, `,"type":"input_text"}`...)
 	}
 	for i, a := range atts {
@@ -94,7 +95,7 @@ func appendInputParts(b []byte, text string, atts []llm.Attachment) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"detail":"auto","image_url":`...)
-		b = appendJSONString(b, dataURL(a))
+		b = jsonstr.Append(b, dataURL(a))
 		b = append(b, `,"type":"input_image"}`...)
 	}
 	return b

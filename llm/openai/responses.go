@@ -8,6 +8,7 @@ import (
 	"iter"
 
 	"weft.dev/weft/event"
+	"weft.dev/weft/internal/jsonstr"
 	"weft.dev/weft/llm"
 )
 
@@ -166,11 +167,11 @@ func appendResponsesInput(b []byte, msgs []llm.Message) ([]byte, error) {
 			for _, tc := range m.ToolCalls {
 				open()
 				b = append(b, `{"arguments":`...)
-				b = appendJSONString(b, tc.Arguments)
+				b = jsonstr.Append(b, tc.Arguments)
 				b = append(b, `,"call_id":`...)
-				b = appendJSONString(b, tc.ID)
+				b = jsonstr.Append(b, tc.ID)
 				b = append(b, `,"name":`...)
-				b = appendJSONString(b, tc.Name)
+				b = jsonstr.Append(b, tc.Name)
 				b = append(b, `,"type":"function_call"}`...)
 			}
 		case llm.RoleTool:
@@ -179,14 +180,14 @@ func appendResponsesInput(b []byte, msgs []llm.Message) ([]byte, error) {
 			}
 			open()
 			b = append(b, `{"call_id":`...)
-			b = appendJSONString(b, m.ToolCallID)
+			b = jsonstr.Append(b, m.ToolCallID)
 			b = append(b, `,"output":`...)
 			if len(m.Attachments) > 0 {
 				b = append(b, '[')
 				b = appendInputParts(b, m.Content, m.Attachments)
 				b = append(b, ']')
 			} else {
-				b = appendJSONString(b, m.Content)
+				b = jsonstr.Append(b, m.Content)
 			}
 			b = append(b, `,"type":"function_call_output"}`...)
 		default:
@@ -199,7 +200,7 @@ func appendResponsesInput(b []byte, msgs []llm.Message) ([]byte, error) {
 // appendMessageItem appends a message item whose content is text.
 func appendMessageItem(b []byte, role, text string) []byte {
 	b = append(b, `{"content":`...)
-	b = appendJSONString(b, text)
+	b = jsonstr.Append(b, text)
 	b = append(b, `,"role":"`...)
 	b = append(b, role...)
 	return append(b, `"}`...)
