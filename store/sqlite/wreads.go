@@ -59,17 +59,11 @@ func (w *writer) read(ctx context.Context, fn func(c *wconn) error) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
-		return errWriterClosed
+	c, err := w.connLocked(ctx)
+	if err != nil {
+		return err
 	}
-	if w.c == nil {
-		conn, err := w.db.Conn(ctx)
-		if err != nil {
-			return err
-		}
-		w.c = &wconn{conn: conn, last: make(map[string]int64)}
-	}
-	return fn(w.c)
+	return fn(c)
 }
 
 // copiedRows are the rows of a query, copied out of the driver: each

@@ -164,23 +164,33 @@ type pending struct {
 // it is open first, so its callers never see it.
 var errWriterClosed = errors.New("writer closed")
 
+// connLocked returns the writer's connection, opening it if there is
+// none. w.mu is held.
+func (w *writer) connLocked(ctx context.Context) (*wconn, error) {
+	if w.closed {
+		return nil, errWriterClosed
+	}
+	if w.c == nil {
+		conn, err := w.db.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		w.c = &wconn{conn: conn, last: make(map[string]int64)}
+	}
+	return w.c, nil
+}
+
 // use runs fn on the writer's connection, opening it if there is none,
 // under the writer's lock. A connection fn leaves broken is closed; the
 // next use opens a new one.
 func (w *writer) use(ctx context.Context, fn func(c *wconn) error) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
-		return errWriterClosed
+	c, err := w.connLocked(ctx)
+	if err != nil {
+		return err
 	}
-	if w.c == nil {
-		conn, err := w.db.Conn(ctx)
-		if err != nil {
-			return err
-		}
-		w.c = &wconn{conn: conn, last: make(map[string]int64)}
-	}
-	err := fn(w.c)
+	err = fn(c)
 	w.wrote()
 	if w.c.broken {
 		w.c.close()
