@@ -223,10 +223,14 @@ func (d *decoder) message() llm.Message {
 		}
 	}
 	if flags&2 != 0 {
-		n := d.count()
-		m.Attachments = make([]llm.Attachment, 0, n)
-		for range n {
-			m.Attachments = append(m.Attachments, llm.Attachment{MediaType: d.str("media type"), Data: []byte(d.str("attachment"))})
+		// The encoder sets the flag only with attachments to write; a
+		// count of 0 under it decodes as none, as the encoder would
+		// write them, so that a snapshot reads back the same.
+		if n := d.count(); n > 0 {
+			m.Attachments = make([]llm.Attachment, 0, n)
+			for range n {
+				m.Attachments = append(m.Attachments, llm.Attachment{MediaType: d.str("media type"), Data: []byte(d.str("attachment"))})
+			}
 		}
 	}
 	return m
