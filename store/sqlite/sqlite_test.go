@@ -60,7 +60,7 @@ func TestConformanceReadOnWriter(t *testing.T) {
 // where the default store opens a second for its reads.
 func TestReadOnWriterOneConnection(t *testing.T) {
 	if _, err := os.Stat("/proc/self/fd"); err != nil {
-		t.Skip("needs /proc/self/fd")
+		testenv.Missing(t, "no /proc/self/fd to count the database's open files: %v", err)
 	}
 	for _, tc := range []struct {
 		readOnWriter bool
