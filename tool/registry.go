@@ -299,8 +299,6 @@ func checkAttachments(res Result) Result {
 	return res
 }
 
-// validateArgs parses and validates raw arguments. It returns the
-// arguments to pass on ({} for empty) or a message for the model.
 // validate checks args against the tool's input schema (see validateArgs);
 // a prevalidated tool's is resolved at its first use.
 func (e *entry) validate(args json.RawMessage) (json.RawMessage, string) {
@@ -315,6 +313,8 @@ func (e *entry) validate(args json.RawMessage) (json.RawMessage, string) {
 	return validateArgs(schema, args)
 }
 
+// validateArgs parses and validates raw arguments. It returns the
+// arguments to pass on ({} for empty) or a message for the model.
 func validateArgs(schema *jsonschema.Resolved, raw json.RawMessage) (json.RawMessage, string) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = json.RawMessage("{}")

@@ -199,14 +199,7 @@ func (m Model) Update(msg tea.Msg) (Model, tea.Cmd) {
 // key does what the key press msg names, or types its text.
 func (m *Model) key(msg tea.KeyPressMsg) {
 	k := msg.String()
-	in := func(keys []string) bool {
-		for _, s := range keys {
-			if s == k {
-				return true
-			}
-		}
-		return false
-	}
+	in := func(keys []string) bool { return slices.Contains(keys, k) }
 	km := m.KeyMap
 	line := m.lines[m.row]
 	switch {
