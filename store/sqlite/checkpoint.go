@@ -63,6 +63,10 @@ const (
 	// leaves that checkpoint little to flush. It adds durability, never
 	// takes any away.
 	walSyncEvery = 20 * time.Millisecond
+	// walSyncRetry is how long the WAL's syncs pause after one failed (a
+	// full or failing disk): they start again by themselves once the
+	// fault clears.
+	walSyncRetry = 10 * time.Second
 )
 
 // checkpointer is the writer's idle checkpointer: a goroutine that waits
@@ -123,8 +127,8 @@ func (w *writer) checkpointLoop(c *checkpointer) {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	defer t.Stop()
-	var wal *os.File // the WAL, opened at its first sync (walSyncEvery)
-	walFailed := false
+	var wal *os.File       // the WAL, opened at its first sync (walSyncEvery)
+	var walRetry time.Time // after a failed sync, when to try again
 	defer func() {
 		if wal != nil {
 			wal.Close()
@@ -148,9 +152,11 @@ func (w *writer) checkpointLoop(c *checkpointer) {
 			n := w.writes.Load()
 			if n != seen {
 				seen = n
-				if !walFailed && time.Since(synced) >= walSyncEvery {
-					synced = time.Now()
-					wal, walFailed = c.syncWAL(wal)
+				if now := time.Now(); now.Sub(synced) >= walSyncEvery && !now.Before(walRetry) {
+					synced = now
+					if wal = c.syncWAL(wal); wal == nil {
+						walRetry = now.Add(walSyncRetry)
+					}
 				}
 				continue
 			}
@@ -209,24 +215,35 @@ func (w *writer) idleCheckpoint(c *checkpointer, seen uint64) bool {
 }
 
 // syncWAL fsyncs the WAL file through wal, opening it first if wal is
-// nil, and returns the file to sync next time, or failed true if it
-// cannot be synced (then the checkpoints sync it alone, as before).
-func (c *checkpointer) syncWAL(wal *os.File) (_ *os.File, failed bool) {
+// nil or no longer the file at walPath (SQLite deletes the WAL when its
+// last connection closes, and the next one makes a new file), and returns
+// the file to sync next time, or nil if it cannot be synced: then the
+// checkpoints sync it alone, as before, until the next try
+// (walSyncRetry later).
+func (c *checkpointer) syncWAL(wal *os.File) *os.File {
+	if wal != nil {
+		at, err := os.Stat(c.walPath)
+		held, herr := wal.Stat()
+		if err != nil || herr != nil || !os.SameFile(at, held) {
+			wal.Close()
+			wal = nil
+		}
+	}
 	if wal == nil {
 		f, err := os.OpenFile(c.walPath, os.O_RDWR, 0)
 		if err != nil {
 			c.logger.Debug("store WAL sync: open", "err", err)
-			return nil, true
+			return nil
 		}
 		wal = f
 	}
 	if err := wal.Sync(); err != nil {
 		c.logger.Debug("store WAL sync", "err", err)
 		wal.Close()
-		return nil, true
+		return nil
 	}
 	c.walSyncs.Add(1)
-	return wal, false
+	return wal
 }
 
 // stopCheckpointer stops the idle checkpointer and waits for it, and for

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -243,4 +244,52 @@ func TestWALSyncedWhileWriting(t *testing.T) {
 			t.Fatalf("read %d events, %v; want %d", len(got), err, rounds*4)
 		}
 	})
+}
+
+// syncWAL follows the WAL file when SQLite replaced it (it deletes the
+// WAL when its last connection closes and the next one makes a new
+// file), and a failed sync gives up the file rather than the syncs.
+func TestSyncWALFollowsTheFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "db-wal")
+	if err := os.WriteFile(path, []byte("one"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &checkpointer{logger: slog.New(slog.DiscardHandler), walPath: path}
+	wal := c.syncWAL(nil)
+	if wal == nil {
+		t.Fatal("the first sync failed")
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("two"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wal = c.syncWAL(wal)
+	if wal == nil {
+		t.Fatal("the sync after the WAL was replaced failed")
+	}
+	defer wal.Close()
+	at, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := wal.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(at, held) {
+		t.Fatal("the sync kept the deleted WAL's descriptor")
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.syncWAL(wal); got != nil {
+		got.Close()
+		t.Fatal("a sync with no WAL file reported success")
+	}
+	if n := c.walSyncs.Load(); n != 2 {
+		t.Fatalf("%d syncs counted, want 2", n)
+	}
 }
